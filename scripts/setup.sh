@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that strata builds and tests with (only what is missing), then
+# configures and builds it in build/. Run as root on Debian 12.
+set -eu
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake ninja-build ccache git libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libssl-dev clang-format python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/strata-ccache}
+build=${STRATA_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+jobs=$(nproc)
+cmake --build "$build" -j "$jobs"

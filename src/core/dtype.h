@@ -1,0 +1,74 @@
+// Element types and their storage: the GGML type ids and block layouts that GGUF files use.
+//
+// Every type GGUF can name is listed so that a file can be parsed and described; only some
+// have kernels (`dtype_has_kernels`). A quantised type stores `block_size` elements in
+// `block_bytes` bytes; a row of n elements needs n to be a multiple of the block size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace strata {
+
+// Values are GGML's `ggml_type` ids as stored in GGUF tensor infos: never renumber.
+enum class DType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kIQ1_M = 29,
+  kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+};
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;  // as llama.cpp prints it: "f32", "q4_K", ...
+  int64_t block_size;     // elements per block (1 for plain types)
+  size_t block_bytes;     // bytes per block
+  bool has_kernels;       // matmul / get_rows / dequantize exist for it
+};
+
+// nullptr for an id that is not a known type (the value came from a file: check it).
+const DTypeInfo* dtype_info(uint32_t id);
+const DTypeInfo& dtype_info(DType t);
+
+inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+inline int64_t dtype_block_size(DType t) { return dtype_info(t).block_size; }
+inline size_t dtype_block_bytes(DType t) { return dtype_info(t).block_bytes; }
+inline bool dtype_is_quantized(DType t) { return dtype_info(t).block_size > 1; }
+
+// Bytes of a row of n elements; n must be a multiple of the block size (checked by callers
+// that handle untrusted shapes, asserted here).
+size_t dtype_row_bytes(DType t, int64_t n);
+
+// Parses a name as `strata gguf gen --dtype` takes it ("q8_0", "Q4_K", "f16"...).
+std::optional<DType> dtype_from_name(std::string_view name);
+
+}  // namespace strata

@@ -1,0 +1,68 @@
+#include "core/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace strata {
+namespace {
+
+Isa detect() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+    return Isa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
+    return Isa::kAvx2;
+  }
+#endif
+  return Isa::kScalar;
+}
+
+Isa initial() {
+  Isa best = detect();
+  // STRATA_ISA=scalar|avx2 lowers the choice (for A/B runs); it never raises it.
+  if (const char* env = std::getenv("STRATA_ISA")) {
+    Isa want = best;
+    if (std::strcmp(env, "scalar") == 0) want = Isa::kScalar;
+    if (std::strcmp(env, "avx2") == 0) want = Isa::kAvx2;
+    if (want < best) best = want;
+  }
+  return best;
+}
+
+std::atomic<Isa>& active() {
+  static std::atomic<Isa> isa{initial()};
+  return isa;
+}
+
+}  // namespace
+
+Isa isa_best_supported() {
+  static const Isa best = detect();
+  return best;
+}
+
+Isa isa_active() { return active().load(std::memory_order_relaxed); }
+
+void isa_force(Isa isa) {
+  if (isa > isa_best_supported()) isa = isa_best_supported();
+  active().store(isa, std::memory_order_relaxed);
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace strata

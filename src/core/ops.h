@@ -1,0 +1,87 @@
+// CPU kernels for the graph ops (except matmul, see matmul.h). Each has a scalar reference in
+// ops_ref.cc (namespace strata::ref) that the SIMD path is tested against.
+//
+// Conventions: a "row" is the innermost (contiguous) dimension, as in GGML: a [n, rows] tensor
+// is `rows` rows of n values. Strides are in elements for float buffers and in bytes for
+// typed (possibly quantised) buffers. Threads split rows (or heads), never a reduction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace strata {
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (weight may be null: no scaling).
+// F32 x [n, rows], weight [n], y [n, rows]. y may alias x.
+void rms_norm(ThreadPool& pool, const float* x, size_t x_stride, const float* weight, float* y,
+              size_t y_stride, int64_t n, int64_t rows, float eps);
+
+enum class BinaryOp { kAdd, kMul };
+// y[r] = a[r] op b[r % b_rows]: b is either as many rows as a or broadcast (b_rows = 1).
+// F32 [n, rows]; y may alias a.
+void binary(ThreadPool& pool, BinaryOp op, const float* a, size_t a_stride, const float* b,
+            size_t b_stride, int64_t b_rows, float* y, size_t y_stride, int64_t n, int64_t rows);
+
+// y = silu(gate) * up. F32 [n, rows]; y may alias gate or up.
+void swiglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
+            size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows);
+
+enum class RopeMode : int32_t {
+  kNormal = 0,  // llama: rotate pairs (2i, 2i+1)
+  kNeox = 2,    // qwen2/3, neox: rotate pairs (i, i + n_rot/2)
+};
+// Rotates the first n_rot dims of each head of x in place. F32 x [head_dim, n_head, n_tokens]
+// with head stride head_dim and token stride tok_stride (elements); pos I32 [n_tokens].
+// theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
+void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens,
+          size_t tok_stride, const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base,
+          float freq_scale);
+
+// y[i] = dequantize(table row ids[i]). table: dtype rows of n elements, row_bytes apart;
+// ids are checked by the caller against n_table_rows. y F32 [n, n_ids], y_stride elements.
+void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
+              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride);
+
+// dst row idx[i] = convert(src row i). dst dtype F32 or F16, rows dst_row_bytes apart.
+// F32 src [n, n_rows].
+void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
+              size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows);
+
+// Attention of n_tokens queries over the KV cache.
+//   q    F32 [head_dim, n_head, n_tokens], token stride q_tok_stride (elements)
+//   k, v kv_dtype (F32 or F16) cache rows: cell c holds n_head_kv heads of head_dim values at
+//        k + c * kv_row_bytes (same for v)
+//   cells I32 [max_len, n_lists]: list l is the cache cells of one sequence in position order
+//   tok  I32 [2, n_tokens]: token t attends to the first tok[2t+1] cells of list tok[2t]
+//   out  F32 [head_dim, n_head, n_tokens], token stride out_tok_stride
+// Grouped-query: query head h reads kv head h / (n_head / n_head_kv). softmax(q.k * scale) is
+// computed with a running maximum (numerically stable) in cell order, so the result for a token
+// depends only on its own sequence's cells, never on the batch it sits in.
+void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
+               int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
+               size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
+               const int32_t* tok, float scale, float* out, size_t out_tok_stride);
+
+// out[r] = index of the largest value of row r (the first one on ties). F32 [n, rows].
+void argmax(ThreadPool& pool, const float* x, size_t x_stride, int64_t n, int64_t rows,
+            int32_t* out);
+
+namespace ref {
+void rms_norm(const float* x, size_t x_stride, const float* weight, float* y, size_t y_stride,
+              int64_t n, int64_t rows, float eps);
+void binary(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
+            int64_t b_rows, float* y, size_t y_stride, int64_t n, int64_t rows);
+void swiglu(const float* gate, size_t gate_stride, const float* up, size_t up_stride, float* y,
+            size_t y_stride, int64_t n, int64_t rows);
+void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t tok_stride,
+          const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
+void attention(const float* q, size_t q_tok_stride, int64_t head_dim, int64_t n_head,
+               int64_t n_tokens, DType kv_dtype, const void* k, const void* v, size_t kv_row_bytes,
+               int64_t n_head_kv, const int32_t* cells, int64_t max_len, const int32_t* tok,
+               float scale, float* out, size_t out_tok_stride);
+}  // namespace ref
+
+}  // namespace strata
