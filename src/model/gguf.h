@@ -114,6 +114,9 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<GgufKv> kvs_;
   std::vector<GgufTensorInfo> tensors_;
+  // Indices sorted by key / name: lookups in O(log n) and the duplicate check.
+  std::vector<uint32_t> kv_index_;
+  std::vector<uint32_t> tensor_index_;
 };
 
 }  // namespace strata
