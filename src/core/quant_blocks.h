@@ -1,0 +1,90 @@
+// The GGUF block layouts, byte for byte as GGML defines them (ggml-common.h). Files written by
+// llama.cpp are read straight into these structs, so field order and sizes are part of the
+// format: the static_asserts below pin them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace strata {
+
+inline constexpr int kQK8_0 = 32;  // elements per q8_0 / q4_0 block
+inline constexpr int kQK4_0 = 32;
+inline constexpr int kQKK = 256;         // elements per K-quant super-block
+inline constexpr int kKScaleBytes = 12;  // 8 six-bit scales + 8 six-bit mins
+
+// x = qs[i] * d
+struct BlockQ8_0 {
+  uint16_t d;  // f16
+  int8_t qs[kQK8_0];
+};
+
+// x = ((nibble) - 8) * d; low nibbles of qs[0..16) are elements 0..15, high nibbles 16..31.
+struct BlockQ4_0 {
+  uint16_t d;  // f16
+  uint8_t qs[kQK4_0 / 2];
+};
+
+// 8 sub-blocks of 32: x = d * scale[s] * q - dmin * min[s], q in 0..15. Element e of the
+// super-block is sub-block e / 32; qs[32 * c + t] holds element 64c + t in its low nibble and
+// 64c + 32 + t in its high nibble. Scales and mins are packed as in kscale_min().
+struct BlockQ4_K {
+  uint16_t d;     // f16, scale of the scales
+  uint16_t dmin;  // f16, scale of the mins
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQKK / 2];
+};
+
+// As Q4_K, plus a fifth bit: bit (e / 32) of qh[e % 32] adds 16 to element e's quant.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+
+// 16 sub-blocks of 16: x = d * scales[e / 16] * (q - 32), q in 0..63 built from 4 low bits
+// in ql and 2 high bits in qh (see dequantize_q6_k for the interleaving).
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;  // f16
+};
+
+// Activations for the K-quant dot products (never stored in files): x = d * qs[i], and
+// bsums[g] = sum of qs[16g .. 16g+16) so that the mins' contribution needs no per-element work.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(alignof(BlockQ8_0) == 2 && alignof(BlockQ4_K) == 2 && alignof(BlockQ6_K) == 2);
+
+// Scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block: the first four keep their
+// 6 bits in bytes 0..3 / 4..7; the last four keep their low 4 bits in bytes 8..11 and their top
+// 2 bits in the spare top bits of bytes 0..7.
+inline void kscale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = static_cast<uint8_t>((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4));
+    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Per-type rows (n a multiple of the block size). quantize_row / dequantize_row dispatch here.
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+void dequantize_row_q8_k(const BlockQ8_K* x, float* y, int64_t n);
+
+}  // namespace strata

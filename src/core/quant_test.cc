@@ -1,0 +1,290 @@
+#include "core/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/quant_blocks.h"
+
+namespace strata {
+namespace {
+
+std::vector<float> random_row(int64_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+std::vector<float> round_trip(DType t, const std::vector<float>& x) {
+  std::vector<uint8_t> q(dtype_row_bytes(t, static_cast<int64_t>(x.size())));
+  quantize_row(t, x.data(), q.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> y(x.size());
+  dequantize_row(t, q.data(), y.data(), static_cast<int64_t>(x.size()));
+  return y;
+}
+
+// Largest |x| over [begin, end).
+float amax(const float* x, int n) {
+  float m = 0.0f;
+  for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+  return m;
+}
+
+// Slack for the f16 rounding of the stored scales (relative 2^-11, applied to up to a whole
+// range) and float arithmetic.
+constexpr float kF16Rel = 1.0f / 1024.0f;
+
+// The bound of each type's round trip, for the elements of one block starting at x.
+// Derivations:
+//  q8_0: step d = amax/127; rounding costs d/2, the f16 d adds up to 127 * |d - f16(d)|.
+//  q4_0: d = amax/8 with the signed extreme at -8; the opposite extreme can only reach +7,
+//        so it clamps with an error of up to d; everything else rounds (d/2).
+//  q8_K: float d = amax/127, rounding only: d/2.
+//  q4_K/q5_K: per sub-block of 32 range R (including 0) and min M; step R/Q (Q = 15 or 31).
+//        6-bit scales relative to the largest: the step is off by at most dS/2 (dS = Rmax/(63Q)),
+//        the offset by dM/2 (dM = Mmax/63). An element rounds (step/2) or, past the grid's
+//        end, clamps (dM/2 + Q*dS/2). The sum of both is a safe bound.
+//  q6_K: per sub-block of 16, step A/31 with quants -31..31; 8-bit scales relative to the
+//        largest, off by dS/2 (dS = Amax/(31*127)); rounding step/2 plus clamping 31*dS/2.
+float block_bound(DType t, const float* x) {
+  switch (t) {
+    case DType::kQ8_0: {
+      const float a = amax(x, 32);
+      return a / 254.0f + a * kF16Rel;
+    }
+    case DType::kQ4_0: {
+      const float a = amax(x, 32);
+      return a / 8.0f + a * kF16Rel;
+    }
+    case DType::kQ8_K:
+      return amax(x, 256) / 254.0f * 1.001f;
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const float q = t == DType::kQ4_K ? 15.0f : 31.0f;
+      float rmax = 0.0f, mmax = 0.0f;
+      for (int s = 0; s < 8; ++s) {
+        float lo = 0.0f, hi = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+          lo = std::min(lo, x[32 * s + j]);
+          hi = std::max(hi, x[32 * s + j]);
+        }
+        rmax = std::max(rmax, hi - lo);
+        mmax = std::max(mmax, -lo);
+      }
+      const float ds = rmax / (63.0f * q), dm = mmax / 63.0f;
+      return (rmax / q + ds) / 2.0f + dm / 2.0f + q * ds / 2.0f + (rmax + mmax) * kF16Rel;
+    }
+    case DType::kQ6_K: {
+      float a = 0.0f;
+      for (int s = 0; s < 16; ++s) a = std::max(a, amax(x + 16 * s, 16));
+      const float ds = a / (31.0f * 127.0f);
+      return (a / 31.0f + ds) / 2.0f + 31.0f * ds / 2.0f + a * kF16Rel;
+    }
+    default:
+      return 0.0f;
+  }
+}
+
+class QuantRoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantRoundTrip, ErrorWithinBound) {
+  const DType t = GetParam();
+  const int64_t bs = std::max<int64_t>(dtype_block_size(t), 32);
+  const int64_t n = 4 * 256;
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    std::vector<float> x = random_row(n, seed, 0.05f * static_cast<float>(seed));
+    // An all-zero block and a block with one outlier: the degenerate and the skewed cases.
+    std::fill(x.begin(), x.begin() + 256, 0.0f);
+    x[300] = 3.0f;
+    const std::vector<float> y = round_trip(t, x);
+    for (int64_t b = 0; b < n; b += bs) {
+      float bound;
+      if (t == DType::kF32) {
+        bound = 0.0f;
+      } else if (t == DType::kF16) {
+        bound = amax(&x[b], static_cast<int>(bs)) / 2048.0f;  // half an ulp: 2^-11 relative
+      } else if (t == DType::kBF16) {
+        bound = amax(&x[b], static_cast<int>(bs)) / 256.0f;  // half an ulp: 2^-8 relative
+      } else {
+        bound = block_bound(t, &x[b]);
+      }
+      for (int64_t i = b; i < b + bs; ++i) {
+        ASSERT_LE(std::fabs(x[i] - y[i]), bound)
+            << dtype_name(t) << " seed " << seed << " element " << i << " x " << x[i];
+      }
+    }
+    for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(y[i], 0.0f) << dtype_name(t) << " zero block";
+  }
+}
+
+TEST_P(QuantRoundTrip, Deterministic) {
+  const DType t = GetParam();
+  const std::vector<float> x = random_row(512, 7, 1.0f);
+  std::vector<uint8_t> a(dtype_row_bytes(t, 512), 0x11), b(dtype_row_bytes(t, 512), 0xee);
+  quantize_row(t, x.data(), a.data(), 512);
+  quantize_row(t, x.data(), b.data(), 512);
+  EXPECT_EQ(a, b);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                                           DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                                           DType::kQ8_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(QuantTest, CanConvert) {
+  EXPECT_TRUE(dtype_can_convert(DType::kQ4_K));
+  EXPECT_FALSE(dtype_can_convert(DType::kQ2_K));
+}
+
+// ---- Hand-built blocks: the expectation comes from the format's definition, not the code ----
+
+std::vector<float> dequant(DType t, const void* block, int64_t n) {
+  std::vector<float> y(n);
+  dequantize_row(t, block, y.data(), n);
+  return y;
+}
+
+TEST(QuantKnownBytes, Q8_0) {
+  BlockQ8_0 b;
+  b.d = 0x3800;  // 0.5
+  for (int i = 0; i < 32; ++i) b.qs[i] = static_cast<int8_t>(i * 8 - 128);
+  const auto y = dequant(DType::kQ8_0, &b, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], (i * 8 - 128) * 0.5f) << i;
+}
+
+TEST(QuantKnownBytes, Q4_0) {
+  uint8_t raw[18] = {0x00, 0x40};  // d = 2.0
+  for (int i = 0; i < 16; ++i) raw[2 + i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+  const auto y = dequant(DType::kQ4_0, raw, 32);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(y[i], (i - 8) * 2.0f) << i;
+    EXPECT_EQ(y[16 + i], (7 - i) * 2.0f) << i;
+  }
+}
+
+// Scales and mins of the 8 sub-blocks, chosen so that the last four use their top bits.
+constexpr uint8_t kSc[8] = {1, 2, 63, 4, 49, 17, 33, 63};
+constexpr uint8_t kMn[8] = {0, 5, 10, 63, 50, 31, 16, 1};
+
+// 12 bytes built by hand from the layout: bytes 0..3 scale[0..3] | (scale[4..7] >> 4) << 6;
+// bytes 4..7 min[0..3] | (min[4..7] >> 4) << 6; bytes 8..11 low nibbles of scale / min 4..7.
+void hand_pack(uint8_t* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>(kSc[j] | ((kSc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>(kMn[j] | ((kMn[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((kSc[j + 4] & 15) | ((kMn[j + 4] & 15) << 4));
+  }
+}
+
+TEST(QuantKnownBytes, Q4_KScaleUnpacking) {
+  uint8_t s[12];
+  hand_pack(s);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    kscale_min(j, s, &sc, &mn);
+    EXPECT_EQ(sc, kSc[j]) << j;
+    EXPECT_EQ(mn, kMn[j]) << j;
+  }
+}
+
+TEST(QuantKnownBytes, Q4_K) {
+  BlockQ4_K b;
+  b.d = 0x3c00;     // 1.0
+  b.dmin = 0x3800;  // 0.5
+  hand_pack(b.scales);
+  // Element e has quant e % 16.
+  for (int c = 0; c < 4; ++c) {
+    for (int t = 0; t < 32; ++t) {
+      b.qs[32 * c + t] =
+          static_cast<uint8_t>(((64 * c + t) % 16) | (((64 * c + 32 + t) % 16) << 4));
+    }
+  }
+  const auto y = dequant(DType::kQ4_K, &b, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * kSc[e / 32] * (e % 16) - 0.5f * kMn[e / 32]) << e;
+  }
+}
+
+TEST(QuantKnownBytes, Q5_K) {
+  BlockQ5_K b;
+  b.d = 0x3c00;
+  b.dmin = 0x3800;
+  hand_pack(b.scales);
+  // Element e has quant (e * 7) % 32: low 4 bits in qs as for Q4_K, bit 4 in qh[e%32] bit e/32.
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int c = 0; c < 4; ++c) {
+    for (int t = 0; t < 32; ++t) {
+      const int lo = ((64 * c + t) * 7) % 32, hi = ((64 * c + 32 + t) * 7) % 32;
+      b.qs[32 * c + t] = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
+      b.qh[t] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+    }
+  }
+  const auto y = dequant(DType::kQ5_K, &b, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * kSc[e / 32] * ((e * 7) % 32) - 0.5f * kMn[e / 32]) << e;
+  }
+}
+
+TEST(QuantKnownBytes, Q6_K) {
+  BlockQ6_K b;
+  b.d = 0x3400;  // 0.25
+  for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<int8_t>(s % 2 ? -(s + 1) : s + 100);
+  // Element e has quant (e * 5) % 64. Within each half of 128 (offset h), for l < 32:
+  // ql[l] = q[l] low | q[l+64] low << 4, ql[l+32] = q[l+32] low | q[l+96] low << 4,
+  // qh[l] = q[l]>>4 | q[l+32]>>4 << 2 | q[l+64]>>4 << 4 | q[l+96]>>4 << 6.
+  auto q = [](int e) { return (e * 5) % 64; };
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const int o = 128 * h + l;
+      b.ql[64 * h + l] = static_cast<uint8_t>((q(o) & 15) | ((q(o + 64) & 15) << 4));
+      b.ql[64 * h + l + 32] = static_cast<uint8_t>((q(o + 32) & 15) | ((q(o + 96) & 15) << 4));
+      b.qh[32 * h + l] = static_cast<uint8_t>((q(o) >> 4) | ((q(o + 32) >> 4) << 2) |
+                                              ((q(o + 64) >> 4) << 4) | ((q(o + 96) >> 4) << 6));
+    }
+  }
+  const auto y = dequant(DType::kQ6_K, &b, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 0.25f * b.scales[e / 16] * (q(e) - 32)) << e;
+  }
+}
+
+TEST(QuantKnownBytes, Q8_KBsums) {
+  const std::vector<float> x = random_row(512, 3, 1.0f);
+  std::vector<BlockQ8_K> b(2);
+  quantize_row_q8_k(x.data(), b.data(), 512);
+  for (const BlockQ8_K& blk : b) {
+    int8_t peak = 0;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) {
+        sum += blk.qs[16 * g + j];
+        if (std::abs(blk.qs[16 * g + j]) > std::abs(peak)) peak = blk.qs[16 * g + j];
+      }
+      EXPECT_EQ(blk.bsums[g], sum) << g;
+    }
+    EXPECT_EQ(std::abs(peak), 127);  // the largest element uses the full range
+  }
+}
+
+TEST(QuantKnownBytes, F16AndBF16) {
+  const uint16_t h[3] = {0x3c00, 0xc000, 0x7bff};  // 1, -2, 65504
+  const auto y = dequant(DType::kF16, h, 3);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], -2.0f);
+  EXPECT_EQ(y[2], 65504.0f);
+  const uint16_t b[2] = {0x3f80, 0xc0a0};  // 1, -5
+  const auto z = dequant(DType::kBF16, b, 2);
+  EXPECT_EQ(z[0], 1.0f);
+  EXPECT_EQ(z[1], -5.0f);
+}
+
+}  // namespace
+}  // namespace strata
