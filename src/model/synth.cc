@@ -1,0 +1,444 @@
+#include "model/synth.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/quant.h"
+
+namespace strata {
+namespace {
+
+// Limits that keep a generated file's size and the generator's memory reasonable.
+constexpr int64_t kMaxEmbd = 1 << 16;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxFf = 1 << 20;
+constexpr int64_t kMaxVocab = 1 << 20;
+constexpr int64_t kMaxCtx = 1 << 24;
+
+// Frequent English words, most frequent first: the vocabulary's first pieces.
+constexpr const char* kWords[] = {
+    "the",    "of",     "and",  "to",    "a",      "in",     "is",      "it",     "you",   "that",
+    "he",     "was",    "for",  "on",    "are",    "with",   "as",      "his",    "they",  "be",
+    "at",     "one",    "have", "this",  "from",   "or",     "had",     "by",     "not",   "word",
+    "but",    "what",   "some", "we",    "can",    "out",    "other",   "were",   "all",   "there",
+    "when",   "up",     "use",  "your",  "how",    "said",   "an",      "each",   "she",   "which",
+    "do",     "their",  "time", "if",    "will",   "way",    "about",   "many",   "then",  "them",
+    "write",  "would",  "like", "so",    "these",  "her",    "long",    "make",   "thing", "see",
+    "him",    "two",    "has",  "look",  "more",   "day",    "could",   "go",     "come",  "did",
+    "number", "sound",  "no",   "most",  "people", "my",     "over",    "know",   "water", "than",
+    "call",   "first",  "who",  "may",   "down",   "side",   "been",    "now",    "find",  "any",
+    "new",    "work",   "part", "take",  "get",    "place",  "made",    "live",   "where", "after",
+    "back",   "little", "only", "round", "man",    "year",   "came",    "show",   "every", "good",
+    "me",     "give",   "our",  "under", "name",   "very",   "through", "just",   "form",  "great",
+    "think",  "say",    "help", "low",   "line",   "before", "turn",    "cause",  "same",  "mean",
+    "story",  "once",   "upon", "girl",  "boy",    "happy",  "play",    "friend", "big",   "sun",
+};
+// Words that often start a text, so also get pieces without a leading space.
+constexpr const char* kCapitalWords[] = {"The", "It",   "He",  "She",   "They", "We",
+                                         "I",   "Once", "One", "Hello", "What", "This"};
+
+// splitmix64: turns any seed into well-mixed state words.
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// xoshiro256**, with an approximately normal draw built from integer arithmetic and one
+// multiply: no libm call, so every platform produces the same floats.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (uint64_t& w : s_) w = splitmix64(seed);
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Sum of four uniforms (Irwin-Hall), centred and scaled to unit variance: close enough to
+  // a normal for random weights, bounded by +-2*sqrt(3), and exact in any IEEE arithmetic.
+  double normal() {
+    const uint64_t a = next(), b = next();
+    const double sum =
+        static_cast<double>((a >> 32) + (a & 0xffffffffu) + (b >> 32) + (b & 0xffffffffu)) *
+        (1.0 / 4294967296.0);
+    return (sum - 2.0) * 1.7320508075688772;  // sqrt(3): the sum's variance is 4/12
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
+
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;  // SPM only
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;  // BPE only
+};
+
+// Appends `piece` once; returns false when it was already present.
+bool add_unique(std::set<std::string>& seen, std::vector<std::string>& out, std::string piece) {
+  if (!seen.insert(piece).second) return false;
+  out.push_back(std::move(piece));
+  return true;
+}
+
+// Candidate pieces, each one whose every shorter prefix (past `space`) comes earlier: words
+// after the space marker, capitalised words without it, then all lowercase strings in
+// shortlex order ("a".."z", "aa"...) after the marker until `count` are found. Prefix-closed
+// chains let both SPM and BPE reach every piece by adding one character at a time.
+std::vector<std::string> chained_pieces(const std::string& space, size_t count) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  auto add_chain = [&](const std::string& lead, std::string_view word) {
+    for (size_t k = 1; k <= word.size() && out.size() < count; ++k) {
+      add_unique(seen, out, lead + std::string(word.substr(0, k)));
+    }
+  };
+  for (const char* w : kWords) add_chain(space, w);
+  // Space-led before bare: in " The" the pair (space, T) must outrank (T, h).
+  for (const char* w : kCapitalWords) add_chain(space, w);
+  for (const char* w : kCapitalWords) {
+    if (std::strlen(w) > 1) add_chain(std::string(1, w[0]), std::string_view(w).substr(1));
+  }
+  for (size_t len = 1; out.size() < count; ++len) {
+    std::string s(len, 'a');
+    while (out.size() < count) {
+      add_unique(seen, out, space + s);
+      size_t i = len;  // next string of this length, like an odometer
+      while (i > 0 && s[i - 1] == 'z') s[--i] = 'a';
+      if (i == 0) break;
+      ++s[i - 1];
+    }
+  }
+  if (out.size() > count) out.resize(count);
+  return out;
+}
+
+// SentencePiece vocabulary as llama uses it: <unk>, <s>, </s>, byte fallback, then pieces.
+Vocab spm_vocab(int64_t n_vocab) {
+  Vocab v;
+  auto add = [&](std::string t, float score, int32_t type) {
+    v.tokens.push_back(std::move(t));
+    v.scores.push_back(score);
+    v.types.push_back(type);
+  };
+  add("<unk>", 0, kUnknown);
+  add("<s>", 0, kControl);
+  add("</s>", 0, kControl);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    add(name, 0, kByte);
+  }
+  const std::string space = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+  std::vector<std::string> pieces = {space};
+  const char kSingles[] =
+      "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789.,!?'\"-:;()";
+  for (const char* c = kSingles; *c != '\0'; ++c) pieces.emplace_back(1, *c);
+  const size_t want = static_cast<size_t>(n_vocab) - v.tokens.size();
+  // Chains are at least two characters long, so they never repeat a single character.
+  std::vector<std::string> chains = chained_pieces(space, want);
+  pieces.insert(pieces.end(), chains.begin(), chains.end());
+  pieces.resize(want);
+  // Scores fall with the index: SPM merges the highest-scoring pair first.
+  for (size_t i = 0; i < pieces.size(); ++i) add(pieces[i], -static_cast<float>(i), kNormal);
+  return v;
+}
+
+// GPT-2's byte-to-character map: printable bytes stand for themselves, the others are
+// shifted to U+0100 and up, so every token is printable text.
+std::vector<std::string> gpt2_byte_chars() {
+  auto utf8 = [](uint32_t cp) {
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xc0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+    return s;
+  };
+  std::vector<std::string> by_byte(256);
+  std::vector<int> order;  // token order: the printable ranges first, then the rest
+  auto printable = [](int b) {
+    return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+  };
+  for (int b = 0; b < 256; ++b) {
+    if (printable(b)) by_byte[b] = utf8(static_cast<uint32_t>(b));
+  }
+  uint32_t shifted = 256;
+  for (int b = 0; b < 256; ++b) {
+    if (!printable(b)) by_byte[b] = utf8(shifted++);
+  }
+  return by_byte;
+}
+
+// Byte-level BPE as Qwen uses it: 256 byte tokens, merged tokens, then the special tokens.
+Vocab bpe_vocab(int64_t n_vocab) {
+  Vocab v;
+  const std::vector<std::string> by_byte = gpt2_byte_chars();
+  auto printable = [](int b) {
+    return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int b = 0; b < 256; ++b) {
+      if (printable(b) == (pass == 0)) v.tokens.push_back(by_byte[b]);
+    }
+  }
+  const std::vector<std::string> specials = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  const size_t n_merged = static_cast<size_t>(n_vocab) - 256 - specials.size();
+  const std::string space = by_byte[' '];  // "Ġ"
+  // Each piece is its one-shorter prefix plus a last ASCII character: that is its merge.
+  for (std::string& p : chained_pieces(space, n_merged)) {
+    v.merges.push_back(p.substr(0, p.size() - 1) + " " + p.substr(p.size() - 1));
+    v.tokens.push_back(std::move(p));
+  }
+  v.types.assign(v.tokens.size(), kNormal);
+  for (const std::string& s : specials) {
+    v.tokens.push_back(s);
+    v.types.push_back(kControl);
+  }
+  return v;
+}
+
+constexpr const char* kChatMlTemplate =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+bool is_qwen(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
+
+int64_t head_dim_of(const SynthParams& p) {
+  return p.head_dim != 0 ? p.head_dim : (p.n_head > 0 ? p.n_embd / p.n_head : 0);
+}
+
+// llama.cpp's llama_ftype for a file whose 2-D weights are all `t`.
+uint32_t file_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kQ4_K:
+      return 14;  // Q4_K_S: every matrix q4_K
+    case DType::kQ5_K:
+      return 16;  // Q5_K_S
+    case DType::kQ6_K:
+      return 18;
+    case DType::kBF16:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+Status check_range(const char* name, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) {
+    return invalid_argument(std::string(name) + " " + std::to_string(v) + " is outside " +
+                            std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return Status::ok();
+}
+
+// How a tensor's values are drawn.
+struct Init {
+  double mean;
+  double scale;
+};
+
+}  // namespace
+
+Status synth_validate(const SynthParams& p) {
+  if (p.arch != "llama" && !is_qwen(p.arch)) {
+    return unsupported("arch '" + p.arch + "' is not one of llama, qwen2, qwen3");
+  }
+  STRATA_RETURN_IF_ERROR(check_range("n_embd", p.n_embd, 1, kMaxEmbd));
+  STRATA_RETURN_IF_ERROR(check_range("n_layer", p.n_layer, 1, kMaxLayers));
+  STRATA_RETURN_IF_ERROR(check_range("n_head", p.n_head, 1, kMaxHeads));
+  STRATA_RETURN_IF_ERROR(check_range("n_head_kv", p.n_head_kv, 1, p.n_head));
+  STRATA_RETURN_IF_ERROR(check_range("n_ff", p.n_ff, 1, kMaxFf));
+  STRATA_RETURN_IF_ERROR(check_range("n_vocab", p.n_vocab, kSynthMinVocab, kMaxVocab));
+  STRATA_RETURN_IF_ERROR(check_range("n_ctx", p.n_ctx, 1, kMaxCtx));
+  if (p.head_dim == 0 && p.n_embd % p.n_head != 0) {
+    return invalid_argument("n_embd " + std::to_string(p.n_embd) + " is not a multiple of n_head " +
+                            std::to_string(p.n_head) + " (or give head_dim)");
+  }
+  if (p.n_head % p.n_head_kv != 0) {
+    return invalid_argument("n_head " + std::to_string(p.n_head) +
+                            " is not a multiple of n_head_kv " + std::to_string(p.n_head_kv));
+  }
+  const int64_t hd = head_dim_of(p);
+  STRATA_RETURN_IF_ERROR(check_range("head_dim", hd, 2, kMaxHeadDim));
+  if (hd % 2 != 0) {
+    return invalid_argument("head_dim " + std::to_string(hd) + " is odd: rope rotates pairs");
+  }
+  if (p.rope_freq_base < 0 || p.rms_eps < 0 || !std::isfinite(p.rope_freq_base) ||
+      !std::isfinite(p.rms_eps)) {
+    return invalid_argument("rope_freq_base and rms_eps must be finite and non-negative");
+  }
+  const DTypeInfo& info = dtype_info(p.dtype);
+  if (!info.has_kernels || !dtype_can_convert(p.dtype)) {
+    return unsupported("dtype " + std::string(info.name) + " has no kernels");
+  }
+  const std::pair<const char*, int64_t> rows[] = {
+      {"token_embd.weight", p.n_embd},
+      {"blk.*.attn_q.weight", p.n_embd},
+      {"blk.*.attn_output.weight", p.n_head * hd},
+      {"blk.*.ffn_gate.weight", p.n_embd},
+      {"blk.*.ffn_down.weight", p.n_ff},
+  };
+  for (const auto& [name, ne0] : rows) {
+    if (ne0 % info.block_size != 0) {
+      return invalid_argument("tensor '" + std::string(name) +
+                              "': row length ne[0] = " + std::to_string(ne0) +
+                              " is not a multiple of the " + std::string(info.name) +
+                              " block size " + std::to_string(info.block_size));
+    }
+  }
+  return Status::ok();
+}
+
+Result<GgufWriter> synth_model(const SynthParams& p) {
+  STRATA_RETURN_IF_ERROR(synth_validate(p));
+  const bool qwen = is_qwen(p.arch);
+  const int64_t hd = head_dim_of(p);
+  const std::string& a = p.arch;
+  GgufWriter w;
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", "synthetic-" + a);
+  w.set_u32("general.file_type", file_type(p.dtype));
+  if (dtype_is_quantized(p.dtype)) w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(p.n_layer));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(p.n_head));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon",
+            static_cast<float>(p.rms_eps != 0 ? p.rms_eps : (qwen ? 1e-6 : 1e-5)));
+  w.set_f32(a + ".rope.freq_base",
+            static_cast<float>(p.rope_freq_base != 0 ? p.rope_freq_base : (qwen ? 1e6 : 1e4)));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
+
+  if (qwen) {
+    Vocab v = bpe_vocab(p.n_vocab);
+    const uint32_t eot = static_cast<uint32_t>(p.n_vocab - 3);  // <|endoftext|>
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "qwen2");
+    w.set_strings("tokenizer.ggml.tokens", v.tokens);
+    w.set_i32_array("tokenizer.ggml.token_type", v.types);
+    w.set_strings("tokenizer.ggml.merges", v.merges);
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(p.n_vocab - 1));  // im_end
+    w.set_u32("tokenizer.ggml.padding_token_id", eot);
+    w.set_u32("tokenizer.ggml.bos_token_id", eot);
+    w.set_bool("tokenizer.ggml.add_bos_token", false);
+    w.set_string("tokenizer.chat_template", kChatMlTemplate);
+  } else {
+    Vocab v = spm_vocab(p.n_vocab);
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_strings("tokenizer.ggml.tokens", v.tokens);
+    w.set_f32_array("tokenizer.ggml.scores", v.scores);
+    w.set_i32_array("tokenizer.ggml.token_type", v.types);
+    w.set_u32("tokenizer.ggml.bos_token_id", 1);
+    w.set_u32("tokenizer.ggml.eos_token_id", 2);
+    w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    w.set_bool("tokenizer.ggml.add_eos_token", false);
+  }
+
+  // Each tensor draws from its own stream, seeded by the model seed and its name, so its
+  // values do not depend on which tensors come before it.
+  auto add = [&](const std::string& name, DType dtype, std::vector<int64_t> ne,
+                 Init init) -> Status {
+    const uint64_t seed = p.seed ^ fnv1a(name);
+    const int64_t ne0 = ne[0];
+    return w.add_tensor(name, dtype, ne, [seed, dtype, ne0, init](std::span<uint8_t> dst) {
+      Rng rng(seed);
+      const size_t row_bytes = dtype_row_bytes(dtype, ne0);
+      std::vector<float> row(static_cast<size_t>(ne0));
+      for (size_t off = 0; off + row_bytes <= dst.size(); off += row_bytes) {
+        for (float& x : row) x = static_cast<float>(init.mean + init.scale * rng.normal());
+        quantize_row(dtype, row.data(), dst.data() + off, ne0);
+      }
+      return Status::ok();
+    });
+  };
+  // Matrices ~ N(0, 1/fan_in): a product with an O(1) input stays O(1).
+  auto matrix = [&](int64_t fan_in) { return Init{0.0, 1.0 / std::sqrt(double(fan_in))}; };
+  const Init norm{1.0, 0.1};
+  const Init bias{0.0, 0.1};
+  const int64_t q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
+  // Tied: the embedding is also the output matrix, so scale it to give O(1) logits.
+  const Init embd = p.tied_output ? Init{0.0, 2.0 / std::sqrt(double(p.n_embd))} : Init{0.0, 0.5};
+
+  STRATA_RETURN_IF_ERROR(add("token_embd.weight", p.dtype, {p.n_embd, p.n_vocab}, embd));
+  for (int64_t l = 0; l < p.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    STRATA_RETURN_IF_ERROR(add(b + "attn_norm.weight", DType::kF32, {p.n_embd}, norm));
+    STRATA_RETURN_IF_ERROR(add(b + "attn_q.weight", p.dtype, {p.n_embd, q_dim}, matrix(p.n_embd)));
+    STRATA_RETURN_IF_ERROR(add(b + "attn_k.weight", p.dtype, {p.n_embd, kv_dim}, matrix(p.n_embd)));
+    STRATA_RETURN_IF_ERROR(add(b + "attn_v.weight", p.dtype, {p.n_embd, kv_dim}, matrix(p.n_embd)));
+    if (p.arch == "qwen2") {
+      STRATA_RETURN_IF_ERROR(add(b + "attn_q.bias", DType::kF32, {q_dim}, bias));
+      STRATA_RETURN_IF_ERROR(add(b + "attn_k.bias", DType::kF32, {kv_dim}, bias));
+      STRATA_RETURN_IF_ERROR(add(b + "attn_v.bias", DType::kF32, {kv_dim}, bias));
+    }
+    if (p.arch == "qwen3") {
+      STRATA_RETURN_IF_ERROR(add(b + "attn_q_norm.weight", DType::kF32, {hd}, norm));
+      STRATA_RETURN_IF_ERROR(add(b + "attn_k_norm.weight", DType::kF32, {hd}, norm));
+    }
+    STRATA_RETURN_IF_ERROR(
+        add(b + "attn_output.weight", p.dtype, {q_dim, p.n_embd}, matrix(q_dim)));
+    STRATA_RETURN_IF_ERROR(add(b + "ffn_norm.weight", DType::kF32, {p.n_embd}, norm));
+    STRATA_RETURN_IF_ERROR(
+        add(b + "ffn_gate.weight", p.dtype, {p.n_embd, p.n_ff}, matrix(p.n_embd)));
+    STRATA_RETURN_IF_ERROR(add(b + "ffn_up.weight", p.dtype, {p.n_embd, p.n_ff}, matrix(p.n_embd)));
+    STRATA_RETURN_IF_ERROR(add(b + "ffn_down.weight", p.dtype, {p.n_ff, p.n_embd}, matrix(p.n_ff)));
+  }
+  STRATA_RETURN_IF_ERROR(add("output_norm.weight", DType::kF32, {p.n_embd}, norm));
+  if (!p.tied_output) {
+    STRATA_RETURN_IF_ERROR(add("output.weight", p.dtype, {p.n_embd, p.n_vocab}, matrix(p.n_embd)));
+  }
+  return w;
+}
+
+Status synth_write(const SynthParams& p, const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(GgufWriter w, synth_model(p));
+  return w.write(path);
+}
+
+}  // namespace strata

@@ -1,0 +1,48 @@
+// Synthetic llama-family models: a valid GGUF of any shape with seeded random weights and a
+// complete tokenizer, so that tests and benchmarks need no download.
+//
+// Goals: the same parameters give a byte-identical file on every platform (own RNG, no
+// std:: distributions, no libm); tensor names, shapes and metadata as llama.cpp expects;
+// weights scaled so activations stay O(1) through the layers; memory use of one tensor at a
+// time while writing. Non-goal: weights that produce sensible text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "model/gguf_writer.h"
+
+namespace strata {
+
+struct SynthParams {
+  std::string arch = "llama";  // "llama" | "qwen2" | "qwen3"
+  int64_t n_embd = 256;
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;
+  int64_t n_ff = 768;
+  int64_t n_vocab = 512;
+  int64_t n_ctx = 2048;
+  int64_t head_dim = 0;       // 0: n_embd / n_head
+  DType dtype = DType::kF32;  // of the 2-D weights; norms and biases are always F32
+  uint64_t seed = 1;
+  double rope_freq_base = 0;  // 0: 10000 for llama, 1e6 for qwen
+  double rms_eps = 0;         // 0: 1e-5 for llama, 1e-6 for qwen
+  bool tied_output = false;   // no output.weight: the output reuses token_embd.weight
+};
+
+// Smallest n_vocab: the special tokens, 256 byte tokens and the first pieces.
+inline constexpr int64_t kSynthMinVocab = 260;
+
+// Checks shapes, block sizes and limits; errors name the parameter or tensor at fault.
+Status synth_validate(const SynthParams& p);
+
+// Metadata, tokenizer and tensors, ready to write; tensor data is produced at write time.
+Result<GgufWriter> synth_model(const SynthParams& p);
+
+// synth_model(p) written to `path`.
+Status synth_write(const SynthParams& p, const std::string& path);
+
+}  // namespace strata

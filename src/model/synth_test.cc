@@ -1,0 +1,339 @@
+#include "model/synth.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/quant.h"
+#include "model/gguf.h"
+
+namespace strata {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+Bytes synth_bytes(const SynthParams& p) {
+  Result<GgufWriter> w = synth_model(p);
+  EXPECT_TRUE(w.is_ok()) << w.status().message();
+  if (!w.is_ok()) return {};
+  Result<Bytes> b = w->serialize();
+  EXPECT_TRUE(b.is_ok()) << b.status().message();
+  return b.is_ok() ? std::move(b).value() : Bytes{};
+}
+
+GgufFile synth_parse(const SynthParams& p) {
+  Result<GgufFile> f = GgufFile::parse(std::make_shared<const Bytes>(synth_bytes(p)));
+  if (!f.is_ok()) {
+    ADD_FAILURE() << f.status().message();
+    std::abort();
+  }
+  return std::move(f).value();
+}
+
+SynthParams small(const std::string& arch, DType dtype = DType::kF32) {
+  SynthParams p;
+  p.arch = arch;
+  p.n_embd = 256;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 512;
+  p.n_vocab = 600;
+  p.dtype = dtype;
+  return p;
+}
+
+void expect_shape(const GgufFile& f, const std::string& name, DType dtype,
+                  std::vector<int64_t> ne) {
+  const GgufTensorInfo* t = f.tensor(name);
+  ASSERT_NE(t, nullptr) << name << " missing";
+  EXPECT_EQ(t->dtype, dtype) << name;
+  ASSERT_EQ(t->n_dims, static_cast<int>(ne.size())) << name;
+  for (size_t d = 0; d < ne.size(); ++d) EXPECT_EQ(t->ne[d], ne[d]) << name << " ne[" << d << "]";
+}
+
+std::vector<float> dequantized(const GgufFile& f, const std::string& name) {
+  const GgufTensorInfo* t = f.tensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (t == nullptr) return {};
+  std::vector<float> out(static_cast<size_t>(t->n_elements()));
+  const size_t row_bytes = dtype_row_bytes(t->dtype, t->ne[0]);
+  for (int64_t r = 0; r < t->n_elements() / t->ne[0]; ++r) {
+    dequantize_row(t->dtype, f.tensor_data(*t) + r * row_bytes, out.data() + r * t->ne[0],
+                   t->ne[0]);
+  }
+  return out;
+}
+
+void mean_std(const std::vector<float>& v, double* mean, double* std) {
+  double s = 0, s2 = 0;
+  for (float x : v) s += x;
+  *mean = s / v.size();
+  for (float x : v) s2 += (x - *mean) * (x - *mean);
+  *std = std::sqrt(s2 / v.size());
+}
+
+TEST(Synth, SameParamsSameBytes) {
+  const SynthParams p = small("llama", DType::kQ8_0);
+  const Bytes a = synth_bytes(p);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, synth_bytes(p));
+  SynthParams q = p;
+  q.seed = 2;
+  const Bytes b = synth_bytes(q);
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_NE(a, b);
+}
+
+TEST(Synth, WriteMatchesSerialisedBytes) {
+  const SynthParams p = small("qwen2", DType::kF16);
+  const std::string path = testing::TempDir() + "/synth_write_test.gguf";
+  ASSERT_TRUE(synth_write(p, path).is_ok());
+  std::ifstream in(path, std::ios::binary);
+  const Bytes on_disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(on_disk, synth_bytes(p));
+  Result<GgufFile> f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(Synth, LlamaMetadataAndTensors) {
+  const SynthParams p = small("llama");
+  const GgufFile f = synth_parse(p);
+  EXPECT_EQ(f.get_string("general.architecture").value(), "llama");
+  EXPECT_EQ(f.get_uint("general.file_type").value(), 0u);
+  EXPECT_EQ(f.get_uint("llama.context_length").value(), 2048u);
+  EXPECT_EQ(f.get_uint("llama.embedding_length").value(), 256u);
+  EXPECT_EQ(f.get_uint("llama.block_count").value(), 2u);
+  EXPECT_EQ(f.get_uint("llama.feed_forward_length").value(), 512u);
+  EXPECT_EQ(f.get_uint("llama.attention.head_count").value(), 4u);
+  EXPECT_EQ(f.get_uint("llama.attention.head_count_kv").value(), 2u);
+  EXPECT_EQ(f.get_uint("llama.attention.key_length").value(), 64u);
+  EXPECT_EQ(f.get_uint("llama.attention.value_length").value(), 64u);
+  EXPECT_FLOAT_EQ(f.get_float("llama.attention.layer_norm_rms_epsilon").value(), 1e-5f);
+  EXPECT_FLOAT_EQ(f.get_float("llama.rope.freq_base").value(), 10000.0f);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model").value(), "llama");
+  EXPECT_EQ(f.get_uint("tokenizer.ggml.bos_token_id").value(), 1u);
+  EXPECT_EQ(f.get_uint("tokenizer.ggml.eos_token_id").value(), 2u);
+  EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_bos_token").value());
+
+  EXPECT_EQ(f.tensors().size(), 1u + 2u * 9u + 2u);
+  expect_shape(f, "token_embd.weight", DType::kF32, {256, 600});
+  expect_shape(f, "output_norm.weight", DType::kF32, {256});
+  expect_shape(f, "output.weight", DType::kF32, {256, 600});
+  for (const std::string b : {"blk.0.", "blk.1."}) {
+    expect_shape(f, b + "attn_norm.weight", DType::kF32, {256});
+    expect_shape(f, b + "attn_q.weight", DType::kF32, {256, 256});
+    expect_shape(f, b + "attn_k.weight", DType::kF32, {256, 128});
+    expect_shape(f, b + "attn_v.weight", DType::kF32, {256, 128});
+    expect_shape(f, b + "attn_output.weight", DType::kF32, {256, 256});
+    expect_shape(f, b + "ffn_norm.weight", DType::kF32, {256});
+    expect_shape(f, b + "ffn_gate.weight", DType::kF32, {256, 512});
+    expect_shape(f, b + "ffn_up.weight", DType::kF32, {256, 512});
+    expect_shape(f, b + "ffn_down.weight", DType::kF32, {512, 256});
+  }
+  EXPECT_EQ(f.tensor("blk.0.attn_q.bias"), nullptr);
+  EXPECT_EQ(f.tensor("blk.2.attn_q.weight"), nullptr);
+}
+
+TEST(Synth, Qwen2HasBiasesAndChatMl) {
+  const GgufFile f = synth_parse(small("qwen2"));
+  expect_shape(f, "blk.1.attn_q.bias", DType::kF32, {256});
+  expect_shape(f, "blk.1.attn_k.bias", DType::kF32, {128});
+  expect_shape(f, "blk.1.attn_v.bias", DType::kF32, {128});
+  EXPECT_EQ(f.tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_FLOAT_EQ(f.get_float("qwen2.rope.freq_base").value(), 1e6f);
+  EXPECT_FLOAT_EQ(f.get_float("qwen2.attention.layer_norm_rms_epsilon").value(), 1e-6f);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model").value(), "gpt2");
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre").value(), "qwen2");
+  EXPECT_FALSE(f.get_bool("tokenizer.ggml.add_bos_token").value());
+  const std::string tmpl = f.get_string("tokenizer.chat_template").value();
+  EXPECT_NE(tmpl.find("<|im_start|>"), std::string::npos);
+  EXPECT_NE(tmpl.find("add_generation_prompt"), std::string::npos);
+}
+
+TEST(Synth, Qwen3HasHeadNormsAndCustomHeadDim) {
+  SynthParams p = small("qwen3");
+  p.head_dim = 128;  // as Qwen3 does: n_head * head_dim != n_embd
+  const GgufFile f = synth_parse(p);
+  expect_shape(f, "blk.0.attn_q_norm.weight", DType::kF32, {128});
+  expect_shape(f, "blk.0.attn_k_norm.weight", DType::kF32, {128});
+  expect_shape(f, "blk.0.attn_q.weight", DType::kF32, {256, 512});
+  expect_shape(f, "blk.0.attn_k.weight", DType::kF32, {256, 256});
+  expect_shape(f, "blk.0.attn_output.weight", DType::kF32, {512, 256});
+  EXPECT_EQ(f.tensor("blk.0.attn_q.bias"), nullptr);
+  EXPECT_EQ(f.get_uint("qwen3.attention.key_length").value(), 128u);
+}
+
+TEST(Synth, TiedOutputOmitsOutputWeight) {
+  SynthParams p = small("llama");
+  p.tied_output = true;
+  const GgufFile f = synth_parse(p);
+  EXPECT_EQ(f.tensor("output.weight"), nullptr);
+  EXPECT_NE(f.tensor("token_embd.weight"), nullptr);
+}
+
+// Every dtype with kernels: the file parses, the metadata names the type, and the weights
+// have the distribution asked for (mean 0, std 1/sqrt(fan_in); norms near 1), which shows
+// the blocks were written in the layout the dequantiser reads.
+TEST(Synth, EveryDtypeParsesWithExpectedStatistics) {
+  const std::pair<DType, uint32_t> cases[] = {
+      {DType::kF32, 0},  {DType::kF16, 1},   {DType::kBF16, 32}, {DType::kQ8_0, 7},
+      {DType::kQ4_0, 2}, {DType::kQ4_K, 14}, {DType::kQ5_K, 16}, {DType::kQ6_K, 18}};
+  for (const auto& [dtype, ftype] : cases) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const GgufFile f = synth_parse(small("llama", dtype));
+    EXPECT_EQ(f.get_uint("general.file_type").value(), ftype);
+    EXPECT_EQ(f.find("general.quantization_version") != nullptr, dtype_is_quantized(dtype));
+    expect_shape(f, "blk.0.ffn_down.weight", dtype, {512, 256});
+    expect_shape(f, "blk.0.ffn_norm.weight", DType::kF32, {256});
+    double mean = 0, std = 0;
+    mean_std(dequantized(f, "blk.0.ffn_gate.weight"), &mean, &std);
+    // 131072 draws: the sample std is within 1%; 4-bit rounding adds up to ~10% of noise.
+    EXPECT_NEAR(mean, 0.0, 0.01 * 0.0625);
+    EXPECT_NEAR(std, 0.0625, 0.12 * 0.0625);
+    mean_std(dequantized(f, "blk.0.ffn_down.weight"), &mean, &std);
+    EXPECT_NEAR(std, 1.0 / std::sqrt(512.0), 0.12 / std::sqrt(512.0));
+    mean_std(dequantized(f, "blk.1.attn_norm.weight"), &mean, &std);
+    EXPECT_NEAR(mean, 1.0, 0.03);
+    EXPECT_NEAR(std, 0.1, 0.02);
+  }
+}
+
+TEST(Synth, SpmVocabIsCompleteAndConsistent) {
+  const GgufFile f = synth_parse(small("llama"));
+  const std::vector<std::string> tokens = f.get_strings("tokenizer.ggml.tokens").value();
+  const std::vector<float> scores = f.get_f32_array("tokenizer.ggml.scores").value();
+  const std::vector<int32_t> types = f.get_i32_array("tokenizer.ggml.token_type").value();
+  ASSERT_EQ(tokens.size(), 600u);
+  ASSERT_EQ(scores.size(), 600u);
+  ASSERT_EQ(types.size(), 600u);
+  EXPECT_EQ(tokens[0], "<unk>");
+  EXPECT_EQ(types[0], 2);
+  EXPECT_EQ(tokens[1], "<s>");
+  EXPECT_EQ(types[1], 3);
+  EXPECT_EQ(tokens[2], "</s>");
+  EXPECT_EQ(types[2], 3);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    EXPECT_EQ(tokens[3 + b], name);
+    EXPECT_EQ(types[3 + b], 6);
+  }
+  const std::set<std::string> unique(tokens.begin(), tokens.end());
+  EXPECT_EQ(unique.size(), tokens.size()) << "duplicate pieces";
+  const std::string space = "\xe2\x96\x81";
+  EXPECT_EQ(unique.count(space), 1u);
+  EXPECT_EQ(unique.count(space + "the"), 1u);
+  EXPECT_EQ(unique.count("e"), 1u);
+  for (size_t i = 259; i < tokens.size(); ++i) {
+    EXPECT_EQ(types[i], 1) << tokens[i];
+    if (i > 259) {
+      EXPECT_LT(scores[i], scores[i - 1]) << tokens[i];
+    }
+    // Every multi-character piece is reachable by adding one ASCII character to a piece.
+    const std::string& t = tokens[i];
+    if (t.size() > 1 && t != space) {
+      EXPECT_EQ(unique.count(t.substr(0, t.size() - 1)), 1u) << t;
+    }
+  }
+}
+
+TEST(Synth, BpeVocabIsCompleteAndConsistent) {
+  const GgufFile f = synth_parse(small("qwen2"));
+  const std::vector<std::string> tokens = f.get_strings("tokenizer.ggml.tokens").value();
+  const std::vector<std::string> merges = f.get_strings("tokenizer.ggml.merges").value();
+  const std::vector<int32_t> types = f.get_i32_array("tokenizer.ggml.token_type").value();
+  ASSERT_EQ(tokens.size(), 600u);
+  ASSERT_EQ(types.size(), 600u);
+  EXPECT_EQ(f.find("tokenizer.ggml.scores"), nullptr);
+  // GPT-2's byte map: '!' is the first token, space is U+0120 'Ġ', newline U+010A 'Ċ'.
+  EXPECT_EQ(tokens[0], "!");
+  const std::set<std::string> bytes(tokens.begin(), tokens.begin() + 256);
+  EXPECT_EQ(bytes.size(), 256u);
+  EXPECT_EQ(bytes.count("\xc4\xa0"), 1u);
+  EXPECT_EQ(bytes.count("\xc4\x8a"), 1u);
+  EXPECT_EQ(bytes.count("a"), 1u);
+  EXPECT_EQ(bytes.count(" "), 0u);
+  EXPECT_EQ(tokens[597], "<|endoftext|>");
+  EXPECT_EQ(tokens[598], "<|im_start|>");
+  EXPECT_EQ(tokens[599], "<|im_end|>");
+  for (int i = 597; i < 600; ++i) EXPECT_EQ(types[i], 3);
+  EXPECT_EQ(f.get_uint("tokenizer.ggml.eos_token_id").value(), 599u);
+  EXPECT_EQ(f.get_uint("tokenizer.ggml.bos_token_id").value(), 597u);
+  const std::set<std::string> unique(tokens.begin(), tokens.end());
+  EXPECT_EQ(unique.size(), tokens.size()) << "duplicate tokens";
+  EXPECT_EQ(unique.count("\xc4\xa0the"), 1u);
+  EXPECT_EQ(merges.size(), 600u - 256u - 3u);
+  for (const std::string& m : merges) {
+    const size_t sp = m.find(' ');
+    ASSERT_NE(sp, std::string::npos) << m;
+    const std::string left = m.substr(0, sp), right = m.substr(sp + 1);
+    EXPECT_EQ(unique.count(left), 1u) << m;
+    EXPECT_EQ(unique.count(right), 1u) << m;
+    EXPECT_EQ(unique.count(left + right), 1u) << m;
+  }
+}
+
+TEST(Synth, LargeVocabFillsWithUniquePieces) {
+  SynthParams p = small("llama");
+  p.n_embd = 32;
+  p.n_head = 2;
+  p.n_head_kv = 1;
+  p.n_ff = 32;
+  p.n_layer = 1;
+  p.n_vocab = 32000;
+  const GgufFile f = synth_parse(p);
+  const std::vector<std::string> tokens = f.get_strings("tokenizer.ggml.tokens").value();
+  ASSERT_EQ(tokens.size(), 32000u);
+  EXPECT_EQ(std::set<std::string>(tokens.begin(), tokens.end()).size(), 32000u);
+}
+
+void expect_invalid(const SynthParams& p, std::vector<std::string> words) {
+  Status s = synth_validate(p);
+  ASSERT_FALSE(s.is_ok());
+  for (const std::string& w : words) {
+    EXPECT_NE(s.message().find(w), std::string::npos) << s.message() << " lacks " << w;
+  }
+  EXPECT_FALSE(synth_model(p).is_ok());
+}
+
+TEST(Synth, ValidationNamesTheProblem) {
+  SynthParams p = small("llama", DType::kQ8_0);
+  p.n_ff = 100;
+  expect_invalid(p, {"ffn_down", "100", "32"});
+  p = small("llama", DType::kQ4_K);
+  p.n_embd = 384;
+  p.n_head = 6;
+  p.n_head_kv = 2;
+  expect_invalid(p, {"token_embd", "384", "256"});
+  p = small("llama");
+  p.n_embd = 250;
+  expect_invalid(p, {"n_embd", "250", "n_head"});
+  p = small("llama");
+  p.n_head_kv = 3;
+  expect_invalid(p, {"n_head", "n_head_kv", "3"});
+  p = small("llama");
+  p.n_vocab = 100;
+  expect_invalid(p, {"n_vocab", "100", "260"});
+  p = small("llama", DType::kQ4_1);
+  expect_invalid(p, {"q4_1", "kernels"});
+  p = small("gpt9");
+  expect_invalid(p, {"gpt9"});
+  p = small("llama");
+  p.head_dim = 33;
+  expect_invalid(p, {"head_dim", "33"});
+  p = small("llama");
+  p.n_layer = 0;
+  expect_invalid(p, {"n_layer", "0"});
+}
+
+}  // namespace
+}  // namespace strata
