@@ -309,7 +309,8 @@ Status synth_validate(const SynthParams& p) {
   }
   const DTypeInfo& info = dtype_info(p.dtype);
   if (!info.has_kernels || !dtype_can_convert(p.dtype)) {
-    return unsupported("dtype " + std::string(info.name) + " has no kernels");
+    return unsupported("dtype " + std::string(info.name) +
+                       " has no kernels (use f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K)");
   }
   const std::pair<const char*, int64_t> rows[] = {
       {"token_embd.weight", p.n_embd},

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -333,6 +334,26 @@ TEST(Synth, ValidationNamesTheProblem) {
   p = small("llama");
   p.n_layer = 0;
   expect_invalid(p, {"n_layer", "0"});
+}
+
+// The command line: gen writes a file the reader accepts, info reads it, bad flags fail.
+TEST(Synth, CommandGenAndInfo) {
+  const std::string path = testing::TempDir() + "/synth_cmd_test.gguf";
+  const std::string bin = STRATA_BINARY;
+  const std::string gen = bin + " gguf gen -o " + path +
+                          " --arch qwen2 --n-layer 1 --n-embd 64 --n-head 2 --n-head-kv 1"
+                          " --n-ff 128 --n-vocab 300 --dtype q8_0 --seed 7 --tied > /dev/null";
+  ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
+  Result<GgufFile> f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_EQ(f->get_string("general.architecture").value(), "qwen2");
+  EXPECT_EQ(f->tensor("output.weight"), nullptr);
+  expect_shape(*f, "blk.0.ffn_down.weight", DType::kQ8_0, {128, 64});
+  EXPECT_EQ(f->get_strings("tokenizer.ggml.tokens").value().size(), 300u);
+  EXPECT_EQ(std::system((bin + " gguf info " + path + " > /dev/null").c_str()), 0);
+  EXPECT_NE(std::system((bin + " gguf gen -o " + path + " --dtype q4_1 2> /dev/null").c_str()), 0);
+  EXPECT_NE(std::system((bin + " gguf info " + path + ".absent 2> /dev/null").c_str()), 0);
+  std::remove(path.c_str());
 }
 
 }  // namespace
