@@ -466,7 +466,9 @@ Status GgufFile::parse_all() {
                               " is not an integer type");
     }
     if (a->i64 <= 0 || a->u64 > kMaxAlignment || (a->u64 & (a->u64 - 1)) != 0) {
-      return invalid_argument("kv 'general.alignment': value " + std::to_string(a->i64) +
+      const std::string v = a->i64 < 0 && a->type != GgufType::kUint64 ? std::to_string(a->i64)
+                                                                       : std::to_string(a->u64);
+      return invalid_argument("kv 'general.alignment': value " + v +
                               " is not a power of two in 1.." + std::to_string(kMaxAlignment));
     }
     alignment_ = a->u64;

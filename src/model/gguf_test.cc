@@ -420,6 +420,12 @@ TEST(Gguf, BadAlignmentValue) {
     w.set_u32("general.alignment", a);
     expect_error(serialize(w), {"general.alignment", std::to_string(a)});
   }
+  GgufWriter neg;
+  neg.set_i32("general.alignment", -32);
+  expect_error(serialize(neg), {"general.alignment", "-32"});
+  GgufWriter huge;
+  huge.set_u64("general.alignment", uint64_t{1} << 63);
+  expect_error(serialize(huge), {"general.alignment", "9223372036854775808"});
   GgufWriter s;
   s.set_string("general.alignment", "32");
   expect_error(serialize(s), {"general.alignment", "string"});
