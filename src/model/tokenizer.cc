@@ -80,7 +80,14 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
       {"tokenizer.ggml.seperator_token_id", &spec.sep},  // sic: the GGUF key is misspelt
   };
   for (const auto& [key, dst] : ids) {
-    if (file.find(key) == nullptr) continue;
+    const GgufKv* kv = file.find(key);
+    if (kv == nullptr) continue;
+    const bool is_signed = kv->type == GgufType::kInt8 || kv->type == GgufType::kInt16 ||
+                           kv->type == GgufType::kInt32 || kv->type == GgufType::kInt64;
+    if (is_signed && kv->i64 == -1) {
+      *dst = UINT32_MAX;  // "no such token", as build() reads it
+      continue;
+    }
     STRATA_ASSIGN_OR_RETURN(*dst, file.get_uint(key));
   }
   const std::pair<const char*, std::optional<bool>*> flags[] = {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/unicode.h"
 #include "model/utf8.h"
 
@@ -327,6 +328,71 @@ TEST(TokenizerMalformed, BadValues) {
   expect_error(v, "mystery-pre");
 }
 
+// ---------------------------------------------------------------- from GGUF metadata
+
+GgufWriter spm_writer() {
+  const VocabSpec v = small_spm();
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", v.model);
+  w.set_strings("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.token_types);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  return w;
+}
+
+Result<Tokenizer> load(const GgufWriter& w) {
+  auto bytes = w.serialize();
+  if (!bytes.is_ok()) return bytes.status();
+  auto file = GgufFile::parse(std::make_shared<const std::vector<uint8_t>>(std::move(*bytes)));
+  if (!file.is_ok()) return file.status();
+  return Tokenizer::from_gguf(*file);
+}
+
+void expect_gguf_error(const GgufWriter& w, const std::string& needle) {
+  auto tok = load(w);
+  ASSERT_FALSE(tok.is_ok()) << "expected an error naming " << needle;
+  EXPECT_NE(tok.status().message().find(needle), std::string::npos) << tok.status().message();
+}
+
+TEST(TokenizerGguf, LoadsKeysAndFlags) {
+  GgufWriter w = spm_writer();
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  w.set_bool("tokenizer.ggml.add_eos_token", true);
+  w.set_i32("tokenizer.ggml.padding_token_id", -1);  // "none"
+  auto tok = load(w);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_FALSE(tok->add_bos());
+  EXPECT_TRUE(tok->add_eos());
+  EXPECT_EQ(tok->pad(), -1);
+  EXPECT_EQ(tok->encode("ab", true, false), (std::vector<int32_t>{9, 2}));
+}
+
+TEST(TokenizerGguf, ErrorsNameTheKey) {
+  GgufWriter w = spm_writer();
+  w.set_u32("tokenizer.ggml.eos_token_id", 500);
+  expect_gguf_error(w, "tokenizer.ggml.eos_token_id");
+  w = spm_writer();
+  w.set_string("tokenizer.ggml.bos_token_id", "1");
+  expect_gguf_error(w, "tokenizer.ggml.bos_token_id");
+  w = spm_writer();
+  w.set_f32_array("tokenizer.ggml.scores", {1.0f, 2.0f});
+  expect_gguf_error(w, "tokenizer.ggml.scores");
+  w = spm_writer();
+  w.set_u32("tokenizer.ggml.tokens", 3);
+  expect_gguf_error(w, "tokenizer.ggml.tokens");
+  w = spm_writer();
+  w.set_i32("tokenizer.ggml.unknown_token_id", -7);
+  expect_gguf_error(w, "tokenizer.ggml.unknown_token_id");
+  w = spm_writer();
+  w.set_u32("tokenizer.ggml.add_bos_token", 1);
+  expect_gguf_error(w, "tokenizer.ggml.add_bos_token");
+  GgufWriter empty;
+  empty.set_strings("tokenizer.ggml.tokens", {"a"});
+  expect_gguf_error(empty, "tokenizer.ggml.model");
+}
+
 // ---------------------------------------------------------------- llama.cpp conformance files
 
 struct VocabCase {
@@ -377,6 +443,51 @@ void run_conformance(const std::string& name) {
 
 TEST(TokenizerConformance, LlamaSpm) { run_conformance("ggml-vocab-llama-spm.gguf"); }
 TEST(TokenizerConformance, Gpt2) { run_conformance("ggml-vocab-gpt-2.gguf"); }
+
+TEST(TokenizerConformance, Gpt2SpecialTokenOnlyWhenParsed) {
+  const std::string path = kShared + "/tokenizer/ggml-vocab-gpt-2.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_FALSE(tok->add_bos());
+  // GPT-2's <|endoftext|> is 50256, its last token.
+  EXPECT_EQ(tok->n_vocab(), 50257);
+  EXPECT_EQ(tok->encode("<|endoftext|>", true, true), (std::vector<int32_t>{50256}));
+  const std::vector<int32_t> plain = tok->encode("<|endoftext|>", false, false);
+  EXPECT_GT(plain.size(), 1u);
+  EXPECT_EQ(tok->decode(plain), "<|endoftext|>");
+  EXPECT_TRUE(tok->is_eog(50256));
+}
+
+TEST(TokenizerConformance, SpmWithBosRoundTrips) {
+  const std::string path = kShared + "/tokenizer/ggml-vocab-llama-spm.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  // Llama 2: BOS is <s> = 1, "Hello world" is "▁Hello" 15043 "▁world" 3186.
+  const std::vector<int32_t> ids = tok->encode("Hello world", true, false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 15043, 3186}));
+  EXPECT_EQ(tok->decode(ids), "Hello world");
+  EXPECT_EQ(tok->encode("<s>Hi</s>", false, true)[0], 1);
+  // A token stream decoded piece by piece through Utf8Stream gives the same text.
+  const std::string text = "\xF0\x9F\xA6\x99 llama \xC3\xA9t\xC3\xA9";
+  Utf8Stream stream;
+  std::string streamed;
+  bool first = true;
+  for (int32_t id : tok->encode(text, false, false)) {
+    std::string piece = tok->token_to_piece(id);
+    if (first && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    first = false;
+    streamed += stream.push(piece);
+    EXPECT_TRUE(utf8_valid(streamed));
+  }
+  streamed += stream.flush();
+  EXPECT_EQ(streamed, text);
+}
 
 TEST(TokenizerConformance, Stories260K) {
   const std::string path = kShared + "/models/stories260K.gguf";
