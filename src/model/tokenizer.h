@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/check.h"
 #include "core/status.h"
 #include "model/unicode.h"
 
@@ -95,8 +96,15 @@ class Tokenizer {
   bool is_eog(int32_t id) const;
   const std::vector<int32_t>& eog_ids() const { return eog_; }
 
-  TokenType token_type(int32_t id) const { return types_.at(id); }
-  const std::string& token_text(int32_t id) const { return tokens_.at(id); }
+  // `id` must be in [0, n_vocab()): check ids that came from outside with check_ids.
+  TokenType token_type(int32_t id) const {
+    STRATA_CHECK(id >= 0 && id < n_vocab());
+    return types_[id];
+  }
+  const std::string& token_text(int32_t id) const {
+    STRATA_CHECK(id >= 0 && id < n_vocab());
+    return tokens_[id];
+  }
   std::optional<int32_t> find_token(std::string_view text) const;
 
  private:

@@ -512,6 +512,18 @@ TEST(TokenizeCommand, PrintsIds) {
   const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
   EXPECT_EQ(pclose(p), 0);
   EXPECT_EQ(std::string(buf, n), "1 403 407 261 378\n");
+
+  p = popen((cmd + " --no-bos").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  const size_t m = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_EQ(std::string(buf, m), "403 407 261 378\n");
+
+  p = popen((std::string(STRATA_BINARY) + " tokenize -m /nonexistent.gguf -p x 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  const size_t e = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(std::string(buf, e).find("/nonexistent.gguf"), std::string::npos);
 }
 
 }  // namespace
