@@ -461,6 +461,26 @@ TEST(TokenizerConformance, Gpt2SpecialTokenOnlyWhenParsed) {
   EXPECT_TRUE(tok->is_eog(50256));
 }
 
+TEST(TokenizerConformance, Gpt2RoundTripsArbitraryBytes) {
+  const std::string path = kShared + "/tokenizer/ggml-vocab-gpt-2.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  // Byte-level BPE maps every byte, so any byte string (invalid UTF-8 included) survives.
+  uint32_t seed = 12345;
+  const auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  for (int round = 0; round < 200; ++round) {
+    std::string text(next() % 40, '\0');
+    for (char& c : text) {
+      const uint32_t r = next() >> 8;
+      c = static_cast<char>(r % 4 == 0 ? r >> 8 : " a1'\n\xC3\xA9!"[(r >> 8) % 9]);
+    }
+    EXPECT_EQ(tok->decode(tok->encode(text, false, false)), text);
+  }
+}
+
 TEST(TokenizerConformance, SpmWithBosRoundTrips) {
   const std::string path = kShared + "/tokenizer/ggml-vocab-llama-spm.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
