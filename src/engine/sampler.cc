@@ -51,10 +51,6 @@ uint64_t splitmix64(uint64_t& x) {
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-}  // namespace
-
-namespace {
-
 // Range reduction x = k ln2 + r with ln2 split in two (Cody and Waite) so that k * kLn2Hi is
 // exact, then a Taylor polynomial to r^7: for |r| <= ln2 / 2 its truncation error is below
 // 4e-9 relative, under the float rounding of the steps. The clamp and the zero for tiny
@@ -65,9 +61,9 @@ inline float exp_inline(float x) {
   constexpr float kLn2Hi = 0.693359375f;  // 355/512: 9 significant bits
   constexpr float kLn2Lo = -2.12194440e-4f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  // For x <= 0 a larger bit pattern is a more negative number (and -inf and NaN are above
-  // all but the positive NaNs, caught apart). Below -87 the result would be near-denormal; 0 is as
-  // good for a probability.
+  // For x <= 0 a larger bit pattern is a more negative number; -inf and the negative NaNs
+  // compare above -87 too, the positive NaNs are caught apart. Below -87 the result would be
+  // near-denormal, and 0 is as good for a probability.
   constexpr uint32_t kLimit = std::bit_cast<uint32_t>(-87.0f);
   const uint32_t bits = std::bit_cast<uint32_t>(x);
   const bool tiny = bits > kLimit || (bits & 0x7fffffffu) > 0x7f800000u;  // or NaN
