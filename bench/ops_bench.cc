@@ -33,10 +33,11 @@ int bench_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// args: context length, batch (tokens, each of its own sequence with the full context).
+// args: context length, batch (tokens, each of its own sequence with the full context), kv
+// heads (8: grouped-query as llama 3; 32: multi-head as llama 2).
 void BM_AttentionF16(benchmark::State& state) {
   const int64_t ctx = state.range(0), batch = state.range(1);
-  const int64_t head_dim = 128, n_head = 32, n_head_kv = 8;
+  const int64_t head_dim = 128, n_head = 32, n_head_kv = state.range(2);
   const int64_t n_cells = ctx * batch;
   const size_t row_bytes = n_head_kv * head_dim * 2;
   std::vector<uint16_t> k(n_cells * n_head_kv * head_dim), v(k.size());
@@ -59,10 +60,11 @@ void BM_AttentionF16(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * batch * ctx * row_bytes * 2);
 }
 BENCHMARK(BM_AttentionF16)
-    ->Args({512, 1})
-    ->Args({2048, 1})
-    ->Args({512, 16})
-    ->Args({2048, 16})
+    ->Args({512, 1, 8})
+    ->Args({2048, 1, 8})
+    ->Args({512, 16, 8})
+    ->Args({2048, 16, 8})
+    ->Args({512, 1, 32})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_RmsNorm(benchmark::State& state) {
