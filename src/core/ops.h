@@ -45,7 +45,8 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
               const int32_t* ids, int64_t n_ids, float* y, size_t y_stride);
 
-// dst row idx[i] = convert(src row i). dst dtype F32 or F16, rows dst_row_bytes apart.
+// dst row idx[i] = convert(src row i). dst dtype F32 or F16 (round to nearest even), rows
+// dst_row_bytes apart. The idx must be distinct (rows are written in parallel).
 // F32 src [n, n_rows].
 void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
               size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows);
@@ -57,9 +58,10 @@ void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes
 //   cells I32 [max_len, n_lists]: list l is the cache cells of one sequence in position order
 //   tok  I32 [2, n_tokens]: token t attends to the first tok[2t+1] cells of list tok[2t]
 //   out  F32 [head_dim, n_head, n_tokens], token stride out_tok_stride
-// Grouped-query: query head h reads kv head h / (n_head / n_head_kv). softmax(q.k * scale) is
-// computed with a running maximum (numerically stable) in cell order, so the result for a token
-// depends only on its own sequence's cells, never on the batch it sits in.
+// Grouped-query: query head h reads kv head h / (n_head / n_head_kv). softmax(q.k * scale) has
+// the maximum score subtracted (numerically stable), and every sum runs in cell order, so the
+// result for a token depends only on its own sequence's cells, never on the batch it sits in.
+// A token with no cells gets zeros. out must not overlap q.
 void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
                int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
                size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,

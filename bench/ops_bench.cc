@@ -1,0 +1,113 @@
+// Micro-benchmarks of the non-matmul kernels at llama-8B-like shapes (32 query heads, 8 kv
+// heads, head_dim 128, 4096 hidden). Run with --benchmark_filter; STRATA_ISA=scalar for the
+// reference path. Times depend on the machine: nothing here is asserted.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/ops.h"
+#include "core/thread_pool.h"
+
+namespace strata {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// STRATA_BENCH_THREADS overrides the thread count (default: all hardware threads).
+int bench_threads() {
+  if (const char* env = std::getenv("STRATA_BENCH_THREADS")) return std::max(1, std::atoi(env));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// args: context length, batch (tokens, each of its own sequence with the full context), kv
+// heads (8: grouped-query as llama 3; 32: multi-head as llama 2).
+void BM_AttentionF16(benchmark::State& state) {
+  const int64_t ctx = state.range(0), batch = state.range(1);
+  const int64_t head_dim = 128, n_head = 32, n_head_kv = state.range(2);
+  const int64_t n_cells = ctx * batch;
+  const size_t row_bytes = n_head_kv * head_dim * 2;
+  std::vector<uint16_t> k(n_cells * n_head_kv * head_dim), v(k.size());
+  const std::vector<float> kf = random_floats(k.size(), 1), vf = random_floats(v.size(), 2);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
+  std::vector<int32_t> cells(n_cells);
+  std::iota(cells.begin(), cells.end(), 0);
+  std::vector<int32_t> tok(2 * batch);
+  for (int64_t t = 0; t < batch; ++t) tok[2 * t] = int32_t(t), tok[2 * t + 1] = int32_t(ctx);
+  const std::vector<float> q = random_floats(n_head * head_dim * batch, 3);
+  std::vector<float> out(q.size());
+  ThreadPool pool(bench_threads());
+  for (auto _ : state) {
+    attention(pool, q.data(), n_head * head_dim, head_dim, n_head, batch, DType::kF16, k.data(),
+              v.data(), row_bytes, n_head_kv, cells.data(), ctx, tok.data(),
+              1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // K and V bytes each token reads.
+  state.SetBytesProcessed(state.iterations() * batch * ctx * row_bytes * 2);
+}
+BENCHMARK(BM_AttentionF16)
+    ->Args({512, 1, 8})
+    ->Args({2048, 1, 8})
+    ->Args({512, 16, 8})
+    ->Args({2048, 16, 8})
+    ->Args({512, 1, 32})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t n = 4096, rows = state.range(0);
+  const std::vector<float> x = random_floats(n * rows, 4), w = random_floats(n, 5);
+  std::vector<float> y(x.size());
+  ThreadPool pool(bench_threads());
+  for (auto _ : state) {
+    rms_norm(pool, x.data(), n, w.data(), y.data(), n, n, rows, 1e-5f);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * rows * 8);
+}
+BENCHMARK(BM_RmsNorm)->Arg(1)->Arg(16)->Arg(512);
+
+void BM_Rope(benchmark::State& state) {
+  const int64_t tokens = state.range(0), head_dim = 128, n_head = 32;
+  std::vector<float> x = random_floats(head_dim * n_head * tokens, 6);
+  std::vector<int32_t> pos(tokens);
+  std::iota(pos.begin(), pos.end(), 100);
+  const RopeMode mode = state.range(1) ? RopeMode::kNeox : RopeMode::kNormal;
+  ThreadPool pool(bench_threads());
+  for (auto _ : state) {
+    rope(pool, x.data(), head_dim, n_head, tokens, head_dim * n_head, pos.data(), head_dim, mode,
+         500000.0f, 1.0f);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.iterations() * tokens);
+}
+BENCHMARK(BM_Rope)->Args({1, 0})->Args({16, 0})->Args({512, 0})->Args({512, 1});
+
+void BM_Swiglu(benchmark::State& state) {
+  const int64_t n = 14336, rows = state.range(0);
+  const std::vector<float> g = random_floats(n * rows, 7), u = random_floats(n * rows, 8);
+  std::vector<float> y(g.size());
+  ThreadPool pool(bench_threads());
+  for (auto _ : state) {
+    swiglu(pool, g.data(), n, u.data(), n, y.data(), n, n, rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n * rows);
+}
+BENCHMARK(BM_Swiglu)->Arg(1)->Arg(16);
+
+}  // namespace
+}  // namespace strata

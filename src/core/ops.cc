@@ -1,0 +1,180 @@
+// Dispatch and threading for the kernels of ops.h. The instruction set is chosen once per call;
+// threads split output rows or (token, head) pairs, never a reduction.
+#include "core/ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+#include "core/fp16.h"
+#include "core/isa.h"
+#include "core/ops_internal.h"
+#include "core/quant.h"
+
+namespace strata {
+namespace {
+
+bool use_avx2() { return isa_active() >= Isa::kAvx2; }
+
+// Rows per task so that a task has at least ~16K elements: below that, waking a thread costs
+// more than the work.
+int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
+
+int32_t argmax_row_ref(const float* x, int64_t n) {
+  float best = -std::numeric_limits<float>::infinity();
+  int32_t idx = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > best) {
+      best = x[i];
+      idx = static_cast<int32_t>(i);
+    }
+  }
+  return idx;
+}
+
+}  // namespace
+
+void rms_norm(ThreadPool& pool, const float* x, size_t x_stride, const float* weight, float* y,
+              size_t y_stride, int64_t n, int64_t rows, float eps) {
+  auto* fn = use_avx2() ? &internal::avx2::rms_norm : &ref::rms_norm;
+  pool.parallel_for(rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    fn(x + begin * x_stride, x_stride, weight, y + begin * y_stride, y_stride, n, end - begin, eps);
+  });
+}
+
+void binary(ThreadPool& pool, BinaryOp op, const float* a, size_t a_stride, const float* b,
+            size_t b_stride, int64_t b_rows, float* y, size_t y_stride, int64_t n, int64_t rows) {
+  STRATA_CHECK(b_rows >= 1, "binary: b_rows must be >= 1");
+  auto* fn = use_avx2() ? &internal::avx2::binary : &ref::binary;
+  pool.parallel_for(rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      fn(op, a + r * a_stride, a_stride, b + (r % b_rows) * b_stride, b_stride, 1, y + r * y_stride,
+         y_stride, n, 1);
+    }
+  });
+}
+
+void swiglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
+            size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows) {
+  auto* fn = use_avx2() ? &internal::avx2::swiglu : &ref::swiglu;
+  pool.parallel_for(rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    fn(gate + begin * gate_stride, gate_stride, up + begin * up_stride, up_stride,
+       y + begin * y_stride, y_stride, n, end - begin);
+  });
+}
+
+// Split by tokens: the angles of a token are computed once and used for all its heads.
+void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens,
+          size_t tok_stride, const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base,
+          float freq_scale) {
+  STRATA_CHECK(n_rot % 2 == 0 && n_rot >= 0 && n_rot <= head_dim,
+               "rope: n_rot must be even and <= head_dim");
+  if (n_rot == 0) return;
+  auto* fn = use_avx2() ? &internal::avx2::rope : &ref::rope;
+  pool.parallel_for(n_tokens, row_grain(n_head * n_rot), [&](int, int64_t begin, int64_t end) {
+    fn(x + begin * tok_stride, head_dim, n_head, end - begin, tok_stride, pos + begin, n_rot, mode,
+       freq_base, freq_scale);
+  });
+}
+
+void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
+              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride) {
+  const bool avx2 = use_avx2();
+  pool.parallel_for(n_ids, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto* src =
+          static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * row_bytes;
+      float* dst = y + i * y_stride;
+      if (dtype == DType::kF32) {
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      } else if (dtype == DType::kF16) {
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        if (avx2) {
+          internal::avx2::f16_to_f32_row(h, dst, n);
+        } else {
+          for (int64_t j = 0; j < n; ++j) dst[j] = f16_to_f32(h[j]);
+        }
+      } else {
+        dequantize_row(dtype, src, dst, n);
+      }
+    }
+  });
+}
+
+// Rows of idx must be distinct: two sources written to one cell would race.
+void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
+              size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows) {
+  STRATA_CHECK(dst_dtype == DType::kF32 || dst_dtype == DType::kF16,
+               "set_rows: destination must be f32 or f16");
+  const bool avx2 = use_avx2();
+  pool.parallel_for(n_rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      auto* d = static_cast<uint8_t*>(dst) + static_cast<size_t>(idx[i]) * dst_row_bytes;
+      const float* s = src + i * src_stride;
+      if (dst_dtype == DType::kF32) {
+        std::memcpy(d, s, static_cast<size_t>(n) * sizeof(float));
+      } else if (avx2) {
+        internal::avx2::f32_to_f16_row(s, reinterpret_cast<uint16_t*>(d), n);
+      } else {
+        auto* h = reinterpret_cast<uint16_t*>(d);
+        for (int64_t j = 0; j < n; ++j) h[j] = f32_to_f16(s[j]);
+      }
+    }
+  });
+}
+
+void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
+               int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
+               size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
+               const int32_t* tok, float scale, float* out, size_t out_tok_stride) {
+  STRATA_CHECK(kv_dtype == DType::kF32 || kv_dtype == DType::kF16,
+               "attention: the KV cache must be f32 or f16");
+  STRATA_CHECK(head_dim > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
+               "attention: n_head must be a multiple of n_head_kv");
+  const internal::AttentionArgs a{q,   q_tok_stride,  head_dim,  n_head, n_tokens, kv_dtype, k,
+                                  v,   kv_row_bytes,  n_head_kv, cells,  max_len,  tok,      scale,
+                                  out, out_tok_stride};
+  const int n_threads = pool.size();
+  if (!use_avx2()) {
+    const size_t per = static_cast<size_t>(std::max<int64_t>(max_len, 1));
+    std::vector<float> scratch(per * n_threads);
+    pool.parallel_for(n_tokens * n_head, 1, [&](int thread, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        internal::attention_head_ref(a, i / n_head, i % n_head, scratch.data() + thread * per);
+      }
+    });
+    return;
+  }
+  // A task is one token and a run of query heads of one kv group, which share each load of a
+  // K or V row. Groups are cut into more runs only when there are too few tasks to keep every
+  // thread busy; a head's result does not depend on which run it is in.
+  const int64_t group = n_head / n_head_kv;
+  const int64_t base_tasks = n_tokens * n_head_kv;
+  const int64_t want = 4 * static_cast<int64_t>(n_threads);
+  const int64_t n_runs =
+      std::clamp<int64_t>((want + base_tasks - 1) / std::max<int64_t>(base_tasks, 1), 1, group);
+  const int64_t run = (group + n_runs - 1) / n_runs;
+  const size_t per = internal::avx2::attention_scratch_floats(a);
+  std::vector<float> scratch(per * n_threads);
+  pool.parallel_for(base_tasks * n_runs, 1, [&](int thread, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t t = i / (n_head_kv * n_runs);
+      const int64_t kvh = (i / n_runs) % n_head_kv;
+      const int64_t h0 = kvh * group + (i % n_runs) * run;
+      const int64_t h1 = std::min(kvh * group + group, h0 + run);
+      if (h0 < h1) internal::avx2::attention_heads(a, t, h0, h1, scratch.data() + thread * per);
+    }
+  });
+}
+
+void argmax(ThreadPool& pool, const float* x, size_t x_stride, int64_t n, int64_t rows,
+            int32_t* out) {
+  auto* fn = use_avx2() ? &internal::avx2::argmax_row : &argmax_row_ref;
+  pool.parallel_for(rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) out[r] = fn(x + r * x_stride, n);
+  });
+}
+
+}  // namespace strata

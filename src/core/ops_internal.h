@@ -1,0 +1,74 @@
+// Pieces shared by the scalar (ops_ref.cc) and AVX2 (ops_avx2.cc) kernels and the dispatch in
+// ops.cc. Not part of the public interface.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/ops.h"
+
+namespace strata::internal {
+
+// cos/sin of theta_i = pos * freq_scale * freq_base^(-2i/n_rot) for i < n_rot / 2, computed as
+// ggml does (the power by repeated multiplication in float, then scaled) so that the angles,
+// and therefore the rotated values, are the ones llama.cpp produces.
+inline void rope_angles(int32_t pos, int64_t n_rot, float freq_base, float freq_scale,
+                        float* cos_out, float* sin_out) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const float t = freq_scale * theta;
+    cos_out[i] = std::cos(t);
+    sin_out[i] = std::sin(t);
+    theta *= theta_scale;
+  }
+}
+
+// The arguments of attention(), bundled for the per-(token, head) kernels.
+struct AttentionArgs {
+  const float* q;
+  size_t q_tok_stride;
+  int64_t head_dim;
+  int64_t n_head;
+  int64_t n_tokens;
+  DType kv_dtype;
+  const void* k;
+  const void* v;
+  size_t kv_row_bytes;
+  int64_t n_head_kv;
+  const int32_t* cells;
+  int64_t max_len;
+  const int32_t* tok;
+  float scale;
+  float* out;
+  size_t out_tok_stride;
+};
+
+// Scalar attention of token t, query head h. scratch: at least max_len floats.
+void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scratch);
+
+namespace avx2 {
+
+// Same contracts as the functions of ops.h / ops_ref.cc, for a range of rows.
+void rms_norm(const float* x, size_t x_stride, const float* weight, float* y, size_t y_stride,
+              int64_t n, int64_t rows, float eps);
+void binary(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
+            int64_t b_rows, float* y, size_t y_stride, int64_t n, int64_t rows);
+void swiglu(const float* gate, size_t gate_stride, const float* up, size_t up_stride, float* y,
+            size_t y_stride, int64_t n, int64_t rows);
+void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t tok_stride,
+          const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
+void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
+int32_t argmax_row(const float* x, int64_t n);
+
+// Attention of token t for the query heads [h0, h1), which must share one kv head.
+// scratch: attention_scratch_floats(a) floats, 32-byte aligned.
+void attention_heads(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scratch);
+size_t attention_scratch_floats(const AttentionArgs& a);
+
+}  // namespace avx2
+
+}  // namespace strata::internal
