@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp16.h"
 #include "core/isa.h"
 #include "core/matmul_internal.h"
 #include "core/quant.h"
@@ -28,6 +29,11 @@ DType activation_dtype(DType w) {
 
 void quantize_activation_ref(DType act, const float* x, void* dst, int64_t k) {
   quantize_row(act, x, dst, k);
+  if (act == DType::kQ8_0) {
+    const auto* blocks = static_cast<const BlockQ8_0*>(dst);
+    float* scales = reinterpret_cast<float*>(static_cast<uint8_t*>(dst) + q8_0_scales_offset(k));
+    for (int64_t b = 0; b < k / kQK8_0; ++b) scales[b] = f16_to_f32(blocks[b].d);
+  }
 }
 
 }  // namespace matmul_detail
@@ -68,7 +74,8 @@ void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, 
   if (act != DType::kF32) {
     // Reused per calling thread so that the decode loop does not allocate per matmul.
     thread_local std::vector<uint8_t> scratch;
-    const size_t col_bytes = dtype_row_bytes(act, k);
+    const size_t col_bytes =
+        act == DType::kQ8_0 ? matmul_detail::q8_0_column_bytes(k) : dtype_row_bytes(act, k);
     const size_t need = col_bytes * static_cast<size_t>(m);
     if (scratch.size() < need) scratch.resize(need);
     for (int64_t j = 0; j < m; ++j) {

@@ -32,7 +32,17 @@ struct MatmulArgs {
 void matmul_rows_ref(const MatmulArgs& a, int64_t r0, int64_t r1);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
 
-// Quantises one activation column of k elements to `act` (kQ8_0 or kQ8_K). The AVX2 version
+// A Q8_0 activation column is its blocks followed (4-byte aligned) by their scales as floats,
+// so that the SIMD kernels do not convert an f16 scale per block per weight row.
+inline size_t q8_0_scales_offset(int64_t k) {
+  return (static_cast<size_t>(k / 32) * 34 + 3) & ~size_t{3};
+}
+inline size_t q8_0_column_bytes(int64_t k) {
+  return q8_0_scales_offset(k) + static_cast<size_t>(k / 32) * 4;
+}
+
+// Quantises one activation column of k elements to `act` (kQ8_0 with its float scales, or
+// kQ8_K). The AVX2 version
 // produces the same bytes as quantize_row (tested), so both paths see identical activations.
 void quantize_activation_ref(DType act, const float* x, void* dst, int64_t k);
 void quantize_activation_avx2(DType act, const float* x, void* dst, int64_t k);

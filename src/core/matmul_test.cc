@@ -235,7 +235,9 @@ TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {
       for (float& v : x) v *= std::ldexp(1.0f, static_cast<int>(seed) * 3 - 12);
       std::fill(x.begin(), x.begin() + 256, 0.0f);                              // an all-zero block
       for (int i = 256; i < 288; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;  // exact ties
-      std::vector<uint8_t> a(dtype_row_bytes(act, k)), b(dtype_row_bytes(act, k), 0xff);
+      const size_t bytes =
+          act == DType::kQ8_0 ? matmul_detail::q8_0_column_bytes(k) : dtype_row_bytes(act, k);
+      std::vector<uint8_t> a(bytes, 0), b(bytes, 0);
       matmul_detail::quantize_activation_ref(act, x.data(), a.data(), k);
       matmul_detail::quantize_activation_avx2(act, x.data(), b.data(), k);
       ASSERT_EQ(a, b) << dtype_name(act) << " seed " << seed;
