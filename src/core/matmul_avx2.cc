@@ -97,6 +97,7 @@ struct LoadBF16 {
 // be a multiple of 16 for plain types) fused with explicit FMAs.
 template <typename L>
 struct FloatKernel {
+  static constexpr int kRows = 1;
   template <int C>
   static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
     const float* x[C];
@@ -148,30 +149,51 @@ struct Q4_0Kernel {
 
 template <typename Block, typename K>
 struct Q32Kernel {
+  // Two weight rows share each activation load and scale broadcast.
+  static constexpr int kRows = 2;
+
   template <int C>
-  static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
-    const Block* w = reinterpret_cast<const Block*>(wp);
+  static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
+    tile_rows<1, C>(w, 0, xs, k, out);
+  }
+
+  // out[r * C + c]. Per accumulator the operations are those of the 1-row, 1-column case.
+  template <int R, int C>
+  static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
+                        float* out) {
+    const Block* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * w_row_bytes);
     const BlockQ8_0* x[C];
     const float* xd[C];
-    __m256 acc[C];
+    __m256 acc[R][C];
     for (int c = 0; c < C; ++c) {
       x[c] = static_cast<const BlockQ8_0*>(xs[c]);
       xd[c] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xs[c]) +
                                              q8_0_scales_offset(k));
-      acc[c] = _mm256_setzero_ps();
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
     }
     const int64_t nb = k / kQK8_0;
     for (int64_t b = 0; b < nb; ++b) {
-      prefetch_ahead<1>(w + b);  // blocks of 18 / 34 bytes: one per block covers every line
-      const __m256i wq = K::weights(w[b]);
-      const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(w[b].d)));
+      __m256i wq[R];
+      __m256 dw[R];
+      for (int r = 0; r < R; ++r) {
+        prefetch_ahead<1>(w[r] + b);  // blocks of 18 / 34 bytes: one a block covers each line
+        wq[r] = K::weights(w[r][b]);
+        dw[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(w[r][b].d)));
+      }
       for (int c = 0; c < C; ++c) {
-        const __m256i p = dot_i8_32(wq, load256(x[c][b].qs));
-        const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[c] + b));
-        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+        const __m256i xq = load256(x[c][b].qs);
+        const __m256 dx = _mm256_broadcast_ss(xd[c] + b);
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = dot_i8_32(wq[r], xq);
+          const __m256 d = _mm256_mul_ps(dw[r], dx);
+          acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][c]);
+        }
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
+    }
   }
 };
 
@@ -191,6 +213,7 @@ inline void unpack_scale_mins(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
 
 template <bool kFive, typename Block>
 struct QKMinKernel {
+  static constexpr int kRows = 1;
   template <int C>
   static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
     const Block* w = reinterpret_cast<const Block*>(wp);
@@ -260,6 +283,7 @@ constexpr std::array<std::array<uint8_t, 16>, 8> make_scale_masks() {
 alignas(16) constexpr auto kScaleMasks = make_scale_masks();
 
 struct Q6KKernel {
+  static constexpr int kRows = 1;
   // Quants stored as q + 32 in 0..63 feed maddubs unsigned; the 32 offset is taken out once
   // per block through the Q8_K block sums: sum(s * 32 * y) = 32 * sum_g s_g * bsum_g.
   template <int C>
@@ -317,11 +341,36 @@ struct Q6KKernel {
 // over them; the weights themselves are read from memory once.
 constexpr int64_t kRowGroup = 4;
 
+template <typename K, int C>
+void tile_one(const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j) {
+  float out[C];
+  K::template tile<C>(a.w + r * a.w_row_bytes, cols, a.k, out);
+  for (int c = 0; c < C; ++c) a.y[(j + c) * a.y_stride + r] = out[c];
+}
+
+template <typename K, int C>
+void tile_two(const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j) {
+  float out[2 * C];
+  K::template tile_rows<2, C>(a.w + r * a.w_row_bytes, a.w_row_bytes, cols, a.k, out);
+  for (int c = 0; c < C; ++c) {
+    a.y[(j + c) * a.y_stride + r] = out[c];
+    a.y[(j + c) * a.y_stride + r + 1] = out[C + c];
+  }
+}
+
+template <typename K, int C>
+void tile_rows(const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* cols, int64_t j) {
+  int64_t r = r0;
+  if constexpr (K::kRows == 2 && C >= 2) {  // batch-1 streams one row at a time
+    for (; r + 2 <= r1; r += 2) tile_two<K, C>(a, r, cols, j);
+  }
+  for (; r < r1; ++r) tile_one<K, C>(a, r, cols, j);
+}
+
 template <typename K>
 void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const bool plain = activation_dtype(a.dtype) == DType::kF32;
   const void* cols[kTile];
-  float out[kTile];
   for (int64_t rg = r0; rg < r1; rg += kRowGroup) {
     const int64_t rg_end = std::min(r1, rg + kRowGroup);
     for (int64_t j = 0; j < a.m; j += kTile) {
@@ -330,23 +379,19 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
         cols[c] = plain ? static_cast<const void*>(a.x + (j + c) * a.x_stride)
                         : static_cast<const void*>(a.xq + (j + c) * a.xq_col_bytes);
       }
-      for (int64_t r = rg; r < rg_end; ++r) {
-        const uint8_t* w = a.w + r * a.w_row_bytes;
-        switch (nc) {
-          case 4:
-            K::template tile<4>(w, cols, a.k, out);
-            break;
-          case 3:
-            K::template tile<3>(w, cols, a.k, out);
-            break;
-          case 2:
-            K::template tile<2>(w, cols, a.k, out);
-            break;
-          default:
-            K::template tile<1>(w, cols, a.k, out);
-            break;
-        }
-        for (int c = 0; c < nc; ++c) a.y[(j + c) * a.y_stride + r] = out[c];
+      switch (nc) {
+        case 4:
+          tile_rows<K, 4>(a, rg, rg_end, cols, j);
+          break;
+        case 3:
+          tile_rows<K, 3>(a, rg, rg_end, cols, j);
+          break;
+        case 2:
+          tile_rows<K, 2>(a, rg, rg_end, cols, j);
+          break;
+        default:
+          tile_rows<K, 1>(a, rg, rg_end, cols, j);
+          break;
       }
     }
   }
