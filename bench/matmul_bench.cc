@@ -1,0 +1,112 @@
+// Matmul throughput per weight dtype against the machine's read bandwidth.
+//
+//   BM_ReadBandwidth      streaming read of 512 MiB over the pool: the ceiling for m = 1
+//   BM_Matmul/<dtype>/m   W [k=2048, n=5632] (an FFN up-projection of a ~1B model); several
+//                         copies are cycled so the weights never sit in the 32 MiB L3.
+// bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
+// Threads: STRATA_BENCH_THREADS (default 2).
+#include <benchmark/benchmark.h>
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/matmul.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+
+namespace strata {
+namespace {
+
+int bench_threads() {
+  const char* env = std::getenv("STRATA_BENCH_THREADS");
+  return env ? std::max(1, std::atoi(env)) : 2;
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(bench_threads());
+  return p;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);
+  ThreadPool& p = pool();
+  std::vector<uint64_t> sums(64);
+  for (auto _ : state) {
+    p.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int t, int64_t b, int64_t e) {
+      // 64 bytes a step with four independent SSE2 sums: bound by memory, not by the adds.
+      const auto* v = reinterpret_cast<const __m128i*>(buf.data());
+      __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+      for (int64_t i = b / 2; i + 4 <= e / 2; i += 4) {
+        s0 = _mm_add_epi64(s0, _mm_load_si128(v + i));
+        s1 = _mm_add_epi64(s1, _mm_load_si128(v + i + 1));
+        s2 = _mm_add_epi64(s2, _mm_load_si128(v + i + 2));
+        s3 = _mm_add_epi64(s3, _mm_load_si128(v + i + 3));
+      }
+      const __m128i s = _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
+      sums[t] += static_cast<uint64_t>(_mm_cvtsi128_si64(s));
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(uint64_t)));
+  state.counters["threads"] = p.size();
+}
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+constexpr int64_t kK = 2048, kN = 5632;
+constexpr size_t kColdBytes = size_t{128} << 20;  // well past L3
+
+void BM_Matmul(benchmark::State& state, DType t) {
+  const int64_t m = state.range(0);
+  const size_t row_bytes = dtype_row_bytes(t, kK);
+  const size_t mat_bytes = row_bytes * kN;
+  const size_t copies = std::max<size_t>(2, (kColdBytes + mat_bytes - 1) / mat_bytes);
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> src(kK);
+  std::vector<uint8_t> one(mat_bytes);
+  for (int64_t r = 0; r < kN; ++r) {
+    for (float& v : src) v = dist(rng);
+    quantize_row(t, src.data(), one.data() + r * row_bytes, kK);
+  }
+  std::vector<std::vector<uint8_t>> mats(copies, one);
+  std::vector<float> x(static_cast<size_t>(kK * m));
+  for (float& v : x) v = dist(rng) * 50.0f;
+  std::vector<float> y(static_cast<size_t>(kN * m));
+
+  ThreadPool& p = pool();
+  size_t next = 0;
+  for (auto _ : state) {
+    matmul(p, t, mats[next].data(), row_bytes, kN, kK, x.data(), kK, m, y.data(), kN);
+    next = (next + 1) % copies;
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * mat_bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * m));
+  state.counters["threads"] = p.size();
+}
+
+#define STRATA_MATMUL_BENCH(name, dtype)    \
+  BENCHMARK_CAPTURE(BM_Matmul, name, dtype) \
+      ->Arg(1)                              \
+      ->Arg(16)                             \
+      ->Unit(benchmark::kMicrosecond)       \
+      ->UseRealTime()
+
+STRATA_MATMUL_BENCH(f32, DType::kF32);
+STRATA_MATMUL_BENCH(f16, DType::kF16);
+STRATA_MATMUL_BENCH(bf16, DType::kBF16);
+STRATA_MATMUL_BENCH(q8_0, DType::kQ8_0);
+STRATA_MATMUL_BENCH(q4_0, DType::kQ4_0);
+STRATA_MATMUL_BENCH(q4_K, DType::kQ4_K);
+STRATA_MATMUL_BENCH(q5_K, DType::kQ5_K);
+STRATA_MATMUL_BENCH(q6_K, DType::kQ6_K);
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,50 @@
+// Shared by matmul.cc and its per-ISA kernel files: the prepared arguments of one call and
+// the entry points of each path. Not part of the public interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace strata::matmul_detail {
+
+// The activation format a weight dtype's dot product consumes: kQ8_0, kQ8_K, or kF32 (the
+// activations are used as given).
+DType activation_dtype(DType w);
+
+struct MatmulArgs {
+  DType dtype;
+  const uint8_t* w;  // row r at w + r * w_row_bytes
+  size_t w_row_bytes;
+  int64_t k;
+  int64_t m;
+  const float* x;  // F32 activations, column j at x + j * x_stride (used for kF32 activations)
+  size_t x_stride;
+  const uint8_t* xq;  // quantised activations, column j at xq + j * xq_col_bytes
+  size_t xq_col_bytes;
+  float* y;  // y[j * y_stride + r]
+  size_t y_stride;
+};
+
+// Compute y for the rows [r0, r1) and every column. Each output element's value depends only
+// on its weight row and its activation column (never on m, the tile or the row range).
+void matmul_rows_ref(const MatmulArgs& a, int64_t r0, int64_t r1);
+void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
+
+// A Q8_0 activation column is its blocks followed (4-byte aligned) by their scales as floats,
+// so that the SIMD kernels do not convert an f16 scale per block per weight row.
+inline size_t q8_0_scales_offset(int64_t k) {
+  return (static_cast<size_t>(k / 32) * 34 + 3) & ~size_t{3};
+}
+inline size_t q8_0_column_bytes(int64_t k) {
+  return q8_0_scales_offset(k) + static_cast<size_t>(k / 32) * 4;
+}
+
+// Quantises one activation column of k elements to `act` (kQ8_0 with its float scales, or
+// kQ8_K). The AVX2 version
+// produces the same bytes as quantize_row (tested), so both paths see identical activations.
+void quantize_activation_ref(DType act, const float* x, void* dst, int64_t k);
+void quantize_activation_avx2(DType act, const float* x, void* dst, int64_t k);
+
+}  // namespace strata::matmul_detail

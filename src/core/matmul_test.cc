@@ -1,0 +1,258 @@
+#include "core/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/isa.h"
+#include "core/matmul_internal.h"
+#include "core/quant.h"
+
+namespace strata {
+namespace {
+
+using matmul_detail::activation_dtype;
+
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                            DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+class IsaGuard {
+ public:
+  explicit IsaGuard(Isa isa) : saved_(isa_active()) { isa_force(isa); }
+  ~IsaGuard() { isa_force(saved_); }
+
+ private:
+  Isa saved_;
+};
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// W: n rows of k, quantised row by row; also kept dequantised for the references.
+struct Weights {
+  Weights(DType t, int64_t n, int64_t k, uint32_t seed) : dtype(t), n(n), k(k) {
+    row_bytes = dtype_row_bytes(t, k);
+    bytes.resize(row_bytes * n);
+    deq.resize(static_cast<size_t>(n * k));
+    const std::vector<float> src = random_vec(static_cast<size_t>(n * k), seed);
+    for (int64_t r = 0; r < n; ++r) {
+      quantize_row(t, &src[r * k], &bytes[r * row_bytes], k);
+      dequantize_row(t, &bytes[r * row_bytes], &deq[r * k], k);
+    }
+  }
+  DType dtype;
+  int64_t n, k;
+  size_t row_bytes;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;
+};
+
+// X: m columns of k with a stride larger than k, to catch stride mix-ups.
+struct Acts {
+  Acts(int64_t k, int64_t m, uint32_t seed) : k(k), m(m), stride(k + 3) {
+    data = random_vec(static_cast<size_t>(stride * m), seed);
+  }
+  int64_t k, m;
+  size_t stride;
+  std::vector<float> data;
+};
+
+std::vector<float> run(ThreadPool& pool, const Weights& w, const Acts& x, int64_t m,
+                       const float* x0) {
+  const size_t y_stride = static_cast<size_t>(w.n) + 1;
+  std::vector<float> y(y_stride * m, -1234.5f);
+  matmul(pool, w.dtype, w.bytes.data(), w.row_bytes, w.n, w.k, x0, x.stride, m, y.data(), y_stride);
+  return y;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::kScalar};
+  if (isa_best_supported() >= Isa::kAvx2) v.push_back(Isa::kAvx2);
+  return v;
+}
+
+// Column j's result must not depend on m, j's position in the batch, or the thread count.
+TEST(MatmulTest, BitwiseIndependentOfBatchAndThreads) {
+  ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  // n and k chosen so that the row chunking really splits over 2 and 3 threads for every type.
+  const int64_t n = 131, k = 1280, max_m = 17;
+  for (Isa isa : isas()) {
+    IsaGuard guard(isa);
+    for (DType t : kTypes) {
+      const Weights w(t, n, k, 11);
+      const Acts x(k, max_m, 12);
+      // Alone: one column at a time, one thread.
+      std::vector<std::vector<float>> alone(max_m);
+      for (int64_t j = 0; j < max_m; ++j) alone[j] = run(pools[0], w, x, 1, &x.data[j * x.stride]);
+      for (int64_t m : {1, 2, 3, 5, 8, 16, 17}) {
+        for (int p = 0; p < 3; ++p) {
+          // Start at column 17 - m so the batch holds columns in other positions than alone.
+          const int64_t j0 = max_m - m;
+          const std::vector<float> y = run(pools[p], w, x, m, &x.data[j0 * x.stride]);
+          for (int64_t j = 0; j < m; ++j) {
+            for (int64_t r = 0; r < n; ++r) {
+              ASSERT_TRUE(same_bits(y[j * (n + 1) + r], alone[j0 + j][r]))
+                  << isa_name(isa) << " " << dtype_name(t) << " m " << m << " threads " << p + 1
+                  << " column " << j0 + j << " row " << r << ": " << y[j * (n + 1) + r] << " vs "
+                  << alone[j0 + j][r];
+            }
+            ASSERT_EQ(y[j * (n + 1) + n], -1234.5f) << "wrote past row n";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Reference in double from the dequantised weights and the dequantised quantised activations
+// (the kernels see exactly those values), and a bound on the float error of any summation
+// order: both paths round each block term a few times and sum at most k terms, so each is
+// within about (k + 16) * 2^-24 * M of the exact value, M = sum of |terms|. For Q4_K/Q5_K the
+// scale and min parts are summed separately, so M also counts |min offset * x|, which the
+// 2 * max|w| term bounds (an offset never exceeds the largest |element| of its row by much).
+struct Expect {
+  std::vector<double> y;
+  std::vector<double> tol;
+};
+
+Expect reference(const Weights& w, const Acts& x, int64_t m) {
+  Expect e;
+  const DType act = activation_dtype(w.dtype);
+  const bool mins = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
+  std::vector<float> xd(static_cast<size_t>(w.k));
+  std::vector<uint8_t> xq(dtype_row_bytes(act, w.k));
+  for (int64_t j = 0; j < m; ++j) {
+    const float* xj = &x.data[j * x.stride];
+    if (act == DType::kF32) {
+      std::memcpy(xd.data(), xj, sizeof(float) * w.k);
+    } else {
+      quantize_row(act, xj, xq.data(), w.k);
+      dequantize_row(act, xq.data(), xd.data(), w.k);
+    }
+    for (int64_t r = 0; r < w.n; ++r) {
+      const float* wr = &w.deq[r * w.k];
+      double wmax = 0.0;
+      for (int64_t i = 0; i < w.k; ++i) wmax = std::max(wmax, std::fabs(double{wr[i]}));
+      double sum = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < w.k; ++i) {
+        sum += double{wr[i]} * xd[i];
+        mag += (std::fabs(double{wr[i]}) + (mins ? 2.0 * wmax : 0.0)) * std::fabs(double{xd[i]});
+      }
+      e.y.push_back(sum);
+      e.tol.push_back((static_cast<double>(w.k) + 16.0) * std::ldexp(1.0, -23) * mag + 1e-30);
+    }
+  }
+  return e;
+}
+
+void check_against_reference(Isa isa, DType t, int64_t n, int64_t k, int64_t m, ThreadPool& pool) {
+  IsaGuard guard(isa);
+  const Weights w(t, n, k, static_cast<uint32_t>(n * 7 + k));
+  const Acts x(k, m, static_cast<uint32_t>(m + 100));
+  const std::vector<float> y = run(pool, w, x, m, x.data.data());
+  const Expect e = reference(w, x, m);
+  for (int64_t j = 0; j < m; ++j) {
+    for (int64_t r = 0; r < n; ++r) {
+      const size_t i = static_cast<size_t>(j * n + r);
+      ASSERT_NEAR(y[j * (n + 1) + r], e.y[i], e.tol[i])
+          << isa_name(isa) << " " << dtype_name(t) << " n " << n << " k " << k << " m " << m
+          << " column " << j << " row " << r;
+    }
+  }
+}
+
+std::vector<int64_t> ks_for(DType t) {
+  const int64_t bs = dtype_block_size(t);
+  std::vector<int64_t> ks{bs == 1 ? 16 : bs, 256, 1024 + 256};
+  if (bs == 1) {  // plain types take any k: exercise the vector tail
+    ks.push_back(7);
+    ks.push_back(33);
+  }
+  return ks;
+}
+
+TEST(MatmulTest, EveryPathMatchesDequantisedReference) {
+  ThreadPool pool(2);
+  for (Isa isa : isas()) {
+    for (DType t : kTypes) {
+      for (int64_t n : {1, 3, 17, 67}) {
+        for (int64_t k : ks_for(t)) {
+          for (int64_t m : {1, 4, 17}) check_against_reference(isa, t, n, k, m, pool);
+        }
+      }
+    }
+  }
+}
+
+// AVX2 against the scalar path directly: same activations, different summation order only.
+TEST(MatmulTest, Avx2MatchesScalar) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
+  ThreadPool pool(2);
+  for (DType t : kTypes) {
+    for (int64_t n : {1, 3, 17, 67}) {
+      for (int64_t k : ks_for(t)) {
+        const Weights w(t, n, k, 5);
+        const Acts x(k, 17, 6);
+        std::vector<float> ys, yv;
+        {
+          IsaGuard g(Isa::kScalar);
+          ys = run(pool, w, x, 17, x.data.data());
+        }
+        {
+          IsaGuard g(Isa::kAvx2);
+          yv = run(pool, w, x, 17, x.data.data());
+        }
+        const Expect e = reference(w, x, 17);
+        for (int64_t j = 0; j < 17; ++j) {
+          for (int64_t r = 0; r < n; ++r) {
+            // Each is within tol of the exact value, so they are within 2 * tol of each other.
+            ASSERT_NEAR(ys[j * (n + 1) + r], yv[j * (n + 1) + r], 2 * e.tol[j * n + r])
+                << dtype_name(t) << " n " << n << " k " << k << " column " << j << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
+  const int64_t k = 1280;
+  for (DType act : {DType::kQ8_0, DType::kQ8_K}) {
+    for (uint32_t seed = 0; seed < 8; ++seed) {
+      std::vector<float> x = random_vec(k, seed);
+      for (float& v : x) v *= std::ldexp(1.0f, static_cast<int>(seed) * 3 - 12);
+      std::fill(x.begin(), x.begin() + 256, 0.0f);                              // an all-zero block
+      for (int i = 256; i < 288; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;  // exact ties
+      const size_t bytes =
+          act == DType::kQ8_0 ? matmul_detail::q8_0_column_bytes(k) : dtype_row_bytes(act, k);
+      std::vector<uint8_t> a(bytes, 0), b(bytes, 0);
+      matmul_detail::quantize_activation_ref(act, x.data(), a.data(), k);
+      matmul_detail::quantize_activation_avx2(act, x.data(), b.data(), k);
+      ASSERT_EQ(a, b) << dtype_name(act) << " seed " << seed;
+    }
+  }
+}
+
+TEST(MatmulTest, EmptyShapesDoNothing) {
+  ThreadPool pool(2);
+  float y = 7.0f;
+  const float x = 1.0f;
+  matmul(pool, DType::kF32, &x, 4, 0, 1, &x, 1, 1, &y, 1);
+  matmul(pool, DType::kF32, &x, 4, 1, 1, &x, 1, 0, &y, 1);
+  EXPECT_EQ(y, 7.0f);
+}
+
+}  // namespace
+}  // namespace strata
