@@ -1,12 +1,152 @@
+#include <chrono>
 #include <cstdio>
 
 #include "commands.h"
+#include "engine/sampler.h"
+#include "flags.h"
+#include "loader.h"
+#include "model/utf8.h"
 
 namespace strata::tools {
+namespace {
 
-int cmd_run(const Args&) {
-  std::fprintf(stderr, "strata run: not built yet\n");
-  return 1;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+Result<SamplerParams> sampler_params(const Flags& flags) {
+  SamplerParams p;
+  STRATA_ASSIGN_OR_RETURN(double temp, flags.get_double("--temp", p.temperature));
+  STRATA_ASSIGN_OR_RETURN(int64_t top_k, flags.get_int("--top-k", p.top_k, -1, INT32_MAX));
+  STRATA_ASSIGN_OR_RETURN(double top_p, flags.get_double("--top-p", p.top_p));
+  STRATA_ASSIGN_OR_RETURN(double min_p, flags.get_double("--min-p", p.min_p));
+  STRATA_ASSIGN_OR_RETURN(double rep, flags.get_double("--repeat-penalty", p.repeat_penalty));
+  STRATA_ASSIGN_OR_RETURN(int64_t rep_n,
+                          flags.get_int("--repeat-last-n", p.repeat_last_n, -1, 1 << 20));
+  STRATA_ASSIGN_OR_RETURN(double presence,
+                          flags.get_double("--presence-penalty", p.presence_penalty));
+  STRATA_ASSIGN_OR_RETURN(double freq,
+                          flags.get_double("--frequency-penalty", p.frequency_penalty));
+  STRATA_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("--seed", 0, 0, INT64_MAX));
+  p.temperature = static_cast<float>(temp);
+  p.top_k = static_cast<int32_t>(top_k);
+  p.top_p = static_cast<float>(top_p);
+  p.min_p = static_cast<float>(min_p);
+  p.repeat_penalty = static_cast<float>(rep);
+  p.repeat_last_n = static_cast<int32_t>(rep_n);
+  p.presence_penalty = static_cast<float>(presence);
+  p.frequency_penalty = static_cast<float>(freq);
+  p.seed = static_cast<uint64_t>(seed);
+  STRATA_RETURN_IF_ERROR(p.validate());
+  return p;
+}
+
+constexpr const char* kHelp =
+    "usage: strata run -m FILE -p PROMPT [-n N] [options]\n"
+    "Generates text from a prompt, streaming it to stdout; timings go to stderr.\n\n"
+    "  -m, --model FILE        GGUF model\n"
+    "  -p, --prompt TEXT       prompt (special tokens such as <|im_start|> are parsed)\n"
+    "  -n, --n-predict N       tokens to generate (default 128; stops earlier at end of text)\n"
+    "  -t, --threads N         CPU threads (default: all cores)\n"
+    "  -c, --ctx-size N        KV cache cells (default: training context, at most 4096)\n"
+    "  -b, --batch-size N      most prompt tokens per micro-batch (default 512)\n"
+    "      --kv-type f16|f32   KV cache dtype (default f16)\n"
+    "      --temp T            temperature; 0 is greedy (default 0.8)\n"
+    "      --top-k K --top-p P --min-p P          truncation (defaults 40, 0.95, 0.05)\n"
+    "      --repeat-penalty R --repeat-last-n N  (defaults 1.0, 64)\n"
+    "      --presence-penalty P --frequency-penalty P\n"
+    "      --seed S            sampling seed (default 0): same seed, same text\n"
+    "      --no-bos            do not add BOS even where the model asks for it\n"
+    "      --ignore-eos        keep generating past end-of-text tokens\n"
+    "      --print-ids         print the generated token ids on stderr at the end\n";
+
+}  // namespace
+
+int cmd_run(const Args& args) {
+  std::vector<std::string> with_value = model_flags();
+  with_value.insert(with_value.end(), {"-p|--prompt", "-n|--n-predict", "--temp", "--top-k",
+                                       "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
+                                       "--presence-penalty", "--frequency-penalty", "--seed"});
+  Flags flags(with_value, {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids"});
+  if (Status s = flags.parse(args); !s) return fail("run", s);
+  if (flags.has("-h")) {
+    std::printf("%s", kHelp);
+    return 0;
+  }
+  auto n_predict = flags.get_int("-n", 128, 0, 1 << 24);
+  if (!n_predict) return fail("run", n_predict.status());
+  auto sp = sampler_params(flags);
+  if (!sp) return fail("run", sp.status());
+  const std::string prompt = flags.get_or("-p", "");
+
+  const auto t_load = Clock::now();
+  auto loaded = load_model(flags, 1);
+  if (!loaded) return fail("run", loaded.status());
+  Context& ctx = *loaded->context;
+  const Tokenizer& tok = ctx.model().tokenizer();
+  const double load_ms = ms_since(t_load);
+
+  std::vector<int32_t> ids = tok.encode(prompt, !flags.has("--no-bos"), true);
+  if (ids.empty())
+    return fail("run", invalid_argument("the prompt is empty and the model adds no BOS"));
+  if (static_cast<int64_t>(ids.size()) + *n_predict > ctx.params().n_ctx) {
+    return fail("run", out_of_range("prompt (" + std::to_string(ids.size()) + " tokens) + -n " +
+                                    std::to_string(*n_predict) + " exceeds the context of " +
+                                    std::to_string(ctx.params().n_ctx) + " (raise -c)"));
+  }
+  Sampler sampler(*sp, static_cast<int32_t>(ctx.n_vocab()));
+  for (int32_t id : ids) sampler.accept(id);
+
+  std::fputs(prompt.c_str(), stdout);
+  std::fflush(stdout);
+
+  Batch batch;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    batch.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
+  }
+  const auto t_prompt = Clock::now();
+  if (Status s = ctx.decode(batch); !s) return fail("run", s);
+  const double prompt_ms = ms_since(t_prompt);
+
+  Utf8Stream utf8;
+  std::vector<int32_t> generated;
+  const bool ignore_eos = flags.has("--ignore-eos");
+  const auto t_gen = Clock::now();
+  int64_t n_decoded = 0;
+  for (int64_t i = 0; i < *n_predict; ++i) {
+    const int32_t next = sampler.sample(ctx.logits(0));
+    sampler.accept(next);
+    generated.push_back(next);
+    if (tok.is_eog(next) && !ignore_eos) break;
+    const std::string text = utf8.push(tok.token_to_piece(next));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    if (i + 1 == *n_predict) break;
+    batch.clear();
+    batch.add(next, ctx.seq_len(0), 0, true);
+    if (Status s = ctx.decode(batch); !s) return fail("run", s);
+    ++n_decoded;
+  }
+  const std::string rest = utf8.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::printf("\n");
+  std::fflush(stdout);
+  const double gen_ms = ms_since(t_gen);
+
+  if (flags.has("--print-ids")) {
+    std::string line;
+    for (int32_t id : generated) line += (line.empty() ? "" : " ") + std::to_string(id);
+    std::fprintf(stderr, "ids: %s\n", line.c_str());
+  }
+  std::fprintf(stderr,
+               "load: %.0f ms | prompt: %zu tokens in %.1f ms (%.1f tok/s) | generation: %zu "
+               "tokens in %.1f ms (%.1f tok/s)\n",
+               load_ms, ids.size(), prompt_ms, ids.size() * 1000.0 / std::max(prompt_ms, 1e-3),
+               generated.size(), gen_ms,
+               n_decoded > 0 ? n_decoded * 1000.0 / std::max(gen_ms, 1e-3) : 0.0);
+  return 0;
 }
 
 }  // namespace strata::tools

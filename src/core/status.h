@@ -72,6 +72,7 @@ class [[nodiscard]] Result {
   T* operator->() { return &checked(); }
   const T* operator->() const { return &const_cast<Result*>(this)->checked(); }
   T& operator*() { return checked(); }
+  const T& operator*() const { return const_cast<Result*>(this)->checked(); }
 
  private:
   T& checked() {

@@ -1,0 +1,93 @@
+// Devices, buffers and streams: where graphs run.
+//
+// A Device allocates Buffers and makes Streams. A Stream is a queue: writes, reads and graph
+// computations run in the order they were queued, asynchronously to the caller; an Event marks
+// a point in a queue that the host or another stream can wait for. Errors of queued work are
+// reported by the next synchronize() (or Event wait) of that stream; after an error the stream
+// drops the work queued behind it until synchronize() has reported it.
+// Optional members say so and have a default that declines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/graph.h"
+
+namespace strata {
+
+struct DeviceInfo {
+  std::string name;         // "CPU", "RPC0[host:port]"
+  std::string description;  // human readable: ISA, threads, endpoint
+  uint64_t memory_total = 0;
+  uint64_t memory_free = 0;
+  uint64_t alignment = 64;
+  uint64_t max_buffer_size = 0;
+};
+
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  // The handle graphs use to name this buffer on its device; never 0.
+  virtual uint64_t handle() const = 0;
+  virtual uint64_t size() const = 0;
+  // Host memory of the buffer, for devices that have it (CPU); nullptr otherwise.
+  virtual void* host_ptr() { return nullptr; }
+};
+
+// A point in a stream's queue. Copyable; waiting on a default-constructed Event returns at once.
+class Event {
+ public:
+  struct State;
+  Event() = default;
+  explicit Event(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // Blocks until the stream has run everything queued before the event.
+  Status wait() const;
+  bool ready() const;
+  const std::shared_ptr<State>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Completes an Event's State (for backends).
+std::shared_ptr<Event::State> event_state_new();
+void event_state_complete(Event::State& state, Status status);
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // Queues a write of `size` bytes into dst; the data is copied before the call returns.
+  virtual void set_tensor(const TensorRef& dst, const void* data, size_t size) = 0;
+  // Queues a read of src into dst; dst must stay valid until the read completed (an Event
+  // recorded after it, or synchronize()).
+  virtual void get_tensor(const TensorRef& src, void* dst, size_t size) = 0;
+  // Queues a computation. The graph is shared so that the caller may keep reusing it.
+  virtual void compute(std::shared_ptr<const Graph> graph) = 0;
+  // Marks the current end of the queue.
+  virtual Event record() = 0;
+  // Makes work queued after this call wait for `event` (of any stream, any device).
+  virtual void wait_event(const Event& event) = 0;
+  // Waits for everything queued; returns the first error since the last synchronize().
+  virtual Status synchronize() = 0;
+  // Optional: flush queued commands to the device without waiting (remote devices batch).
+  virtual void flush() {}
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceInfo info() const = 0;
+  virtual Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) = 0;
+  // Optional: a buffer over host memory the caller keeps alive (the CPU uses the GGUF mapping
+  // in place). Devices without host access decline with kUnsupported.
+  virtual Result<std::unique_ptr<Buffer>> buffer_from_host(const void* ptr, uint64_t size) {
+    return unsupported(info().name + " cannot use host memory in place");
+  }
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+};
+
+}  // namespace strata

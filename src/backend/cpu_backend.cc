@@ -1,0 +1,273 @@
+#include "backend/cpu_backend.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/isa.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kAlignment = 64;
+
+// Handles of live buffers. Shared by the device and its buffers, which may outlive it.
+class Registry : public CpuBufferTable {
+ public:
+  uint64_t add(uint8_t* ptr, uint64_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uint64_t handle = next_++;
+    buffers_[handle] = {ptr, size};
+    used_ += size;
+    return handle;
+  }
+  void remove(uint64_t handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = buffers_.find(handle);
+    if (it == buffers_.end()) return;
+    used_ -= it->second.size;
+    buffers_.erase(it);
+  }
+  uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = buffers_.find(handle);
+    if (it == buffers_.end()) return nullptr;
+    *size = it->second.size;
+    return it->second.ptr;
+  }
+  uint64_t used() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return used_;
+  }
+
+ private:
+  struct Entry {
+    uint8_t* ptr;
+    uint64_t size;
+  };
+  mutable std::mutex mutex_;
+  std::map<uint64_t, Entry> buffers_;
+  uint64_t next_ = 1;
+  uint64_t used_ = 0;
+};
+
+class CpuBuffer : public Buffer {
+ public:
+  CpuBuffer(std::shared_ptr<Registry> registry, uint8_t* ptr, uint64_t size, bool owned)
+      : registry_(std::move(registry)), ptr_(ptr), size_(size), owned_(owned) {
+    handle_ = registry_->add(ptr_, size_);
+  }
+  ~CpuBuffer() override {
+    registry_->remove(handle_);
+    if (owned_) std::free(ptr_);
+  }
+  uint64_t handle() const override { return handle_; }
+  uint64_t size() const override { return size_; }
+  void* host_ptr() override { return ptr_; }
+
+ private:
+  std::shared_ptr<Registry> registry_;
+  uint8_t* ptr_;
+  uint64_t size_;
+  bool owned_;
+  uint64_t handle_ = 0;
+};
+
+struct Shared {
+  std::shared_ptr<Registry> registry = std::make_shared<Registry>();
+  std::mutex compute_mutex;  // one computation at a time on the device's pool
+  std::unique_ptr<ThreadPool> pool;
+};
+
+class CpuStream : public Stream {
+ public:
+  explicit CpuStream(std::shared_ptr<Shared> shared)
+      : shared_(std::move(shared)), thread_([this] { run(); }) {}
+
+  ~CpuStream() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void set_tensor(const TensorRef& dst, const void* data, size_t size) override {
+    std::vector<uint8_t> copy(static_cast<const uint8_t*>(data),
+                              static_cast<const uint8_t*>(data) + size);
+    push([this, dst, copy = std::move(copy)]() -> Status {
+      uint8_t* p = nullptr;
+      STRATA_RETURN_IF_ERROR(region(dst, copy.size(), &p));
+      std::memcpy(p, copy.data(), copy.size());
+      return Status::ok();
+    });
+  }
+
+  void get_tensor(const TensorRef& src, void* dst, size_t size) override {
+    push([this, src, dst, size]() -> Status {
+      uint8_t* p = nullptr;
+      STRATA_RETURN_IF_ERROR(region(src, size, &p));
+      std::memcpy(dst, p, size);
+      return Status::ok();
+    });
+  }
+
+  void compute(std::shared_ptr<const Graph> graph) override {
+    push([this, graph = std::move(graph)]() -> Status {
+      std::lock_guard<std::mutex> lock(shared_->compute_mutex);
+      return cpu_graph_compute(*graph, *shared_->registry, *shared_->pool);
+    });
+  }
+
+  Event record() override {
+    auto state = event_state_new();
+    push_always([state](const Status& failed) {
+      event_state_complete(*state, failed);
+      return Status::ok();
+    });
+    return Event(state);
+  }
+
+  void wait_event(const Event& event) override {
+    push([event]() { return event.wait(); });
+  }
+
+  Status synchronize() override {
+    Event e = record();
+    e.wait();
+    std::lock_guard<std::mutex> lock(mutex_);
+    Status s = std::move(error_);
+    error_ = Status::ok();
+    return s;
+  }
+
+ private:
+  using Command = std::function<Status(const Status& failed)>;
+
+  Status region(const TensorRef& t, size_t size, uint8_t** p) {
+    uint64_t buffer_size = 0;
+    uint8_t* base = shared_->registry->resolve(t.buffer, &buffer_size);
+    if (base == nullptr) return invalid_argument("buffer " + std::to_string(t.buffer) + " unknown");
+    if (t.offset > buffer_size || size > buffer_size - t.offset) {
+      return out_of_range("region [" + std::to_string(t.offset) + ", +" + std::to_string(size) +
+                          ") past the end of buffer " + std::to_string(t.buffer) + " (size " +
+                          std::to_string(buffer_size) + ")");
+    }
+    *p = base + t.offset;
+    return Status::ok();
+  }
+
+  // Normal work is skipped after an error until synchronize() reports it.
+  void push(std::function<Status()> fn) {
+    push_always([fn = std::move(fn)](const Status& failed) {
+      return failed.is_ok() ? fn() : Status::ok();
+    });
+  }
+  void push_always(Command cmd) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(cmd));
+    }
+    cv_.notify_one();
+  }
+
+  void run() {
+    for (;;) {
+      Command cmd;
+      Status failed;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        cmd = std::move(queue_.front());
+        queue_.pop_front();
+        failed = error_;
+      }
+      Status s = cmd(failed);
+      if (!s.is_ok()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error_.is_ok()) error_ = std::move(s);
+      }
+    }
+  }
+
+  std::shared_ptr<Shared> shared_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Command> queue_;
+  Status error_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+uint64_t available_memory() {
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(const CpuDeviceOptions& options)
+      : options_(options), shared_(std::make_shared<Shared>()) {
+    shared_->pool = std::make_unique<ThreadPool>(options.n_threads);
+  }
+
+  DeviceInfo info() const override {
+    DeviceInfo info;
+    info.name = options_.name;
+    info.description = std::string(isa_name(isa_active())) + ", " +
+                       std::to_string(options_.n_threads) + " threads";
+    const uint64_t avail = available_memory();
+    info.memory_total = options_.memory_limit ? options_.memory_limit : avail;
+    const uint64_t used = shared_->registry->used();
+    info.memory_free = options_.memory_limit
+                           ? (used < options_.memory_limit ? options_.memory_limit - used : 0)
+                           : avail;
+    info.alignment = kAlignment;
+    info.max_buffer_size = info.memory_total;
+    return info;
+  }
+
+  Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
+    if (options_.memory_limit && shared_->registry->used() + size > options_.memory_limit) {
+      return out_of_range("buffer of " + std::to_string(size) + " bytes exceeds the memory limit " +
+                          std::to_string(options_.memory_limit) + " of " + options_.name);
+    }
+    const uint64_t rounded =
+        (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) {
+      return out_of_range("cannot allocate " + std::to_string(size) + " bytes on " + options_.name);
+    }
+    return std::unique_ptr<Buffer>(
+        std::make_unique<CpuBuffer>(shared_->registry, static_cast<uint8_t*>(p), size, true));
+  }
+
+  Result<std::unique_ptr<Buffer>> buffer_from_host(const void* ptr, uint64_t size) override {
+    return std::unique_ptr<Buffer>(std::make_unique<CpuBuffer>(
+        shared_->registry, static_cast<uint8_t*>(const_cast<void*>(ptr)), size, false));
+  }
+
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(shared_); }
+
+ private:
+  CpuDeviceOptions options_;
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> cpu_device_new(const CpuDeviceOptions& options) {
+  return std::make_unique<CpuDevice>(options);
+}
+
+}  // namespace strata

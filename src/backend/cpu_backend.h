@@ -1,0 +1,33 @@
+// The CPU device. Its streams are truly asynchronous (one worker thread per stream), so every
+// asynchronous path of the engine runs and is tested on the CPU, not only on remote devices.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace strata {
+
+struct CpuDeviceOptions {
+  int n_threads = 1;
+  std::string name = "CPU";
+  uint64_t memory_limit = 0;  // 0: the machine's available memory
+};
+
+// Buffers are named by handles that the device resolves, and checks, for every graph: a graph
+// that names a buffer of another device, or a region past a buffer's end, is an error, never a
+// stray access. Streams of one device share its thread pool, one computation at a time.
+std::unique_ptr<Device> cpu_device_new(const CpuDeviceOptions& options);
+
+// Runs a graph whose tensors are resolved to host memory; every index in the data (ids,
+// cells) is checked before the kernel that uses it. Used by the CPU device and by the worker.
+class CpuBufferTable {
+ public:
+  virtual ~CpuBufferTable() = default;
+  // The host memory and size of a handle, or nullptr when the handle names no buffer.
+  virtual uint8_t* resolve(uint64_t handle, uint64_t* size) const = 0;
+};
+Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool);
+
+}  // namespace strata

@@ -1,0 +1,235 @@
+#include "engine/context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "engine/graph_builder.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kAlign = 64;
+// Cell lists are padded to a multiple of this so that consecutive decode steps have the same
+// graph shapes (a remote device re-runs a cached graph when the shape has not changed).
+constexpr int64_t kListPad = 256;
+
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+struct Context::StageRuntime {
+  const Stage* stage = nullptr;
+  std::unique_ptr<Stream> stream;
+  std::unique_ptr<Buffer> kv;
+  std::vector<TensorRef> k_cache, v_cache;
+  std::unique_ptr<Buffer> io;
+  std::unique_ptr<Buffer> scratch;
+
+  // Grows `buf` to at least `need` bytes (by half again, to avoid growing every step).
+  Status ensure(std::unique_ptr<Buffer>& buf, uint64_t need) {
+    if (buf && buf->size() >= need) return Status::ok();
+    const uint64_t size = std::max(need, buf ? buf->size() + buf->size() / 2 : need);
+    buf.reset();
+    STRATA_ASSIGN_OR_RETURN(buf, stage->device->alloc_buffer(size));
+    return Status::ok();
+  }
+};
+
+Context::Context(const Engine& engine, const ContextParams& p)
+    : engine_(engine), params_(p), cells_(p.n_ctx, p.n_seq) {}
+
+Context::~Context() = default;
+
+Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const ContextParams& p) {
+  if (p.n_ctx < 1 || p.n_ctx > (int64_t{1} << 24)) {
+    return out_of_range("context size " + std::to_string(p.n_ctx) + " outside [1, 2^24]");
+  }
+  if (p.n_batch < 1 || p.n_seq < 1 || p.n_seq > 4096) {
+    return out_of_range("n_batch must be >= 1 and n_seq in [1, 4096]");
+  }
+  if (p.kv_dtype != DType::kF16 && p.kv_dtype != DType::kF32) {
+    return unsupported("KV cache dtype must be f16 or f32");
+  }
+  auto ctx = std::unique_ptr<Context>(new Context(engine, p));
+  const HParams& hp = engine.model().hparams();
+  ctx->n_vocab_ = hp.n_vocab;
+  const uint64_t row = dtype_row_bytes(p.kv_dtype, hp.n_embd_kv());
+  for (const Stage& s : engine.stages()) {
+    auto rt = std::make_unique<StageRuntime>();
+    rt->stage = &s;
+    rt->stream = s.device->create_stream();
+    const int64_t n_layers = s.layer_end - s.layer_begin;
+    const uint64_t per_cache = align_up(row * static_cast<uint64_t>(p.n_ctx));
+    if (n_layers > 0) {
+      auto kv = s.device->alloc_buffer(per_cache * 2 * static_cast<uint64_t>(n_layers));
+      if (!kv.is_ok()) {
+        return kv.status().with_context("KV cache of " + std::to_string(n_layers) + " layers on " +
+                                        s.device->info().name);
+      }
+      rt->kv = std::move(kv).value();
+      for (int64_t l = 0; l < n_layers; ++l) {
+        const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
+        rt->k_cache.push_back(
+            make_tensor(rt->kv->handle(), off, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+        rt->v_cache.push_back(
+            make_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+      }
+    }
+    ctx->stages_.push_back(std::move(rt));
+  }
+  return ctx;
+}
+
+Status Context::decode(const Batch& batch) {
+  const int64_t n = batch.size();
+  if (n == 0) return invalid_argument("empty batch");
+  if (static_cast<int64_t>(batch.pos.size()) != n || static_cast<int64_t>(batch.seq.size()) != n ||
+      static_cast<int64_t>(batch.output.size()) != n) {
+    return invalid_argument("batch arrays differ in length");
+  }
+  std::map<int32_t, int32_t> start;  // seq -> length before this batch, for the rollback
+  for (int64_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= n_vocab_) {
+      return out_of_range("token " + std::to_string(batch.tokens[i]) +
+                          " outside the vocabulary [0, " + std::to_string(n_vocab_) + ")");
+    }
+    if (batch.seq[i] < 0 || batch.seq[i] >= params_.n_seq) {
+      return out_of_range("sequence id " + std::to_string(batch.seq[i]) + " outside [0, " +
+                          std::to_string(params_.n_seq) + ")");
+    }
+    start.emplace(batch.seq[i], cells_.seq_len(batch.seq[i]));
+  }
+  int64_t total_outputs = 0;
+  for (uint8_t o : batch.output) total_outputs += o ? 1 : 0;
+  logits_.resize(static_cast<size_t>(total_outputs * n_vocab_));
+  n_outputs_ = 0;
+  for (int64_t b = 0; b < n; b += params_.n_batch) {
+    Status s = decode_ubatch(batch, b, std::min(n, b + params_.n_batch));
+    if (!s.is_ok()) {
+      for (const auto& [seq, len] : start) cells_.seq_truncate(seq, len);
+      n_outputs_ = 0;
+      return s;
+    }
+  }
+  return Status::ok();
+}
+
+Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
+  const HParams& hp = engine_.model().hparams();
+  const int64_t T = end - begin;
+
+  // Cells for the new tokens, and each sequence's list.
+  std::vector<int32_t> kv_idx(T);
+  std::vector<int32_t> list_of_seq(params_.n_seq, -1);
+  std::vector<int32_t> lists;
+  std::vector<int32_t> tok(2 * T);
+  std::vector<int32_t> out_rows;
+  for (int64_t i = 0; i < T; ++i) {
+    const int32_t seq = batch.seq[begin + i];
+    STRATA_ASSIGN_OR_RETURN(kv_idx[i], cells_.append(seq, batch.pos[begin + i]));
+    if (list_of_seq[seq] < 0) {
+      list_of_seq[seq] = static_cast<int32_t>(lists.size());
+      lists.push_back(seq);
+    }
+    tok[2 * i] = list_of_seq[seq];
+    tok[2 * i + 1] = batch.pos[begin + i] + 1;
+    if (batch.output[begin + i]) out_rows.push_back(static_cast<int32_t>(i));
+  }
+  int64_t max_len = 1;
+  for (int32_t seq : lists) max_len = std::max<int64_t>(max_len, cells_.seq_len(seq));
+  max_len = std::min<int64_t>((max_len + kListPad - 1) / kListPad * kListPad, params_.n_ctx);
+  const int64_t n_lists = static_cast<int64_t>(lists.size());
+  const int64_t n_out = static_cast<int64_t>(out_rows.size());
+
+  // One host blob of every input: one write per stage.
+  struct Part {
+    const void* data;
+    uint64_t bytes;
+    uint64_t offset;
+  };
+  std::vector<int32_t> cells(static_cast<size_t>(max_len * n_lists), 0);
+  for (int64_t l = 0; l < n_lists; ++l) {
+    const auto& c = cells_.cells(lists[l]);
+    std::copy(c.begin(), c.end(), cells.begin() + l * max_len);
+  }
+  std::vector<Part> parts = {
+      {batch.tokens.data() + begin, 4 * static_cast<uint64_t>(T), 0},
+      {batch.pos.data() + begin, 4 * static_cast<uint64_t>(T), 0},
+      {kv_idx.data(), 4 * static_cast<uint64_t>(T), 0},
+      {cells.data(), 4 * cells.size(), 0},
+      {tok.data(), 4 * tok.size(), 0},
+      {out_rows.data(), 4 * std::max<uint64_t>(out_rows.size(), 1), 0},
+  };
+  if (out_rows.empty()) out_rows.push_back(0);  // keeps the part's pointer valid
+  parts.back().data = out_rows.data();
+  uint64_t blob = 0;
+  for (Part& p : parts) {
+    p.offset = blob;
+    blob = align_up(blob + p.bytes);
+  }
+  inputs_.assign(blob, 0);
+  for (const Part& p : parts) std::memcpy(inputs_.data() + p.offset, p.data, p.bytes);
+
+  const uint64_t hidden_bytes = align_up(4 * static_cast<uint64_t>(hp.n_embd * T));
+  hidden_.resize(static_cast<size_t>(hp.n_embd * T));
+
+  for (size_t si = 0; si < stages_.size(); ++si) {
+    StageRuntime& rt = *stages_[si];
+    const Stage& st = *rt.stage;
+    const uint64_t out_bytes =
+        st.last ? align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
+                : hidden_bytes;
+    const uint64_t hidden_off = blob;
+    const uint64_t out_off = blob + (st.first ? 0 : hidden_bytes);
+    STRATA_RETURN_IF_ERROR(rt.ensure(rt.io, out_off + out_bytes));
+    const uint64_t io = rt.io->handle();
+
+    StageTensors t;
+    t.n_tokens = T;
+    t.n_outputs = n_out;
+    t.ids = make_tensor(io, parts[0].offset, DType::kI32, T);
+    t.pos = make_tensor(io, parts[1].offset, DType::kI32, T);
+    t.kv_idx = make_tensor(io, parts[2].offset, DType::kI32, T);
+    t.cells = make_tensor(io, parts[3].offset, DType::kI32, max_len, n_lists);
+    t.tok = make_tensor(io, parts[4].offset, DType::kI32, 2, T);
+    t.out_rows = make_tensor(io, parts[5].offset, DType::kI32, std::max<int64_t>(n_out, 1));
+    t.hidden_in = make_tensor(io, hidden_off, DType::kF32, hp.n_embd, T);
+    t.out = st.last ? make_tensor(io, out_off, DType::kF32, hp.n_vocab, std::max<int64_t>(n_out, 1))
+                    : make_tensor(io, out_off, DType::kF32, hp.n_embd, T);
+    t.k_cache = rt.k_cache;
+    t.v_cache = rt.v_cache;
+
+    if (st.last && n_out == 0) {
+      // Nothing asked for logits: the last stage still has to fill the KV cache of its layers.
+      t.n_outputs = 1;
+    }
+    GraphBuilder b;
+    build_stage_graph(b, engine_.model(), *st.weights, st.layer_begin, st.layer_end, st.first,
+                      st.last, t);
+    STRATA_RETURN_IF_ERROR(rt.ensure(rt.scratch, b.plan(kAlign)));
+    auto graph = std::make_shared<const Graph>(b.finish(rt.scratch->handle()));
+
+    rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(blob)),
+                          inputs_.data(), blob);
+    if (!st.first) {
+      rt.stream->set_tensor(t.hidden_in, hidden_.data(), 4 * hidden_.size());
+    }
+    rt.stream->compute(graph);
+    if (st.last) {
+      if (n_out > 0) {
+        rt.stream->get_tensor(t.out, logits_.data() + n_outputs_ * n_vocab_,
+                              4 * static_cast<size_t>(n_out * n_vocab_));
+      }
+    } else {
+      rt.stream->get_tensor(t.out, hidden_.data(), 4 * hidden_.size());
+    }
+    Status s = rt.stream->synchronize();
+    if (!s.is_ok())
+      return s.with_context("stage " + std::to_string(si) + " on " + st.device->info().name);
+  }
+  n_outputs_ += n_out;
+  return Status::ok();
+}
+
+}  // namespace strata

@@ -1,0 +1,33 @@
+// Builds the forward graph of one stage (a range of layers) for one micro-batch.
+#pragma once
+
+#include <vector>
+
+#include "engine/weights.h"
+#include "graph/builder.h"
+#include "model/model.h"
+
+namespace strata {
+
+// Everything a stage graph reads or writes outside its scratch memory, on the stage's device.
+struct StageTensors {
+  int64_t n_tokens = 0;
+  int64_t n_outputs = 0;  // rows of logits (last stage)
+  TensorRef ids;          // I32 [n_tokens]              (first stage)
+  TensorRef pos;          // I32 [n_tokens]
+  TensorRef kv_idx;       // I32 [n_tokens]: the cell each token's K/V is written to
+  TensorRef cells;        // I32 [max_len, n_lists]
+  TensorRef tok;          // I32 [2, n_tokens]: (list, count) per token
+  TensorRef out_rows;     // I32 [n_outputs]             (last stage, when n_outputs < n_tokens)
+  TensorRef hidden_in;    // F32 [n_embd, n_tokens]      (stages after the first)
+  TensorRef out;          // F32 [n_embd, n_tokens] hidden, or [n_vocab, n_outputs] logits
+  std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: [n_embd_kv, n_cells]
+};
+
+// Appends the stage's nodes to `b`. Layers [layer_begin, layer_end); the first stage starts
+// with the embedding lookup, the last ends with the output norm and projection.
+void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights& w,
+                       int64_t layer_begin, int64_t layer_end, bool first, bool last,
+                       const StageTensors& io);
+
+}  // namespace strata

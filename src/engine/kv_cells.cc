@@ -1,0 +1,72 @@
+#include "engine/kv_cells.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace strata {
+
+KvCells::KvCells(int64_t n_cells, int32_t n_seq) : refs_(n_cells, 0), seqs_(n_seq) { clear(); }
+
+void KvCells::clear() {
+  std::fill(refs_.begin(), refs_.end(), 0);
+  free_.resize(refs_.size());
+  for (size_t i = 0; i < free_.size(); ++i) free_[i] = static_cast<int32_t>(free_.size() - 1 - i);
+  for (auto& s : seqs_) s.clear();
+}
+
+Result<int32_t> KvCells::append(int32_t seq, int32_t pos) {
+  if (seq < 0 || seq >= n_seq()) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(n_seq()) + ")");
+  }
+  if (pos != seq_len(seq)) {
+    return invalid_argument("sequence " + std::to_string(seq) + ": position " +
+                            std::to_string(pos) + " given, the next position is " +
+                            std::to_string(seq_len(seq)));
+  }
+  if (free_.empty()) {
+    return out_of_range("the KV cache is full (" + std::to_string(n_cells()) +
+                        " cells): raise the context size");
+  }
+  const int32_t cell = free_.back();
+  free_.pop_back();
+  refs_[cell] = 1;
+  seqs_[seq].push_back(cell);
+  return cell;
+}
+
+void KvCells::release(int32_t cell) {
+  STRATA_CHECK(refs_[cell] > 0);
+  if (--refs_[cell] == 0) {
+    // Keep the free list sorted high to low so that the lowest cell is reused first.
+    free_.insert(std::upper_bound(free_.begin(), free_.end(), cell, std::greater<int32_t>()), cell);
+  }
+}
+
+void KvCells::seq_truncate(int32_t seq, int32_t p0) {
+  STRATA_CHECK(seq >= 0 && seq < n_seq());
+  auto& s = seqs_[seq];
+  if (p0 < 0) p0 = 0;
+  while (static_cast<int32_t>(s.size()) > p0) {
+    release(s.back());
+    s.pop_back();
+  }
+}
+
+void KvCells::seq_copy(int32_t src, int32_t dst, int32_t n) {
+  STRATA_CHECK(src >= 0 && src < n_seq() && dst >= 0 && dst < n_seq());
+  if (src == dst) {
+    seq_truncate(dst, n);
+    return;
+  }
+  seq_truncate(dst, 0);
+  n = std::min(n, seq_len(src));
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t cell = seqs_[src][i];
+    ++refs_[cell];
+    seqs_[dst].push_back(cell);
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,157 @@
+#include "graph/builder.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/check.h"
+
+namespace strata {
+
+int32_t GraphBuilder::external(const TensorRef& t) {
+  graph_.tensors.push_back(t);
+  info_.push_back({});
+  return static_cast<int32_t>(graph_.tensors.size() - 1);
+}
+
+int32_t GraphBuilder::scratch(DType dtype, int64_t ne0, int64_t ne1, int64_t ne2) {
+  graph_.tensors.push_back(make_tensor(0, 0, dtype, ne0, ne1, ne2));
+  info_.push_back({-1, true, 0});
+  return static_cast<int32_t>(graph_.tensors.size() - 1);
+}
+
+int32_t GraphBuilder::view(int32_t base, int64_t ne0, int64_t ne1, int64_t ne2, uint64_t nb1,
+                           uint64_t nb2, uint64_t offset) {
+  STRATA_CHECK(base >= 0 && base < static_cast<int32_t>(graph_.tensors.size()));
+  TensorRef t = graph_.tensors[base];
+  t.ne[0] = ne0;
+  t.ne[1] = ne1;
+  t.ne[2] = ne2;
+  t.ne[3] = 1;
+  t.nb[1] = nb1;
+  t.nb[2] = nb2;
+  t.nb[3] = nb2 * static_cast<uint64_t>(ne2);
+  t.offset += offset;
+  graph_.tensors.push_back(t);
+  info_.push_back({base, false, offset});
+  return static_cast<int32_t>(graph_.tensors.size() - 1);
+}
+
+int32_t GraphBuilder::node(Op op, int32_t out, std::initializer_list<int32_t> src,
+                           std::initializer_list<int32_t> iparams,
+                           std::initializer_list<float> fparams) {
+  STRATA_CHECK(src.size() <= kMaxSrc && iparams.size() <= kMaxParams &&
+               fparams.size() <= kMaxParams);
+  Node n;
+  n.op = op;
+  n.out = out;
+  std::copy(src.begin(), src.end(), n.src);
+  std::copy(iparams.begin(), iparams.end(), n.iparams);
+  std::copy(fparams.begin(), fparams.end(), n.fparams);
+  graph_.nodes.push_back(n);
+  return out;
+}
+
+int32_t GraphBuilder::root(int32_t i) const {
+  while (info_[i].base >= 0) i = info_[i].base;
+  return i;
+}
+
+uint64_t GraphBuilder::plan(uint64_t alignment) {
+  const int32_t n = static_cast<int32_t>(graph_.tensors.size());
+  std::vector<int32_t> first(n, -1), last(n, -1);
+  for (int32_t k = 0; k < static_cast<int32_t>(graph_.nodes.size()); ++k) {
+    const Node& node = graph_.nodes[k];
+    auto touch = [&](int32_t t) {
+      if (t < 0) return;
+      const int32_t r = root(t);
+      if (first[r] < 0) first[r] = k;
+      last[r] = k;
+    };
+    for (int32_t s : node.src) touch(s);
+    touch(node.out);
+  }
+  // Greedy first fit in node order: free ranges come back when their tensor's last reader ran.
+  struct Range {
+    uint64_t begin, end;
+  };
+  std::vector<Range> free_list;  // sorted by begin, merged
+  uint64_t top = 0;
+  std::vector<uint64_t> offset(n, 0);
+  std::multimap<int32_t, int32_t> dying;  // last node -> tensor
+  auto release = [&](uint64_t begin, uint64_t end) {
+    free_list.push_back({begin, end});
+    std::sort(free_list.begin(), free_list.end(),
+              [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    std::vector<Range> merged;
+    for (const Range& r : free_list) {
+      if (!merged.empty() && merged.back().end == r.begin) {
+        merged.back().end = r.end;
+      } else {
+        merged.push_back(r);
+      }
+    }
+    free_list.swap(merged);
+  };
+  auto size_of = [&](int32_t t) {
+    const uint64_t bytes = graph_.tensors[t].extent_bytes();
+    return (bytes + alignment - 1) / alignment * alignment;
+  };
+  for (int32_t k = 0; k < static_cast<int32_t>(graph_.nodes.size()); ++k) {
+    // Allocate what is first written here, then free what was last read here: a node's output
+    // never shares memory with its own inputs unless it is the same tensor.
+    for (int32_t t = 0; t < n; ++t) {
+      if (!info_[t].scratch || first[t] != k) continue;
+      const uint64_t need = size_of(t);
+      bool placed = false;
+      for (Range& r : free_list) {
+        if (r.end - r.begin >= need) {
+          offset[t] = r.begin;
+          r.begin += need;
+          placed = true;
+          break;
+        }
+      }
+      if (!placed) {
+        offset[t] = top;
+        top += need;
+      }
+      dying.emplace(last[t], t);
+    }
+    auto [lo, hi] = dying.equal_range(k);
+    for (auto it = lo; it != hi; ++it)
+      release(offset[it->second], offset[it->second] + size_of(it->second));
+    dying.erase(lo, hi);
+    free_list.erase(std::remove_if(free_list.begin(), free_list.end(),
+                                   [](const Range& r) { return r.begin == r.end; }),
+                    free_list.end());
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    if (info_[t].scratch) graph_.tensors[t].offset = offset[t];
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    if (info_[t].base >= 0 && info_[root(t)].scratch) {
+      // A view's offset is its base's placement plus its own offsets along the chain.
+      uint64_t off = 0;
+      int32_t i = t;
+      while (info_[i].base >= 0) {
+        off += info_[i].view_offset;
+        i = info_[i].base;
+      }
+      graph_.tensors[t].offset = offset[i] + off;
+    }
+  }
+  planned_ = true;
+  return std::max<uint64_t>(top, alignment);
+}
+
+Graph GraphBuilder::finish(uint64_t scratch_buffer) {
+  STRATA_CHECK(planned_, "plan() before finish()");
+  for (size_t t = 0; t < graph_.tensors.size(); ++t) {
+    if (info_[t].scratch || (info_[t].base >= 0 && info_[root(static_cast<int32_t>(t))].scratch)) {
+      graph_.tensors[t].buffer = scratch_buffer;
+    }
+  }
+  return std::move(graph_);
+}
+
+}  // namespace strata

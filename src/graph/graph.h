@@ -1,0 +1,80 @@
+// The op IR: the language the engine speaks to every device, local or remote.
+//
+// A graph names tensors by (buffer handle, offset, dtype, shape, strides) and owns no memory.
+// Nodes run in order; a node may only read tensors that are graph inputs (living in buffers
+// the caller filled) or outputs of earlier nodes. Shapes follow GGML: ne[0] is the contiguous
+// dimension; nb[] are byte strides.
+// Non-goal: automatic differentiation, broadcasting rules beyond what the ops below state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace strata {
+
+constexpr int kMaxDims = 4;
+constexpr int kMaxSrc = 5;
+constexpr int kMaxParams = 4;
+
+// Stored in serialised graphs: never renumber.
+enum class Op : uint32_t {
+  kGetRows = 1,    // src0 table dtype [n, rows], src1 I32 [m] ids -> F32 [n, m]
+  kRmsNorm = 2,    // src0 F32 [n, r], src1 F32 [n] weight or none; f0 eps -> F32 [n, r]
+  kAdd = 3,        // src0 F32 [n, r], src1 F32 [n, r] or [n, 1] -> F32 [n, r]
+  kMul = 4,        // as kAdd
+  kMulMat = 5,     // src0 W dtype [k, n], src1 F32 [k, m] -> F32 [n, m]
+  kRope = 6,       // src0 F32 [hd, heads, t], src1 I32 [t] positions; i0 n_rot, i1 mode,
+                   // f0 freq_base, f1 freq_scale -> F32 [hd, heads, t] (may alias src0)
+  kSetRows = 7,    // src0 cache F16/F32 [n, cells], src1 F32 [n, t], src2 I32 [t] cells;
+                   // out is src0 (written in place)
+  kAttention = 8,  // src0 q F32 [hd, heads, t], src1 k cache, src2 v cache [hd*kv_heads, cells],
+                   // src3 I32 [len, lists] cells, src4 I32 [2, t] (list, count); i0 kv_heads,
+                   // f0 scale -> F32 [hd, heads, t]
+  kSwiglu = 9,     // src0 gate F32 [n, r], src1 up F32 [n, r] -> F32 [n, r]
+  kArgmax = 10,    // src0 F32 [n, r] -> I32 [r]
+  kCopy = 11,      // src0 F32 [n, r] -> F32 [n, r] (strided rows to contiguous)
+};
+
+const char* op_name(Op op);
+int op_n_src(Op op);  // inputs an op takes; an optional input is -1
+
+struct TensorRef {
+  uint64_t buffer = 0;  // device buffer handle (0 never names a buffer)
+  uint64_t offset = 0;  // bytes from the start of the buffer
+  DType dtype = DType::kF32;
+  int64_t ne[kMaxDims] = {1, 1, 1, 1};
+  uint64_t nb[kMaxDims] = {0, 0, 0, 0};
+
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+  bool rows_contiguous() const;   // nb[0] is the element size (row data packed)
+  bool contiguous() const;        // the whole tensor packed
+  uint64_t extent_bytes() const;  // bytes spanned from offset to the end of the last row
+};
+
+// A contiguous tensor of the given shape (unused dims are 1).
+TensorRef make_tensor(uint64_t buffer, uint64_t offset, DType dtype, int64_t ne0, int64_t ne1 = 1,
+                      int64_t ne2 = 1, int64_t ne3 = 1);
+
+struct Node {
+  Op op = Op::kAdd;
+  int32_t src[kMaxSrc] = {-1, -1, -1, -1, -1};  // indices into Graph::tensors, -1 = none
+  int32_t out = -1;
+  int32_t iparams[kMaxParams] = {0, 0, 0, 0};
+  float fparams[kMaxParams] = {0, 0, 0, 0};
+};
+
+struct Graph {
+  std::vector<TensorRef> tensors;
+  std::vector<Node> nodes;
+};
+
+// Checks arity, dtypes and shapes of every node, and that indices name tensors. It does not
+// check buffers (the device does, against what it owns). The message names the node and op.
+Status graph_validate(const Graph& g);
+
+}  // namespace strata

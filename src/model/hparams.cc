@@ -1,0 +1,113 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "model/gguf.h"
+
+namespace strata {
+namespace {
+
+// Bounds that no real model reaches, so that a hostile file cannot make us size buffers from
+// absurd numbers (n_embd * n_ctx * n_layer is allocated for the KV cache).
+constexpr uint64_t kMaxDim = 1 << 20;
+constexpr uint64_t kMaxLayers = 4096;
+constexpr uint64_t kMaxHeads = 4096;
+
+Result<int64_t> get_dim(const GgufFile& f, const std::string& key, uint64_t limit,
+                        std::optional<uint64_t> fallback = std::nullopt) {
+  if (fallback && f.find(key) == nullptr) return static_cast<int64_t>(*fallback);
+  STRATA_ASSIGN_OR_RETURN(uint64_t v, f.get_uint(key));
+  if (v < 1 || v > limit) {
+    return out_of_range(key + " = " + std::to_string(v) + " outside [1, " + std::to_string(limit) +
+                        "]");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Result<float> get_positive(const GgufFile& f, const std::string& key, float fallback) {
+  if (f.find(key) == nullptr) return fallback;
+  STRATA_ASSIGN_OR_RETURN(double v, f.get_float(key));
+  if (!(v > 0) || !std::isfinite(v)) {
+    return out_of_range(key + " = " + std::to_string(v) + " must be finite and positive");
+  }
+  return static_cast<float>(v);
+}
+
+}  // namespace
+
+Result<HParams> hparams_from_gguf(const GgufFile& f) {
+  HParams hp;
+  STRATA_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
+  if (hp.arch_name == "llama") {
+    hp.arch = Arch::kLlama;
+  } else if (hp.arch_name == "qwen2") {
+    hp.arch = Arch::kQwen2;
+    hp.qkv_bias = true;
+    hp.rope_mode = RopeMode::kNeox;
+  } else if (hp.arch_name == "qwen3") {
+    hp.arch = Arch::kQwen3;
+    hp.qk_norm = true;
+    hp.rope_mode = RopeMode::kNeox;
+  } else {
+    return unsupported("general.architecture '" + hp.arch_name +
+                       "' is not supported (supported: llama, qwen2, qwen3)");
+  }
+  const std::string a = hp.arch_name + ".";
+  STRATA_ASSIGN_OR_RETURN(hp.n_ctx_train, get_dim(f, a + "context_length", 1 << 24));
+  STRATA_ASSIGN_OR_RETURN(hp.n_embd, get_dim(f, a + "embedding_length", kMaxDim));
+  STRATA_ASSIGN_OR_RETURN(hp.n_layer, get_dim(f, a + "block_count", kMaxLayers));
+  STRATA_ASSIGN_OR_RETURN(hp.n_ff, get_dim(f, a + "feed_forward_length", kMaxDim));
+  STRATA_ASSIGN_OR_RETURN(hp.n_head, get_dim(f, a + "attention.head_count", kMaxHeads));
+  STRATA_ASSIGN_OR_RETURN(hp.n_head_kv, get_dim(f, a + "attention.head_count_kv", kMaxHeads,
+                                                static_cast<uint64_t>(hp.n_head)));
+  if (hp.n_head % hp.n_head_kv != 0) {
+    return invalid_argument(
+        a + "attention.head_count = " + std::to_string(hp.n_head) +
+        " is not a multiple of head_count_kv = " + std::to_string(hp.n_head_kv));
+  }
+  if (f.find(a + "attention.key_length") == nullptr && hp.n_embd % hp.n_head != 0) {
+    return invalid_argument(a + "embedding_length " + std::to_string(hp.n_embd) +
+                            " is not a multiple of head_count " + std::to_string(hp.n_head));
+  }
+  STRATA_ASSIGN_OR_RETURN(hp.head_dim, get_dim(f, a + "attention.key_length", 1024,
+                                               static_cast<uint64_t>(hp.n_embd / hp.n_head)));
+  STRATA_ASSIGN_OR_RETURN(int64_t v_len, get_dim(f, a + "attention.value_length", 1024,
+                                                 static_cast<uint64_t>(hp.head_dim)));
+  if (v_len != hp.head_dim) {
+    return unsupported(a + "attention.value_length " + std::to_string(v_len) +
+                       " differs from key_length " + std::to_string(hp.head_dim));
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      hp.n_rot, get_dim(f, a + "rope.dimension_count", 1024, static_cast<uint64_t>(hp.head_dim)));
+  if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
+    return invalid_argument(a + "rope.dimension_count " + std::to_string(hp.n_rot) +
+                            " must be even and at most the head size " +
+                            std::to_string(hp.head_dim));
+  }
+  STRATA_ASSIGN_OR_RETURN(hp.rms_eps,
+                          get_positive(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  STRATA_ASSIGN_OR_RETURN(hp.rope_freq_base, get_positive(f, a + "rope.freq_base", 10000.0f));
+  if (const GgufKv* kv = f.find(a + "rope.scaling.type"); kv != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(std::string type, f.get_string(a + "rope.scaling.type"));
+    if (type == "linear") {
+      STRATA_ASSIGN_OR_RETURN(float factor, get_positive(f, a + "rope.scaling.factor", 1.0f));
+      hp.rope_freq_scale = 1.0f / factor;
+    } else if (type != "none") {
+      return unsupported(a + "rope.scaling.type '" + type + "' is not supported (linear, none)");
+    }
+  } else if (f.find(a + "rope.scale_linear") != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(float factor, get_positive(f, a + "rope.scale_linear", 1.0f));
+    hp.rope_freq_scale = 1.0f / factor;
+  }
+  if (f.tensor("rope_freqs.weight") != nullptr) {
+    return unsupported(
+        "tensor rope_freqs.weight (llama 3.1 rope frequency factors) is not "
+        "supported yet");
+  }
+  const GgufTensorInfo* embd = f.tensor("token_embd.weight");
+  if (embd == nullptr) return invalid_argument("tensor token_embd.weight is missing");
+  hp.n_vocab = embd->ne[1];
+  return hp;
+}
+
+}  // namespace strata

@@ -1,0 +1,241 @@
+// The engine end to end on synthetic models: determinism across thread counts, batch
+// compositions, micro-batch sizes and stage splits, and the KV cache operations.
+#include "engine/context.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "backend/cpu_backend.h"
+#include "core/thread_pool.h"
+#include "model/synth.h"
+
+namespace strata {
+namespace {
+
+std::string synth_path(const std::string& arch, DType dtype) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_ctx_" + arch + "_" + std::string(dtype_name(dtype)) + "_" +
+                             std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  if (!std::filesystem::exists(path)) {
+    SynthParams p;
+    p.arch = arch;
+    p.n_embd = 256;
+    p.n_layer = 3;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 512;
+    p.n_vocab = 384;
+    p.dtype = dtype;
+    p.seed = 7;
+    Status s = synth_write(p, path);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return path;
+}
+
+struct Loaded {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Context> ctx;
+};
+
+// `threads` per device; `split` has one entry per CPU device (stages).
+Loaded make(const std::string& path, int threads, std::vector<double> split = {1},
+            int32_t n_seq = 4, int64_t n_batch = 512, DType kv = DType::kF16) {
+  auto model = Model::open(path);
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  std::vector<std::unique_ptr<Device>> devices;
+  for (size_t i = 0; i < split.size(); ++i) {
+    CpuDeviceOptions o;
+    o.n_threads = threads;
+    o.name = "CPU" + std::to_string(i);
+    devices.push_back(cpu_device_new(o));
+  }
+  EngineOptions eo;
+  eo.split = split;
+  auto engine = Engine::create(std::move(model).value(), std::move(devices), eo);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  ContextParams cp;
+  cp.n_ctx = 256;
+  cp.n_seq = n_seq;
+  cp.n_batch = n_batch;
+  cp.kv_dtype = kv;
+  auto ctx = Context::create(**engine, cp);
+  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
+  return {std::move(engine).value(), std::move(ctx).value()};
+}
+
+int32_t argmax(const float* x, int64_t n) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+std::vector<int32_t> prompt_for(int seed, int len) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < len; ++i) p.push_back(3 + (seed * 131 + i * 17) % 300);
+  return p;
+}
+
+// Greedy continuation of each prompt, all sequences decoded together in every batch; returns
+// the generated tokens and every logit row produced for sequence `watch`, bytewise.
+struct Generated {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<uint8_t> watched_logits;
+};
+
+Generated generate(Context& ctx, const std::vector<std::vector<int32_t>>& prompts, int n_gen,
+                   int32_t watch = 0) {
+  Generated run;
+  run.tokens.resize(prompts.size());
+  Batch b;
+  std::vector<int32_t> last(prompts.size());
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    for (size_t i = 0; i < prompts[s].size(); ++i) {
+      b.add(prompts[s][i], static_cast<int32_t>(i), static_cast<int32_t>(s),
+            i + 1 == prompts[s].size());
+    }
+  }
+  for (int step = 0; step <= n_gen; ++step) {
+    Status st = ctx.decode(b);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    if (!st.is_ok()) return run;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      const float* l = ctx.logits(static_cast<int64_t>(s));
+      if (static_cast<int32_t>(s) == watch) {
+        const auto* bytes = reinterpret_cast<const uint8_t*>(l);
+        run.watched_logits.insert(run.watched_logits.end(), bytes, bytes + 4 * ctx.n_vocab());
+      }
+      last[s] = argmax(l, ctx.n_vocab());
+      run.tokens[s].push_back(last[s]);
+    }
+    b.clear();
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      b.add(last[s], ctx.seq_len(static_cast<int32_t>(s)), static_cast<int32_t>(s), true);
+    }
+  }
+  return run;
+}
+
+class ContextDeterminism : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+
+TEST_P(ContextDeterminism, SameBytesWhateverThreadsBatchAndSplit) {
+  const auto [arch, dtype] = GetParam();
+  const std::string path = synth_path(arch, dtype);
+  const auto prompt = prompt_for(1, 9);
+
+  Loaded alone1 = make(path, 1);
+  const Generated ref = generate(*alone1.ctx, {prompt}, 12);
+  ASSERT_EQ(ref.tokens[0].size(), 13u);
+  {
+    const float* l = reinterpret_cast<const float*>(ref.watched_logits.data());
+    for (size_t i = 0; i < ref.watched_logits.size() / 4; ++i) ASSERT_TRUE(std::isfinite(l[i]));
+  }
+
+  Loaded alone2 = make(path, 2);
+  EXPECT_EQ(generate(*alone2.ctx, {prompt}, 12).watched_logits, ref.watched_logits)
+      << "1 thread vs 2 threads";
+
+  // The same prompt beside others of other lengths, so its tokens share micro-batches with
+  // tokens of other sequences at other positions.
+  Loaded shared = make(path, 2);
+  const Generated mixed =
+      generate(*shared.ctx, {prompt_for(2, 3), prompt, prompt_for(3, 17)}, 12, 1);
+  EXPECT_EQ(mixed.watched_logits, ref.watched_logits) << "alone vs in a batch of 3 sequences";
+  EXPECT_EQ(mixed.tokens[1], ref.tokens[0]);
+
+  Loaded tiny_batches = make(path, 3, {1}, 4, 2);
+  EXPECT_EQ(generate(*tiny_batches.ctx, {prompt}, 12).watched_logits, ref.watched_logits)
+      << "micro-batches of 2 tokens";
+
+  Loaded split = make(path, 1, {1, 2});
+  ASSERT_EQ(split.engine->stages().size(), 2u);
+  EXPECT_EQ(generate(*split.ctx, {prompt}, 12).watched_logits, ref.watched_logits)
+      << "layers split over two devices";
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ContextDeterminism,
+                         ::testing::Values(std::make_tuple("llama", DType::kF32),
+                                           std::make_tuple("llama", DType::kQ8_0),
+                                           std::make_tuple("llama", DType::kQ4_K),
+                                           std::make_tuple("qwen2", DType::kQ4_0),
+                                           std::make_tuple("qwen3", DType::kQ6_K)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
+
+TEST(Context, SeqCopySharesThePromptAndTruncateRewinds) {
+  const std::string path = synth_path("llama", DType::kQ8_0);
+  Loaded a = make(path, 2);
+  const auto prompt = prompt_for(4, 11);
+  const Generated ref = generate(*a.ctx, {prompt}, 6);
+
+  // Same prompt evaluated once in sequence 0, copied into sequence 1: both continue alike.
+  Loaded b = make(path, 2);
+  Batch batch;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    batch.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+  }
+  ASSERT_TRUE(b.ctx->decode(batch).is_ok());
+  const int32_t first = argmax(b.ctx->logits(0), b.ctx->n_vocab());
+  EXPECT_EQ(first, ref.tokens[0][0]);
+  b.ctx->seq_copy(0, 1, b.ctx->seq_len(0));
+  EXPECT_EQ(b.ctx->kv_used(), static_cast<int64_t>(prompt.size()));  // shared, not copied
+  batch.clear();
+  batch.add(first, b.ctx->seq_len(0), 0, true);
+  batch.add(first, b.ctx->seq_len(1), 1, true);
+  ASSERT_TRUE(b.ctx->decode(batch).is_ok());
+  EXPECT_EQ(argmax(b.ctx->logits(0), b.ctx->n_vocab()), ref.tokens[0][1]);
+  EXPECT_EQ(argmax(b.ctx->logits(1), b.ctx->n_vocab()), ref.tokens[0][1]);
+
+  // Rewind sequence 1 to the prompt minus its last token and replay: same result again.
+  b.ctx->seq_truncate(1, static_cast<int32_t>(prompt.size()) - 1);
+  batch.clear();
+  batch.add(prompt.back(), b.ctx->seq_len(1), 1, true);
+  ASSERT_TRUE(b.ctx->decode(batch).is_ok());
+  EXPECT_EQ(argmax(b.ctx->logits(0), b.ctx->n_vocab()), ref.tokens[0][0]);
+}
+
+TEST(Context, BadBatchLeavesTheCacheAsItWas) {
+  const std::string path = synth_path("llama", DType::kQ8_0);
+  Loaded a = make(path, 1);
+  Batch batch;
+  batch.add(5, 0, 0, false);
+  batch.add(6, 1, 0, true);
+  ASSERT_TRUE(a.ctx->decode(batch).is_ok());
+  batch.clear();
+  batch.add(7, 2, 0, false);
+  batch.add(8, 7, 0, true);  // skips positions
+  Status s = a.ctx->decode(batch);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("position 7"), std::string::npos) << s.message();
+  EXPECT_EQ(a.ctx->seq_len(0), 2);
+  batch.clear();
+  batch.add(100000, 2, 0, true);
+  s = a.ctx->decode(batch);
+  EXPECT_NE(s.message().find("vocabulary"), std::string::npos) << s.message();
+  batch.clear();
+  batch.add(1, 0, 9, true);
+  EXPECT_FALSE(a.ctx->decode(batch).is_ok());
+  EXPECT_EQ(a.ctx->seq_len(0), 2);
+}
+
+TEST(Context, FullCacheIsAnErrorNotACrash) {
+  const std::string path = synth_path("llama", DType::kQ8_0);
+  Loaded a = make(path, 1);
+  Batch batch;
+  for (int i = 0; i < 257; ++i) batch.add(3, i, 0, i == 256);
+  Status s = a.ctx->decode(batch);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("KV cache is full"), std::string::npos) << s.message();
+  EXPECT_EQ(a.ctx->seq_len(0), 0);
+}
+
+}  // namespace
+}  // namespace strata
