@@ -41,9 +41,13 @@ struct ThreadPool::Impl {
     for (;;) {
       uint64_t gen = generation.load(std::memory_order_acquire);
       for (int spin = 0; gen == seen && spin < 20000; ++spin) {
+        if (spin < 2000) {
 #if defined(__x86_64__)
-        __builtin_ia32_pause();
+          __builtin_ia32_pause();
 #endif
+        } else {
+          std::this_thread::yield();
+        }
         gen = generation.load(std::memory_order_acquire);
       }
       if (gen == seen) {
@@ -101,10 +105,16 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   p.wake.notify_all();
   p.run_share(0);
-  while (p.pending.load(std::memory_order_acquire) != 0) {
+  // Spin briefly, then yield: when the machine has more runnable threads than cores, the
+  // worker we wait for may need this core to finish.
+  for (int spin = 0; p.pending.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 2000) {
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -15,6 +15,19 @@
 namespace strata {
 namespace {
 
+// Generated models live for the test binary's run and are removed at its end.
+class SynthFiles : public ::testing::Environment {
+ public:
+  static std::vector<std::string>& paths() {
+    static std::vector<std::string> p;
+    return p;
+  }
+  void TearDown() override {
+    for (const std::string& p : paths()) std::filesystem::remove(p);
+  }
+};
+const auto* const kSynthFiles = ::testing::AddGlobalTestEnvironment(new SynthFiles);
+
 std::string synth_path(const std::string& arch, DType dtype) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("strata_ctx_" + arch + "_" + std::string(dtype_name(dtype)) + "_" +
@@ -31,6 +44,7 @@ std::string synth_path(const std::string& arch, DType dtype) {
     p.n_vocab = 384;
     p.dtype = dtype;
     p.seed = 7;
+    SynthFiles::paths().push_back(path);
     Status s = synth_write(p, path);
     EXPECT_TRUE(s.is_ok()) << s.message();
   }
