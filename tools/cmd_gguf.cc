@@ -111,24 +111,6 @@ std::string number_at(GgufType t, const uint8_t* p) {
   }
 }
 
-size_t element_bytes(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool:
-      return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16:
-      return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 std::string value_text(const GgufKv& kv) {
   if (kv.type == GgufType::kString) return shown(kv.str);
   if (kv.type != GgufType::kArray) {
@@ -155,7 +137,7 @@ std::string value_text(const GgufKv& kv) {
     if (kv.array_type == GgufType::kString) {
       out += shown(kv.strings[i]);
     } else {
-      out += number_at(kv.array_type, kv.array_data + i * element_bytes(kv.array_type));
+      out += number_at(kv.array_type, kv.array_data + i * gguf_scalar_size(kv.array_type));
     }
   }
   if (kv.array_len > n) out += ", ...";

@@ -42,15 +42,6 @@ Status check_int_range(const char* name, int32_t v, int32_t lo, int32_t hi, cons
                           note);
 }
 
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 // Range reduction x = k ln2 + r with ln2 split in two (Cody and Waite) so that k * kLn2Hi is
 // exact, then a Taylor polynomial to r^7: for |r| <= ln2 / 2 its truncation error is below
 // 4e-9 relative, under the float rounding of the steps. The clamp and the zero for tiny
@@ -108,25 +99,6 @@ Status SamplerParams::validate() const {
   STRATA_RETURN_IF_ERROR(check_int_range("n_probs", n_probs, 0, kSamplerMaxNProbs, ""));
   return Status::ok();
 }
-
-SamplerRng::SamplerRng(uint64_t seed) {
-  uint64_t x = seed;
-  for (uint64_t& s : s_) s = splitmix64(x);
-}
-
-uint64_t SamplerRng::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-float SamplerRng::uniform() { return static_cast<float>(next() >> 40) * 0x1.0p-24f; }
 
 namespace {
 

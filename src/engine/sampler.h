@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/status.h"
 
 namespace strata {
@@ -54,18 +55,8 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
-// xoshiro256** seeded through splitmix64 (the seeding its authors recommend). Portable and
-// fully specified, unlike std:: distributions whose output differs between standard libraries.
-class SamplerRng {
- public:
-  explicit SamplerRng(uint64_t seed);
-  uint64_t next();
-  // Uniform in [0, 1) from the top 24 bits: exactly representable as a float.
-  float uniform();
-
- private:
-  uint64_t s_[4];
-};
+// The sampler's random numbers (core/rng.h): the same seed gives the same draws everywhere.
+using SamplerRng = Rng;
 
 // exp(x) for x <= 0 (x must not be positive; NaN and -inf give 0) by a fixed sequence of float
 // operations, so it gives the same bits everywhere, unlike libm; relative error about 1e-7. Exposed

@@ -48,8 +48,11 @@ std::string quote(std::string_view s) {
   return out + "'";
 }
 
-// Size in bytes of one element of a scalar type; 0 for kString / kArray / unknown.
-uint64_t scalar_size(GgufType t) {
+uint64_t scalar_size(GgufType t) { return gguf_scalar_size(t); }
+
+}  // namespace
+
+uint64_t gguf_scalar_size(GgufType t) {
   switch (t) {
     case GgufType::kUint8:
     case GgufType::kInt8:
@@ -70,6 +73,8 @@ uint64_t scalar_size(GgufType t) {
       return 0;
   }
 }
+
+namespace {
 
 bool known_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
 

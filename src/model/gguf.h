@@ -37,6 +37,8 @@ enum class GgufType : uint32_t {
 };
 
 std::string_view gguf_type_name(GgufType t);
+// Bytes of one value of a scalar type; 0 for strings, arrays and unknown types.
+uint64_t gguf_scalar_size(GgufType t);
 
 // One metadata key/value. Scalars are decoded; string arrays are decoded into `strings`;
 // numeric arrays stay in the mapping (`array_data`, `array_len` elements of `array_type`).

@@ -28,28 +28,6 @@ void put_string(std::vector<uint8_t>& out, std::string_view s) {
 
 uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-size_t elem_size(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool:
-      return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16:
-      return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32:
-      return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 // Closes the FILE and removes the temporary file unless released.
 struct TempFile {
   std::string path;
@@ -102,7 +80,7 @@ void GgufWriter::set_strings(std::string_view key, const std::vector<std::string
 }
 
 void GgufWriter::set_array(std::string_view key, GgufType elem, const void* data, uint64_t count) {
-  const size_t es = elem_size(elem);
+  const size_t es = gguf_scalar_size(elem);
   STRATA_CHECK(es != 0, "set_array takes numeric element types only");
   std::vector<uint8_t> e;
   put_u32(e, static_cast<uint32_t>(GgufType::kArray));

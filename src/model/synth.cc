@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/quant.h"
+#include "core/rng.h"
 
 namespace strata {
 namespace {
@@ -43,14 +44,6 @@ constexpr const char* kWords[] = {
 constexpr const char* kCapitalWords[] = {"The", "It",   "He",  "She",   "They", "We",
                                          "I",   "Once", "One", "Hello", "What", "This"};
 
-// splitmix64: turns any seed into well-mixed state words.
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (char c : s) {
@@ -62,22 +55,10 @@ uint64_t fnv1a(std::string_view s) {
 
 // xoshiro256**, with an approximately normal draw built from integer arithmetic and one
 // multiply: no libm call, so every platform produces the same floats.
-class Rng {
+class NormalRng {
  public:
-  explicit Rng(uint64_t seed) {
-    for (uint64_t& w : s_) w = splitmix64(seed);
-  }
-  uint64_t next() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-  }
+  explicit NormalRng(uint64_t seed) : rng_(seed) {}
+  uint64_t next() { return rng_.next(); }
   // Sum of four uniforms (Irwin-Hall), centred and scaled to unit variance: close enough to
   // a normal for random weights, bounded by +-2*sqrt(3), and exact in any IEEE arithmetic.
   double normal() {
@@ -89,8 +70,7 @@ class Rng {
   }
 
  private:
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t s_[4];
+  Rng rng_;
 };
 
 enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
@@ -388,7 +368,7 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
     const uint64_t seed = p.seed ^ fnv1a(name);
     const int64_t ne0 = ne[0];
     return w.add_tensor(name, dtype, ne, [seed, dtype, ne0, init](std::span<uint8_t> dst) {
-      Rng rng(seed);
+      NormalRng rng(seed);
       const size_t row_bytes = dtype_row_bytes(dtype, ne0);
       std::vector<float> row(static_cast<size_t>(ne0));
       for (size_t off = 0; off + row_bytes <= dst.size(); off += row_bytes) {
