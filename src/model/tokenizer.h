@@ -4,7 +4,7 @@
 //
 // Goal: load a vocabulary from untrusted metadata (every id and array length checked, errors
 // name the key), encode text to ids and decode ids back to bytes.
-// Non-goals: WordPiece, Unigram (T5) and RWKV vocabularies; chat templates (see chat.h).
+// Non-goals: WordPiece, Unigram (T5) and RWKV vocabularies; chat templates (see chat_template.h).
 #pragma once
 
 #include <array>
