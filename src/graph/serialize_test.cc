@@ -1,0 +1,120 @@
+#include "graph/serialize.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+namespace strata {
+namespace {
+
+// out = a + b over 8 floats in buffer 7.
+Graph add_graph() {
+  Graph g;
+  g.tensors.push_back(make_tensor(7, 0, DType::kF32, 8));
+  g.tensors.push_back(make_tensor(7, 32, DType::kF32, 8));
+  g.tensors.push_back(make_tensor(7, 64, DType::kF32, 8));
+  Node n;
+  n.op = Op::kAdd;
+  n.src[0] = 0;
+  n.src[1] = 1;
+  n.out = 2;
+  n.fparams[3] = 1.5f;
+  n.iparams[2] = -3;
+  g.nodes.push_back(n);
+  return g;
+}
+
+void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
+
+TEST(GraphSerialize, RoundTrip) {
+  const Graph g = add_graph();
+  const std::vector<uint8_t> bytes = graph_serialize(g);
+  ASSERT_EQ(bytes.size(), kGraphHeaderBytes + 3 * kGraphTensorBytes + kGraphNodeBytes);
+  Result<Graph> back = graph_deserialize(bytes);
+  ASSERT_TRUE(back) << back.status().message();
+  ASSERT_EQ(back->tensors.size(), 3u);
+  ASSERT_EQ(back->nodes.size(), 1u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back->tensors[i].buffer, g.tensors[i].buffer);
+    EXPECT_EQ(back->tensors[i].offset, g.tensors[i].offset);
+    EXPECT_EQ(back->tensors[i].dtype, g.tensors[i].dtype);
+    for (int d = 0; d < kMaxDims; ++d) {
+      EXPECT_EQ(back->tensors[i].ne[d], g.tensors[i].ne[d]);
+      EXPECT_EQ(back->tensors[i].nb[d], g.tensors[i].nb[d]);
+    }
+  }
+  const Node& n = back->nodes[0];
+  EXPECT_EQ(n.op, Op::kAdd);
+  EXPECT_EQ(n.src[0], 0);
+  EXPECT_EQ(n.src[1], 1);
+  EXPECT_EQ(n.src[2], -1);
+  EXPECT_EQ(n.out, 2);
+  EXPECT_EQ(n.iparams[2], -3);
+  EXPECT_EQ(n.fparams[3], 1.5f);
+  // Serialising the decoded graph gives the same bytes.
+  EXPECT_EQ(graph_serialize(*back), bytes);
+}
+
+TEST(GraphSerialize, LayoutIsLittleEndianAtDocumentedOffsets) {
+  const std::vector<uint8_t> b = graph_serialize(add_graph());
+  EXPECT_EQ(b[0], 'S');
+  EXPECT_EQ(b[1], 'G');
+  EXPECT_EQ(b[2], 'R');
+  EXPECT_EQ(b[3], '1');
+  EXPECT_EQ(b[8], 3);                            // n_tensors
+  EXPECT_EQ(b[12], 1);                           // n_nodes
+  EXPECT_EQ(b[16 + kGraphTensorBytes + 8], 32);  // tensor 1 offset
+  const size_t node = 16 + 3 * kGraphTensorBytes;
+  EXPECT_EQ(b[node], static_cast<uint8_t>(Op::kAdd));  // op
+  EXPECT_EQ(b[node + 24], 2);                          // out
+}
+
+TEST(GraphSerialize, EmptyGraph) {
+  Result<Graph> g = graph_deserialize(graph_serialize(Graph{}));
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->nodes.empty());
+}
+
+TEST(GraphSerialize, RejectsMalformed) {
+  const std::vector<uint8_t> good = graph_serialize(add_graph());
+  const size_t node = 16 + 3 * kGraphTensorBytes;
+  struct Case {
+    const char* name;
+    std::function<void(std::vector<uint8_t>&)> edit;
+    const char* expect;  // a piece of the message
+  };
+  const std::vector<Case> cases = {
+      {"truncated", [](auto& b) { b.resize(b.size() - 1); }, "need"},
+      {"too short for header", [](auto& b) { b.resize(10); }, "header"},
+      {"trailing byte", [](auto& b) { b.push_back(0); }, "need"},
+      {"bad magic", [](auto& b) { b[0] = 'X'; }, "magic"},
+      {"bad version", [](auto& b) { put32(b, 4, 9); }, "version"},
+      {"too many tensors", [](auto& b) { put32(b, 8, kMaxGraphTensors + 1); }, "n_tensors"},
+      {"too many nodes", [](auto& b) { put32(b, 12, 0xffffffffu); }, "n_nodes"},
+      {"counts disagree with size", [](auto& b) { put32(b, 8, 4); }, "need"},
+      {"unknown dtype", [](auto& b) { put32(b, 16 + 16, 4242); }, "dtype"},
+      {"reserved", [](auto& b) { put32(b, 16 + 20, 1); }, "reserved"},
+      {"unknown op", [node](auto& b) { put32(b, node, 999); }, "op"},
+      {"dangling src", [node](auto& b) { put32(b, node + 4, 3); }, "src[0]"},
+      {"negative src", [node](auto& b) { put32(b, node + 8, static_cast<uint32_t>(-2)); },
+       "src[1]"},
+      {"dangling out", [node](auto& b) { put32(b, node + 24, 1000); }, "out"},
+      {"missing required src", [node](auto& b) { put32(b, node + 8, static_cast<uint32_t>(-1)); },
+       "src1"},
+      {"extra src", [node](auto& b) { put32(b, node + 12, 0); }, "src2"},
+      {"shape mismatch", [](auto& b) { put32(b, 16 + 2 * kGraphTensorBytes + 24, 16); }, "add"},
+      {"zero dim", [](auto& b) { put32(b, 16 + 24, 0); }, "ne[0]"},
+  };
+  for (const Case& c : cases) {
+    std::vector<uint8_t> b = good;
+    c.edit(b);
+    Result<Graph> g = graph_deserialize(b);
+    ASSERT_FALSE(g) << c.name;
+    EXPECT_NE(g.status().message().find(c.expect), std::string::npos)
+        << c.name << ": " << g.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,66 @@
+// The worker: serves this machine's CPU as a device to RPC clients (`strata worker`).
+//
+// Model-agnostic: it allocates buffers, stores tensors and runs the graphs it is sent. It
+// trusts nothing: every handle, offset, size, count and graph edge in a message is checked
+// before memory is touched or allocated, and a bad message fails that command (an error reply,
+// or the connection's sticky error for one-way commands) or closes that connection only.
+//
+// Each connection has its own thread, buffers and cached graphs, all freed when it closes; a
+// handle of another connection does not resolve. Computations of all connections share one
+// thread pool, one at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+
+namespace strata::rpc {
+
+struct WorkerOptions {
+  std::string address = "127.0.0.1:50052";  // "host:port" or "unix:/path"
+  int n_threads = 1;
+  uint64_t memory_limit = 0;  // bytes across all connections; 0: the machine's available memory
+  std::string cache_dir;      // weight blobs by content hash; empty: no cache
+  std::string auth_token;     // empty: no authentication
+  uint64_t hide_caps = 0;     // capability bits not to advertise (compatibility tests)
+  bool log = true;            // one line per connection on stderr
+  int handshake_timeout_ms = 10000;
+};
+
+// Per-connection bounds (denial of service): a client that wants more opens more connections,
+// each of which costs it a handshake, and all of them share --mem.
+constexpr uint32_t kMaxBuffersPerConnection = 1 << 16;
+constexpr uint32_t kMaxCachedGraphs = 256;
+constexpr uint64_t kMaxCachedGraphBytes = uint64_t{256} << 20;
+
+class Worker {
+ public:
+  // Binds the address and starts accepting.
+  static Result<std::unique_ptr<Worker>> start(const WorkerOptions& options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The bound address ("127.0.0.1:40123" when port 0 was asked).
+  std::string address() const;
+  // True when listening beyond loopback (the caller warns when there is no token).
+  bool beyond_loopback() const;
+  // Closes the listener and every connection, and joins their threads. Idempotent.
+  void stop();
+  // Blocks until stop() (from another thread or a signal handler's helper thread).
+  void wait();
+
+  // For tests and logs.
+  uint64_t bytes_allocated() const;
+  int open_connections() const;
+
+  struct Impl;
+  explicit Worker(std::unique_ptr<Impl> impl);  // use start()
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::rpc

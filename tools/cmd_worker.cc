@@ -1,0 +1,95 @@
+// strata worker [--host 127.0.0.1] [--port 50052] [--unix PATH] [-t THREADS] [--mem BYTES]
+//               [--cache DIR] [--auth-token-file FILE] [--hide-caps MASK]
+// Serves this machine's CPU to `strata run/serve --rpc`. Stops on SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "flags.h"
+#include "rpc/auth.h"
+#include "rpc/worker.h"
+
+namespace strata::tools {
+namespace {
+
+Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
+  rpc::WorkerOptions o;
+  STRATA_ASSIGN_OR_RETURN(int64_t port, flags.get_int("--port", 50052, 0, 65535));
+  const std::string host = flags.get_or("--host", "127.0.0.1");
+  o.address = flags.has("--unix")                   ? "unix:" + *flags.get("--unix")
+              : host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                                    : host + ":" + std::to_string(port);
+  STRATA_ASSIGN_OR_RETURN(int64_t threads,
+                          flags.get_int("--threads", std::thread::hardware_concurrency(), 1, 1024));
+  o.n_threads = static_cast<int>(threads);
+  STRATA_ASSIGN_OR_RETURN(int64_t mem, flags.get_int("--mem", 0, 0, INT64_MAX));
+  o.memory_limit = static_cast<uint64_t>(mem);
+  o.cache_dir = flags.get_or("--cache", "");
+  STRATA_ASSIGN_OR_RETURN(o.auth_token,
+                          rpc::auth_token_load(flags.get_or("--auth-token-file", "")));
+  STRATA_ASSIGN_OR_RETURN(int64_t hide, flags.get_int("--hide-caps", 0, 0, INT64_MAX));
+  o.hide_caps = static_cast<uint64_t>(hide);
+  return o;
+}
+
+}  // namespace
+
+int cmd_worker(const Args& args) {
+  Flags flags({"--host", "--port", "--unix", "-t|--threads", "--mem", "--cache",
+               "--auth-token-file", "--hide-caps"},
+              {"-h|--help"});
+  if (Status s = flags.parse(args); !s) return fail("worker", s);
+  if (flags.has("--help")) {
+    std::printf(
+        "usage: strata worker [options]\n"
+        "  --host ADDR             address to listen on (default 127.0.0.1: this machine only)\n"
+        "  --port N                TCP port (default 50052; 0 picks a free port)\n"
+        "  --unix PATH             listen on a Unix seqpacket socket instead of TCP\n"
+        "  -t, --threads N         compute threads (default: all cores)\n"
+        "  --mem BYTES             cap on the bytes all clients may allocate (default: free RAM)\n"
+        "  --cache DIR             keep uploaded weights by content hash, so that a restart\n"
+        "                          does not send them again\n"
+        "  --auth-token-file FILE  require clients to prove they know this token (or set %s)\n"
+        "  --hide-caps MASK        do not advertise these capability bits (compatibility tests)\n",
+        rpc::kTokenEnv);
+    return 0;
+  }
+  Result<rpc::WorkerOptions> options = worker_options(flags);
+  if (!options) return fail("worker", options.status());
+
+  // Block the stop signals in every thread; one thread waits for them and stops the worker.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  Result<std::unique_ptr<rpc::Worker>> worker = rpc::Worker::start(*options);
+  if (!worker) return fail("worker", worker.status());
+  if ((*worker)->beyond_loopback() && options->auth_token.empty()) {
+    std::fprintf(stderr,
+                 "strata worker: WARNING: listening on %s beyond this machine WITHOUT a token:\n"
+                 "strata worker: WARNING: anyone who can reach this port can run code on its\n"
+                 "strata worker: WARNING: memory. Use --auth-token-file or %s.\n",
+                 (*worker)->address().c_str(), rpc::kTokenEnv);
+  }
+  std::printf("strata worker: listening on %s (%d threads, %s)\n", (*worker)->address().c_str(),
+              options->n_threads, options->auth_token.empty() ? "no token" : "token required");
+  std::fflush(stdout);
+
+  rpc::Worker* w = worker->get();
+  std::thread waiter([w, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::fprintf(stderr, "strata worker: signal %d, stopping\n", sig);
+    w->stop();
+  });
+  w->wait();
+  waiter.join();
+  return 0;
+}
+
+}  // namespace strata::tools
