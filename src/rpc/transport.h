@@ -1,0 +1,77 @@
+// Message transports: one `send` is received by exactly one `recv` of the same size.
+//
+// Read the whole message in one receive, then scatter it in memory: a message transport
+// delivers exactly one send per completion, so no code above this interface may read a message
+// in pieces. Addresses: "host:port" is TCP (messages framed on the byte stream by the header's
+// payload_size, TCP_NODELAY); "unix:/path" is a Unix SOCK_SEQPACKET socket.
+//
+// SOCK_SEQPACKET carries datagrams of at most about the socket buffer size, so a message is
+// cut below this interface into datagrams of at most kSeqpacketChunkBytes (the first holds the
+// header) and joined again by recv; the socket keeps datagram order and boundaries, so the
+// receiver knows from the header how many bytes to wait for. Callers never see the pieces.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "rpc/protocol.h"
+
+namespace strata::rpc {
+
+constexpr size_t kSeqpacketChunkBytes = 64 * 1024;
+
+struct Message {
+  Header header;
+  std::vector<uint8_t> payload;
+};
+
+using Piece = std::span<const uint8_t>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Sends one message whose payload is the pieces concatenated; header.payload_size is set to
+  // their total. Thread-safe: concurrent sends never interleave on the wire.
+  virtual Status send(const Header& header, std::span<const Piece> pieces) = 0;
+  // Receives one whole message. timeout_ms < 0 waits forever; the timeout bounds the wait for
+  // the message to start and each stall inside it. A payload_size above max_payload() is an
+  // error (the connection should then be closed). One thread at a time.
+  virtual Result<Message> recv(int timeout_ms) = 0;
+  // Wakes a blocked recv (it returns kUnavailable) and makes later calls fail. Thread-safe.
+  virtual void shutdown() = 0;
+  // "tcp:1.2.3.4:5678" or "unix:/path", for logs.
+  virtual std::string peer() const = 0;
+
+  void set_max_payload(uint64_t n) { max_payload_ = n; }
+  uint64_t max_payload() const { return max_payload_; }
+
+ protected:
+  uint64_t max_payload_ = kMaxMessageBytes;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Waits for a connection; timeout_ms < 0 waits forever. kUnavailable after shutdown().
+  virtual Result<std::unique_ptr<Transport>> accept(int timeout_ms) = 0;
+  // The bound address with the real port ("127.0.0.1:40123", "unix:/tmp/w.sock").
+  virtual std::string address() const = 0;
+  // Wakes a blocked accept. Thread-safe.
+  virtual void shutdown() = 0;
+  // True for TCP listeners bound to an address other than loopback.
+  virtual bool beyond_loopback() const = 0;
+};
+
+Result<std::unique_ptr<Transport>> transport_connect(const std::string& address, int timeout_ms);
+// Port 0 picks an ephemeral port (see Listener::address()). A unix path that exists as a
+// socket is replaced.
+Result<std::unique_ptr<Listener>> transport_listen(const std::string& address);
+
+// Sends a message with a single payload piece (or none).
+Status send_message(Transport& t, const Header& header, std::span<const uint8_t> payload);
+
+}  // namespace strata::rpc
