@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "backend/cpu_backend.h"
+#include "rpc/auth.h"
+#include "rpc/remote_backend.h"
 
 namespace strata::tools {
 
@@ -52,8 +54,12 @@ Result<std::vector<double>> parse_split(const std::string& text, size_t n_device
 // first, in --rpc order, then the CPU (so the output layer stays local).
 Result<std::vector<std::unique_ptr<Device>>> order_devices(std::vector<std::unique_ptr<Device>> all,
                                                            const std::optional<std::string>& list) {
+  // "RPC0[host:port]" answers to "RPC0" too.
   std::vector<std::string> names;
-  for (const auto& d : all) names.push_back(d->info().name);
+  for (const auto& d : all) {
+    const std::string name = d->info().name;
+    names.push_back(name.substr(0, name.find('[')));
+  }
   std::vector<std::string> wanted;
   if (list) {
     wanted = split_commas(*list);
@@ -76,8 +82,22 @@ Result<std::vector<std::unique_ptr<Device>>> order_devices(std::vector<std::uniq
   return out;
 }
 
+// One device per --rpc endpoint, named RPC0, RPC1... in order.
 Status add_remote_devices(const Flags& flags, std::vector<std::unique_ptr<Device>>& devices) {
-  if (flags.has("--rpc")) return unsupported("--rpc: remote devices are not built yet");
+  const std::optional<std::string> list = flags.get("--rpc");
+  if (!list) return Status::ok();
+  rpc::ClientOptions base;
+  STRATA_RETURN_IF_ERROR(rpc::client_options_from_env(&base));
+  STRATA_ASSIGN_OR_RETURN(base.token, rpc::auth_token_load(flags.get_or("--rpc-token-file", "")));
+  const std::vector<std::string> endpoints = split_commas(*list);
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    if (endpoints[i].empty()) return invalid_argument("--rpc: empty endpoint in '" + *list + "'");
+    rpc::ClientOptions o = base;
+    o.endpoint = endpoints[i];
+    o.name = "RPC" + std::to_string(i);
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, rpc::remote_device_new(o));
+    devices.push_back(std::move(d));
+  }
   return Status::ok();
 }
 
