@@ -75,6 +75,24 @@ class Stream {
   virtual Status synchronize() = 0;
   // Optional: flush queued commands to the device without waiting (remote devices batch).
   virtual void flush() {}
+
+  // Optional: queues a write whose host data is read only when the stream reaches it, after
+  // `after` (of any stream) completed; `data` must stay valid until then. This moves a value
+  // that another stream is still producing into host memory without blocking the caller.
+  // Default: waits for `after` on the caller's thread, then set_tensor.
+  virtual void set_tensor_after(const TensorRef& dst, const void* data, size_t size,
+                                const Event& after) {
+    wait_event(after);  // the stream sees the producer's error, if any
+    (void)after.wait();
+    set_tensor(dst, data, size);
+  }
+
+  // Optional: queues a write of model weights; `data` must stay valid until synchronize(). A
+  // device may skip bytes it already holds (a remote worker's cache by content hash).
+  // Default: set_tensor.
+  virtual void set_tensor_weights(const TensorRef& dst, const void* data, size_t size) {
+    set_tensor(dst, data, size);
+  }
 };
 
 class Device {

@@ -111,6 +111,17 @@ class CpuStream : public Stream {
     });
   }
 
+  void set_tensor_after(const TensorRef& dst, const void* data, size_t size,
+                        const Event& after) override {
+    wait_event(after);
+    push([this, dst, data, size]() -> Status {
+      uint8_t* p = nullptr;
+      STRATA_RETURN_IF_ERROR(region(dst, size, &p));
+      std::memcpy(p, data, size);
+      return Status::ok();
+    });
+  }
+
   void get_tensor(const TensorRef& src, void* dst, size_t size) override {
     push([this, src, dst, size]() -> Status {
       uint8_t* p = nullptr;

@@ -1,6 +1,7 @@
 #include "engine/context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -25,6 +26,8 @@ struct Context::StageRuntime {
   std::vector<TensorRef> k_cache, v_cache;
   std::unique_ptr<Buffer> io;
   std::unique_ptr<Buffer> scratch;
+  std::vector<float> hidden;  // host staging of this stage's output hidden state
+  Event hidden_ready;         // completes when `hidden` holds this micro-batch's output
 
   // Grows `buf` to at least `need` bytes (by half again, to avoid growing every step).
   Status ensure(std::unique_ptr<Buffer>& buf, uint64_t need) {
@@ -52,6 +55,8 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
     return unsupported("KV cache dtype must be f16 or f32");
   }
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
+  const char* no_async = std::getenv("STRATA_RPC_NO_ASYNC_COPY");
+  ctx->async_copy_ = no_async == nullptr || std::string(no_async) != "1";
   const HParams& hp = engine.model().hparams();
   ctx->n_vocab_ = hp.n_vocab;
   const uint64_t row = dtype_row_bytes(p.kv_dtype, hp.n_embd_kv());
@@ -172,17 +177,22 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
   for (const Part& p : parts) std::memcpy(inputs_.data() + p.offset, p.data, p.bytes);
 
   const uint64_t hidden_bytes = align_up(4 * static_cast<uint64_t>(hp.n_embd * T));
-  hidden_.resize(static_cast<size_t>(hp.n_embd * T));
 
   for (size_t si = 0; si < stages_.size(); ++si) {
     StageRuntime& rt = *stages_[si];
     const Stage& st = *rt.stage;
+    // Work of earlier stages may be queued already: end it before returning an error, so that
+    // nothing writes into the staging after this call.
+    auto fail = [&](const Status& s) {
+      (void)drain();
+      return s.with_context("stage " + std::to_string(si) + " on " + st.device->info().name);
+    };
     const uint64_t out_bytes =
         st.last ? align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
                 : hidden_bytes;
     const uint64_t hidden_off = blob;
     const uint64_t out_off = blob + (st.first ? 0 : hidden_bytes);
-    STRATA_RETURN_IF_ERROR(rt.ensure(rt.io, out_off + out_bytes));
+    if (Status s = rt.ensure(rt.io, out_off + out_bytes); !s) return fail(s);
     const uint64_t io = rt.io->handle();
 
     StageTensors t;
@@ -207,13 +217,19 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
     GraphBuilder b;
     build_stage_graph(b, engine_.model(), *st.weights, st.layer_begin, st.layer_end, st.first,
                       st.last, t);
-    STRATA_RETURN_IF_ERROR(rt.ensure(rt.scratch, b.plan(kAlign)));
+    if (Status s = rt.ensure(rt.scratch, b.plan(kAlign)); !s) return fail(s);
     auto graph = std::make_shared<const Graph>(b.finish(rt.scratch->handle()));
 
     rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(blob)),
                           inputs_.data(), blob);
     if (!st.first) {
-      rt.stream->set_tensor(t.hidden_in, hidden_.data(), 4 * hidden_.size());
+      const StageRuntime& prev = *stages_[si - 1];
+      const size_t bytes = 4 * prev.hidden.size();
+      if (async_copy_) {
+        rt.stream->set_tensor_after(t.hidden_in, prev.hidden.data(), bytes, prev.hidden_ready);
+      } else {
+        rt.stream->set_tensor(t.hidden_in, prev.hidden.data(), bytes);
+      }
     }
     rt.stream->compute(graph);
     if (st.last) {
@@ -222,14 +238,36 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
                               4 * static_cast<size_t>(n_out * n_vocab_));
       }
     } else {
-      rt.stream->get_tensor(t.out, hidden_.data(), 4 * hidden_.size());
+      rt.hidden.resize(static_cast<size_t>(hp.n_embd * T));
+      rt.stream->get_tensor(t.out, rt.hidden.data(), 4 * rt.hidden.size());
     }
-    Status s = rt.stream->synchronize();
-    if (!s.is_ok())
-      return s.with_context("stage " + std::to_string(si) + " on " + st.device->info().name);
+    if (st.last || !async_copy_) {
+      Status s = rt.stream->synchronize();
+      if (!s.is_ok()) {
+        // A later stage fails when an earlier one did: report the earliest error.
+        Status first = drain();
+        return first.is_ok() ? fail(s) : first;
+      }
+    } else {
+      rt.hidden_ready = rt.stream->record();
+      rt.stream->flush();
+    }
   }
   n_outputs_ += n_out;
   return Status::ok();
+}
+
+Status Context::drain() {
+  Status first;
+  for (size_t si = 0; si < stages_.size(); ++si) {
+    Status s = stages_[si]->stream->synchronize();
+    stages_[si]->hidden_ready = Event();
+    if (!s.is_ok() && first.is_ok()) {
+      first = s.with_context("stage " + std::to_string(si) + " on " +
+                             stages_[si]->stage->device->info().name);
+    }
+  }
+  return first;
 }
 
 }  // namespace strata

@@ -56,8 +56,15 @@ class Context {
   std::vector<std::unique_ptr<StageRuntime>> stages_;
   std::vector<float> logits_;
   int64_t n_outputs_ = 0;
-  std::vector<float> hidden_;    // host staging of the hidden state between stages
+  // Ends every stage's queued work; returns the first error in stage order (the cause: later
+  // stages fail because they waited on it).
+  Status drain();
+
   std::vector<uint8_t> inputs_;  // host staging of a micro-batch's inputs
+  // The hidden state moves between stages by asynchronous copy (each stage waits for the
+  // previous stage's read on its own queue, and only the last stage is synchronised); off
+  // (STRATA_RPC_NO_ASYNC_COPY=1), every stage is synchronised before the next one starts.
+  bool async_copy_ = true;
 };
 
 }  // namespace strata

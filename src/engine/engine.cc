@@ -1,9 +1,23 @@
 #include "engine/engine.h"
 
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 namespace strata {
+namespace {
+
+constexpr uint64_t kAlign = 64;
+
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+}  // namespace
 
 std::vector<int64_t> split_layers(int64_t n_layer, const std::vector<double>& weights) {
   const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
@@ -17,13 +31,35 @@ std::vector<int64_t> split_layers(int64_t n_layer, const std::vector<double>& we
   return bounds;
 }
 
+StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end, bool first,
+                       bool last, uint64_t weight_bytes, const EngineOptions& options) {
+  StageNeeds n;
+  n.weights = weight_bytes;
+  const uint64_t n_layers = static_cast<uint64_t>(layer_end - layer_begin);
+  const uint64_t n_ctx = static_cast<uint64_t>(std::max<int64_t>(options.n_ctx, 0));
+  n.kv = n_layers * 2 * align_up(dtype_row_bytes(options.kv_dtype, hp.n_embd_kv()) * n_ctx);
+  // The micro-batch's temporaries if none were reused (the planner reuses them, so this is an
+  // upper bound), its inputs (cell lists of up to n_ctx cells per token), hidden in and out,
+  // and the logits of every token on the last stage.
+  const uint64_t t = static_cast<uint64_t>(std::max<int64_t>(
+      1, n_ctx > 0 ? std::min<int64_t>(options.n_batch, options.n_ctx) : options.n_batch));
+  const uint64_t per_token = 4 * static_cast<uint64_t>(7 * hp.n_embd + 2 * hp.n_embd_q() +
+                                                       2 * hp.n_embd_kv() + 2 * hp.n_ff);
+  n.compute = t * per_token + t * 4 * (8 + std::max<uint64_t>(n_ctx, 1)) +
+              (first ? 0 : t * 4 * static_cast<uint64_t>(hp.n_embd)) +
+              t * 4 * static_cast<uint64_t>(last ? hp.n_vocab : hp.n_embd);
+  return n;
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                                                std::vector<std::unique_ptr<Device>> devices,
                                                const EngineOptions& options) {
   if (devices.empty()) return invalid_argument("no devices to run the model on");
+  std::vector<DeviceInfo> infos;
+  for (const auto& d : devices) infos.push_back(d->info());
   std::vector<double> weights = options.split;
   if (weights.empty()) {
-    for (const auto& d : devices) weights.push_back(static_cast<double>(d->info().memory_free));
+    for (const DeviceInfo& info : infos) weights.push_back(static_cast<double>(info.memory_free));
   }
   if (weights.size() != devices.size()) {
     return invalid_argument("the split has " + std::to_string(weights.size()) + " entries for " +
@@ -39,6 +75,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
   auto engine = std::unique_ptr<Engine>(new Engine());
   const int64_t n_layer = model->hparams().n_layer;
   const std::vector<int64_t> bounds = split_layers(n_layer, weights);
+  std::vector<size_t> device_of;  // per stage: index into devices/infos
   for (size_t i = 0; i < devices.size(); ++i) {
     Stage s;
     s.device = devices[i].get();
@@ -46,24 +83,58 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
     s.layer_end = bounds[i + 1];
     if (s.layer_begin == s.layer_end && i != 0 && i + 1 != devices.size()) continue;
     engine->stages_.push_back(std::move(s));
+    device_of.push_back(i);
   }
   // The first and last stages may be empty of layers when the split says so; drop empty ones
   // at the ends only when a neighbour can take their role.
   while (engine->stages_.size() > 1 &&
          engine->stages_.front().layer_begin == engine->stages_.front().layer_end) {
     engine->stages_.erase(engine->stages_.begin());
+    device_of.erase(device_of.begin());
   }
   while (engine->stages_.size() > 1 &&
          engine->stages_.back().layer_begin == engine->stages_.back().layer_end) {
     engine->stages_.pop_back();
+    device_of.pop_back();
   }
   engine->stages_.front().first = true;
   engine->stages_.back().last = true;
 
+  // Refuse a model that does not fit before a byte of it is loaded, naming what each device
+  // needs and has. A device that reports no memory size (0: unknown) is not checked.
+  bool fits = true;
+  std::string report;
+  for (size_t si = 0; si < engine->stages_.size(); ++si) {
+    const Stage& s = engine->stages_[si];
+    const DeviceInfo& info = infos[device_of[si]];
+    uint64_t weight_bytes = 0;
+    if (!device_maps_host(*model, *s.device)) {
+      weight_bytes = stage_weight_bytes(
+          stage_weight_tensors(*model, s.layer_begin, s.layer_end, s.first, s.last),
+          std::max<uint64_t>(info.alignment, 32));
+    }
+    const StageNeeds need = stage_needs(model->hparams(), s.layer_begin, s.layer_end, s.first,
+                                        s.last, weight_bytes, options);
+    const bool ok = info.memory_total == 0 || need.total() <= info.memory_free;
+    fits = fits && ok;
+    report += "\n  " + info.name + " (layers " + std::to_string(s.layer_begin) + "-" +
+              std::to_string(s.layer_end) + (s.first ? ", embedding" : "") +
+              (s.last ? ", output" : "") + "): needs " + mib(need.total()) + " (weights " +
+              mib(need.weights) + ", KV cache " + mib(need.kv) + ", compute " + mib(need.compute) +
+              "), has " + mib(info.memory_free) + " free" + (ok ? "" : "  <- does not fit");
+  }
+  if (!fits) {
+    return out_of_range(
+        "the model does not fit on the devices (use --tensor-split, a smaller -c, "
+        "or more devices):" +
+        report);
+  }
+
   for (Stage& s : engine->stages_) {
-    STRATA_ASSIGN_OR_RETURN(
-        s.weights, DeviceWeights::load(*model, *s.device, s.layer_begin, s.layer_end, s.first,
-                                       s.last, options.progress));
+    auto w = DeviceWeights::load(*model, *s.device, s.layer_begin, s.layer_end, s.first, s.last,
+                                 options.progress);
+    if (!w.is_ok()) return w.status();
+    s.weights = std::move(w).value();
   }
   engine->model_ = std::move(model);
   engine->devices_ = std::move(devices);

@@ -25,6 +25,19 @@ struct EngineOptions {
   // proportion to each device's free memory.
   std::vector<double> split;
   ProgressFn progress;
+  // What the contexts will need, for the check that the model fits before anything loads:
+  // KV cells over all contexts (0: no KV counted), their dtype, and the largest micro-batch.
+  int64_t n_ctx = 0;
+  DType kv_dtype = DType::kF16;
+  int64_t n_batch = 512;
+};
+
+// Memory a stage needs on its device.
+struct StageNeeds {
+  uint64_t weights = 0;  // 0 where the device uses the file mapping in place
+  uint64_t kv = 0;
+  uint64_t compute = 0;  // scratch and step inputs/outputs of the largest micro-batch (estimate)
+  uint64_t total() const { return weights + kv + compute; }
 };
 
 class Engine {
@@ -44,6 +57,11 @@ class Engine {
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<Stage> stages_;
 };
+
+// The memory a stage of layers [layer_begin, layer_end) needs for `options` (weights counted
+// with `weight_bytes`, already known to the caller).
+StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end, bool first,
+                       bool last, uint64_t weight_bytes, const EngineOptions& options);
 
 // Splits n_layer layers over devices in proportion to `weights` (non-negative, not all zero):
 // returns the first layer of each device and n_layer at the end.

@@ -1,15 +1,27 @@
 #include "engine/weights.h"
 
-#include <set>
+#include <algorithm>
 
 #include "core/check.h"
 
 namespace strata {
+namespace {
 
-Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, Device& device,
-                                                           int64_t layer_begin, int64_t layer_end,
-                                                           bool with_embd, bool with_output,
-                                                           const ProgressFn& progress) {
+uint64_t upload_alignment(Device& device) {
+  return std::max<uint64_t>(device.info().alignment, 32);
+}
+
+const uint8_t* file_data(const Model& model, uint64_t* size) {
+  const GgufFile& file = model.file();
+  *size = file.file_size() - file.data_offset();
+  return file.tensor_data(file.tensors().front()) - file.tensors().front().offset;
+}
+
+}  // namespace
+
+std::vector<const GgufTensorInfo*> stage_weight_tensors(const Model& model, int64_t layer_begin,
+                                                        int64_t layer_end, bool with_embd,
+                                                        bool with_output) {
   std::vector<const GgufTensorInfo*> tensors;
   for (int64_t il = layer_begin; il < layer_end; ++il) {
     const LayerWeights& l = model.layers()[static_cast<size_t>(il)];
@@ -23,11 +35,31 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
     tensors.push_back(model.output_norm());
     if (!with_embd || model.output() != model.token_embd()) tensors.push_back(model.output());
   }
+  return tensors;
+}
 
+uint64_t stage_weight_bytes(const std::vector<const GgufTensorInfo*>& tensors, uint64_t alignment) {
+  uint64_t total = 0;
+  for (const GgufTensorInfo* t : tensors)
+    total += (t->size_bytes + alignment - 1) / alignment * alignment;
+  return total;
+}
+
+bool device_maps_host(const Model& model, Device& device) {
+  uint64_t size = 0;
+  const uint8_t* data = file_data(model, &size);
+  return device.buffer_from_host(data, size).is_ok();
+}
+
+Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, Device& device,
+                                                           int64_t layer_begin, int64_t layer_end,
+                                                           bool with_embd, bool with_output,
+                                                           const ProgressFn& progress) {
+  const std::vector<const GgufTensorInfo*> tensors =
+      stage_weight_tensors(model, layer_begin, layer_end, with_embd, with_output);
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
-  const GgufFile& file = model.file();
-  const uint8_t* data = file.tensor_data(file.tensors().front()) - file.tensors().front().offset;
-  const uint64_t data_size = file.file_size() - file.data_offset();
+  uint64_t data_size = 0;
+  const uint8_t* data = file_data(model, &data_size);
   auto host = device.buffer_from_host(data, data_size);
   if (host.is_ok()) {
     w->buffer_ = std::move(host).value();
@@ -44,8 +76,9 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
   }
   if (host.status().kind() != ErrorKind::kUnsupported) return host.status();
 
-  // Upload: pack the stage's tensors, aligned, into one buffer.
-  const uint64_t align = std::max<uint64_t>(device.info().alignment, 32);
+  // Upload: pack the stage's tensors, aligned, into one buffer. No host copy: the stream reads
+  // each tensor from the mapping (a remote device may skip the bytes it already holds).
+  const uint64_t align = upload_alignment(device);
   uint64_t total = 0;
   for (const GgufTensorInfo* t : tensors) {
     w->offsets_[t] = total;
@@ -57,11 +90,12 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
   for (const GgufTensorInfo* t : tensors) {
     TensorRef dst = make_tensor(w->buffer_->handle(), w->offsets_[t], DType::kI8,
                                 static_cast<int64_t>(t->size_bytes));
-    stream->set_tensor(dst, file.tensor_data(*t), t->size_bytes);
+    stream->set_tensor_weights(dst, model.file().tensor_data(*t), t->size_bytes);
     done += t->size_bytes;
     if (progress) progress(done, total);
   }
-  STRATA_RETURN_IF_ERROR(stream->synchronize());
+  Status s = stream->synchronize();
+  if (!s.is_ok()) return s.with_context("uploading weights to " + device.info().name);
   return w;
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/model.h"
@@ -16,10 +17,22 @@ namespace strata {
 
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
+// The tensors of layers [layer_begin, layer_end), plus the token embedding when `with_embd`
+// and the output norm and projection when `with_output`, each once.
+std::vector<const GgufTensorInfo*> stage_weight_tensors(const Model& model, int64_t layer_begin,
+                                                        int64_t layer_end, bool with_embd,
+                                                        bool with_output);
+
+// Bytes the tensors take once uploaded into one buffer with the given alignment.
+uint64_t stage_weight_bytes(const std::vector<const GgufTensorInfo*>& tensors, uint64_t alignment);
+
+// Whether `device` uses the model's file mapping in place (its weights then take no device
+// memory of their own: they are page cache of the file).
+bool device_maps_host(const Model& model, Device& device);
+
 class DeviceWeights {
  public:
-  // Places the weights of layers [layer_begin, layer_end), plus the token embedding when
-  // `with_embd` and the output norm and projection when `with_output`.
+  // Places the weights of stage_weight_tensors(...) on the device.
   static Result<std::unique_ptr<DeviceWeights>> load(const Model& model, Device& device,
                                                      int64_t layer_begin, int64_t layer_end,
                                                      bool with_embd, bool with_output,

@@ -1,0 +1,136 @@
+// The client end of one connection to a worker, shared by every stream and buffer of a remote
+// device (several contexts, several threads).
+//
+// Each message is handed whole to the transport, whose send is atomic, so two threads never
+// interleave bytes on the wire. Responses are matched to requests by request_id on a receiver
+// thread, which also bounds every wait: a request unanswered for timeout_ms, or a send stuck for
+// as long, fails with an error naming the worker, and the connection is then closed so that
+// everything after it fails at once instead of hanging. The client never aborts on what a
+// worker sends or fails to send.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "rpc/protocol.h"
+#include "rpc/stats.h"
+#include "rpc/transport.h"
+
+namespace strata::rpc {
+
+struct ClientOptions {
+  std::string endpoint;    // "host:port" or "unix:/path"
+  std::string name;        // "RPC0", for messages and stats
+  std::string token;       // shared secret; empty: none
+  uint64_t hide_caps = 0;  // capabilities this client pretends not to have
+  int timeout_ms = 30000;  // the longest wait for a response (and for a stuck send)
+  int connect_timeout_ms = 10000;
+  uint16_t version_major = kVersionMajor;  // a test may pose as another version
+  int stats_period_ms = 0;  // > 0: print the stats to stderr every period, and at close
+  bool batched_get = true;  // false: every read is its own GET_TENSOR round trip (A/B runs)
+};
+
+// Reads STRATA_RPC_TIMEOUT_MS, STRATA_RPC_HIDE_CAPS, STRATA_RPC_STATS(_MS),
+// STRATA_RPC_NO_BATCHED_GET and STRATA_RPC_VERSION_MAJOR (tests) into `o`; a malformed value
+// is an error naming it.
+Status client_options_from_env(ClientOptions* o);
+
+// A request in flight. Completes exactly once: with the response, or with the error that
+// ended it (an error response, the connection lost, the timeout).
+class Pending {
+ public:
+  using Callback = std::function<void(const Result<Message>&)>;
+  Pending(Command command, bool step) : command_(command), step_(step) {}
+  // Blocks until complete. Never hangs: the receiver thread completes every request by its
+  // deadline.
+  const Result<Message>& wait();
+  // Runs `fn` once complete (now, on this thread, if it already is; else on the receiver).
+  void then(Callback fn);
+  void complete(Result<Message> r);
+  bool done() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  Command command() const { return command_; }
+  bool step() const { return step_; }
+
+ private:
+  const Command command_;
+  const bool step_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool completing_ = false;
+  bool done_ = false;
+  Result<Message> result_ = Status(ErrorKind::kInternal, "pending");
+  std::vector<Callback> callbacks_;
+};
+
+class Connection {
+ public:
+  // Connects, says HELLO (version, capabilities, authentication) and reads DEVICE_INFO.
+  static Result<std::shared_ptr<Connection>> open(const ClientOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Capabilities both sides have: optional commands are used only when their bit is here.
+  uint64_t caps() const { return caps_; }
+  bool has(uint64_t cap) const { return (caps_ & cap) != 0; }
+  const DeviceInfo& device_info() const { return info_; }
+  const ClientOptions& options() const { return options_; }
+  // "RPC0[127.0.0.1:50052]": how errors name the worker.
+  const std::string& label() const { return label_; }
+  RpcStats& stats() { return stats_; }
+  // The error that closed the connection; ok while it is usable.
+  Status broken() const;
+
+  // Sends a one-way message (no response). `step`: sent by a stream while decoding (stats).
+  Status send_one_way(Command c, std::span<const Piece> pieces, bool step);
+  // Sends a request; the response completes the returned Pending.
+  std::shared_ptr<Pending> send_request(Command c, std::span<const Piece> pieces, bool step);
+  // send_request and wait; an error response becomes the returned Status.
+  Result<Message> call(Command c, std::span<const Piece> pieces);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  explicit Connection(const ClientOptions& options);
+  Status hello();
+  Status send_locked_free(const Header& h, std::span<const Piece> pieces);
+  void receive_loop();
+  void report_loop();
+  void fail_all(const Status& s);
+
+  const ClientOptions options_;
+  std::string label_;
+  std::unique_ptr<Transport> transport_;
+  uint64_t caps_ = 0;
+  DeviceInfo info_;
+  RpcStats stats_;
+
+  std::atomic<uint32_t> next_id_{1};
+  mutable std::mutex mutex_;  // guards the members below
+  struct InFlight {
+    std::shared_ptr<Pending> pending;
+    Clock::time_point deadline;
+  };
+  std::map<uint32_t, InFlight> in_flight_;
+  std::map<uint64_t, Clock::time_point> sends_;  // sends in progress: their deadlines
+  uint64_t next_send_ = 0;
+  Status broken_;
+  bool stopping_ = false;
+  std::condition_variable stop_cv_;
+
+  std::thread receiver_;
+  std::thread reporter_;
+};
+
+}  // namespace strata::rpc

@@ -1,0 +1,432 @@
+#include "rpc/remote_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/serialize.h"
+
+namespace strata::rpc {
+namespace {
+
+// What a device's buffers and streams share; outlives the device if they do.
+struct Shared {
+  std::shared_ptr<Connection> conn;
+  std::atomic<uint64_t> allocated{0};
+  std::atomic<uint32_t> next_graph_id{1};
+};
+
+// The first error of a stream's queued work; set by the caller's thread and by the receiver.
+struct StreamError {
+  std::mutex mutex;
+  Status status;
+  void set(const Status& s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (status.is_ok()) status = s;
+  }
+  Status get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return status;
+  }
+  Status take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    Status s = std::move(status);
+    status = Status::ok();
+    return s;
+  }
+};
+
+Region region_of(const TensorRef& t, size_t size) { return Region{t.buffer, t.offset, size}; }
+
+class RemoteBuffer : public Buffer {
+ public:
+  RemoteBuffer(std::shared_ptr<Shared> shared, uint64_t handle, uint64_t size)
+      : shared_(std::move(shared)), handle_(handle), size_(size) {}
+  ~RemoteBuffer() override {
+    shared_->allocated -= size_;
+    if (!shared_->conn->broken().is_ok()) return;
+    std::vector<uint8_t> payload;
+    encode(FreeBufferRequest{handle_}, &payload);
+    const Piece piece(payload.data(), payload.size());
+    // Not waited for: a failure closes the connection, which frees the buffer anyway.
+    (void)shared_->conn->send_request(Command::kFreeBuffer, std::span<const Piece>(&piece, 1),
+                                      false);
+  }
+  uint64_t handle() const override { return handle_; }
+  uint64_t size() const override { return size_; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  uint64_t handle_;
+  uint64_t size_;
+};
+
+class RemoteStream : public Stream {
+ public:
+  explicit RemoteStream(std::shared_ptr<Shared> shared)
+      : shared_(std::move(shared)),
+        conn_(*shared_->conn),
+        graph_id_(shared_->next_graph_id++),
+        error_(std::make_shared<StreamError>()) {}
+
+  ~RemoteStream() override { (void)synchronize(); }
+
+  void set_tensor(const TensorRef& dst, const void* data, size_t size) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    queue_write(region_of(dst, size), nullptr, arena_.size());
+    arena_.insert(arena_.end(), p, p + size);
+  }
+
+  void set_tensor_after(const TensorRef& dst, const void* data, size_t size,
+                        const Event& after) override {
+    wait_event(after);
+    queue_write(region_of(dst, size), static_cast<const uint8_t*>(data), 0);
+  }
+
+  void set_tensor_weights(const TensorRef& dst, const void* data, size_t size) override {
+    loading_ = true;
+    const auto* p = static_cast<const uint8_t*>(data);
+    if (size < kHashMinBytes) {
+      // Small tensors (norms, small projections) sit side by side in the weight buffer: pack
+      // neighbours, with their alignment gaps zeroed, into one blob that is offered by hash
+      // like a large tensor, so that a cached start sends none of their bytes either.
+      const uint64_t end = group_region_.offset + group_.size();
+      if (!group_.empty() &&
+          (dst.buffer != group_region_.buffer || dst.offset < end || dst.offset - end > kMaxGap)) {
+        flush_group();
+      }
+      if (group_.empty()) group_region_ = Region{dst.buffer, dst.offset, 0};
+      group_.resize(dst.offset - group_region_.offset, 0);
+      group_.insert(group_.end(), p, p + size);
+      if (group_.size() >= kHashMinBytes) flush_group();
+      return;
+    }
+    flush();
+    for (uint64_t off = 0; off < size; off += kWeightChunkBytes) {
+      const uint64_t n = std::min<uint64_t>(kWeightChunkBytes, size - off);
+      upload_chunk(Region{dst.buffer, dst.offset + off, n}, p + off);
+    }
+  }
+
+  void get_tensor(const TensorRef& src, void* dst, size_t size) override {
+    if (!writes_.empty()) flush_writes();  // a read sees the writes queued before it
+    reads_.push_back({region_of(src, size), static_cast<uint8_t*>(dst)});
+  }
+
+  void compute(std::shared_ptr<const Graph> graph) override {
+    flush();
+    wait_events();
+    if (dropping()) return;
+    std::vector<uint8_t> bytes = graph_serialize(*graph);
+    std::vector<uint8_t> head;
+    Status s;
+    if (conn_.has(kCapGraphRecompute) && bytes == last_graph_) {
+      encode(GraphRecomputeRequest{graph_id_}, &head);
+      const Piece piece(head.data(), head.size());
+      s = conn_.send_one_way(Command::kGraphRecompute, std::span<const Piece>(&piece, 1), true);
+    } else {
+      encode(GraphComputeRequest{graph_id_, {}}, &head);
+      const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(bytes.data(), bytes.size())};
+      s = conn_.send_one_way(Command::kGraphCompute, pieces, true);
+      last_graph_ = std::move(bytes);
+    }
+    sent_one_way(s);
+  }
+
+  Event record() override {
+    flush();
+    wait_events();
+    auto state = event_state_new();
+    std::shared_ptr<Pending> p = fence();
+    if (!p) {
+      event_state_complete(*state, error_->get());
+      return Event(state);
+    }
+    p->then([state, err = error_](const Result<Message>& r) {
+      Status s = err->get();
+      event_state_complete(*state, s.is_ok() ? r.status() : s);
+    });
+    return Event(state);
+  }
+
+  void wait_event(const Event& event) override { waits_.push_back(event); }
+
+  Status synchronize() override {
+    flush();
+    wait_events();
+    std::shared_ptr<Pending> p = fence();
+    for (const std::shared_ptr<Pending>& q : outstanding_) (void)q->wait();
+    outstanding_.clear();
+    last_request_.reset();
+    return error_->take();
+  }
+
+  void flush() override {
+    flush_group();
+    flush_writes();
+    flush_reads();
+  }
+
+ private:
+  struct Write {
+    Region region;
+    const uint8_t* ptr;  // external data, read at flush time; nullptr: at arena_offset
+    size_t arena_offset;
+  };
+  struct Read {
+    Region region;
+    uint8_t* dst;
+  };
+
+  // Work queued behind an error is dropped until synchronize() reports it.
+  bool dropping() { return !error_->get().is_ok(); }
+
+  void sent_one_way(const Status& s) {
+    if (!s.is_ok()) error_->set(s);
+    sent_since_request_ = true;
+  }
+
+  // A stream that is never synchronised (a middle stage, with asynchronous copies) keeps only
+  // the requests still in flight: their errors already went to error_.
+  void track(std::shared_ptr<Pending> p) {
+    last_request_ = p;
+    sent_since_request_ = false;
+    std::erase_if(outstanding_, [](const std::shared_ptr<Pending>& q) { return q->done(); });
+    outstanding_.push_back(std::move(p));
+  }
+
+  // The request whose completion marks everything sent so far as done: the last request, or a
+  // new SYNCHRONIZE when one-way messages followed it. nullptr when nothing was ever sent.
+  std::shared_ptr<Pending> fence() {
+    if (last_request_ && !sent_since_request_) return last_request_;
+    if (!last_request_ && !sent_since_request_) return nullptr;
+    if (dropping()) return nullptr;
+    std::shared_ptr<Pending> p = conn_.send_request(Command::kSynchronize, {}, !loading_);
+    p->then([err = error_](const Result<Message>& r) {
+      if (!r.is_ok()) err->set(r.status());
+    });
+    track(p);
+    return p;
+  }
+
+  // Events of other streams that must complete before anything queued after them is sent.
+  void wait_events() {
+    for (const Event& e : waits_) {
+      Status s = e.wait();
+      if (!s.is_ok()) error_->set(s);
+    }
+    waits_.clear();
+  }
+
+  void queue_write(const Region& r, const uint8_t* ptr, size_t arena_offset) {
+    if (!reads_.empty()) flush_reads();  // reads queued before a write see the old bytes
+    writes_.push_back({r, ptr, arena_offset});
+  }
+
+  void flush_writes() {
+    if (writes_.empty()) return;
+    wait_events();
+    if (dropping()) {
+      writes_.clear();
+      arena_.clear();
+      return;
+    }
+    auto data = [&](const Write& w) {
+      return Piece(w.ptr ? w.ptr : arena_.data() + w.arena_offset, w.region.size);
+    };
+    if (conn_.has(kCapBatched) && writes_.size() > 1) {
+      SetTensorsRequest req;
+      for (const Write& w : writes_) req.regions.push_back(w.region);
+      std::vector<uint8_t> head;
+      encode(req, &head);
+      std::vector<Piece> pieces = {Piece(head.data(), head.size())};
+      for (const Write& w : writes_) pieces.push_back(data(w));
+      sent_one_way(conn_.send_one_way(Command::kSetTensors, pieces, !loading_));
+    } else {
+      for (const Write& w : writes_) {
+        SetTensorRequest req;
+        req.region = w.region;
+        std::vector<uint8_t> head;
+        encode(req, &head);
+        const Piece pieces[2] = {Piece(head.data(), head.size()), data(w)};
+        sent_one_way(conn_.send_one_way(Command::kSetTensor, pieces, !loading_));
+      }
+    }
+    writes_.clear();
+    arena_.clear();
+  }
+
+  void flush_reads() {
+    if (reads_.empty()) return;
+    wait_events();
+    if (dropping()) {
+      reads_.clear();
+      return;
+    }
+    if (conn_.has(kCapBatched) && conn_.options().batched_get) {
+      GetTensorsRequest req;
+      for (const Read& r : reads_) req.regions.push_back(r.region);
+      send_read(Command::kGetTensors, req, reads_);
+    } else {
+      for (const Read& r : reads_) send_read(Command::kGetTensor, GetTensorRequest{r.region}, {r});
+    }
+    reads_.clear();
+  }
+
+  // Sends a read; its response is scattered into the destinations on the receiver thread. The
+  // worker's answer is untrusted: its size must be exactly what was asked.
+  template <typename Req>
+  void send_read(Command c, const Req& req, std::vector<Read> reads) {
+    std::vector<uint8_t> payload;
+    encode(req, &payload);
+    const Piece piece(payload.data(), payload.size());
+    std::shared_ptr<Pending> p = conn_.send_request(c, std::span<const Piece>(&piece, 1), true);
+    p->then([reads = std::move(reads), err = error_, label = conn_.label(),
+             c](const Result<Message>& r) {
+      if (!r.is_ok()) {
+        err->set(r.status());
+        return;
+      }
+      uint64_t want = 0;
+      for (const Read& rd : reads) want += rd.region.size;
+      if (r->payload.size() != want) {
+        err->set(invalid_argument("worker " + label + ": " + command_name(c) + " answered " +
+                                  std::to_string(r->payload.size()) + " bytes for " +
+                                  std::to_string(want) + " asked"));
+        return;
+      }
+      uint64_t off = 0;
+      for (const Read& rd : reads) {
+        std::memcpy(rd.dst, r->payload.data() + off, rd.region.size);
+        off += rd.region.size;
+      }
+    });
+    track(std::move(p));
+  }
+
+  void flush_group() {
+    if (group_.empty()) return;
+    group_region_.size = group_.size();
+    upload_chunk(group_region_, group_.data(), true);
+    group_.clear();
+  }
+
+  // One chunk of weights: by hash when the worker may have it (chunks of >= 1 MiB, and packed
+  // groups of small tensors), else the bytes (from the caller's memory, no copy), marked
+  // cacheable.
+  void upload_chunk(const Region& region, const uint8_t* data, bool group = false) {
+    if (dropping()) return;
+    const bool large = region.size >= kHashMinBytes;
+    if ((large || group) && conn_.has(kCapSetTensorHash)) {
+      SetTensorHashRequest req;
+      req.region = region;
+      req.hash = hash128(std::span<const uint8_t>(data, region.size));
+      std::vector<uint8_t> payload;
+      encode(req, &payload);
+      const Piece piece(payload.data(), payload.size());
+      std::shared_ptr<Pending> p =
+          conn_.send_request(Command::kSetTensorHash, std::span<const Piece>(&piece, 1), false);
+      const Result<Message>& r = p->wait();
+      if (!r.is_ok()) {
+        error_->set(r.status());
+        return;
+      }
+      auto found = decode_set_tensor_hash_response(r->payload);
+      if (!found.is_ok()) {
+        error_->set(found.status().with_context("worker " + conn_.label() + ": SET_TENSOR_HASH"));
+        return;
+      }
+      if (found->found) {
+        conn_.stats().on_weights(0, region.size, large);
+        return;
+      }
+    }
+    SetTensorRequest req;
+    req.region = region;
+    req.flags = kSetCacheable;
+    std::vector<uint8_t> head;
+    encode(req, &head);
+    const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(data, region.size)};
+    conn_.stats().on_weights(region.size, 0, large);
+    Status s = conn_.send_one_way(Command::kSetTensor, pieces, false);
+    if (!s.is_ok()) error_->set(s);
+    sent_since_request_ = true;
+  }
+
+  std::shared_ptr<Shared> shared_;
+  Connection& conn_;
+  const uint32_t graph_id_;
+  std::shared_ptr<StreamError> error_;
+
+  std::vector<Write> writes_;
+  std::vector<uint8_t> arena_;  // copies of set_tensor data until they leave
+  std::vector<Read> reads_;
+  std::vector<Event> waits_;
+  std::vector<uint8_t> last_graph_;
+  std::shared_ptr<Pending> last_request_;
+  bool sent_since_request_ = false;
+  std::vector<std::shared_ptr<Pending>> outstanding_;
+  // Small weights packed for one upload, and where they go.
+  static constexpr uint64_t kMaxGap = 4096;
+  std::vector<uint8_t> group_;
+  Region group_region_;
+  // A stream that uploads weights: its messages are the load, not decode steps (stats).
+  bool loading_ = false;
+};
+
+class RemoteDevice : public Device {
+ public:
+  explicit RemoteDevice(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+
+  DeviceInfo info() const override {
+    DeviceInfo info = shared_->conn->device_info();
+    const std::string remote =
+        info.name + (info.description.empty() ? "" : ", " + info.description);
+    info.name = shared_->conn->label();
+    info.description = "worker " + shared_->conn->options().endpoint + ": " + remote;
+    const uint64_t used = shared_->allocated.load();
+    info.memory_free = info.memory_free > used ? info.memory_free - used : 0;
+    return info;
+  }
+
+  Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
+    std::vector<uint8_t> payload;
+    encode(AllocBufferRequest{size}, &payload);
+    const Piece piece(payload.data(), payload.size());
+    auto m = shared_->conn->call(Command::kAllocBuffer, std::span<const Piece>(&piece, 1));
+    if (!m.is_ok()) return m.status();
+    auto r = decode_alloc_buffer_response(m->payload);
+    if (!r.is_ok()) return r.status().with_context("worker " + shared_->conn->label());
+    if (r->handle == 0 || r->size < size) {
+      return invalid_argument("worker " + shared_->conn->label() + ": ALLOC_BUFFER of " +
+                              std::to_string(size) + " bytes answered handle " +
+                              std::to_string(r->handle) + " of " + std::to_string(r->size) +
+                              " bytes");
+    }
+    shared_->allocated += size;
+    return std::unique_ptr<Buffer>(std::make_unique<RemoteBuffer>(shared_, r->handle, size));
+  }
+
+  std::unique_ptr<Stream> create_stream() override {
+    return std::make_unique<RemoteStream>(shared_);
+  }
+
+  std::shared_ptr<Connection> connection() const { return shared_->conn; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> remote_device_new(const ClientOptions& options) {
+  auto shared = std::make_shared<Shared>();
+  STRATA_ASSIGN_OR_RETURN(shared->conn, Connection::open(options));
+  return std::unique_ptr<Device>(std::make_unique<RemoteDevice>(std::move(shared)));
+}
+
+std::shared_ptr<Connection> remote_device_connection(Device& device) {
+  auto* remote = dynamic_cast<RemoteDevice*>(&device);
+  return remote ? remote->connection() : nullptr;
+}
+
+}  // namespace strata::rpc

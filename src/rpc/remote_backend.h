@@ -1,0 +1,38 @@
+// A device that a worker serves over the network, seen as a local Device.
+//
+// Writes and graphs are one-way messages; reads are queued and leave together, as one
+// GET_TENSORS, at the next point that needs them (a synchronize, an event, a graph, or a write
+// that must stay behind them), and consecutive writes leave as one SET_TENSORS. A graph whose
+// bytes equal the last one the stream sent is re-run by id (GRAPH_RECOMPUTE). So a decode step
+// of a stage costs one round trip and three messages, whatever the batch size. Optional
+// commands are used only when the worker advertised them; without them the stream falls back
+// to one SET_TENSOR / GET_TENSOR per region and a full GRAPH_COMPUTE.
+//
+// Weights (Stream::set_tensor_weights) go in chunks of at most 64 MiB, and small neighbouring
+// tensors are packed into blobs of about 1 MiB; each chunk or blob is first offered by content
+// hash (SET_TENSOR_HASH), so a worker with a cache receives each weight's bytes once per
+// machine, not once per start, at the cost of one round trip per MiB or more.
+//
+// Streams and buffers share the device's one connection; a stream belongs to one thread.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "rpc/client.h"
+
+namespace strata::rpc {
+
+// Chunks of weights at least this large are offered by hash first.
+constexpr uint64_t kHashMinBytes = uint64_t{1} << 20;
+// Weight uploads are cut into messages of at most this size: each send then has a bound.
+constexpr uint64_t kWeightChunkBytes = uint64_t{64} << 20;
+
+// Connects to options.endpoint; the device is named options.name + "[endpoint]".
+Result<std::unique_ptr<Device>> remote_device_new(const ClientOptions& options);
+
+// The connection of a device made by remote_device_new (stats, capabilities); nullptr for
+// other devices.
+std::shared_ptr<Connection> remote_device_connection(Device& device);
+
+}  // namespace strata::rpc

@@ -1,0 +1,279 @@
+// The remote backend against an in-process worker (the real one, over loopback TCP), and
+// against scripted fake workers for what a real one does not do on purpose: another protocol
+// version, silence, a reply of the wrong size.
+#include "rpc/remote_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "backend/cpu_backend.h"
+#include "engine/context.h"
+#include "model/synth.h"
+#include "rpc/worker.h"
+
+namespace strata::rpc {
+namespace {
+
+std::string model_path() {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_remote_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  if (!std::filesystem::exists(path)) {
+    SynthParams p;
+    p.n_embd = 128;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 256;
+    p.n_vocab = 300;
+    p.dtype = DType::kQ8_0;
+    p.seed = 5;
+    Status s = synth_write(p, path);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return path;
+}
+
+std::unique_ptr<Worker> start_worker() {
+  WorkerOptions o;
+  o.address = "127.0.0.1:0";
+  o.n_threads = 2;
+  o.log = false;
+  auto w = Worker::start(o);
+  EXPECT_TRUE(w.is_ok()) << w.status().message();
+  return w.is_ok() ? std::move(w).value() : nullptr;
+}
+
+ClientOptions client(const std::string& endpoint, int timeout_ms = 30000) {
+  ClientOptions o;
+  o.endpoint = endpoint;
+  o.name = "RPC0";
+  o.timeout_ms = timeout_ms;
+  o.connect_timeout_ms = 5000;
+  return o;
+}
+
+std::unique_ptr<Engine> engine_on(std::unique_ptr<Device> device) {
+  auto model = Model::open(model_path());
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::move(device));
+  EngineOptions eo;
+  eo.split = {1};
+  auto e = Engine::create(std::move(model).value(), std::move(devices), eo);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return e.is_ok() ? std::move(e).value() : nullptr;
+}
+
+// Greedy steps of one sequence; every logit row, bytewise.
+std::vector<uint8_t> generate(Context& ctx, int seed, int n_gen) {
+  std::vector<uint8_t> bytes;
+  Batch b;
+  for (int i = 0; i < 7; ++i) b.add(3 + (seed * 31 + i * 7) % 290, i, 0, i == 6);
+  for (int step = 0; step < n_gen; ++step) {
+    Status s = ctx.decode(b);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    if (!s.is_ok()) return bytes;
+    const float* l = ctx.logits(0);
+    const auto* p = reinterpret_cast<const uint8_t*>(l);
+    bytes.insert(bytes.end(), p, p + 4 * ctx.n_vocab());
+    int32_t best = 0;
+    for (int64_t i = 1; i < ctx.n_vocab(); ++i) best = l[i] > l[best] ? int32_t(i) : best;
+    b.clear();
+    b.add(best, ctx.seq_len(0), 0, true);
+  }
+  return bytes;
+}
+
+std::unique_ptr<Context> context(const Engine& e) {
+  ContextParams cp;
+  cp.n_ctx = 128;
+  auto c = Context::create(e, cp);
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  return c.is_ok() ? std::move(c).value() : nullptr;
+}
+
+TEST(RemoteBackend, TwoContextsOnOneConnectionFromTwoThreadsGiveTheLocalBytes) {
+  CpuDeviceOptions co;
+  co.n_threads = 2;
+  auto local = engine_on(cpu_device_new(co));
+  ASSERT_TRUE(local);
+  auto lc = context(*local);
+  const std::vector<uint8_t> ref0 = generate(*lc, 0, 12);
+  lc->clear();
+  const std::vector<uint8_t> ref1 = generate(*lc, 1, 12);
+
+  auto worker = start_worker();
+  ASSERT_TRUE(worker);
+  auto device = remote_device_new(client(worker->address()));
+  ASSERT_TRUE(device.is_ok()) << device.status().message();
+  auto remote = engine_on(std::move(device).value());
+  ASSERT_TRUE(remote);
+  auto c0 = context(*remote);
+  auto c1 = context(*remote);
+  std::vector<uint8_t> got0, got1;
+  // Both contexts drive the one connection at once: the messages of one must never
+  // interleave with the other's on the wire.
+  std::thread t0([&] { got0 = generate(*c0, 0, 12); });
+  std::thread t1([&] { got1 = generate(*c1, 1, 12); });
+  t0.join();
+  t1.join();
+  EXPECT_EQ(got0, ref0);
+  EXPECT_EQ(got1, ref1);
+}
+
+TEST(RemoteBackend, ADecodeStepIsOneRoundTripAndThreeMessages) {
+  auto worker = start_worker();
+  ASSERT_TRUE(worker);
+  auto device = remote_device_new(client(worker->address()));
+  ASSERT_TRUE(device.is_ok()) << device.status().message();
+  std::shared_ptr<Connection> conn = remote_device_connection(**device);
+  ASSERT_TRUE(conn);
+  auto e = engine_on(std::move(device).value());
+  ASSERT_TRUE(e);
+  auto ctx = context(*e);
+  generate(*ctx, 0, 2);  // the prompt and a first decode step: buffers and graphs exist
+  const StatsSnapshot before = conn->stats().snapshot();
+  Batch b;
+  for (int step = 0; step < 5; ++step) {
+    b.clear();
+    b.add(7, ctx->seq_len(0), 0, true);
+    ASSERT_TRUE(ctx->decode(b).is_ok());
+  }
+  const StatsSnapshot d = conn->stats().snapshot() - before;
+  EXPECT_EQ(d.steps, 5u);
+  EXPECT_EQ(d.step_messages, 15u);
+  EXPECT_EQ(d.step_round_trips, 5u);
+  EXPECT_EQ(d.round_trips, 5u) << "nothing but the step's read waits for the worker";
+  EXPECT_EQ(d.commands[static_cast<int>(Command::kGraphRecompute)].count, 5u);
+  EXPECT_EQ(d.commands[static_cast<int>(Command::kGetTensors)].count, 5u);
+}
+
+// A fake worker: accepts one connection and answers each message with `reply` (no answer
+// when it returns false).
+class FakeWorker {
+ public:
+  using Reply = std::function<bool(const Message& in, Header* out, std::vector<uint8_t>* payload)>;
+  explicit FakeWorker(Reply reply) : reply_(std::move(reply)) {
+    auto l = transport_listen("127.0.0.1:0");
+    EXPECT_TRUE(l.is_ok()) << l.status().message();
+    listener_ = std::move(l).value();
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeWorker() {
+    listener_->shutdown();
+    if (conn_) conn_->shutdown();
+    thread_.join();
+  }
+  std::string address() const { return listener_->address(); }
+
+ private:
+  void serve() {
+    auto t = listener_->accept(10000);
+    if (!t.is_ok()) return;
+    conn_ = std::move(t).value();
+    for (;;) {
+      auto m = conn_->recv(-1);
+      if (!m.is_ok()) return;
+      Header h;
+      h.command = m->header.command;
+      h.flags = kFlagResponse;
+      h.request_id = m->header.request_id;
+      std::vector<uint8_t> payload;
+      if (!reply_(*m, &h, &payload)) continue;
+      if (!send_message(*conn_, h, payload).is_ok()) return;
+    }
+  }
+
+  Reply reply_;
+  std::unique_ptr<Listener> listener_;
+  std::shared_ptr<Transport> conn_;
+  std::thread thread_;
+};
+
+// Answers HELLO (as `major`), DEVICE_INFO and ALLOC_BUFFER like a worker; the rest to `other`.
+FakeWorker::Reply handshake(uint16_t major, FakeWorker::Reply other) {
+  return [major, other](const Message& in, Header* out, std::vector<uint8_t>* payload) {
+    switch (in.header.command) {
+      case Command::kHello: {
+        HelloResponse r;
+        r.major = major;
+        r.caps = kCapAll;
+        encode(r, payload);
+        return true;
+      }
+      case Command::kDeviceInfo: {
+        DeviceInfo info;
+        info.name = "fake";
+        info.memory_total = info.memory_free = 1 << 30;
+        encode(info, payload);
+        return true;
+      }
+      case Command::kAllocBuffer:
+        encode(AllocBufferResponse{7, 1 << 20}, payload);
+        return true;
+      default:
+        return other(in, out, payload);
+    }
+  };
+}
+
+TEST(RemoteBackend, RefusesAWorkerOfAnotherMajorVersion) {
+  FakeWorker fake(handshake(kVersionMajor + 1, [](auto&&...) { return false; }));
+  auto d = remote_device_new(client(fake.address()));
+  ASSERT_FALSE(d.is_ok());
+  const std::string& m = d.status().message();
+  EXPECT_NE(m.find("speaks protocol " + std::to_string(kVersionMajor + 1) + ".0"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("this client " + std::to_string(kVersionMajor) + ".0"), std::string::npos) << m;
+  EXPECT_NE(m.find(fake.address()), std::string::npos) << m;
+}
+
+TEST(RemoteBackend, ASilentWorkerFailsTheReadAfterTheTimeoutAndTheDeviceStaysFailed) {
+  FakeWorker fake(handshake(kVersionMajor, [](auto&&...) { return false; }));
+  auto d = remote_device_new(client(fake.address(), 200));
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  auto buf = (*d)->alloc_buffer(1024);
+  ASSERT_TRUE(buf.is_ok()) << buf.status().message();
+  auto stream = (*d)->create_stream();
+  float x[4];
+  stream->get_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), x, sizeof(x));
+  Status s = stream->synchronize();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("no response to GET_TENSORS"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("within 200 ms"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(fake.address()), std::string::npos) << s.message();
+  // Everything after fails at once, with the same cause.
+  auto again = (*d)->alloc_buffer(16);
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_NE(again.status().message().find("within 200 ms"), std::string::npos);
+  stream->set_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), x, sizeof(x));
+  EXPECT_FALSE(stream->synchronize().is_ok());
+  EXPECT_FALSE(stream->record().wait().is_ok());
+}
+
+TEST(RemoteBackend, AReadAnsweredWithTheWrongSizeIsAnError) {
+  FakeWorker fake(handshake(kVersionMajor, [](const Message& in, Header*, std::vector<uint8_t>* p) {
+    if (in.header.command != Command::kGetTensors) return false;
+    p->assign(5, 0);  // asked for 16 bytes
+    return true;
+  }));
+  auto d = remote_device_new(client(fake.address()));
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  auto buf = (*d)->alloc_buffer(1024);
+  ASSERT_TRUE(buf.is_ok());
+  auto stream = (*d)->create_stream();
+  float x[4] = {1, 2, 3, 4};
+  stream->get_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), x, sizeof(x));
+  Status s = stream->synchronize();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("answered 5 bytes for 16 asked"), std::string::npos) << s.message();
+  EXPECT_EQ(x[0], 1.0f) << "nothing is written from a bad answer";
+}
+
+}  // namespace
+}  // namespace strata::rpc

@@ -1,0 +1,87 @@
+# Shared by the rpc_*.sh integration tests (sourced; not a test itself): start and stop
+# `strata worker` processes on 127.0.0.1 and compare greedy outputs.
+#
+# Every worker started here is stopped by the EXIT trap; waits are bounded loops on a
+# condition (the worker's "listening on" line, a port that accepts), never a bare sleep.
+
+rpc_setup() {
+  strata=$1
+  shared=$2
+  tmp=$(mktemp -d)
+  worker_pids=()
+  trap rpc_cleanup EXIT
+}
+
+rpc_cleanup() {
+  local pid
+  for pid in "${worker_pids[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${worker_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# start_worker NAME [worker options...]: starts a worker on a free port (or the --port/--unix
+# given) and sets $addr to its address once it accepts connections.
+start_worker() {
+  local name=$1
+  shift
+  local log=$tmp/$name.log
+  local has_port=0 a
+  for a in "$@"; do
+    case $a in --port | --unix) has_port=1 ;; esac
+  done
+  if [ $has_port = 1 ]; then
+    "$strata" worker -t 1 "$@" >"$log" 2>&1 &
+  else
+    "$strata" worker -t 1 --port 0 "$@" >"$log" 2>&1 &
+  fi
+  last_pid=$!
+  worker_pids+=("$last_pid")
+  addr=""
+  local i
+  for i in $(seq 1 200); do
+    addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$log" | head -n 1)
+    [ -n "$addr" ] && break
+    kill -0 "$last_pid" 2>/dev/null || { cat "$log"; fail "worker $name exited at start"; }
+    sleep 0.05
+  done
+  [ -n "$addr" ] || { cat "$log"; fail "worker $name did not start listening"; }
+  case $addr in
+    unix:*) ;;
+    *)
+      local host=${addr%:*} port=${addr##*:}
+      for i in $(seq 1 200); do
+        (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0
+        sleep 0.05
+      done
+      fail "worker $name at $addr does not accept connections"
+      ;;
+  esac
+}
+
+# greedy OUT [run options...]: greedy generation into $tmp/OUT.txt (stderr in OUT.err); prints
+# the md5 of the generated text and ids.
+greedy() {
+  local out=$1
+  shift
+  if ! "$strata" run -p "Once upon a time" --temp 0 --print-ids "$@" \
+    >"$tmp/$out.txt" 2>"$tmp/$out.err"; then
+    cat "$tmp/$out.err"
+    fail "strata run $* failed"
+  fi
+  { cat "$tmp/$out.txt"; sed -n 's/^ids: //p' "$tmp/$out.err"; } | md5sum | cut -d' ' -f1
+}
+
+# A synthetic llama model with tensors of more than 1 MiB (so weights go by hash).
+make_model() {
+  "$strata" gguf gen -o "$tmp/model.gguf" --n-embd 512 --n-layer 4 --n-ff 1536 --n-vocab 1000 \
+    --dtype f16 --seed 3 >/dev/null || fail "gguf gen"
+  model=$tmp/model.gguf
+}

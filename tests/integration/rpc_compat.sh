@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Old and new peers work together: a client that hides optional commands and a worker that
+# does not advertise them both give the output of one machine. A client of another major
+# version is refused with both versions named, and a worker with a token refuses clients that
+# do not know it.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/rpc_common.bash"
+rpc_setup "$1" "$2"
+make_model
+ref=$(greedy local -m "$model" -n 32 -t 1)
+start_worker new
+NEW=$addr
+start_worker old --hide-caps 0xf
+OLD=$addr
+
+for hide in 0x1 0x2 0x4 0x8 0xf; do
+  got=$(STRATA_RPC_HIDE_CAPS=$hide greedy c -m "$model" -n 32 -t 1 --rpc "$NEW" --device RPC0,CPU)
+  [ "$got" = "$ref" ] || fail "a client without capabilities $hide differs"
+done
+got=$(STRATA_RPC_STATS=1 greedy c -m "$model" -n 32 -t 1 --rpc "$OLD,$NEW" --device RPC0,CPU,RPC1)
+[ "$got" = "$ref" ] || fail "an old worker beside a new one differs"
+# The old worker got none of the optional commands; the new one did.
+awk -v ep="$OLD" '$1 == "rpc" && $3 == "total:" { inside = index($2, ep) > 0 }
+  inside && ($1 == "SET_TENSORS" || $1 == "GET_TENSORS" || $1 == "GRAPH_RECOMPUTE" ||
+             $1 == "SET_TENSOR_HASH") { bad = 1 } END { exit bad }' "$tmp/c.err" ||
+  { cat "$tmp/c.err"; fail "an optional command went to a worker that did not offer it"; }
+grep -q "GRAPH_RECOMPUTE" "$tmp/c.err" || fail "the new worker was not sent GRAPH_RECOMPUTE"
+echo "old/new clients and workers: same output"
+
+# Another major version: refused, naming both versions.
+if STRATA_RPC_VERSION_MAJOR=9 "$strata" run -m "$model" -p x -n 1 --rpc "$NEW" 2>"$tmp/err.txt"; then
+  fail "a client of major version 9 was served"
+fi
+grep -q "9\." "$tmp/err.txt" && grep -q "1\." "$tmp/err.txt" && grep -qi "version" "$tmp/err.txt" ||
+  { cat "$tmp/err.txt"; fail "the version error does not name both versions"; }
+echo "version mismatch: $(tail -n 1 "$tmp/err.txt")"
+
+# Authentication.
+printf 'sesame\n' >"$tmp/token"
+printf 'wrong\n' >"$tmp/bad"
+start_worker locked --auth-token-file "$tmp/token"
+LOCKED=$addr
+if "$strata" run -m "$model" -p x -n 1 --rpc "$LOCKED" 2>"$tmp/err.txt"; then
+  fail "a client without the token was served"
+fi
+grep -q "requires a token" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "no-token error"; }
+if "$strata" run -m "$model" -p x -n 1 --rpc "$LOCKED" --rpc-token-file "$tmp/bad" 2>"$tmp/err.txt"; then
+  fail "a client with a wrong token was served"
+fi
+grep -q "$LOCKED" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "the auth error does not name the worker"; }
+got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$LOCKED" --device RPC0,CPU --rpc-token-file "$tmp/token")
+[ "$got" = "$ref" ] || fail "the authenticated run differs"
+got=$(STRATA_RPC_TOKEN=sesame greedy c -m "$model" -n 32 -t 1 --rpc "$LOCKED" --device RPC0,CPU)
+[ "$got" = "$ref" ] || fail "the run with STRATA_RPC_TOKEN differs"
+echo "ok"

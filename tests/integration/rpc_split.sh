@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A model split over real workers gives the bytes of one machine: two workers, the CPU and one
+# worker (either order), and over the Unix seqpacket transport; the synthetic model, and
+# stories260K when present.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/rpc_common.bash"
+rpc_setup "$1" "$2"
+make_model
+start_worker a
+A=$addr
+start_worker b
+B=$addr
+start_worker u --unix "$tmp/u.sock"
+U=$addr
+
+models=("$model")
+[ -f "$shared/models/stories260K.gguf" ] && models+=("$shared/models/stories260K.gguf")
+for m in "${models[@]}"; do
+  ref=$(greedy local -m "$m" -n 48 -t 1)
+  for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A --device CPU,RPC0" \
+    "--rpc $A --device RPC0,CPU --tensor-split 3,1" "--rpc $U,$B --device RPC0,CPU,RPC1" \
+    "--rpc $A,$B"; do
+    # shellcheck disable=SC2086
+    got=$(greedy split -m "$m" -n 48 -t 1 $config)
+    [ "$got" = "$ref" ] || { diff "$tmp/local.txt" "$tmp/split.txt" || true;
+      fail "$(basename "$m") with $config differs from one machine"; }
+    echo "same output: $(basename "$m") $config"
+  done
+  # The hidden state moved with a synchronisation per stage gives the same bytes too.
+  got=$(STRATA_RPC_NO_ASYNC_COPY=1 greedy split -m "$m" -n 48 -t 1 --rpc "$A,$B" --device CPU,RPC0,RPC1)
+  [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 differs"
+done
+
+# Bad device lists and a split that does not fit are refused with what is wrong.
+if "$strata" run -m "$model" -p x -n 1 --rpc "$A" --device CPU,RPC7 2>"$tmp/err.txt"; then
+  fail "--device RPC7 accepted"
+fi
+grep -q "unknown device 'RPC7'" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "--device error"; }
+start_worker small --mem 1000000
+if "$strata" run -m "$model" -p x -n 1 --rpc "$addr" --device CPU,RPC0 -ts 1,1 2>"$tmp/err.txt"; then
+  fail "a worker with 1 MB took half of the model"
+fi
+# By default the layers follow free memory: the small worker gets none, and the run is local.
+got=$(greedy small -m "$model" -n 48 -t 1 --rpc "$addr" --device CPU,RPC0)
+[ "$got" = "$(greedy local -m "$model" -n 48 -t 1)" ] || fail "split by free memory"
+grep -q "does not fit" "$tmp/err.txt" && grep -q "RPC0\[$addr\] (layers 2-4, output): needs" "$tmp/err.txt" ||
+  { cat "$tmp/err.txt"; fail "the fit error does not say what each device needs"; }
+echo "ok"

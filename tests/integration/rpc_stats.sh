@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# STRATA_RPC_STATS: a decode step costs one round trip and at most three messages per remote
+# stage (SET_TENSORS + GRAPH_RECOMPUTE + GET_TENSORS), at batch 1 and at batch 16; turning the
+# batching of reads off (STRATA_RPC_NO_BATCHED_GET=1) costs more round trips, which shows that
+# the counters see the difference.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/rpc_common.bash"
+rpc_setup "$1" "$2"
+make_model
+start_worker a
+A=$addr
+start_worker b
+B=$addr
+
+# per_step FILE ENDPOINT: "messages round_trips" of the endpoint's total block.
+per_step() {
+  awk -v ep="$2" '
+    $1 == "rpc" && $3 == "total:" { inside = index($2, ep) > 0; next }
+    inside && $1 == "per" { gsub(",", ""); print $5, $7; exit }' "$1"
+}
+
+check() {
+  local label=$1 max_messages=$2 max_trips=$3 min_trips=$4 f=$5 ep line msgs trips
+  for ep in "$A" "$B"; do
+    line=$(per_step "$f" "$ep")
+    [ -n "$line" ] || { cat "$f"; fail "$label: no per-step stats for $ep"; }
+    read -r msgs trips <<<"$line"
+    echo "$label $ep: $msgs messages, $trips round trips per step"
+    awk -v m="$msgs" -v t="$trips" -v mm="$max_messages" -v mt="$max_trips" -v nt="$min_trips" \
+      'BEGIN { exit !(m <= mm && t <= mt && t >= nt) }' ||
+      { cat "$f"; fail "$label: $msgs messages and $trips round trips per step at $ep"; }
+  done
+}
+
+for batch in 1 16; do
+  STRATA_RPC_STATS=1 "$strata" bench -m "$model" -t 1 --batches $batch -p 16 -n 8 -r 1 \
+    --rpc "$A,$B" --device RPC0,CPU,RPC1 >"$tmp/bench.txt" 2>"$tmp/stats.txt" ||
+    { cat "$tmp/stats.txt"; fail "bench at batch $batch"; }
+  check "batch $batch" 3 1 1 "$tmp/stats.txt"
+  grep -q "GRAPH_RECOMPUTE" "$tmp/stats.txt" || fail "graphs are never re-run by id"
+
+  # Reads one by one (GET_TENSOR): each stage reads one tensor per step, so a step is still
+  # one round trip.
+  STRATA_RPC_STATS=1 STRATA_RPC_NO_BATCHED_GET=1 "$strata" bench -m "$model" -t 1 \
+    --batches $batch -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,CPU,RPC1 \
+    >"$tmp/bench.txt" 2>"$tmp/stats.txt" || { cat "$tmp/stats.txt"; fail "unbatched reads"; }
+  check "batch $batch, unbatched reads" 3 1 1 "$tmp/stats.txt"
+  grep -q "GET_TENSOR " "$tmp/stats.txt" || fail "STRATA_RPC_NO_BATCHED_GET=1 still sends GET_TENSORS"
+
+  # Without the optional commands (an old client): more messages, the same outputs.
+  STRATA_RPC_STATS=1 STRATA_RPC_HIDE_CAPS=0xf "$strata" bench -m "$model" -t 1 \
+    --batches $batch -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,CPU,RPC1 \
+    >"$tmp/bench.txt" 2>"$tmp/stats.txt" || { cat "$tmp/stats.txt"; fail "no optional commands"; }
+  check "batch $batch, no optional commands" 4 1 1 "$tmp/stats.txt"
+  if grep -q "GRAPH_RECOMPUTE\|SET_TENSORS\|GET_TENSORS" "$tmp/stats.txt"; then
+    fail "a hidden capability was used"
+  fi
+done
+echo "ok"

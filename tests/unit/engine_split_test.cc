@@ -1,0 +1,215 @@
+// The scheduler: stages over several devices with the hidden state moved by asynchronous copy,
+// the memory check before loading, and errors of one stage reported without hanging the rest.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "backend/cpu_backend.h"
+#include "engine/context.h"
+#include "model/synth.h"
+
+namespace strata {
+namespace {
+
+std::string model_path() {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_split_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  if (!std::filesystem::exists(path)) {
+    SynthParams p;
+    p.n_embd = 128;
+    p.n_layer = 4;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 256;
+    p.n_vocab = 300;
+    p.dtype = DType::kQ8_0;
+    p.seed = 11;
+    Status s = synth_write(p, path);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return path;
+}
+
+// Forwards to a CPU device; its streams fail every computation from the `fail_from`-th on.
+class FlakyDevice : public Device {
+ public:
+  FlakyDevice(std::unique_ptr<Device> inner, int fail_from)
+      : inner_(std::move(inner)), fail_from_(fail_from) {}
+  DeviceInfo info() const override { return inner_->info(); }
+  Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
+    return inner_->alloc_buffer(size);
+  }
+  Result<std::unique_ptr<Buffer>> buffer_from_host(const void* ptr, uint64_t size) override {
+    return inner_->buffer_from_host(ptr, size);
+  }
+  std::unique_ptr<Stream> create_stream() override;
+
+  std::unique_ptr<Device> inner_;
+  int fail_from_;
+  int computes_ = 0;
+};
+
+class FlakyStream : public Stream {
+ public:
+  FlakyStream(FlakyDevice& d, std::unique_ptr<Stream> inner) : d_(d), inner_(std::move(inner)) {}
+  void set_tensor(const TensorRef& t, const void* p, size_t n) override {
+    inner_->set_tensor(t, p, n);
+  }
+  void get_tensor(const TensorRef& t, void* p, size_t n) override { inner_->get_tensor(t, p, n); }
+  void compute(std::shared_ptr<const Graph> g) override {
+    if (++d_.computes_ >= d_.fail_from_) {
+      // An out-of-range buffer handle: the device reports it as an error of the queue.
+      auto bad = std::make_shared<Graph>(*g);
+      bad->tensors[0].buffer = 999999;
+      g = bad;
+    }
+    inner_->compute(std::move(g));
+  }
+  Event record() override { return inner_->record(); }
+  void wait_event(const Event& e) override { inner_->wait_event(e); }
+  Status synchronize() override { return inner_->synchronize(); }
+
+ private:
+  FlakyDevice& d_;
+  std::unique_ptr<Stream> inner_;
+};
+
+std::unique_ptr<Stream> FlakyDevice::create_stream() {
+  return std::make_unique<FlakyStream>(*this, inner_->create_stream());
+}
+
+std::unique_ptr<Device> cpu(const std::string& name, uint64_t limit = 0) {
+  CpuDeviceOptions o;
+  o.name = name;
+  o.n_threads = 2;
+  o.memory_limit = limit;
+  return cpu_device_new(o);
+}
+
+Result<std::unique_ptr<Engine>> engine_on(std::vector<std::unique_ptr<Device>> devices,
+                                          std::vector<double> split, int64_t n_ctx = 0) {
+  auto model = Model::open(model_path());
+  if (!model.is_ok()) return model.status();
+  EngineOptions eo;
+  eo.split = std::move(split);
+  eo.n_ctx = n_ctx;
+  return Engine::create(std::move(model).value(), std::move(devices), eo);
+}
+
+// Greedy generation from a fixed prompt; returns every logit row of the run, bytewise.
+std::vector<uint8_t> run(const Engine& engine, int n_gen = 8) {
+  ContextParams cp;
+  cp.n_ctx = 128;
+  cp.n_batch = 4;  // several micro-batches per prompt
+  auto ctx = Context::create(engine, cp);
+  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
+  std::vector<uint8_t> bytes;
+  Batch b;
+  for (int i = 0; i < 11; ++i) b.add(5 + i * 13, i, 0, i == 10);
+  for (int step = 0; step < n_gen; ++step) {
+    Status s = (*ctx)->decode(b);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    if (!s.is_ok()) return bytes;
+    const float* l = (*ctx)->logits(0);
+    const auto* p = reinterpret_cast<const uint8_t*>(l);
+    bytes.insert(bytes.end(), p, p + 4 * (*ctx)->n_vocab());
+    int32_t best = 0;
+    for (int64_t i = 1; i < (*ctx)->n_vocab(); ++i) best = l[i] > l[best] ? int32_t(i) : best;
+    b.clear();
+    b.add(best, (*ctx)->seq_len(0), 0, true);
+  }
+  return bytes;
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(EngineSplit, AsyncAndSyncCopiesGiveTheBytesOfOneDevice) {
+  std::vector<std::unique_ptr<Device>> one;
+  one.push_back(cpu("CPU"));
+  auto alone = engine_on(std::move(one), {1});
+  ASSERT_TRUE(alone.is_ok()) << alone.status().message();
+  const std::vector<uint8_t> ref = run(**alone);
+  ASSERT_FALSE(ref.empty());
+
+  auto three = [] {
+    std::vector<std::unique_ptr<Device>> d;
+    for (int i = 0; i < 3; ++i) d.push_back(cpu("CPU" + std::to_string(i)));
+    return d;
+  };
+  auto split = engine_on(three(), {1, 2, 1});
+  ASSERT_TRUE(split.is_ok()) << split.status().message();
+  ASSERT_EQ((*split)->stages().size(), 3u);
+  EXPECT_EQ((*split)->stages()[1].layer_begin, 1);
+  EXPECT_EQ((*split)->stages()[1].layer_end, 3);
+  EXPECT_EQ(run(**split), ref) << "asynchronous copies between three stages";
+  {
+    ScopedEnv env("STRATA_RPC_NO_ASYNC_COPY", "1");
+    EXPECT_EQ(run(**split), ref) << "synchronised stages";
+  }
+  // A device with no layers in the middle gets no stage.
+  auto skip = engine_on(three(), {1, 0, 1});
+  ASSERT_TRUE(skip.is_ok()) << skip.status().message();
+  EXPECT_EQ((*skip)->stages().size(), 2u);
+  EXPECT_EQ(run(**skip), ref);
+}
+
+TEST(EngineSplit, RefusesAModelThatDoesNotFitBeforeLoading) {
+  std::vector<std::unique_ptr<Device>> d;
+  d.push_back(cpu("CPU0"));
+  d.push_back(cpu("CPU1", 1 << 20));
+  auto e = engine_on(std::move(d), {1, 1}, 4096);
+  ASSERT_FALSE(e.is_ok());
+  const std::string& m = e.status().message();
+  EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
+  EXPECT_NE(m.find("CPU1 (layers 2-4, output): needs"), std::string::npos) << m;
+  EXPECT_NE(m.find("has 1.0 MiB free  <- does not fit"), std::string::npos) << m;
+  EXPECT_EQ(m.find("CPU0 (layers 0-2, embedding): needs 0.0"), std::string::npos) << m;
+
+  // The same devices take it with a small context.
+  std::vector<std::unique_ptr<Device>> d2;
+  d2.push_back(cpu("CPU0"));
+  d2.push_back(cpu("CPU1", 64 << 20));
+  EXPECT_TRUE(engine_on(std::move(d2), {1, 1}, 128).is_ok());
+}
+
+TEST(EngineSplit, AFailingStageIsAnErrorAndTheNextDecodeRuns) {
+  for (const char* async : {"0", "1"}) {
+    ScopedEnv env("STRATA_RPC_NO_ASYNC_COPY", async);
+    std::vector<std::unique_ptr<Device>> d;
+    d.push_back(std::make_unique<FlakyDevice>(cpu("CPU0"), 1000));
+    auto owned = std::make_unique<FlakyDevice>(cpu("CPU1"), 2);
+    FlakyDevice* flaky = owned.get();
+    d.push_back(std::move(owned));
+    d.push_back(cpu("CPU2"));
+    auto e = engine_on(std::move(d), {1, 1, 1});
+    ASSERT_TRUE(e.is_ok()) << e.status().message();
+    ContextParams cp;
+    cp.n_ctx = 64;
+    auto ctx = Context::create(**e, cp);
+    ASSERT_TRUE(ctx.is_ok());
+    Batch b;
+    b.add(3, 0, 0, true);
+    ASSERT_TRUE((*ctx)->decode(b).is_ok());
+    b.clear();
+    b.add(4, 1, 0, true);
+    Status s = (*ctx)->decode(b);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("stage 1 on CPU1"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("999999"), std::string::npos) << s.message();
+    EXPECT_EQ((*ctx)->seq_len(0), 1);
+    flaky->fail_from_ = 1000;
+    EXPECT_TRUE((*ctx)->decode(b).is_ok()) << "the streams must not keep the old error";
+  }
+}
+
+}  // namespace
+}  // namespace strata
