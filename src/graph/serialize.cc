@@ -20,6 +20,37 @@ uint64_t get(const uint8_t* p, int n) {
 
 bool op_known(uint32_t op) { return op_n_src(static_cast<Op>(op)) >= 0; }
 
+// Dims and strides whose products could wrap are refused here, before graph_validate and the
+// device's placement check multiply them: a wrapped extent would pass a bounds check.
+Status check_extent(const TensorRef& t) {
+  int64_t n = 1;
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (t.ne[d] < 1 || t.ne[d] > (int64_t{1} << 32)) {
+      return out_of_range("ne[" + std::to_string(d) + "] = " + std::to_string(t.ne[d]) +
+                          " outside [1, 2^32]");
+    }
+    if (__builtin_mul_overflow(n, t.ne[d], &n) || n > (int64_t{1} << 40)) {
+      return out_of_range("more than 2^40 elements");
+    }
+  }
+  // offset + row + sum((ne[d] - 1) * nb[d]) must not wrap; the row is at most 2^40 elements of
+  // at most 2^8 bytes per element.
+  uint64_t end = t.offset;
+  if (__builtin_add_overflow(end, static_cast<uint64_t>(t.ne[0]) << 8, &end)) {
+    return out_of_range("offset " + std::to_string(t.offset) + " plus the row wraps");
+  }
+  for (int d = 1; d < kMaxDims; ++d) {
+    uint64_t span = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[d] - 1), t.nb[d], &span) ||
+        __builtin_add_overflow(end, span, &end)) {
+      return out_of_range("ne[" + std::to_string(d) + "] * nb[" + std::to_string(d) +
+                          "] = " + std::to_string(t.ne[d]) + " * " + std::to_string(t.nb[d]) +
+                          " wraps past 2^64");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<uint8_t> graph_serialize(const Graph& g) {
@@ -103,6 +134,7 @@ Result<Graph> graph_deserialize(std::span<const uint8_t> bytes) {
     t.dtype = static_cast<DType>(dtype);
     for (int d = 0; d < kMaxDims; ++d) t.ne[d] = static_cast<int64_t>(get(p + 24 + 8 * d, 8));
     for (int d = 0; d < kMaxDims; ++d) t.nb[d] = get(p + 56 + 8 * d, 8);
+    STRATA_RETURN_IF_ERROR(check_extent(t).with_context(where));
   }
   for (uint32_t i = 0; i < n_nodes; ++i, p += kGraphNodeBytes) {
     Node& n = g.nodes[i];

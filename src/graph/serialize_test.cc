@@ -26,6 +26,7 @@ Graph add_graph() {
 }
 
 void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
+void put64(std::vector<uint8_t>& b, size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); }
 
 TEST(GraphSerialize, RoundTrip) {
   const Graph g = add_graph();
@@ -105,6 +106,18 @@ TEST(GraphSerialize, RejectsMalformed) {
       {"extra src", [node](auto& b) { put32(b, node + 12, 0); }, "src2"},
       {"shape mismatch", [](auto& b) { put32(b, 16 + 2 * kGraphTensorBytes + 24, 16); }, "add"},
       {"zero dim", [](auto& b) { put32(b, 16 + 24, 0); }, "ne[0]"},
+      {"element count overflows",
+       [](auto& b) {
+         for (int d = 0; d < 4; ++d) put64(b, 16 + 24 + 8 * d, uint64_t{1} << 32);
+       },
+       "2^40"},
+      // 2^17 + 1 rows 2^47 bytes apart: the extent passes 2^64 and would wrap to a small one.
+      {"extent wraps",
+       [](auto& b) {
+         put64(b, 16 + 32, (uint64_t{1} << 17) + 1);
+         put64(b, 16 + 64, uint64_t{1} << 47);
+       },
+       "wraps"},
   };
   for (const Case& c : cases) {
     std::vector<uint8_t> b = good;

@@ -548,7 +548,7 @@ void Worker::Impl::serve(Transport& t) {
   {
     Session s(*this, t);
     if (s.handshake(&why)) why = s.serve();
-  }  // buffers and graphs are freed before the line is printed
+  }              // buffers and graphs are freed before the line is printed
   t.shutdown();  // the peer sees the close now, not when the thread is reaped
   n_open.fetch_sub(1);
   log("connection " + t.peer() + " closed: " + why);
