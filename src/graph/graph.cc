@@ -108,8 +108,8 @@ Status check_tensor(const TensorRef& t) {
       return out_of_range("ne[" + std::to_string(d) + "] = " + std::to_string(t.ne[d]) +
                           " outside [1, 2^32]");
     }
+    if (n > kMaxElements / t.ne[d]) return out_of_range("more than 2^40 elements");
     n *= t.ne[d];
-    if (n > kMaxElements) return out_of_range("more than 2^40 elements");
   }
   if (t.ne[0] % info->block_size != 0) {
     return invalid_argument("ne[0] = " + std::to_string(t.ne[0]) + " is not a multiple of the " +
@@ -126,8 +126,15 @@ Status check_tensor(const TensorRef& t) {
     return invalid_argument("nb[1] = " + std::to_string(t.nb[1]) + " is less than a row (" +
                             std::to_string(row) + " bytes)");
   }
+  // The extent (what placement checks compare with a buffer's size) must not wrap.
+  uint64_t extent = row;
   for (int d = 1; d < kMaxDims; ++d) {
     if (t.nb[d] > (uint64_t{1} << 48)) return out_of_range("nb[" + std::to_string(d) + "] > 2^48");
+    uint64_t span = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[d] - 1), t.nb[d], &span) ||
+        __builtin_add_overflow(extent, span, &extent) || extent > (uint64_t{1} << 62)) {
+      return out_of_range("the tensor spans more than 2^62 bytes");
+    }
   }
   return Status::ok();
 }
