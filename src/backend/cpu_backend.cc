@@ -152,8 +152,8 @@ class CpuStream : public Stream {
   }
 
   Status synchronize() override {
-    Event e = record();
-    e.wait();
+    // The event carries the same error as error_, which is what we report (and clear).
+    (void)record().wait();
     std::lock_guard<std::mutex> lock(mutex_);
     Status s = std::move(error_);
     error_ = Status::ok();
