@@ -543,7 +543,9 @@ TEST_P(WorkerTest, VanishingClients) {
     auto c = client(*w);
     ASSERT_NE(c, nullptr);
     const uint64_t b = c->alloc(1 << 16);
-    if (cut == 1) ASSERT_TRUE(c->set(b, 0, std::vector<uint8_t>(1 << 16, 1)));
+    if (cut == 1) {
+      ASSERT_TRUE(c->set(b, 0, std::vector<uint8_t>(1 << 16, 1)));
+    }
     if (cut == 2) {
       // Leaves in the middle of a message: the header and part of the payload.
       Header h;
