@@ -15,5 +15,6 @@ int cmd_tokenize(const Args& args);
 int cmd_logits(const Args& args);
 int cmd_perplexity(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_serve(const Args& args);
 
 }  // namespace strata::tools
