@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
@@ -55,11 +56,12 @@ class SignalWaiter {
     thread_ = std::thread([this, on_signal] {
       int sig = 0;
       sigwait(&set_, &sig);
-      on_signal();
+      if (!quitting_.load()) on_signal();
     });
   }
   ~SignalWaiter() {
     if (thread_.joinable()) {
+      quitting_.store(true);
       pthread_kill(thread_.native_handle(), SIGTERM);
       thread_.join();
     }
@@ -67,6 +69,7 @@ class SignalWaiter {
 
  private:
   sigset_t set_;
+  std::atomic<bool> quitting_{false};  // woken by the destructor, not by a signal
   std::thread thread_;
 };
 
@@ -76,6 +79,8 @@ int cmd_serve(const Args& args) {
   std::vector<std::string> with_value = model_flags();
   with_value.insert(with_value.end(), {"--host", "--port", "-np|--parallel", "--api-key", "--alias",
                                        "--chat-template", "--pipeline-groups", "--threads-http"});
+  // Before any thread starts (loading starts the CPU device's), so that all inherit the mask.
+  SignalWaiter signals;
   Flags flags(with_value, {"-h|--help"});
   if (Status s = flags.parse(args); !s) return fail("serve", s);
   if (flags.has("-h")) {
@@ -153,7 +158,6 @@ int cmd_serve(const Args& args) {
 
   // A client that disconnects must fail a write, not kill the process.
   signal(SIGPIPE, SIG_IGN);
-  SignalWaiter signals;  // before any thread starts, so that every thread inherits the mask
   for (auto& g : groups) g->start();
   server::HttpServer http(options, model, groups, std::move(*chat), metrics);
   if (Status s = http.bind(); !s) return fail("serve", s);

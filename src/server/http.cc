@@ -1,6 +1,7 @@
 #include "server/http.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <ctime>
@@ -14,6 +15,7 @@ using httplib::Response;
 using HandlerResponse = httplib::Server::HandlerResponse;
 
 constexpr std::chrono::milliseconds kPollInterval{250};
+constexpr int kListenBacklog = 512;
 
 void send_error(Response& res, const ApiError& e) {
   res.status = e.status;
@@ -57,6 +59,13 @@ bool write_event(httplib::DataSink& sink, const std::string& data) {
 
 }  // namespace
 
+// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (16 connecting at once)
+// overflows it and connections fail. Listening again on the bound socket raises the backlog.
+class HttpServer::Listener : public httplib::Server {
+ public:
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+};
+
 HttpServer::HttpServer(ServerOptions options, const Model& model,
                        std::vector<std::unique_ptr<PipelineGroup>>& groups,
                        std::unique_ptr<ChatFormatter> chat, Metrics& metrics)
@@ -66,7 +75,7 @@ HttpServer::HttpServer(ServerOptions options, const Model& model,
       groups_(groups),
       chat_(std::move(chat)),
       metrics_(metrics),
-      http_(std::make_unique<httplib::Server>()),
+      http_(std::make_unique<Listener>()),
       created_(static_cast<int64_t>(std::time(nullptr))) {
   max_n_ = groups_.at(0)->n_slots();
   n_ctx_slot_ = groups_.at(0)->n_ctx_slot();
@@ -89,6 +98,7 @@ Status HttpServer::bind() {
     }
     port_ = options_.port;
   }
+  http_->raise_backlog(kListenBacklog);
   return Status::ok();
 }
 

@@ -20,7 +20,6 @@
 #include "server/metrics.h"
 
 namespace httplib {
-class Server;
 class Request;
 class Response;
 }  // namespace httplib
@@ -76,7 +75,8 @@ class HttpServer {
   Metrics& metrics_;
   int32_t max_n_ = 1;  // the smallest group's slots: one task runs within one group
   int32_t n_ctx_slot_ = 0;
-  std::unique_ptr<httplib::Server> http_;
+  class Listener;
+  std::unique_ptr<Listener> http_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};
   const int64_t created_;
