@@ -42,7 +42,12 @@ Result<std::vector<int64_t>> parse_list(const std::string& text) {
 
 }  // namespace
 
+int cmd_bench_serve(const Args& args);  // cmd_bench_serve.cc
+
 int cmd_bench(const Args& args) {
+  if (!args.empty() && args[0] == "serve") {
+    return cmd_bench_serve(Args(args.begin() + 1, args.end()));
+  }
   std::vector<std::string> with_value = model_flags();
   with_value.insert(with_value.end(),
                     {"--batches", "-p|--n-prompt", "-n|--n-gen", "-r|--repetitions"});
