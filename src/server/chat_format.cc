@@ -1,30 +1,22 @@
 #include "server/chat_format.h"
 
 namespace strata::server {
-namespace {
 
-class ChatMl final : public ChatFormatter {
- public:
-  std::string name() const override { return "chatml"; }
-  std::string render(const std::vector<ChatTurn>& turns,
-                     bool add_generation_prompt) const override {
-    std::string out;
-    for (const ChatTurn& t : turns)
-      out += "<|im_start|>" + t.role + "\n" + t.content + "<|im_end|>\n";
-    if (add_generation_prompt) out += "<|im_start|>assistant\n";
-    return out;
-  }
-};
-
-}  // namespace
+Result<std::vector<int32_t>> ChatFormatter::prompt(const std::vector<ChatTurn>& turns,
+                                                   const Tokenizer& tok) const {
+  STRATA_ASSIGN_OR_RETURN(std::string text, tmpl_.render(turns, true));
+  return tmpl_.tokenize(tok, text);
+}
 
 Result<std::unique_ptr<ChatFormatter>> chat_formatter_for(const Model& model,
                                                           std::string_view override_name) {
-  if (!override_name.empty() && override_name != "chatml") {
-    return invalid_argument("--chat-template: unknown template '" + std::string(override_name) +
-                            "' (known: chatml)");
+  Result<ChatTemplate> tmpl =
+      ChatTemplate::from_model(model.file(), model.tokenizer(), override_name);
+  if (!tmpl && override_name.empty()) {
+    tmpl = ChatTemplate::from_model(model.file(), model.tokenizer(), "chatml");
   }
-  return std::unique_ptr<ChatFormatter>(std::make_unique<ChatMl>());
+  if (!tmpl) return tmpl.status().with_context("--chat-template");
+  return std::make_unique<ChatFormatter>(std::move(*tmpl));
 }
 
 }  // namespace strata::server

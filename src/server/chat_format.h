@@ -1,6 +1,5 @@
-// How the server turns chat messages into a prompt. The model's own template (from its GGUF
-// metadata) is rendered by the model layer's chat templates; until those are available the
-// server formats every model as ChatML, the format most instruction-tuned models accept.
+// How the server turns chat messages into a prompt: the model's chat template (or the one
+// --chat-template names); ChatML when the model has none and none is named, as llama-server does.
 #pragma once
 
 #include <memory>
@@ -9,25 +8,28 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/chat_template.h"
 #include "model/model.h"
 
 namespace strata::server {
 
-struct ChatTurn {
-  std::string role;
-  std::string content;
-};
+using ChatTurn = ChatMessage;
 
 class ChatFormatter {
  public:
-  virtual ~ChatFormatter() = default;
-  virtual std::string name() const = 0;
-  virtual std::string render(const std::vector<ChatTurn>& turns,
-                             bool add_generation_prompt) const = 0;
+  explicit ChatFormatter(ChatTemplate tmpl) : tmpl_(std::move(tmpl)) {}
+  std::string name() const { return tmpl_.name(); }
+  // Prompt ids of a conversation, ending with the opening of the assistant's turn. A
+  // conversation the template cannot express is an error for the request.
+  Result<std::vector<int32_t>> prompt(const std::vector<ChatTurn>& turns,
+                                      const Tokenizer& tok) const;
+  // End-of-turn texts, added to a chat request's stop strings.
+  std::vector<std::string> stop_strings() const { return tmpl_.stop_strings(); }
+
+ private:
+  ChatTemplate tmpl_;
 };
 
-// The formatter for `model`; `override_name` (from --chat-template) picks one by name when it
-// is not empty. An unknown name is an error that lists the known ones.
 Result<std::unique_ptr<ChatFormatter>> chat_formatter_for(const Model& model,
                                                           std::string_view override_name);
 

@@ -185,7 +185,9 @@ bool HttpServer::model_known(const std::string& name) const {
 std::optional<ApiError> HttpServer::make_task(const CompletionRequest& creq, Task& task) {
   std::vector<int32_t> ids;
   if (creq.endpoint == Endpoint::kChat) {
-    ids = tok_.encode(chat_->render(creq.messages, true), true, true);
+    Result<std::vector<int32_t>> chat_ids = chat_->prompt(creq.messages, tok_);
+    if (!chat_ids) return ApiError{400, "'messages': " + chat_ids.status().message()};
+    ids = std::move(*chat_ids);
   } else if (creq.prompt_is_ids) {
     if (Status st = tok_.check_ids(creq.prompt_ids); !st)
       return ApiError{400, "'prompt': " + st.message()};
@@ -202,6 +204,9 @@ std::optional<ApiError> HttpServer::make_task(const CompletionRequest& creq, Tas
   task.id = next_id_.fetch_add(1, std::memory_order_relaxed);
   task.prompt = std::move(ids);
   task.params = creq.params;
+  if (creq.endpoint == Endpoint::kChat) {
+    for (std::string& s : chat_->stop_strings()) task.params.stop.push_back(std::move(s));
+  }
   task.channel = std::make_shared<ResultChannel>();
   return std::nullopt;
 }
