@@ -15,6 +15,7 @@ int cmd_tokenize(const Args& args);
 int cmd_logits(const Args& args);
 int cmd_perplexity(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_serve(const Args& args);
 int cmd_worker(const Args& args);
 
 }  // namespace strata::tools

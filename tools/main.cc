@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"logits", strata::tools::cmd_logits, "write the logits of every position of a sequence"},
     {"perplexity", strata::tools::cmd_perplexity, "perplexity of a model over a text file"},
     {"bench", strata::tools::cmd_bench, "prompt and decode speed at several batch sizes"},
+    {"serve", strata::tools::cmd_serve, "OpenAI-compatible HTTP server"},
     {"worker", strata::tools::cmd_worker, "serve this machine's CPU to remote clients"},
     {"gguf", strata::tools::cmd_gguf, "info FILE | gen: inspect or write GGUF files"},
 };

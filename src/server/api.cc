@@ -1,0 +1,387 @@
+#include "server/api.h"
+
+#include <cmath>
+
+namespace strata::server {
+namespace {
+
+std::string error_type(int status) {
+  switch (status) {
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 503:
+      return "unavailable_error";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+std::optional<ApiError> bad(const std::string& message) { return ApiError{400, message}; }
+
+std::string shown(const Json& v) {
+  std::string s = dump(v);
+  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  return s;
+}
+
+// The readers leave `out` alone when the key is absent or null, and name the field otherwise.
+std::optional<ApiError> read_float(const Json& b, const char* key, float& out) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number())
+    return bad(std::string("'") + key + "' must be a number, not " + shown(*it));
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || std::fabs(v) > 1e30) {
+    return bad(std::string("'") + key + "' must be a finite number, not " + shown(*it));
+  }
+  out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_int(const Json& b, const char* key, int64_t lo, int64_t hi,
+                                 int64_t& out) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return std::nullopt;
+  int64_t v = 0;
+  if (it->is_number_integer()) {
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return bad(std::string("'") + key + "' = " + shown(*it) + " is out of range [" +
+                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    v = it->get<int64_t>();
+  } else if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() &&
+             std::fabs(it->get<double>()) < 9e18) {
+    v = static_cast<int64_t>(it->get<double>());
+  } else {
+    return bad(std::string("'") + key + "' must be an integer, not " + shown(*it));
+  }
+  if (v < lo || v > hi) {
+    return bad(std::string("'") + key + "' = " + std::to_string(v) + " is out of range [" +
+               std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  out = v;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const Json& b, const char* key, bool& out) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean())
+    return bad(std::string("'") + key + "' must be a boolean, not " + shown(*it));
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_stop(const Json& b, std::vector<std::string>& out) {
+  auto it = b.find("stop");
+  if (it == b.end() || it->is_null()) return std::nullopt;
+  std::vector<Json> items;
+  if (it->is_string()) {
+    items.push_back(*it);
+  } else if (it->is_array()) {
+    if (it->size() > kMaxStops) {
+      return bad("'stop' has " + std::to_string(it->size()) + " strings; the limit is " +
+                 std::to_string(kMaxStops));
+    }
+    items.assign(it->begin(), it->end());
+  } else {
+    return bad("'stop' must be a string or an array of strings, not " + shown(*it));
+  }
+  for (const Json& s : items) {
+    if (!s.is_string()) return bad("'stop' must hold strings, not " + shown(s));
+    const std::string& text = s.get_ref<const std::string&>();
+    if (text.size() > kMaxStopBytes) {
+      return bad("a 'stop' string has " + std::to_string(text.size()) + " bytes; the limit is " +
+                 std::to_string(kMaxStopBytes));
+    }
+    out.push_back(text);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_prompt(const Json& b, CompletionRequest& out) {
+  auto it = b.find("prompt");
+  if (it == b.end() || it->is_null()) return bad("'prompt' is required");
+  if (it->is_string()) {
+    out.prompt_text = it->get<std::string>();
+    return std::nullopt;
+  }
+  if (it->is_array()) {
+    // One prompt given as a list of one string, or as token ids.
+    if (it->size() == 1 && (*it)[0].is_string()) {
+      out.prompt_text = (*it)[0].get<std::string>();
+      return std::nullopt;
+    }
+    out.prompt_is_ids = true;
+    for (const Json& t : *it) {
+      if (!t.is_number_integer()) {
+        return bad("'prompt' must be a string or an array of token ids; found " + shown(t));
+      }
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id > INT32_MAX)
+        return bad("'prompt' token id " + shown(t) + " is out of range");
+      out.prompt_ids.push_back(static_cast<int32_t>(id));
+    }
+    return std::nullopt;
+  }
+  return bad("'prompt' must be a string or an array of token ids, not " + shown(*it));
+}
+
+std::optional<ApiError> read_messages(const Json& b, std::vector<ChatTurn>& out) {
+  auto it = b.find("messages");
+  if (it == b.end() || it->is_null()) return bad("'messages' is required");
+  if (!it->is_array() || it->empty()) return bad("'messages' must be a non-empty array");
+  if (it->size() > kMaxMessages) {
+    return bad("'messages' has " + std::to_string(it->size()) + " entries; the limit is " +
+               std::to_string(kMaxMessages));
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& m = (*it)[i];
+    const std::string where = "'messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return bad(where + "' must be an object");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return bad(where + ".role' must be a string");
+    ChatTurn turn;
+    turn.role = role->get<std::string>();
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      // An assistant turn that only called tools has no content.
+    } else if (content->is_string()) {
+      turn.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const Json& part : *content) {
+        auto type = part.is_object() ? part.find("type") : part.end();
+        if (!part.is_object() || type == part.end() || *type != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          return bad(where + ".content' parts must be {\"type\": \"text\", \"text\": ...}");
+        }
+        turn.content += part["text"].get<std::string>();
+      }
+    } else {
+      return bad(where + ".content' must be a string or an array of text parts");
+    }
+    out.push_back(std::move(turn));
+  }
+  return std::nullopt;
+}
+
+std::string piece_of(const Tokenizer& tok, int32_t id) { return tok.token_to_piece(id, true); }
+
+Json bytes_of(const std::string& s) {
+  Json a = Json::array();
+  for (unsigned char c : s) a.push_back(c);
+  return a;
+}
+
+Json logprobs_json(const CompletionRequest& req, const std::vector<TokenOut>& tokens,
+                   const Tokenizer& tok) {
+  if (!req.params.logprobs) return nullptr;
+  if (req.endpoint == Endpoint::kChat) {
+    Json content = Json::array();
+    for (const TokenOut& t : tokens) {
+      const std::string piece = piece_of(tok, t.id);
+      Json top = Json::array();
+      for (const TokenLogprob& alt : t.top) {
+        const std::string p = piece_of(tok, alt.token);
+        top.push_back({{"token", p}, {"logprob", alt.logprob}, {"bytes", bytes_of(p)}});
+      }
+      content.push_back({{"token", piece},
+                         {"logprob", t.logprob},
+                         {"bytes", bytes_of(piece)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  if (req.endpoint == Endpoint::kNative) {
+    Json probs = Json::array();
+    for (const TokenOut& t : tokens) {
+      Json top = Json::array();
+      for (const TokenLogprob& alt : t.top) {
+        top.push_back(
+            {{"id", alt.token}, {"token", piece_of(tok, alt.token)}, {"logprob", alt.logprob}});
+      }
+      probs.push_back({{"id", t.id},
+                       {"token", piece_of(tok, t.id)},
+                       {"logprob", t.logprob},
+                       {"top_logprobs", top}});
+    }
+    return probs;
+  }
+  Json pieces = Json::array(), lps = Json::array(), tops = Json::array();
+  for (const TokenOut& t : tokens) {
+    pieces.push_back(piece_of(tok, t.id));
+    lps.push_back(t.logprob);
+    Json top = Json::object();
+    for (const TokenLogprob& alt : t.top) top[piece_of(tok, alt.token)] = alt.logprob;
+    tops.push_back(top);
+  }
+  return {{"tokens", pieces}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+}
+
+}  // namespace
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::string error_body(const ApiError& e) {
+  Json j = {
+      {"error", {{"message", e.message}, {"type", error_type(e.status)}, {"code", e.status}}}};
+  return dump(j);
+}
+
+std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint64_t random_seed,
+                                         CompletionRequest& out) {
+  if (!b.is_object()) return bad("the request body must be a JSON object");
+  out.endpoint = endpoint;
+  if (auto it = b.find("model"); it != b.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("'model' must be a string, not " + shown(*it));
+    out.model = it->get<std::string>();
+  }
+  if (endpoint == Endpoint::kChat) {
+    if (auto e = read_messages(b, out.messages)) return e;
+  } else {
+    if (auto e = read_prompt(b, out)) return e;
+  }
+
+  GenParams& p = out.params;
+  SamplerParams& s = p.sampling;
+  if (auto e = read_float(b, "temperature", s.temperature)) return e;
+  if (auto e = read_float(b, "top_p", s.top_p)) return e;
+  if (auto e = read_float(b, "min_p", s.min_p)) return e;
+  if (auto e = read_float(b, "repeat_penalty", s.repeat_penalty)) return e;
+  if (auto e = read_float(b, "presence_penalty", s.presence_penalty)) return e;
+  if (auto e = read_float(b, "frequency_penalty", s.frequency_penalty)) return e;
+  int64_t v = s.top_k;
+  if (auto e = read_int(b, "top_k", -1, INT32_MAX, v)) return e;
+  s.top_k = static_cast<int32_t>(v);
+  v = s.repeat_last_n;
+  if (auto e = read_int(b, "repeat_last_n", -1, kSamplerMaxRepeatLastN, v)) return e;
+  s.repeat_last_n = static_cast<int32_t>(v);
+  // -1 (llama-server's "random") or no seed: a fresh seed per request, as OpenAI clients expect.
+  v = -1;
+  if (auto e = read_int(b, "seed", -1, INT64_MAX, v)) return e;
+  out.seeded = v >= 0;
+  s.seed = v >= 0 ? static_cast<uint64_t>(v) : random_seed;
+
+  v = -1;
+  const char* length_key = endpoint == Endpoint::kNative ? "n_predict" : "max_tokens";
+  if (auto e = read_int(b, length_key, -1, INT32_MAX, v)) return e;
+  if (endpoint == Endpoint::kChat && b.contains("max_completion_tokens")) {
+    if (auto e = read_int(b, "max_completion_tokens", -1, INT32_MAX, v)) return e;
+  }
+  if (endpoint != Endpoint::kNative && b.contains("n_predict")) {
+    if (auto e = read_int(b, "n_predict", -1, INT32_MAX, v)) return e;
+  }
+  p.n_predict = static_cast<int32_t>(v);
+
+  if (endpoint != Endpoint::kNative) {
+    v = 1;
+    if (auto e = read_int(b, "n", 1, 1024, v)) return e;
+    p.n = static_cast<int32_t>(v);
+  }
+  if (auto e = read_stop(b, p.stop)) return e;
+  if (auto e = read_bool(b, "ignore_eos", p.ignore_eos)) return e;
+  if (auto e = read_bool(b, "stream", out.stream)) return e;
+  if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
+    if (!it->is_object()) return bad("'stream_options' must be an object");
+    if (auto e = read_bool(*it, "include_usage", out.include_usage)) return e;
+  }
+
+  v = 0;
+  if (endpoint == Endpoint::kChat) {
+    bool logprobs = false;
+    if (auto e = read_bool(b, "logprobs", logprobs)) return e;
+    if (auto e = read_int(b, "top_logprobs", 0, kSamplerMaxNProbs, v)) return e;
+    if (v > 0 && !logprobs) return bad("'top_logprobs' needs 'logprobs': true");
+    p.logprobs = logprobs;
+  } else if (endpoint == Endpoint::kCompletions) {
+    auto it = b.find("logprobs");
+    if (it != b.end() && !it->is_null()) {
+      if (auto e = read_int(b, "logprobs", 0, kMaxCompletionLogprobs, v)) return e;
+      p.logprobs = true;
+    }
+  } else {
+    if (auto e = read_int(b, "n_probs", 0, kSamplerMaxNProbs, v)) return e;
+    p.logprobs = v > 0;
+  }
+  s.n_probs = static_cast<int32_t>(v);
+
+  if (Status st = s.validate(); !st) return bad(st.message());
+  return std::nullopt;
+}
+
+Json usage_json(const ResponseMeta& meta, int32_t n_generated) {
+  return {{"prompt_tokens", meta.n_prompt},
+          {"completion_tokens", n_generated},
+          {"total_tokens", meta.n_prompt + n_generated},
+          {"prompt_tokens_details", {{"cached_tokens", meta.n_cached}}}};
+}
+
+Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
+                   const std::vector<ChoiceResult>& choices, const Tokenizer& tok) {
+  int32_t n_generated = 0;
+  for (const ChoiceResult& c : choices) n_generated += c.n_generated;
+  if (req.endpoint == Endpoint::kNative) {
+    const ChoiceResult& c = choices.at(0);
+    Json j = {{"content", c.text},
+              {"model", meta.model},
+              {"stop", true},
+              {"finish_reason", c.finish_reason},
+              {"stopped_limit", c.finish_reason == "length"},
+              {"tokens_predicted", c.n_generated},
+              {"tokens_evaluated", meta.n_prompt},
+              {"tokens_cached", meta.n_cached}};
+    if (req.params.logprobs) j["completion_probabilities"] = logprobs_json(req, c.tokens, tok);
+    return j;
+  }
+  Json out_choices = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    Json choice = {{"index", i},
+                   {"logprobs", logprobs_json(req, c.tokens, tok)},
+                   {"finish_reason", c.finish_reason}};
+    if (req.endpoint == Endpoint::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    out_choices.push_back(std::move(choice));
+  }
+  return {{"id", meta.id},
+          {"object", req.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", out_choices},
+          {"usage", usage_json(meta, n_generated)}};
+}
+
+Json chunk_json(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,
+                const std::string& text, const std::vector<TokenOut>& tokens,
+                const std::string& finish_reason, bool first, const Tokenizer& tok) {
+  const Json finish = finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
+  if (req.endpoint == Endpoint::kNative) {
+    Json j = {{"content", text}, {"stop", false}};
+    if (req.params.logprobs && !tokens.empty()) {
+      j["completion_probabilities"] = logprobs_json(req, tokens, tok);
+    }
+    return j;
+  }
+  Json choice = {{"index", index}, {"finish_reason", finish}};
+  if (req.endpoint == Endpoint::kChat) {
+    Json delta = Json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish_reason.empty())) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = tokens.empty() ? Json(nullptr) : logprobs_json(req, tokens, tok);
+  return {{"id", meta.id},
+          {"object", req.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", Json::array({choice})}};
+}
+
+}  // namespace strata::server

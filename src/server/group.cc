@@ -1,0 +1,432 @@
+#include "server/group.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace strata::server {
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+// The part of a task shared by its n slots.
+struct PipelineGroup::Active {
+  Task task;
+  int32_t n_cached = 0;
+};
+
+struct PipelineGroup::Slot {
+  enum class State {
+    kIdle,
+    kWait,      // a follower of an n > 1 task: waits for its leader's prompt
+    kPrompt,    // evaluating the prompt in chunks
+    kGenerate,  // one token per step
+  };
+
+  int32_t id = 0;  // the sequence id in the context
+  State state = State::kIdle;
+  std::vector<int32_t> cache;  // tokens whose KV sequence `id` holds, from position 0
+  std::shared_ptr<Active> active;
+  int32_t choice = 0;
+  std::vector<Slot*> followers;
+  std::optional<Sampler> sampler;
+  int32_t pending = -1;  // sampled, not yet in the KV
+  int32_t n_generated = 0;
+  int64_t row = -1;  // output row in the current batch
+  int32_t n_in_batch = 0;
+  Utf8Stream utf8;
+  StopMatcher stop;
+  uint64_t last_used = 0;
+  Clock::time_point t_first;
+
+  std::atomic<bool> busy_pub{false};
+  std::atomic<uint64_t> task_pub{0};
+  std::atomic<int32_t> cached_pub{0};
+};
+
+PipelineGroup::PipelineGroup(int32_t index, std::unique_ptr<Context> context,
+                             const GroupParams& params, Metrics& metrics)
+    : index_(index),
+      ctx_(std::move(context)),
+      tok_(ctx_->model().tokenizer()),
+      params_(params),
+      n_ctx_(ctx_->params().n_ctx),
+      metrics_(metrics) {
+  STRATA_CHECK(params_.n_slots >= 1 && params_.n_slots <= ctx_->params().n_seq);
+  for (int32_t i = 0; i < params_.n_slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->id = i;
+  }
+  cache_copy_.resize(params_.n_slots);
+}
+
+PipelineGroup::~PipelineGroup() { stop(); }
+
+void PipelineGroup::start() {
+  STRATA_CHECK(!thread_.joinable());
+  thread_ = std::thread([this] { loop(); });
+}
+
+void PipelineGroup::stop() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PipelineGroup::post(Task task) {
+  load_.fetch_add(task.params.n, std::memory_order_relaxed);
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (!stopping_) {
+      incoming_.push_back(std::move(task));
+      queue_cv_.notify_one();
+      return;
+    }
+  }
+  load_.fetch_sub(task.params.n, std::memory_order_relaxed);
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  Event e;
+  e.kind = Event::Kind::kError;
+  e.http_status = 503;
+  e.error = "the server is shutting down";
+  task.channel->push(std::move(e));
+}
+
+std::vector<SlotView> PipelineGroup::slot_views() const {
+  std::vector<SlotView> out;
+  for (const auto& s : slots_) {
+    SlotView v;
+    v.id = s->id;
+    v.busy = s->busy_pub.load(std::memory_order_relaxed);
+    v.task_id = s->task_pub.load(std::memory_order_relaxed);
+    v.n_cached = s->cached_pub.load(std::memory_order_relaxed);
+    out.push_back(v);
+  }
+  return out;
+}
+
+size_t PipelineGroup::cache_match(const std::vector<int32_t>& prompt) const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  size_t best = 0;
+  for (const auto& c : cache_copy_) best = std::max(best, common_prefix(c, prompt));
+  return best;
+}
+
+void PipelineGroup::publish(Slot& slot) {
+  slot.busy_pub.store(slot.state != Slot::State::kIdle, std::memory_order_relaxed);
+  slot.task_pub.store(slot.active ? slot.active->task.id : 0, std::memory_order_relaxed);
+  slot.cached_pub.store(static_cast<int32_t>(slot.cache.size()), std::memory_order_relaxed);
+  if (params_.publish_cache) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    cache_copy_[slot.id] = slot.cache;
+  }
+}
+
+void PipelineGroup::loop() {
+  for (;;) {
+    const bool idle = waiting_.empty() && busy_.load(std::memory_order_relaxed) == 0;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      if (idle) queue_cv_.wait(lock, [this] { return stopping_ || !incoming_.empty(); });
+      for (Task& t : incoming_) waiting_.push_back(std::move(t));
+      incoming_.clear();
+      if (stopping_) break;
+    }
+    drop_cancelled();
+    // First come, first served: a task that needs more slots than are idle holds the line.
+    while (!waiting_.empty() && assign(waiting_.front())) waiting_.pop_front();
+    step();
+  }
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kIdle) fail(*s, 503, "the server is shutting down");
+  }
+  for (Task& t : waiting_) {
+    Event e;
+    e.kind = Event::Kind::kError;
+    e.http_status = 503;
+    e.error = "the server is shutting down";
+    t.channel->push(std::move(e));
+  }
+  waiting_.clear();
+}
+
+void PipelineGroup::drop_cancelled() {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->channel->cancelled()) {
+      load_.fetch_sub(it->params.n, std::memory_order_relaxed);
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+      metrics_.requests_cancelled.fetch_add(1, std::memory_order_relaxed);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& s : slots_) {
+    if (s->state == Slot::State::kIdle || !s->active->task.channel->cancelled()) continue;
+    if (s->choice == 0) metrics_.requests_cancelled.fetch_add(1, std::memory_order_relaxed);
+    release(*s);
+  }
+}
+
+PipelineGroup::Slot* PipelineGroup::pick_slot(const std::vector<int32_t>& prompt,
+                                              std::vector<Slot*>& idle) {
+  size_t best = 0;
+  size_t best_lcp = 0;
+  for (size_t i = 0; i < idle.size(); ++i) {
+    const size_t lcp = common_prefix(idle[i]->cache, prompt);
+    if (lcp > best_lcp) {
+      best_lcp = lcp;
+      best = i;
+    }
+  }
+  if (best_lcp == 0 ||
+      static_cast<float>(best_lcp) < params_.cache_similarity * static_cast<float>(prompt.size())) {
+    best = 0;
+    for (size_t i = 1; i < idle.size(); ++i) {
+      if (idle[i]->last_used < idle[best]->last_used) best = i;
+    }
+  }
+  Slot* s = idle[best];
+  idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(best));
+  return s;
+}
+
+bool PipelineGroup::assign(Task& task) {
+  std::vector<Slot*> idle;
+  for (auto& s : slots_) {
+    if (s->state == Slot::State::kIdle) idle.push_back(s.get());
+  }
+  const int32_t n = task.params.n;
+  if (static_cast<int32_t>(idle.size()) < n) return false;
+
+  auto active = std::make_shared<Active>();
+  active->task = std::move(task);
+  const std::vector<int32_t>& prompt = active->task.prompt;
+  const GenParams& gp = active->task.params;
+
+  auto setup = [&](Slot& s, int32_t choice) {
+    s.active = active;
+    s.choice = choice;
+    s.followers.clear();
+    SamplerParams sp = gp.sampling;
+    sp.seed += static_cast<uint64_t>(choice);
+    s.sampler.emplace(sp, static_cast<int32_t>(ctx_->n_vocab()));
+    for (int32_t t : prompt) s.sampler->accept(t);
+    s.pending = -1;
+    s.n_generated = 0;
+    s.utf8 = Utf8Stream();
+    s.stop = StopMatcher(gp.stop);
+  };
+
+  Slot* leader = pick_slot(prompt, idle);
+  // At least the last prompt token is evaluated: its logits give the first sampled token.
+  const size_t keep = std::min(common_prefix(leader->cache, prompt), prompt.size() - 1);
+  ctx_->seq_truncate(leader->id, static_cast<int32_t>(keep));
+  leader->cache.resize(keep);
+  active->n_cached = static_cast<int32_t>(keep);
+  setup(*leader, 0);
+  leader->state = Slot::State::kPrompt;
+  publish(*leader);
+  for (int32_t i = 1; i < n; ++i) {
+    Slot* f = idle[0];
+    for (Slot* s : idle) {
+      if (s->last_used < f->last_used) f = s;
+    }
+    idle.erase(std::find(idle.begin(), idle.end(), f));
+    ctx_->seq_truncate(f->id, 0);
+    f->cache.clear();
+    setup(*f, i);
+    f->state = Slot::State::kWait;
+    leader->followers.push_back(f);
+    publish(*f);
+  }
+  metrics_.prompt_tokens_cached.fetch_add(keep, std::memory_order_relaxed);
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  busy_.fetch_add(n, std::memory_order_relaxed);
+  return true;
+}
+
+void PipelineGroup::step() {
+  batch_.clear();
+  int64_t rows = 0;
+  int64_t n_busy = 0;
+  for (auto& s : slots_) {
+    s->row = -1;
+    s->n_in_batch = 0;
+    if (s->state != Slot::State::kIdle) ++n_busy;
+    if (s->state != Slot::State::kGenerate) continue;
+    batch_.add(s->pending, static_cast<int32_t>(s->cache.size()), s->id, true);
+    s->row = rows++;
+    s->n_in_batch = 1;
+  }
+  int64_t budget = std::max<int64_t>(0, params_.n_batch - batch_.size());
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kPrompt || budget == 0) continue;
+    const std::vector<int32_t>& prompt = s->active->task.prompt;
+    const int64_t done = static_cast<int64_t>(s->cache.size());
+    const int64_t take = std::min<int64_t>(static_cast<int64_t>(prompt.size()) - done, budget);
+    for (int64_t j = done; j < done + take; ++j) {
+      const bool last = j + 1 == static_cast<int64_t>(prompt.size());
+      batch_.add(prompt[j], static_cast<int32_t>(j), s->id, last);
+      if (last) s->row = rows++;
+    }
+    s->n_in_batch = static_cast<int32_t>(take);
+    budget -= take;
+  }
+  if (batch_.size() == 0) return;
+
+  metrics_.decode_steps.fetch_add(1, std::memory_order_relaxed);
+  metrics_.batch_tokens.observe(static_cast<double>(batch_.size()));
+  metrics_.busy_slots.observe(static_cast<double>(n_busy));
+  if (Status st = ctx_->decode(batch_); !st) {
+    // The context rolled its KV back, so every slot's cache still matches it. Fail the tasks
+    // that had tokens in this batch; the others go on.
+    metrics_.decode_errors.fetch_add(1, std::memory_order_relaxed);
+    for (auto& s : slots_) {
+      if (s->state != Slot::State::kIdle && s->n_in_batch > 0) {
+        fail(*s, 500, "decode failed: " + st.message());
+      }
+    }
+    kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);
+    return;
+  }
+
+  for (auto& s : slots_) {
+    if (s->n_in_batch == 0) continue;
+    if (s->state == Slot::State::kGenerate) {
+      s->cache.push_back(s->pending);
+    } else {
+      const std::vector<int32_t>& prompt = s->active->task.prompt;
+      const size_t done = s->cache.size();
+      s->cache.insert(s->cache.end(), prompt.begin() + static_cast<std::ptrdiff_t>(done),
+                      prompt.begin() + static_cast<std::ptrdiff_t>(done + s->n_in_batch));
+      metrics_.prompt_tokens.fetch_add(s->n_in_batch, std::memory_order_relaxed);
+    }
+  }
+  for (auto& s : slots_) {
+    if (s->row < 0 || s->state == Slot::State::kIdle) continue;
+    const float* logits = ctx_->logits(s->row);
+    if (s->state == Slot::State::kPrompt) {
+      // The prompt is in: the followers share its KV cells and sample from the same logits.
+      for (Slot* f : s->followers) {
+        if (f->state != Slot::State::kWait) continue;
+        ctx_->seq_copy(s->id, f->id, static_cast<int32_t>(s->cache.size()));
+        f->cache = s->cache;
+        f->state = Slot::State::kGenerate;
+        sample_slot(*f, logits);
+      }
+      s->followers.clear();
+      s->state = Slot::State::kGenerate;
+    }
+    sample_slot(*s, logits);
+  }
+  kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);
+}
+
+void PipelineGroup::sample_slot(Slot& s, const float* logits) {
+  const Task& task = s.active->task;
+  const GenParams& gp = task.params;
+  if (gp.n_predict == 0) {
+    finish(s, "length");
+    return;
+  }
+  const int32_t token = s.sampler->sample(logits);
+  s.sampler->accept(token);
+  ++s.n_generated;
+  metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
+  if (s.n_generated == 1) {
+    s.t_first = Clock::now();
+    metrics_.ttft_seconds.observe(seconds(s.t_first - task.t_arrival));
+  }
+  if (tok_.is_eog(token) && !gp.ignore_eos) {
+    finish(s, "stop");
+    return;
+  }
+  Event e;
+  e.index = s.choice;
+  if (gp.logprobs) {
+    e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
+  }
+  StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
+  e.text = std::move(out.text);
+  if (!e.text.empty() || !e.tokens.empty()) task.channel->push(std::move(e));
+  if (out.stopped) {
+    s.utf8 = Utf8Stream();
+    finish(s, "stop");
+    return;
+  }
+  // The next step would put `token` at position cache.size().
+  const bool full = static_cast<int64_t>(s.cache.size()) >= params_.n_ctx_slot;
+  if ((gp.n_predict > 0 && s.n_generated >= gp.n_predict) || full) {
+    finish(s, "length");
+    return;
+  }
+  s.pending = token;
+}
+
+void PipelineGroup::finish(Slot& s, const std::string& reason) {
+  const Task& task = s.active->task;
+  Event text;
+  text.index = s.choice;
+  std::string finish_reason = reason;
+  StopMatcher::Out out = s.stop.push(s.utf8.flush());
+  text.text = std::move(out.text);
+  if (out.stopped) {
+    finish_reason = "stop";
+  } else {
+    text.text += s.stop.flush();
+  }
+  if (!text.text.empty()) task.channel->push(std::move(text));
+
+  Event done;
+  done.kind = Event::Kind::kDone;
+  done.index = s.choice;
+  done.finish_reason = finish_reason;
+  done.n_prompt = static_cast<int32_t>(task.prompt.size());
+  done.n_cached = s.active->n_cached;
+  done.n_generated = s.n_generated;
+  if (s.n_generated > 1) {
+    metrics_.tpot_seconds.observe(seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
+  }
+  task.channel->push(std::move(done));
+  release(s);
+}
+
+void PipelineGroup::fail(Slot& failed, int http_status, const std::string& message) {
+  const std::shared_ptr<Active> active = failed.active;
+  Event e;
+  e.kind = Event::Kind::kError;
+  e.http_status = http_status;
+  e.error = message;
+  active->task.channel->push(std::move(e));
+  metrics_.requests_failed.fetch_add(1, std::memory_order_relaxed);
+  for (auto& s : slots_) {
+    if (s->active == active) release(*s);
+  }
+}
+
+void PipelineGroup::release(Slot& s) {
+  s.state = Slot::State::kIdle;
+  s.active.reset();
+  s.followers.clear();
+  s.sampler.reset();
+  s.last_used = ++use_clock_;
+  load_.fetch_sub(1, std::memory_order_relaxed);
+  busy_.fetch_sub(1, std::memory_order_relaxed);
+  publish(s);
+}
+
+}  // namespace strata::server

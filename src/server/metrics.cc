@@ -1,0 +1,98 @@
+#include "server/metrics.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "core/check.h"
+
+namespace strata::server {
+namespace {
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)),
+      counts_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {
+  for (size_t i = 1; i < bounds_.size(); ++i) STRATA_CHECK(bounds_[i - 1] < bounds_[i]);
+}
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  counts_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(v, std::memory_order_relaxed);
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i].load(std::memory_order_relaxed);
+    const std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
+    out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  // Buckets and count are read at slightly different moments; report the count the buckets
+  // add up to so that the +Inf bucket always equals _count, as Prometheus requires.
+  out += name + "_sum " + number(sum_.load(std::memory_order_relaxed)) + "\n";
+  out += name + "_count " + std::to_string(cumulative) + "\n";
+}
+
+void prometheus_scalar(std::string& out, const std::string& name, const char* type,
+                       const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  out += name + " " + number(value) + "\n";
+}
+
+Metrics::Metrics()
+    : ttft_seconds({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      tpot_seconds({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+      batch_tokens({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}),
+      busy_slots({1, 2, 4, 8, 16, 32, 64, 128}) {}
+
+std::string Metrics::render(const Gauges& g) const {
+  std::string out;
+  auto counter = [&out](const char* name, const char* help, const std::atomic<uint64_t>& v) {
+    prometheus_scalar(out, name, "counter", help,
+                      static_cast<double>(v.load(std::memory_order_relaxed)));
+  };
+  counter("strata_requests_total", "Generation requests accepted.", requests);
+  counter("strata_requests_failed_total", "Generation requests ended by a decode error.",
+          requests_failed);
+  counter("strata_requests_cancelled_total", "Generation requests cancelled by the client.",
+          requests_cancelled);
+  counter("strata_prompt_tokens_total", "Prompt tokens evaluated.", prompt_tokens);
+  counter("strata_prompt_tokens_cached_total", "Prompt tokens reused from the prompt cache.",
+          prompt_tokens_cached);
+  counter("strata_generated_tokens_total", "Tokens generated.", generated_tokens);
+  counter("strata_decode_steps_total", "Decode steps (one batch each).", decode_steps);
+  counter("strata_decode_errors_total", "Decode steps that failed.", decode_errors);
+  ttft_seconds.render(out, "strata_time_to_first_token_seconds",
+                      "Time from request arrival to its first generated token.");
+  tpot_seconds.render(out, "strata_time_per_output_token_seconds",
+                      "Mean time per generated token after the first, per request.");
+  batch_tokens.render(out, "strata_decode_batch_tokens", "Tokens per decode step.");
+  busy_slots.render(out, "strata_decode_busy_slots", "Busy slots per decode step.");
+  prometheus_scalar(out, "strata_slots_busy", "gauge", "Slots serving a request.",
+                    static_cast<double>(g.slots_busy));
+  prometheus_scalar(out, "strata_slots_total", "gauge", "Slots over all pipeline groups.",
+                    static_cast<double>(g.slots_total));
+  prometheus_scalar(out, "strata_kv_cache_used_cells", "gauge", "KV cache cells in use.",
+                    static_cast<double>(g.kv_used));
+  prometheus_scalar(out, "strata_kv_cache_cells", "gauge", "KV cache cells in total.",
+                    static_cast<double>(g.kv_total));
+  prometheus_scalar(out, "strata_kv_cache_usage_ratio", "gauge", "KV cache cells in use / total.",
+                    g.kv_total > 0 ? static_cast<double>(g.kv_used) / g.kv_total : 0.0);
+  prometheus_scalar(out, "strata_requests_queued", "gauge", "Requests waiting for a slot.",
+                    static_cast<double>(g.requests_queued));
+  for (const Hook& hook : hooks_) hook(out);
+  return out;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,71 @@
+// Server metrics in the Prometheus text format (version 0.0.4).
+//
+// Counters and histograms are updated from decode threads with relaxed atomics only: a metric
+// must never add a lock to the decode path. Gauges (busy slots, KV use, queue length) are read
+// from their owners when /metrics is rendered.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::server {
+
+class Histogram {
+ public:
+  // Upper bounds of the buckets, increasing; +Inf is implied.
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  void render(std::string& out, const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // per bucket, not cumulative; +Inf last
+  std::atomic<uint64_t> count_{0};
+  std::atomic<double> sum_{0.0};
+};
+
+struct Gauges {
+  int64_t slots_busy = 0;
+  int64_t slots_total = 0;
+  int64_t kv_used = 0;
+  int64_t kv_total = 0;
+  int64_t requests_queued = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  std::atomic<uint64_t> requests{0};         // generation requests accepted
+  std::atomic<uint64_t> requests_failed{0};  // ended by a decode error
+  std::atomic<uint64_t> requests_cancelled{0};
+  std::atomic<uint64_t> prompt_tokens{0};  // evaluated (cached ones are not counted)
+  std::atomic<uint64_t> prompt_tokens_cached{0};
+  std::atomic<uint64_t> generated_tokens{0};
+  std::atomic<uint64_t> decode_steps{0};
+  std::atomic<uint64_t> decode_errors{0};
+  Histogram ttft_seconds;
+  Histogram tpot_seconds;
+  Histogram batch_tokens;  // tokens per decode step
+  Histogram busy_slots;    // busy slots per decode step
+
+  // Appends more metrics (e.g. the RPC client's counters) to every render. Set before the
+  // server starts; called from HTTP threads, so it must be thread-safe.
+  using Hook = std::function<void(std::string& out)>;
+  void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+
+  std::string render(const Gauges& gauges) const;
+
+ private:
+  std::vector<Hook> hooks_;
+};
+
+// Appends "# HELP", "# TYPE" and one sample line.
+void prometheus_scalar(std::string& out, const std::string& name, const char* type,
+                       const std::string& help, double value);
+
+}  // namespace strata::server

@@ -1,0 +1,97 @@
+// A generation request as the decode loop sees it, and the channel its results come back on.
+//
+// HTTP threads never touch a Context: they build a Task, post it to a pipeline group and read
+// Events from the task's ResultChannel. The channel is the only thing both sides share.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace strata::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct GenParams {
+  SamplerParams sampling;
+  int32_t n_predict = -1;  // -1: until the slot's context is full
+  // Choices of one prompt: the prompt is evaluated once and its KV shared. Choice i samples
+  // with seed + i, so a seeded request with n = 3 gives the same three texts every time.
+  int32_t n = 1;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool logprobs = false;  // report the chosen tokens' log-probabilities (and n_probs alternatives)
+};
+
+// One generated token with what `logprobs` reports.
+struct TokenOut {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+
+struct Event {
+  enum class Kind { kText, kDone, kError };
+  Kind kind = Kind::kText;
+  int32_t index = 0;  // choice
+  std::string text;   // complete UTF-8 characters, never the start of a stop string
+  std::vector<TokenOut> tokens;
+  // kDone
+  std::string finish_reason;  // "stop" or "length"
+  int32_t n_prompt = 0;
+  int32_t n_cached = 0;  // prompt tokens whose KV was reused
+  int32_t n_generated = 0;
+  // kError
+  int http_status = 500;
+  std::string error;
+};
+
+// Many producers (in practice one decode thread), one consumer (the request's HTTP thread).
+class ResultChannel {
+ public:
+  void push(Event e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(std::move(e));
+    }
+    cv_.notify_one();
+  }
+
+  // The next event, or nothing when none arrives within `timeout`.
+  std::optional<Event> pop(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return std::nullopt;
+    Event e = std::move(events_.front());
+    events_.pop_front();
+    return e;
+  }
+
+  // The client went away: the decode loop frees the request's slots at its next step.
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct Task {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  GenParams params;
+  std::shared_ptr<ResultChannel> channel;
+  Clock::time_point t_arrival = Clock::now();
+};
+
+}  // namespace strata::server
