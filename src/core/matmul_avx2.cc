@@ -138,15 +138,6 @@ struct Q8_0Kernel {
   static __m256i weights(const BlockQ8_0& b) { return load256(b.qs); }
 };
 
-struct Q4_0Kernel {
-  static __m256i weights(const BlockQ4_0& b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m256i nib =
-        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
-  }
-};
-
 template <typename Block, typename K>
 struct Q32Kernel {
   // Two weight rows share each activation load and scale broadcast.
@@ -190,6 +181,87 @@ struct Q32Kernel {
           acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][c]);
         }
       }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
+    }
+  }
+};
+
+// ---- Q4_0 weights against Q4_0ActPair activations ----
+
+// Two blocks a step: one register of low nibbles and one of high nibbles cover 64 elements,
+// used unsigned by maddubs (products <= 15 * 127, so no 16-bit saturation), with the +8 bias
+// taken out by the activation's precomputed offsets. Per output element and pair of blocks:
+// acc += (dw * dx) * float(isum_lanes - off), the same operations in every tile shape.
+struct Q4_0Kernel {
+  static constexpr int kRows = 2;
+
+  struct Weights {
+    __m256i lo, hi;
+    __m256 d;
+  };
+
+  // Blocks b (and b + 1 unless `single`): nibbles, and the scales spread over 4 lanes each.
+  static Weights load(const BlockQ4_0* b, bool single) {
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs));
+    const __m256i raw = single ? _mm256_zextsi128_si256(q0)
+                               : _mm256_inserti128_si256(
+                                     _mm256_castsi128_si256(q0),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+    const uint32_t dd = single ? b[0].d : b[0].d | static_cast<uint32_t>(b[1].d) << 16;
+    const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    return {_mm256_and_si256(raw, m4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+            _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(dd)), spread))};
+  }
+
+  template <int R, int C>
+  static void step(const Weights* wv, const Q4_0ActPair* const* x, int64_t p, __m256 (*acc)[C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < C; ++c) {
+      const Q4_0ActPair& xp = x[c][p];
+      const __m256i xl = load256(xp.lo), xh = load256(xp.hi), off = load256(xp.off);
+      const __m256 dx = _mm256_loadu_ps(xp.d);
+      for (int r = 0; r < R; ++r) {
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(wv[r].lo, xl),
+                                             _mm256_maddubs_epi16(wv[r].hi, xh));
+        const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), off);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx), _mm256_cvtepi32_ps(s32), acc[r][c]);
+      }
+    }
+  }
+
+  template <int C>
+  static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
+    tile_rows<1, C>(w, 0, xs, k, out);
+  }
+
+  // out[r * C + c].
+  template <int R, int C>
+  static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
+                        float* out) {
+    const BlockQ4_0* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ4_0*>(wp + r * w_row_bytes);
+    const Q4_0ActPair* x[C];
+    __m256 acc[R][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const Q4_0ActPair*>(xs[c]);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
+    }
+    const int64_t nb = k / kQK4_0;
+    const int64_t np = nb / 2;
+    Weights wv[R];
+    for (int64_t p = 0; p < np; ++p) {
+      for (int r = 0; r < R; ++r) {
+        prefetch_ahead<1>(w[r] + 2 * p);  // 36 bytes a pair: about two per cache line
+        wv[r] = load(w[r] + 2 * p, false);
+      }
+      step<R, C>(wv, x, p, acc);
+    }
+    if (nb % 2 != 0) {
+      for (int r = 0; r < R; ++r) wv[r] = load(w[r] + 2 * np, true);
+      step<R, C>(wv, x, np, acc);
     }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
@@ -457,6 +529,29 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   }
 }
 
+void pack_q4_0(const float* x, Q4_0ActPair* out, int64_t nb) {
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
+    Q4_0ActPair& o = out[p];
+    std::memset(&o, 0, sizeof o);
+    for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
+      const float* xb = x + (2 * p + h) * kQK8_0;
+      const float d = abs_max(xb, kQK8_0) / 127.0f;  // as quantize_q8_0
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const float dr = f16(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+      const __m256i q = quant32(xb, _mm256_set1_ps(id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.lo + 16 * h), _mm256_castsi256_si128(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.hi + 16 * h), _mm256_extracti128_si256(q, 1));
+      for (int i = 0; i < 4; ++i) o.d[4 * h + i] = dr;
+    }
+    // The kernel's lane sums, with the activations in place of the nibbles, times 8.
+    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(ones8, load256(o.lo)),
+                                         _mm256_maddubs_epi16(ones8, load256(o.hi)));
+    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.off), _mm256_slli_epi32(s32, 3));
+  }
+}
+
 }  // namespace
 
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
@@ -470,7 +565,7 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     case DType::kQ8_0:
       return run_rows<Q32Kernel<BlockQ8_0, Q8_0Kernel>>(a, r0, r1);
     case DType::kQ4_0:
-      return run_rows<Q32Kernel<BlockQ4_0, Q4_0Kernel>>(a, r0, r1);
+      return run_rows<Q4_0Kernel>(a, r0, r1);
     case DType::kQ4_K:
       return run_rows<QKMinKernel<false, BlockQ4_K>>(a, r0, r1);
     case DType::kQ5_K:
@@ -480,6 +575,10 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     default:
       STRATA_CHECK(false, "matmul: dtype without kernels");
   }
+}
+
+void pack_q4_0_activation_avx2(const float* x, void* dst, int64_t k) {
+  pack_q4_0(x, static_cast<Q4_0ActPair*>(dst), k / kQK8_0);
 }
 
 void quantize_activation_avx2(DType act, const float* x, void* dst, int64_t k) {
