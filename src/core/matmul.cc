@@ -32,7 +32,9 @@ void quantize_activation_ref(DType act, const float* x, void* dst, int64_t k) {
   if (act == DType::kQ8_0) {
     const auto* blocks = static_cast<const BlockQ8_0*>(dst);
     float* scales = reinterpret_cast<float*>(static_cast<uint8_t*>(dst) + q8_0_scales_offset(k));
-    for (int64_t b = 0; b < k / kQK8_0; ++b) scales[b] = f16_to_f32(blocks[b].d);
+    const int64_t nb = k / kQK8_0;
+    for (int64_t b = 0; b < nb; ++b) q8_0_set_scale(scales, b, f16_to_f32(blocks[b].d));
+    if (nb % 2 != 0) q8_0_set_scale(scales, nb, 0.0f);
   }
 }
 

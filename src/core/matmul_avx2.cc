@@ -18,7 +18,6 @@
 namespace strata::matmul_detail {
 namespace {
 
-constexpr int kTile = 4;  // activation columns per weight-row pass
 // Software prefetch this far ahead of the weight stream: measured ~20% faster batch-1 GEMV
 // than the hardware prefetchers alone on the development machine (Zen).
 constexpr int kPrefetchBytes = 2048;
@@ -98,6 +97,7 @@ struct LoadBF16 {
 template <typename L>
 struct FloatKernel {
   static constexpr int kRows = 1;
+  static constexpr int kCols = 4;
   template <int C>
   static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
     const float* x[C];
@@ -125,35 +125,73 @@ struct FloatKernel {
   }
 };
 
-// ---- Q8_0 / Q4_0 weights against Q8_0 activations ----
+// ---- Q8_0 weights against Q8_0 activations ----
 
-// |w| * (x with w's sign): maddubs wants one unsigned operand. Pairs stay below 2 * 128 * 127,
-// so the 16-bit sums cannot saturate.
-inline __m256i dot_i8_32(__m256i w, __m256i x) {
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+// Two blocks a step. Each block's 32 products go through maddubs (|w| against x with w's
+// sign; pairs stay below 2 * 128 * 127, no 16-bit saturation) and madd to 8 int32 lanes; one
+// hadd folds blocks b and b + 1 into [b b b1 b1] per 128-bit half, so the float part (convert,
+// scale, accumulate) runs once per pair: acc += (dw * dx) * float(hadd lanes), the same
+// operations in every tile shape.
+// [a0+a1, a2+a3, b0+b1, b2+b3] per 128-bit half, as vphaddd but in two shuffles and an add:
+// vphaddd is several times slower on Zen 3.
+inline __m256i pair_sum(__m256i a, __m256i b) {
+  const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+  const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88));
+  const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xdd));
+  return _mm256_add_epi32(even, odd);
 }
 
 struct Q8_0Kernel {
-  static __m256i weights(const BlockQ8_0& b) { return load256(b.qs); }
-};
+  // One weight row against 8 columns: the 16 registers hold 8 accumulators, both blocks'
+  // weights and their scales; a second row would spill (measured slower).
+  static constexpr int kRows = 1;
+  static constexpr int kCols = 8;
 
-template <typename Block, typename K>
-struct Q32Kernel {
-  // Two weight rows share each activation load and scale broadcast.
-  static constexpr int kRows = 2;
+  struct Weights {
+    __m256i abs0, abs1, w0, w1;
+    __m256 d;
+  };
+
+  // Blocks b (and b + 1 unless `single`, else zeros) with their scales spread as the hadd lanes.
+  static Weights load(const BlockQ8_0* b, bool single) {
+    const __m256i w0 = load256(b[0].qs);
+    const __m256i w1 = single ? _mm256_setzero_si256() : load256(b[1].qs);
+    const uint32_t dd = single ? b[0].d : b[0].d | static_cast<uint32_t>(b[1].d) << 16;
+    const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3);
+    return {_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(w1, w1), w0, w1,
+            _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(dd)), spread))};
+  }
+
+  template <int R, int C>
+  static void step(const Weights* wv, const BlockQ8_0* const* x, const float* const* xd, int64_t b,
+                   bool single, __m256 (*acc)[C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < C; ++c) {
+      const __m256i x0 = load256(x[c][b].qs);
+      const __m256i x1 = single ? _mm256_setzero_si256() : load256(x[c][b + 1].qs);
+      const __m256 dx = _mm256_loadu_ps(xd[c] + 4 * b);
+      for (int r = 0; r < R; ++r) {
+        const __m256i p0 = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(wv[r].abs0, _mm256_sign_epi8(x0, wv[r].w0)), ones);
+        const __m256i p1 = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(wv[r].abs1, _mm256_sign_epi8(x1, wv[r].w1)), ones);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx),
+                                    _mm256_cvtepi32_ps(pair_sum(p0, p1)), acc[r][c]);
+      }
+    }
+  }
 
   template <int C>
   static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
     tile_rows<1, C>(w, 0, xs, k, out);
   }
 
-  // out[r * C + c]. Per accumulator the operations are those of the 1-row, 1-column case.
+  // out[r * C + c].
   template <int R, int C>
   static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
                         float* out) {
-    const Block* w[R];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * w_row_bytes);
+    const BlockQ8_0* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ8_0*>(wp + r * w_row_bytes);
     const BlockQ8_0* x[C];
     const float* xd[C];
     __m256 acc[R][C];
@@ -164,23 +202,18 @@ struct Q32Kernel {
       for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
     }
     const int64_t nb = k / kQK8_0;
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256i wq[R];
-      __m256 dw[R];
+    Weights wv[R];
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<1>(w[r] + b);  // blocks of 18 / 34 bytes: one a block covers each line
-        wq[r] = K::weights(w[r][b]);
-        dw[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(w[r][b].d)));
+        prefetch_ahead<2 * sizeof(BlockQ8_0)>(w[r] + b);
+        wv[r] = load(w[r] + b, false);
       }
-      for (int c = 0; c < C; ++c) {
-        const __m256i xq = load256(x[c][b].qs);
-        const __m256 dx = _mm256_broadcast_ss(xd[c] + b);
-        for (int r = 0; r < R; ++r) {
-          const __m256i p = dot_i8_32(wq[r], xq);
-          const __m256 d = _mm256_mul_ps(dw[r], dx);
-          acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][c]);
-        }
-      }
+      step<R, C>(wv, x, xd, b, false, acc);
+    }
+    if (b < nb) {
+      for (int r = 0; r < R; ++r) wv[r] = load(w[r] + b, true);
+      step<R, C>(wv, x, xd, b, true, acc);
     }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
@@ -195,7 +228,8 @@ struct Q32Kernel {
 // taken out by the activation's precomputed offsets. Per output element and pair of blocks:
 // acc += (dw * dx) * float(isum_lanes - off), the same operations in every tile shape.
 struct Q4_0Kernel {
-  static constexpr int kRows = 2;
+  static constexpr int kRows = 1;  // two rows spill registers (measured slower)
+  static constexpr int kCols = 6;
 
   struct Weights {
     __m256i lo, hi;
@@ -286,6 +320,7 @@ inline void unpack_scale_mins(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
 template <bool kFive, typename Block>
 struct QKMinKernel {
   static constexpr int kRows = 1;
+  static constexpr int kCols = 4;
   template <int C>
   static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
     const Block* w = reinterpret_cast<const Block*>(wp);
@@ -356,6 +391,7 @@ alignas(16) constexpr auto kScaleMasks = make_scale_masks();
 
 struct Q6KKernel {
   static constexpr int kRows = 1;
+  static constexpr int kCols = 4;
   // Quants stored as q + 32 in 0..63 feed maddubs unsigned; the 32 offset is taken out once
   // per block through the Q8_K block sums: sum(s * 32 * y) = 32 * sum_g s_g * bsum_g.
   template <int C>
@@ -439,32 +475,30 @@ void tile_rows(const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* c
   for (; r < r1; ++r) tile_one<K, C>(a, r, cols, j);
 }
 
+// tile_rows<K, nc> for a run-time nc in 1..C.
+template <typename K, int C>
+void tile_rows_n(int nc, const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* cols,
+                 int64_t j) {
+  if constexpr (C > 1) {
+    if (nc < C) return tile_rows_n<K, C - 1>(nc, a, r0, r1, cols, j);
+  }
+  tile_rows<K, C>(a, r0, r1, cols, j);
+}
+
 template <typename K>
 void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const bool plain = activation_dtype(a.dtype) == DType::kF32;
-  const void* cols[kTile];
+  constexpr int kCols = K::kCols;
+  const void* cols[kCols];
   for (int64_t rg = r0; rg < r1; rg += kRowGroup) {
     const int64_t rg_end = std::min(r1, rg + kRowGroup);
-    for (int64_t j = 0; j < a.m; j += kTile) {
-      const int nc = static_cast<int>(std::min<int64_t>(kTile, a.m - j));
+    for (int64_t j = 0; j < a.m; j += kCols) {
+      const int nc = static_cast<int>(std::min<int64_t>(kCols, a.m - j));
       for (int c = 0; c < nc; ++c) {
         cols[c] = plain ? static_cast<const void*>(a.x + (j + c) * a.x_stride)
                         : static_cast<const void*>(a.xq + (j + c) * a.xq_col_bytes);
       }
-      switch (nc) {
-        case 4:
-          tile_rows<K, 4>(a, rg, rg_end, cols, j);
-          break;
-        case 3:
-          tile_rows<K, 3>(a, rg, rg_end, cols, j);
-          break;
-        case 2:
-          tile_rows<K, 2>(a, rg, rg_end, cols, j);
-          break;
-        default:
-          tile_rows<K, 1>(a, rg, rg_end, cols, j);
-          break;
-      }
+      tile_rows_n<K, kCols>(nc, a, rg, rg_end, cols, j);
     }
   }
 }
@@ -502,9 +536,10 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, float* scales, int64_t nb) {
     const float d = abs_max(x, kQK8_0) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    scales[b] = f16(y[b].d);
+    q8_0_set_scale(scales, b, f16(y[b].d));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), quant32(x, _mm256_set1_ps(id)));
   }
+  if (nb % 2 != 0) q8_0_set_scale(scales, nb, 0.0f);
 }
 
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
@@ -563,7 +598,7 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     case DType::kBF16:
       return run_rows<FloatKernel<LoadBF16>>(a, r0, r1);
     case DType::kQ8_0:
-      return run_rows<Q32Kernel<BlockQ8_0, Q8_0Kernel>>(a, r0, r1);
+      return run_rows<Q8_0Kernel>(a, r0, r1);
     case DType::kQ4_0:
       return run_rows<Q4_0Kernel>(a, r0, r1);
     case DType::kQ4_K:

@@ -33,12 +33,18 @@ void matmul_rows_ref(const MatmulArgs& a, int64_t r0, int64_t r1);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
 
 // A Q8_0 activation column is its blocks followed (4-byte aligned) by their scales as floats,
-// so that the SIMD kernels do not convert an f16 scale per block per weight row.
+// so that the SIMD kernels do not convert an f16 scale per block per weight row. The scales
+// are spread by pairs of blocks (b, b + 1) over 8 floats, [d_b d_b d_b1 d_b1] twice, the lane
+// order in which the AVX2 kernel sums a pair; an odd last block is paired with a zero scale.
 inline size_t q8_0_scales_offset(int64_t k) {
   return (static_cast<size_t>(k / 32) * 34 + 3) & ~size_t{3};
 }
 inline size_t q8_0_column_bytes(int64_t k) {
-  return q8_0_scales_offset(k) + static_cast<size_t>(k / 32) * 4;
+  return q8_0_scales_offset(k) + static_cast<size_t>((k / 32 + 1) / 2) * 32;
+}
+inline void q8_0_set_scale(float* scales, int64_t b, float d) {
+  float* s = scales + 8 * (b / 2) + 2 * (b % 2);
+  s[0] = s[1] = s[4] = s[5] = d;
 }
 
 // Quantises one activation column of k elements to `act` (kQ8_0 with its float scales, or

@@ -234,9 +234,10 @@ TEST(MatmulTest, Avx2MatchesScalar) {
 
 TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {
   if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
-  const int64_t k = 1280;
   for (DType act : {DType::kQ8_0, DType::kQ8_K}) {
     for (uint32_t seed = 0; seed < 8; ++seed) {
+      // An odd number of Q8_0 blocks in every other case: the paired scales' zero tail.
+      const int64_t k = act == DType::kQ8_0 && seed % 2 == 1 ? 1312 : 1280;
       std::vector<float> x = random_vec(k, seed);
       for (float& v : x) v *= std::ldexp(1.0f, static_cast<int>(seed) * 3 - 12);
       std::fill(x.begin(), x.begin() + 256, 0.0f);                              // an all-zero block
