@@ -317,6 +317,21 @@ inline void unpack_scale_mins(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
   std::memcpy(mn, m, 8);
 }
 
+// pshufb masks broadcasting 16-bit word s (0..7) of each 128-bit half over the half.
+constexpr std::array<std::array<uint8_t, 32>, 8> make_word_spread() {
+  std::array<std::array<uint8_t, 32>, 8> m{};
+  for (int s = 0; s < 8; ++s) {
+    for (int b = 0; b < 32; ++b) m[s][b] = static_cast<uint8_t>(2 * s + b % 2);
+  }
+  return m;
+}
+alignas(32) constexpr auto kWordSpread = make_word_spread();
+
+inline __m256i word_spread(__m256i v, int s) {
+  return _mm256_shuffle_epi8(
+      v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordSpread[s].data())));
+}
+
 template <bool kFive, typename Block>
 struct QKMinKernel {
   static constexpr int kRows = 1;
@@ -340,6 +355,8 @@ struct QKMinKernel {
       unpack_scale_mins(wb.scales, sc, mn);
       // Each min twice, to pair with the two 16-element block sums of its sub-block.
       const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
       const __m256i mins =
           _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
       __m256i hbits;
@@ -356,8 +373,8 @@ struct QKMinKernel {
               qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), bit), 4));
           hbits = _mm256_srli_epi16(hbits, 2);
         }
-        const __m256i s_l = _mm256_set1_epi16(sc[2 * j]);
-        const __m256i s_h = _mm256_set1_epi16(sc[2 * j + 1]);
+        const __m256i s_l = word_spread(sc16, 2 * j);
+        const __m256i s_h = word_spread(sc16, 2 * j + 1);
         for (int c = 0; c < C; ++c) {
           const int8_t* y = x[c][b].qs + 64 * j;
           const __m256i p_l = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, load256(y)), s_l);
