@@ -96,7 +96,6 @@ struct LoadBF16 {
 // be a multiple of 16 for plain types) fused with explicit FMAs.
 template <typename L>
 struct FloatKernel {
-  static constexpr int kRows = 1;
   static constexpr int kCols = 4;
   template <int C>
   static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
@@ -143,8 +142,7 @@ inline __m256i pair_sum(__m256i a, __m256i b) {
 
 struct Q8_0Kernel {
   // One weight row against 8 columns: the 16 registers hold 8 accumulators, both blocks'
-  // weights and their scales; a second row would spill (measured slower).
-  static constexpr int kRows = 1;
+  // weights and their scales; tile_rows<2, C> spills (measured slower).
   static constexpr int kCols = 8;
 
   struct Weights {
@@ -228,8 +226,7 @@ struct Q8_0Kernel {
 // taken out by the activation's precomputed offsets. Per output element and pair of blocks:
 // acc += (dw * dx) * float(isum_lanes - off), the same operations in every tile shape.
 struct Q4_0Kernel {
-  static constexpr int kRows = 1;  // two rows spill registers (measured slower)
-  static constexpr int kCols = 6;
+  static constexpr int kCols = 6;  // tile_rows<2, C> spills registers (measured slower)
 
   struct Weights {
     __m256i lo, hi;
@@ -334,7 +331,6 @@ inline __m256i word_spread(__m256i v, int s) {
 
 template <bool kFive, typename Block>
 struct QKMinKernel {
-  static constexpr int kRows = 1;
   static constexpr int kCols = 4;
   template <int C>
   static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
@@ -407,7 +403,6 @@ constexpr std::array<std::array<uint8_t, 16>, 8> make_scale_masks() {
 alignas(16) constexpr auto kScaleMasks = make_scale_masks();
 
 struct Q6KKernel {
-  static constexpr int kRows = 1;
   static constexpr int kCols = 4;
   // Quants stored as q + 32 in 0..63 feed maddubs unsigned; the 32 offset is taken out once
   // per block through the Q8_K block sums: sum(s * 32 * y) = 32 * sum_g s_g * bsum_g.
@@ -474,22 +469,8 @@ void tile_one(const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j
 }
 
 template <typename K, int C>
-void tile_two(const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j) {
-  float out[2 * C];
-  K::template tile_rows<2, C>(a.w + r * a.w_row_bytes, a.w_row_bytes, cols, a.k, out);
-  for (int c = 0; c < C; ++c) {
-    a.y[(j + c) * a.y_stride + r] = out[c];
-    a.y[(j + c) * a.y_stride + r + 1] = out[C + c];
-  }
-}
-
-template <typename K, int C>
 void tile_rows(const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* cols, int64_t j) {
-  int64_t r = r0;
-  if constexpr (K::kRows == 2 && C >= 2) {  // batch-1 streams one row at a time
-    for (; r + 2 <= r1; r += 2) tile_two<K, C>(a, r, cols, j);
-  }
-  for (; r < r1; ++r) tile_one<K, C>(a, r, cols, j);
+  for (int64_t r = r0; r < r1; ++r) tile_one<K, C>(a, r, cols, j);
 }
 
 // tile_rows<K, nc> for a run-time nc in 1..C.
