@@ -1,8 +1,11 @@
 // Matmul throughput per weight dtype against the machine's read bandwidth.
 //
 //   BM_ReadBandwidth      streaming read of 512 MiB over the pool: the ceiling for m = 1
-//   BM_Matmul/<dtype>/m   W [k=2048, n=5632] (an FFN up-projection of a ~1B model); several
+//   BM_MembwProbe         measure_read_bandwidth (core/membw.h), the number kernels are judged by
+//   BM_Matmul/<dtype>/m/0 W [k=2048, n=5632] (an FFN up-projection of a ~1B model); several
 //                         copies are cycled so the weights never sit in the 32 MiB L3.
+//   BM_Matmul/<dtype>/m/1 W [k=2048, n=128], one copy that stays in L2: the kernel's compute
+//                         cost, which must stay well under the memory time to reach the bound.
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
 // Threads: STRATA_BENCH_THREADS (default 2).
 #include <benchmark/benchmark.h>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "core/matmul.h"
+#include "core/membw.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
 
@@ -58,32 +62,44 @@ void BM_ReadBandwidth(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-constexpr int64_t kK = 2048, kN = 5632;
+void BM_MembwProbe(benchmark::State& state) {
+  for (auto _ : state) {
+    const double bw = measure_read_bandwidth(pool(), kMemBwDefaultBytes, 8);
+    state.SetIterationTime(static_cast<double>(kMemBwDefaultBytes) / bw);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kMemBwDefaultBytes));
+  state.counters["threads"] = pool().size();
+}
+BENCHMARK(BM_MembwProbe)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+constexpr int64_t kK = 2048, kN = 5632, kNHot = 128;
 constexpr size_t kColdBytes = size_t{128} << 20;  // well past L3
 
 void BM_Matmul(benchmark::State& state, DType t) {
   const int64_t m = state.range(0);
+  const bool hot = state.range(1) != 0;
+  const int64_t n = hot ? kNHot : kN;
   const size_t row_bytes = dtype_row_bytes(t, kK);
-  const size_t mat_bytes = row_bytes * kN;
-  const size_t copies = std::max<size_t>(2, (kColdBytes + mat_bytes - 1) / mat_bytes);
+  const size_t mat_bytes = row_bytes * n;
+  const size_t copies = hot ? 1 : std::max<size_t>(2, (kColdBytes + mat_bytes - 1) / mat_bytes);
 
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> src(kK);
   std::vector<uint8_t> one(mat_bytes);
-  for (int64_t r = 0; r < kN; ++r) {
+  for (int64_t r = 0; r < n; ++r) {
     for (float& v : src) v = dist(rng);
     quantize_row(t, src.data(), one.data() + r * row_bytes, kK);
   }
   std::vector<std::vector<uint8_t>> mats(copies, one);
   std::vector<float> x(static_cast<size_t>(kK * m));
   for (float& v : x) v = dist(rng) * 50.0f;
-  std::vector<float> y(static_cast<size_t>(kN * m));
+  std::vector<float> y(static_cast<size_t>(n * m));
 
   ThreadPool& p = pool();
   size_t next = 0;
   for (auto _ : state) {
-    matmul(p, t, mats[next].data(), row_bytes, kN, kK, x.data(), kK, m, y.data(), kN);
+    matmul(p, t, mats[next].data(), row_bytes, n, kK, x.data(), kK, m, y.data(), n);
     next = (next + 1) % copies;
     benchmark::DoNotOptimize(y.data());
   }
@@ -94,8 +110,10 @@ void BM_Matmul(benchmark::State& state, DType t) {
 
 #define STRATA_MATMUL_BENCH(name, dtype)    \
   BENCHMARK_CAPTURE(BM_Matmul, name, dtype) \
-      ->Arg(1)                              \
-      ->Arg(16)                             \
+      ->Args({1, 0})                        \
+      ->Args({16, 0})                       \
+      ->Args({1, 1})                        \
+      ->Args({16, 1})                       \
       ->Unit(benchmark::kMicrosecond)       \
       ->UseRealTime()
 

@@ -32,7 +32,9 @@ void quantize_activation_ref(DType act, const float* x, void* dst, int64_t k) {
   if (act == DType::kQ8_0) {
     const auto* blocks = static_cast<const BlockQ8_0*>(dst);
     float* scales = reinterpret_cast<float*>(static_cast<uint8_t*>(dst) + q8_0_scales_offset(k));
-    for (int64_t b = 0; b < k / kQK8_0; ++b) scales[b] = f16_to_f32(blocks[b].d);
+    const int64_t nb = k / kQK8_0;
+    for (int64_t b = 0; b < nb; ++b) q8_0_set_scale(scales, b, f16_to_f32(blocks[b].d));
+    if (nb % 2 != 0) q8_0_set_scale(scales, nb, 0.0f);
   }
 }
 
@@ -72,15 +74,20 @@ void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, 
           avx2 ? matmul_detail::matmul_rows_avx2 : matmul_detail::matmul_rows_ref};
 
   if (act != DType::kF32) {
+    // The AVX2 Q4_0 kernel takes its activations regrouped (Q4_0ActPair).
+    const bool q4_0_pairs = avx2 && w_dtype == DType::kQ4_0;
     // Reused per calling thread so that the decode loop does not allocate per matmul.
     thread_local std::vector<uint8_t> scratch;
-    const size_t col_bytes =
-        act == DType::kQ8_0 ? matmul_detail::q8_0_column_bytes(k) : dtype_row_bytes(act, k);
+    const size_t col_bytes = q4_0_pairs            ? matmul_detail::q4_0_act_column_bytes(k)
+                             : act == DType::kQ8_0 ? matmul_detail::q8_0_column_bytes(k)
+                                                   : dtype_row_bytes(act, k);
     const size_t need = col_bytes * static_cast<size_t>(m);
     if (scratch.size() < need) scratch.resize(need);
     for (int64_t j = 0; j < m; ++j) {
       void* dst = scratch.data() + static_cast<size_t>(j) * col_bytes;
-      if (avx2) {
+      if (q4_0_pairs) {
+        matmul_detail::pack_q4_0_activation_avx2(x + j * x_stride, dst, k);
+      } else if (avx2) {
         matmul_detail::quantize_activation_avx2(act, x + j * x_stride, dst, k);
       } else {
         matmul_detail::quantize_activation_ref(act, x + j * x_stride, dst, k);

@@ -18,7 +18,6 @@
 namespace strata::matmul_detail {
 namespace {
 
-constexpr int kTile = 4;  // activation columns per weight-row pass
 // Software prefetch this far ahead of the weight stream: measured ~20% faster batch-1 GEMV
 // than the hardware prefetchers alone on the development machine (Zen).
 constexpr int kPrefetchBytes = 2048;
@@ -97,7 +96,7 @@ struct LoadBF16 {
 // be a multiple of 16 for plain types) fused with explicit FMAs.
 template <typename L>
 struct FloatKernel {
-  static constexpr int kRows = 1;
+  static constexpr int kCols = 4;
   template <int C>
   static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
     const float* x[C];
@@ -125,44 +124,72 @@ struct FloatKernel {
   }
 };
 
-// ---- Q8_0 / Q4_0 weights against Q8_0 activations ----
+// ---- Q8_0 weights against Q8_0 activations ----
 
-// |w| * (x with w's sign): maddubs wants one unsigned operand. Pairs stay below 2 * 128 * 127,
-// so the 16-bit sums cannot saturate.
-inline __m256i dot_i8_32(__m256i w, __m256i x) {
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+// Two blocks a step. Each block's 32 products go through maddubs (|w| against x with w's
+// sign; pairs stay below 2 * 128 * 127, no 16-bit saturation) and madd to 8 int32 lanes; one
+// hadd folds blocks b and b + 1 into [b b b1 b1] per 128-bit half, so the float part (convert,
+// scale, accumulate) runs once per pair: acc += (dw * dx) * float(hadd lanes), the same
+// operations in every tile shape.
+// [a0+a1, a2+a3, b0+b1, b2+b3] per 128-bit half, as vphaddd but in two shuffles and an add:
+// vphaddd is several times slower on Zen 3.
+inline __m256i pair_sum(__m256i a, __m256i b) {
+  const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+  const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88));
+  const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xdd));
+  return _mm256_add_epi32(even, odd);
 }
 
 struct Q8_0Kernel {
-  static __m256i weights(const BlockQ8_0& b) { return load256(b.qs); }
-};
+  // One weight row against 8 columns: the 16 registers hold 8 accumulators, both blocks'
+  // weights and their scales; tile_rows<2, C> spills (measured slower).
+  static constexpr int kCols = 8;
 
-struct Q4_0Kernel {
-  static __m256i weights(const BlockQ4_0& b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m256i nib =
-        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
+  struct Weights {
+    __m256i abs0, abs1, w0, w1;
+    __m256 d;
+  };
+
+  // Blocks b (and b + 1 unless `single`, else zeros) with their scales spread as the hadd lanes.
+  static Weights load(const BlockQ8_0* b, bool single) {
+    const __m256i w0 = load256(b[0].qs);
+    const __m256i w1 = single ? _mm256_setzero_si256() : load256(b[1].qs);
+    const uint32_t dd = single ? b[0].d : b[0].d | static_cast<uint32_t>(b[1].d) << 16;
+    const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3);
+    return {_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(w1, w1), w0, w1,
+            _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(dd)), spread))};
   }
-};
 
-template <typename Block, typename K>
-struct Q32Kernel {
-  // Two weight rows share each activation load and scale broadcast.
-  static constexpr int kRows = 2;
+  template <int R, int C>
+  static void step(const Weights* wv, const BlockQ8_0* const* x, const float* const* xd, int64_t b,
+                   bool single, __m256 (*acc)[C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < C; ++c) {
+      const __m256i x0 = load256(x[c][b].qs);
+      const __m256i x1 = single ? _mm256_setzero_si256() : load256(x[c][b + 1].qs);
+      const __m256 dx = _mm256_loadu_ps(xd[c] + 4 * b);
+      for (int r = 0; r < R; ++r) {
+        const __m256i p0 = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(wv[r].abs0, _mm256_sign_epi8(x0, wv[r].w0)), ones);
+        const __m256i p1 = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(wv[r].abs1, _mm256_sign_epi8(x1, wv[r].w1)), ones);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx),
+                                    _mm256_cvtepi32_ps(pair_sum(p0, p1)), acc[r][c]);
+      }
+    }
+  }
 
   template <int C>
   static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
     tile_rows<1, C>(w, 0, xs, k, out);
   }
 
-  // out[r * C + c]. Per accumulator the operations are those of the 1-row, 1-column case.
+  // out[r * C + c].
   template <int R, int C>
   static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
                         float* out) {
-    const Block* w[R];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * w_row_bytes);
+    const BlockQ8_0* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ8_0*>(wp + r * w_row_bytes);
     const BlockQ8_0* x[C];
     const float* xd[C];
     __m256 acc[R][C];
@@ -173,23 +200,99 @@ struct Q32Kernel {
       for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
     }
     const int64_t nb = k / kQK8_0;
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256i wq[R];
-      __m256 dw[R];
+    Weights wv[R];
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<1>(w[r] + b);  // blocks of 18 / 34 bytes: one a block covers each line
-        wq[r] = K::weights(w[r][b]);
-        dw[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(w[r][b].d)));
+        prefetch_ahead<2 * sizeof(BlockQ8_0)>(w[r] + b);
+        wv[r] = load(w[r] + b, false);
       }
-      for (int c = 0; c < C; ++c) {
-        const __m256i xq = load256(x[c][b].qs);
-        const __m256 dx = _mm256_broadcast_ss(xd[c] + b);
-        for (int r = 0; r < R; ++r) {
-          const __m256i p = dot_i8_32(wq[r], xq);
-          const __m256 d = _mm256_mul_ps(dw[r], dx);
-          acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][c]);
-        }
+      step<R, C>(wv, x, xd, b, false, acc);
+    }
+    if (b < nb) {
+      for (int r = 0; r < R; ++r) wv[r] = load(w[r] + b, true);
+      step<R, C>(wv, x, xd, b, true, acc);
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
+    }
+  }
+};
+
+// ---- Q4_0 weights against Q4_0ActPair activations ----
+
+// Two blocks a step: one register of low nibbles and one of high nibbles cover 64 elements,
+// used unsigned by maddubs (products <= 15 * 127, so no 16-bit saturation), with the +8 bias
+// taken out by the activation's precomputed offsets. Per output element and pair of blocks:
+// acc += (dw * dx) * float(isum_lanes - off), the same operations in every tile shape.
+struct Q4_0Kernel {
+  static constexpr int kCols = 6;  // tile_rows<2, C> spills registers (measured slower)
+
+  struct Weights {
+    __m256i lo, hi;
+    __m256 d;
+  };
+
+  // Blocks b (and b + 1 unless `single`): nibbles, and the scales spread over 4 lanes each.
+  static Weights load(const BlockQ4_0* b, bool single) {
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs));
+    const __m256i raw = single ? _mm256_zextsi128_si256(q0)
+                               : _mm256_inserti128_si256(
+                                     _mm256_castsi128_si256(q0),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+    const uint32_t dd = single ? b[0].d : b[0].d | static_cast<uint32_t>(b[1].d) << 16;
+    const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    return {_mm256_and_si256(raw, m4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+            _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(dd)), spread))};
+  }
+
+  template <int R, int C>
+  static void step(const Weights* wv, const Q4_0ActPair* const* x, int64_t p, __m256 (*acc)[C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < C; ++c) {
+      const Q4_0ActPair& xp = x[c][p];
+      const __m256i xl = load256(xp.lo), xh = load256(xp.hi), off = load256(xp.off);
+      const __m256 dx = _mm256_loadu_ps(xp.d);
+      for (int r = 0; r < R; ++r) {
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(wv[r].lo, xl),
+                                             _mm256_maddubs_epi16(wv[r].hi, xh));
+        const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), off);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx), _mm256_cvtepi32_ps(s32), acc[r][c]);
       }
+    }
+  }
+
+  template <int C>
+  static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
+    tile_rows<1, C>(w, 0, xs, k, out);
+  }
+
+  // out[r * C + c].
+  template <int R, int C>
+  static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
+                        float* out) {
+    const BlockQ4_0* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ4_0*>(wp + r * w_row_bytes);
+    const Q4_0ActPair* x[C];
+    __m256 acc[R][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const Q4_0ActPair*>(xs[c]);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
+    }
+    const int64_t nb = k / kQK4_0;
+    const int64_t np = nb / 2;
+    Weights wv[R];
+    for (int64_t p = 0; p < np; ++p) {
+      for (int r = 0; r < R; ++r) {
+        prefetch_ahead<1>(w[r] + 2 * p);  // 36 bytes a pair: about two per cache line
+        wv[r] = load(w[r] + 2 * p, false);
+      }
+      step<R, C>(wv, x, p, acc);
+    }
+    if (nb % 2 != 0) {
+      for (int r = 0; r < R; ++r) wv[r] = load(w[r] + 2 * np, true);
+      step<R, C>(wv, x, np, acc);
     }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
@@ -211,9 +314,24 @@ inline void unpack_scale_mins(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
   std::memcpy(mn, m, 8);
 }
 
+// pshufb masks broadcasting 16-bit word s (0..7) of each 128-bit half over the half.
+constexpr std::array<std::array<uint8_t, 32>, 8> make_word_spread() {
+  std::array<std::array<uint8_t, 32>, 8> m{};
+  for (int s = 0; s < 8; ++s) {
+    for (int b = 0; b < 32; ++b) m[s][b] = static_cast<uint8_t>(2 * s + b % 2);
+  }
+  return m;
+}
+alignas(32) constexpr auto kWordSpread = make_word_spread();
+
+inline __m256i word_spread(__m256i v, int s) {
+  return _mm256_shuffle_epi8(
+      v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordSpread[s].data())));
+}
+
 template <bool kFive, typename Block>
 struct QKMinKernel {
-  static constexpr int kRows = 1;
+  static constexpr int kCols = 4;
   template <int C>
   static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
     const Block* w = reinterpret_cast<const Block*>(wp);
@@ -233,6 +351,8 @@ struct QKMinKernel {
       unpack_scale_mins(wb.scales, sc, mn);
       // Each min twice, to pair with the two 16-element block sums of its sub-block.
       const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
       const __m256i mins =
           _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
       __m256i hbits;
@@ -249,8 +369,8 @@ struct QKMinKernel {
               qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), bit), 4));
           hbits = _mm256_srli_epi16(hbits, 2);
         }
-        const __m256i s_l = _mm256_set1_epi16(sc[2 * j]);
-        const __m256i s_h = _mm256_set1_epi16(sc[2 * j + 1]);
+        const __m256i s_l = word_spread(sc16, 2 * j);
+        const __m256i s_h = word_spread(sc16, 2 * j + 1);
         for (int c = 0; c < C; ++c) {
           const int8_t* y = x[c][b].qs + 64 * j;
           const __m256i p_l = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, load256(y)), s_l);
@@ -283,7 +403,7 @@ constexpr std::array<std::array<uint8_t, 16>, 8> make_scale_masks() {
 alignas(16) constexpr auto kScaleMasks = make_scale_masks();
 
 struct Q6KKernel {
-  static constexpr int kRows = 1;
+  static constexpr int kCols = 4;
   // Quants stored as q + 32 in 0..63 feed maddubs unsigned; the 32 offset is taken out once
   // per block through the Q8_K block sums: sum(s * 32 * y) = 32 * sum_g s_g * bsum_g.
   template <int C>
@@ -349,50 +469,34 @@ void tile_one(const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j
 }
 
 template <typename K, int C>
-void tile_two(const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j) {
-  float out[2 * C];
-  K::template tile_rows<2, C>(a.w + r * a.w_row_bytes, a.w_row_bytes, cols, a.k, out);
-  for (int c = 0; c < C; ++c) {
-    a.y[(j + c) * a.y_stride + r] = out[c];
-    a.y[(j + c) * a.y_stride + r + 1] = out[C + c];
-  }
+void tile_rows(const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* cols, int64_t j) {
+  for (int64_t r = r0; r < r1; ++r) tile_one<K, C>(a, r, cols, j);
 }
 
+// tile_rows<K, nc> for a run-time nc in 1..C.
 template <typename K, int C>
-void tile_rows(const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* cols, int64_t j) {
-  int64_t r = r0;
-  if constexpr (K::kRows == 2 && C >= 2) {  // batch-1 streams one row at a time
-    for (; r + 2 <= r1; r += 2) tile_two<K, C>(a, r, cols, j);
+void tile_rows_n(int nc, const MatmulArgs& a, int64_t r0, int64_t r1, const void* const* cols,
+                 int64_t j) {
+  if constexpr (C > 1) {
+    if (nc < C) return tile_rows_n<K, C - 1>(nc, a, r0, r1, cols, j);
   }
-  for (; r < r1; ++r) tile_one<K, C>(a, r, cols, j);
+  tile_rows<K, C>(a, r0, r1, cols, j);
 }
 
 template <typename K>
 void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const bool plain = activation_dtype(a.dtype) == DType::kF32;
-  const void* cols[kTile];
+  constexpr int kCols = K::kCols;
+  const void* cols[kCols];
   for (int64_t rg = r0; rg < r1; rg += kRowGroup) {
     const int64_t rg_end = std::min(r1, rg + kRowGroup);
-    for (int64_t j = 0; j < a.m; j += kTile) {
-      const int nc = static_cast<int>(std::min<int64_t>(kTile, a.m - j));
+    for (int64_t j = 0; j < a.m; j += kCols) {
+      const int nc = static_cast<int>(std::min<int64_t>(kCols, a.m - j));
       for (int c = 0; c < nc; ++c) {
         cols[c] = plain ? static_cast<const void*>(a.x + (j + c) * a.x_stride)
                         : static_cast<const void*>(a.xq + (j + c) * a.xq_col_bytes);
       }
-      switch (nc) {
-        case 4:
-          tile_rows<K, 4>(a, rg, rg_end, cols, j);
-          break;
-        case 3:
-          tile_rows<K, 3>(a, rg, rg_end, cols, j);
-          break;
-        case 2:
-          tile_rows<K, 2>(a, rg, rg_end, cols, j);
-          break;
-        default:
-          tile_rows<K, 1>(a, rg, rg_end, cols, j);
-          break;
-      }
+      tile_rows_n<K, kCols>(nc, a, rg, rg_end, cols, j);
     }
   }
 }
@@ -430,9 +534,10 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, float* scales, int64_t nb) {
     const float d = abs_max(x, kQK8_0) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    scales[b] = f16(y[b].d);
+    q8_0_set_scale(scales, b, f16(y[b].d));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), quant32(x, _mm256_set1_ps(id)));
   }
+  if (nb % 2 != 0) q8_0_set_scale(scales, nb, 0.0f);
 }
 
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
@@ -457,6 +562,29 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   }
 }
 
+void pack_q4_0(const float* x, Q4_0ActPair* out, int64_t nb) {
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
+    Q4_0ActPair& o = out[p];
+    std::memset(&o, 0, sizeof o);
+    for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
+      const float* xb = x + (2 * p + h) * kQK8_0;
+      const float d = abs_max(xb, kQK8_0) / 127.0f;  // as quantize_q8_0
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const float dr = f16(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+      const __m256i q = quant32(xb, _mm256_set1_ps(id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.lo + 16 * h), _mm256_castsi256_si128(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.hi + 16 * h), _mm256_extracti128_si256(q, 1));
+      for (int i = 0; i < 4; ++i) o.d[4 * h + i] = dr;
+    }
+    // The kernel's lane sums, with the activations in place of the nibbles, times 8.
+    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(ones8, load256(o.lo)),
+                                         _mm256_maddubs_epi16(ones8, load256(o.hi)));
+    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.off), _mm256_slli_epi32(s32, 3));
+  }
+}
+
 }  // namespace
 
 void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
@@ -468,9 +596,9 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     case DType::kBF16:
       return run_rows<FloatKernel<LoadBF16>>(a, r0, r1);
     case DType::kQ8_0:
-      return run_rows<Q32Kernel<BlockQ8_0, Q8_0Kernel>>(a, r0, r1);
+      return run_rows<Q8_0Kernel>(a, r0, r1);
     case DType::kQ4_0:
-      return run_rows<Q32Kernel<BlockQ4_0, Q4_0Kernel>>(a, r0, r1);
+      return run_rows<Q4_0Kernel>(a, r0, r1);
     case DType::kQ4_K:
       return run_rows<QKMinKernel<false, BlockQ4_K>>(a, r0, r1);
     case DType::kQ5_K:
@@ -480,6 +608,10 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1) {
     default:
       STRATA_CHECK(false, "matmul: dtype without kernels");
   }
+}
+
+void pack_q4_0_activation_avx2(const float* x, void* dst, int64_t k) {
+  pack_q4_0(x, static_cast<Q4_0ActPair*>(dst), k / kQK8_0);
 }
 
 void quantize_activation_avx2(DType act, const float* x, void* dst, int64_t k) {
