@@ -14,29 +14,18 @@
 #include "core/check.h"
 #include "core/fp16.h"
 #include "core/ops_internal.h"
+#include "core/simd_avx2.h"
 
 namespace strata::internal::avx2 {
 namespace {
 
-// Lanes (0+4, 1+5, 2+6, 3+7), then (0+2, 1+3), then 0+1: one fixed order.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using ::strata::avx2::hmax;
+using ::strata::avx2::hsum;
 
 inline double hsum_pd(__m256d v) {
   __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
   s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
   return _mm_cvtsd_f64(s);
-}
-
-inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // A mask whose first `rem` (0..8) lanes are set, for masked loads and stores of row tails.

@@ -8,12 +8,7 @@
 namespace strata {
 namespace {
 
-struct Symbol {
-  int prev = -1;
-  int next = -1;
-  size_t begin = 0;
-  size_t size = 0;  // 0 once merged into its left neighbour
-};
+using Symbol = MergeSymbol;
 
 struct Bigram {
   int left = 0;
@@ -58,13 +53,7 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
       return;
     }
   }
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < word.size();) {
-    const size_t len = std::min(utf8_seq_len(static_cast<uint8_t>(word[pos])), word.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({index - 1, pos + len == word.size() ? -1 : index + 1, pos, len});
-    pos += len;
-  }
+  std::vector<Symbol> symbols = utf8_merge_symbols(word);
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
   const auto try_add = [&](int left, int right) {

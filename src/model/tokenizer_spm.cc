@@ -9,12 +9,7 @@
 namespace strata {
 namespace {
 
-struct Symbol {
-  int prev = -1;
-  int next = -1;
-  size_t begin = 0;  // byte range in the text
-  size_t size = 0;   // 0 once merged into its left neighbour
-};
+using Symbol = MergeSymbol;
 
 struct Bigram {
   int left = 0;
@@ -33,14 +28,7 @@ struct BigramOrder {
 }  // namespace
 
 void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
-  std::vector<Symbol> symbols;
-  symbols.reserve(text.size());
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t len = std::min(utf8_seq_len(static_cast<uint8_t>(text[pos])), text.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({index - 1, pos + len == text.size() ? -1 : index + 1, pos, len});
-    pos += len;
-  }
+  std::vector<Symbol> symbols = utf8_merge_symbols(text);
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
   const auto try_add = [&](int left, int right) {

@@ -1,5 +1,7 @@
 #include "model/utf8.h"
 
+#include <algorithm>
+
 namespace strata {
 namespace {
 
@@ -132,6 +134,18 @@ std::string Utf8Stream::flush() {
   std::string out = pending_.empty() ? std::string() : std::string(kReplacement);
   pending_.clear();
   return out;
+}
+
+std::vector<MergeSymbol> utf8_merge_symbols(std::string_view text) {
+  std::vector<MergeSymbol> symbols;
+  symbols.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = std::min(utf8_seq_len(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({index - 1, pos + len == text.size() ? -1 : index + 1, pos, len});
+    pos += len;
+  }
+  return symbols;
 }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata {
 
@@ -47,5 +48,15 @@ class Utf8Stream {
  private:
   std::string pending_;
 };
+
+// One character of a text that BPE or SentencePiece merges: a doubly linked list over the
+// text's UTF-8 characters (an incomplete sequence at the end is one symbol of what is left).
+struct MergeSymbol {
+  int prev = -1;
+  int next = -1;
+  size_t begin = 0;  // byte range in the text
+  size_t size = 0;   // 0 once merged into its left neighbour
+};
+std::vector<MergeSymbol> utf8_merge_symbols(std::string_view text);
 
 }  // namespace strata
