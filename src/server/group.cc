@@ -297,7 +297,8 @@ void PipelineGroup::step() {
     metrics_.decode_errors.fetch_add(1, std::memory_order_relaxed);
     for (auto& s : slots_) {
       if (s->state != Slot::State::kIdle && s->n_in_batch > 0) {
-        fail(*s, 500, "decode failed: " + st.message());
+        fail(*s, st.kind() == ErrorKind::kUnavailable ? 503 : 500,
+             "decode failed: " + st.message());
       }
     }
     kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);

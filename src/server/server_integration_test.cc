@@ -333,6 +333,40 @@ TEST_F(ServerTest, ClientDisconnectMidStreamFreesTheSlot) {
   EXPECT_FALSE(completion_text(s, "after the disconnect", 4).empty());
 }
 
+// A non-streamed request writes nothing until its end, so no failed write reveals that its
+// client left; the server watches the connection instead and cancels the request.
+TEST_F(ServerTest, ClientDisconnectNonStreamingCancelsTheRequest) {
+  ServerProcess s(args({"-np", "1", "-c", "4096"}));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string body =
+      R"({"prompt": "go on and on", "max_tokens": 100000, "ignore_eos": true})";
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  bool busy = false;
+  for (int i = 0; i < 400 && !busy; ++i) {
+    busy = !all_slots_idle(s);
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(busy);
+  close(fd);
+  EXPECT_TRUE(wait_all_idle(s));
+  // Cancelled, not finished: a request that ran to its length would count no cancellation.
+  std::string error;
+  auto m = parse_prometheus(get(s, "/metrics").raw, &error);
+  EXPECT_EQ(m["strata_requests_cancelled_total"], 1);
+  EXPECT_LT(m["strata_generated_tokens_total"], 4096);
+  EXPECT_FALSE(completion_text(s, "after the disconnect", 4).empty());
+}
+
 TEST_F(ServerTest, ThousandRequestsSixteenAtATime) {
   ServerProcess s(args({"-np", "8", "-c", "1024"}));
   std::atomic<int> next{0}, ok{0};

@@ -159,5 +159,142 @@ TEST_F(ServerSplitTest, ConcurrentSplitEqualsLocalAlone) {
   EXPECT_TRUE(b.running());
 }
 
+// A worker killed while a streamed and a non-streamed request run: both end within the RPC
+// timeout (a 5xx JSON error; an error event, then the end of the stream), the server stays up,
+// /health says why it cannot serve, and later requests fail at once with a 503 naming the worker.
+TEST_F(ServerSplitTest, WorkerDeathFailsRequestsCleanly) {
+  WorkerProcess a, b;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  ServerProcess s(split_args(a, b, {"-np", "4"}),
+                  {{"STRATA_RPC_TIMEOUT_MS", std::to_string(kRpcTimeoutMs)}}, log("fault.err"));
+  ASSERT_GT(s.port(), 0);
+  const std::string endless =
+      R"({"prompt": "go on", "max_tokens": 100000, "ignore_eos": true, "temperature": 0)";
+
+  RawConnection stream(s.port(), 60);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(stream.post("/v1/completions", endless + R"(, "stream": true})"));
+  ASSERT_TRUE(stream.read_until("data: "));
+  auto whole = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    c->set_read_timeout(60, 0);
+    Reply r;
+    auto res = c->Post("/v1/completions", endless + "}", "application/json");
+    if (!res) return r;
+    r.status = res->status;
+    r.raw = res->body;
+    r.body = Json::parse(res->body, nullptr, false);
+    return r;
+  });
+  ASSERT_TRUE(wait_busy(s, 2));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  b.kill_now();
+  // Both must end by themselves; the bounds only stop a hang from stalling the suite.
+  const bool stream_ended = stream.read_to_end();
+  const Reply r = whole.get();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(stream_ended) << "the stream did not end after the worker died";
+  EXPECT_LT(seconds, kRpcTimeoutMs / 1000.0 + 15) << "the requests did not fail in time";
+
+  EXPECT_GE(r.status, 500) << r.raw;
+  EXPECT_LT(r.status, 600) << r.raw;
+  ASSERT_TRUE(r.body.is_object()) << r.raw;
+  ASSERT_TRUE(r.body["error"]["message"].is_string()) << r.raw;
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find(b.address()), std::string::npos)
+      << r.raw;
+
+  // The stream: tokens, then one error event naming the worker, then nothing.
+  const std::string& got = stream.got();
+  const size_t last = got.rfind("data: ");
+  ASSERT_NE(last, std::string::npos) << got;
+  const std::string tail = got.substr(last + 6, got.find('\n', last) - last - 6);
+  const Json event = Json::parse(tail, nullptr, false);
+  ASSERT_TRUE(event.is_object()) << got;
+  ASSERT_TRUE(event.contains("error")) << got;
+  EXPECT_NE(event["error"]["message"].get<std::string>().find(b.address()), std::string::npos);
+  EXPECT_EQ(got.find("[DONE]"), std::string::npos);
+
+  EXPECT_TRUE(s.running());
+  Reply health = get(s, "/health");
+  EXPECT_EQ(health.status, 503) << health.raw;
+  EXPECT_EQ(health.body["status"], "error") << health.raw;
+  EXPECT_NE(health.raw.find(b.address()), std::string::npos) << health.raw;
+  for (bool streamed : {false, true}) {
+    Json body = {{"prompt", "after"}, {"max_tokens", 4}, {"stream", streamed}};
+    Reply later = post(s, "/v1/completions", body.dump());
+    expect_error(later, 503);
+    EXPECT_NE(later.raw.find(b.address()), std::string::npos) << later.raw;
+  }
+  EXPECT_TRUE(wait_all_idle(s));
+  std::string error;
+  auto m = parse_prometheus(get(s, "/metrics").raw, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  EXPECT_EQ(m["strata_requests_failed_total"], 2);
+  EXPECT_EQ(m["strata_rpc_worker_up{endpoint=\"" + b.address() + "\"}"], 0);
+  EXPECT_EQ(m["strata_rpc_worker_up{endpoint=\"" + a.address() + "\"}"], 1);
+  EXPECT_EQ(s.stop(), 0);
+  EXPECT_TRUE(a.running());
+}
+
+double rpc_sample(const std::map<std::string, double>& m, const std::string& name,
+                  const std::string& labels) {
+  auto it = m.find(name + "{" + labels + "}");
+  return it == m.end() ? -1 : it->second;
+}
+
+// Split, /metrics has each worker's RPC counters, by endpoint and command, and they grow with
+// the requests: one graph per remote stage per decode step.
+TEST_F(ServerSplitTest, MetricsExportRpcCountersPerEndpoint) {
+  WorkerProcess a, b;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  ServerProcess s(split_args(a, b, {"-np", "2"}), {}, log("metrics.err"));
+  ASSERT_GT(s.port(), 0);
+  std::string error;
+  const auto before = parse_prometheus(get(s, "/metrics").raw, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_FALSE(completion_text(s, "count the messages", 8).empty());
+  const auto after = parse_prometheus(get(s, "/metrics").raw, &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  const double steps =
+      after.at("strata_decode_steps_total") - before.at("strata_decode_steps_total");
+  EXPECT_GE(steps, 8);
+  for (const WorkerProcess* w : {&a, &b}) {
+    const std::string ep = "endpoint=\"" + w->address() + "\"";
+    SCOPED_TRACE(ep);
+    EXPECT_EQ(rpc_sample(after, "strata_rpc_worker_up", ep), 1);
+    // Loading sent the weights and the handshake before any request.
+    EXPECT_EQ(rpc_sample(before, "strata_rpc_messages_total", ep + ",command=\"HELLO\""), 1);
+    EXPECT_GT(rpc_sample(before, "strata_rpc_bytes_total",
+                         ep + ",command=\"HELLO\",direction=\"received\""),
+              0);
+    const double graphs = rpc_sample(after, "strata_rpc_decode_steps_total", ep) -
+                          rpc_sample(before, "strata_rpc_decode_steps_total", ep);
+    EXPECT_EQ(graphs, steps);
+    double graph_messages = 0;
+    for (const char* c : {"GRAPH_COMPUTE", "GRAPH_RECOMPUTE"}) {
+      const std::string l = ep + ",command=\"" + c + "\"";
+      graph_messages += rpc_sample(after, "strata_rpc_messages_total", l) -
+                        rpc_sample(before, "strata_rpc_messages_total", l);
+    }
+    EXPECT_EQ(graph_messages, steps);
+    const std::string rec = ep + ",command=\"GRAPH_RECOMPUTE\",direction=\"sent\"";
+    EXPECT_GT(rpc_sample(after, "strata_rpc_bytes_total", rec),
+              rpc_sample(before, "strata_rpc_bytes_total", rec));
+    // What the steps read back: GET_TENSORS, or GET_TENSOR without batching.
+    double received = 0;
+    for (const char* c : {"GET_TENSORS", "GET_TENSOR"}) {
+      const std::string l = ep + ",command=\"" + c + "\",direction=\"received\"";
+      received += rpc_sample(after, "strata_rpc_bytes_total", l) -
+                  rpc_sample(before, "strata_rpc_bytes_total", l);
+    }
+    EXPECT_GT(received, 0);
+  }
+}
+
 }  // namespace
 }  // namespace strata::server::itest
