@@ -233,7 +233,8 @@ bool PipelineGroup::assign(Task& task) {
 
   Slot* leader = pick_slot(prompt, idle);
   // At least the last prompt token is evaluated: its logits give the first sampled token.
-  const size_t keep = std::min(common_prefix(leader->cache, prompt), prompt.size() - 1);
+  const size_t keep =
+      gp.cache_prompt ? std::min(common_prefix(leader->cache, prompt), prompt.size() - 1) : 0;
   ctx_->seq_truncate(leader->id, static_cast<int32_t>(keep));
   leader->cache.resize(keep);
   active->n_cached = static_cast<int32_t>(keep);

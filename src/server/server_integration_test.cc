@@ -367,6 +367,24 @@ TEST_F(ServerTest, ClientDisconnectNonStreamingCancelsTheRequest) {
   EXPECT_FALSE(completion_text(s, "after the disconnect", 4).empty());
 }
 
+// A repeated prompt reuses the slot's KV unless the request says cache_prompt: false.
+TEST_F(ServerTest, CachePromptFalseEvaluatesTheWholePrompt) {
+  ServerProcess s(args({"-np", "1"}));
+  const Json body = {
+      {"prompt", "the same words every time"}, {"max_tokens", 2}, {"temperature", 0}};
+  auto cached_tokens = [&](const Json& b) {
+    Reply r = post(s, "/v1/completions", b.dump());
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached_tokens(body), 0);
+  EXPECT_GT(cached_tokens(body), 0);
+  Json uncached = body;
+  uncached["cache_prompt"] = false;
+  EXPECT_EQ(cached_tokens(uncached), 0);
+  expect_error(post(s, "/v1/completions", R"({"prompt": "x", "cache_prompt": 1})"), 400);
+}
+
 TEST_F(ServerTest, ThousandRequestsSixteenAtATime) {
   ServerProcess s(args({"-np", "8", "-c", "1024"}));
   std::atomic<int> next{0}, ok{0};
