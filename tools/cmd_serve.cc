@@ -15,6 +15,7 @@
 #include "server/group.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/workers.h"
 
 namespace strata::tools {
 namespace {
@@ -38,6 +39,10 @@ constexpr const char* kHelp =
     "      --pipeline-groups N   contexts decoded concurrently, each with its share of the\n"
     "                            slots and of the context (default 1)\n"
     "      --threads-http N      HTTP worker threads (default: max(8, 2 x slots + 2))\n"
+    "      --rpc H:P,...         split the model over `strata worker`s (devices RPC0, RPC1...)\n"
+    "      --device LIST         devices in stage order, e.g. RPC0,RPC1,CPU\n"
+    "      --tensor-split S,...  share of the layers per device, in --device order\n"
+    "      --rpc-token-file F    the workers' shared secret\n"
     "Requests without a seed get a random one; choice i of an n > 1 request samples with\n"
     "seed + i.\n";
 
@@ -116,7 +121,12 @@ int cmd_serve(const Args& args) {
                                           std::to_string(*n_slots) + " slots (need 2 or more)"));
   }
 
+  // Split over workers: their RPC counters join /metrics, and a lost one fails requests fast.
+  server::RemoteWorkers workers(*loaded->engine);
   server::Metrics metrics;
+  if (!workers.empty()) {
+    metrics.add_hook([&workers](std::string& out) { workers.render_metrics(out); });
+  }
   std::vector<std::unique_ptr<server::PipelineGroup>> groups;
   for (int64_t g = 0; g < *n_groups; ++g) {
     std::unique_ptr<Context> ctx;
@@ -155,6 +165,7 @@ int cmd_serve(const Args& args) {
       flags.get_or("--alias", slash == std::string::npos ? options.model_path
                                                          : options.model_path.substr(slash + 1));
   options.n_threads_http = static_cast<int>(*n_http);
+  if (!workers.empty()) options.backend_status = [&workers] { return workers.status(); };
 
   // A client that disconnects must fail a write, not kill the process.
   signal(SIGPIPE, SIG_IGN);

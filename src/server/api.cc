@@ -282,6 +282,7 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint6
   }
   if (auto e = read_stop(b, p.stop)) return e;
   if (auto e = read_bool(b, "ignore_eos", p.ignore_eos)) return e;
+  if (auto e = read_bool(b, "cache_prompt", p.cache_prompt)) return e;
   if (auto e = read_bool(b, "stream", out.stream)) return e;
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return bad("'stream_options' must be an object");

@@ -233,7 +233,8 @@ bool PipelineGroup::assign(Task& task) {
 
   Slot* leader = pick_slot(prompt, idle);
   // At least the last prompt token is evaluated: its logits give the first sampled token.
-  const size_t keep = std::min(common_prefix(leader->cache, prompt), prompt.size() - 1);
+  const size_t keep =
+      gp.cache_prompt ? std::min(common_prefix(leader->cache, prompt), prompt.size() - 1) : 0;
   ctx_->seq_truncate(leader->id, static_cast<int32_t>(keep));
   leader->cache.resize(keep);
   active->n_cached = static_cast<int32_t>(keep);
@@ -297,7 +298,8 @@ void PipelineGroup::step() {
     metrics_.decode_errors.fetch_add(1, std::memory_order_relaxed);
     for (auto& s : slots_) {
       if (s->state != Slot::State::kIdle && s->n_in_batch > 0) {
-        fail(*s, 500, "decode failed: " + st.message());
+        fail(*s, st.kind() == ErrorKind::kUnavailable ? 503 : 500,
+             "decode failed: " + st.message());
       }
     }
     kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);

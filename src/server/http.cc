@@ -7,6 +7,8 @@
 #include <ctime>
 #include <random>
 
+#include "server/peer.h"
+
 namespace strata::server {
 namespace {
 
@@ -154,7 +156,16 @@ void HttpServer::routes() {
     };
   };
 
-  auto health = [](const Request&, Response& res) { send_json(res, {{"status", "ok"}}); };
+  // A server whose worker is gone is up but cannot generate: a load balancer must hear that.
+  auto health = [this](const Request&, Response& res) {
+    if (options_.backend_status) {
+      if (Status s = options_.backend_status(); !s.is_ok()) {
+        res.status = 503;
+        return send_json(res, {{"status", "error"}, {"error", s.message()}});
+      }
+    }
+    send_json(res, {{"status", "ok"}});
+  };
   http_->Get("/health", health);
   http_->Get("/v1/health", health);
   http_->Get("/v1/models", authed([this](const Request&, Response& res) { models(res); }));
@@ -249,6 +260,10 @@ void HttpServer::generate(const Request& req, Response& res, Endpoint endpoint) 
         res, ApiError{400, "'n' = " + std::to_string(creq.params.n) + " is more than the " +
                                std::to_string(max_n_) + " slots of a pipeline group (raise -np)"});
   }
+  if (options_.backend_status) {
+    if (Status s = options_.backend_status(); !s.is_ok())
+      return send_error(res, ApiError{503, s.message()});
+  }
   Task task;
   if (auto e = make_task(creq, task)) return send_error(res, *e);
   ResponseMeta meta;
@@ -264,8 +279,23 @@ void HttpServer::generate(const Request& req, Response& res, Endpoint endpoint) 
 
   if (!creq.stream) {
     std::vector<ChoiceResult> choices(n);
+    // The connection's socket, looked up once the request has run for a poll interval; then
+    // checked every interval, whether events arrive or not.
+    int fd = -2;
+    Clock::time_point next_check = Clock::now() + kPollInterval;
     for (int32_t done = 0; done < n;) {
       std::optional<Event> e = channel->pop(kPollInterval);
+      if (Clock::now() >= next_check) {
+        next_check = Clock::now() + kPollInterval;
+        if (fd == -2) {
+          fd = connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+        }
+        if (fd >= 0 && peer_closed(fd)) {
+          // Nobody will read the answer: free the slots now rather than at the last token.
+          channel->cancel();
+          return send_error(res, ApiError{499, "the client closed the connection"});
+        }
+      }
       if (!e) continue;
       if (e->kind == Event::Kind::kError)
         return send_error(res, ApiError{e->http_status, e->error});

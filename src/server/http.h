@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ struct ServerOptions {
   std::string model_path;
   int n_threads_http = 8;
   size_t max_body_bytes = kMaxBodyBytes;
+  // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
+  // fails, generation requests get 503 with its message at once and /health answers 503.
+  std::function<Status()> backend_status;
 };
 
 class HttpServer {

@@ -1,239 +1,23 @@
 // Starts the real `strata serve` on 127.0.0.1 (a free port) over a synthetic model and drives
 // it over HTTP. Every server process is stopped by its owner's destructor, on every path.
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <httplib.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "server/server_test_util.h"
+
+namespace strata::server::itest {
 namespace {
-
-using Json = nlohmann::json;
-namespace fs = std::filesystem;
-
-int run_command(const std::vector<std::string>& argv) {
-  std::string cmd;
-  for (const std::string& a : argv) cmd += "'" + a + "' ";
-  return std::system((cmd + ">/dev/null 2>&1").c_str());
-}
-
-// A `strata serve` child process; the destructor stops it (SIGTERM, then SIGKILL).
-class ServerProcess {
- public:
-  explicit ServerProcess(const std::vector<std::string>& args) {
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      const int null_fd = open("/dev/null", O_WRONLY);
-      dup2(null_fd, STDERR_FILENO);
-      std::vector<std::string> all = {STRATA_BINARY, "serve", "--port", "0"};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (std::string& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    // The first line names the port: "strata serve: listening on http://127.0.0.1:PORT ...".
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    out_fd_ = out[0];
-    const size_t at = line.find("127.0.0.1:");
-    if (at != std::string::npos) port_ = std::atoi(line.c_str() + at + 10);
-  }
-  ~ServerProcess() { stop(); }
-
-  int port() const { return port_; }
-  // Exit status after a SIGTERM: 0 when the server shut down cleanly.
-  int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 200; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        close(out_fd_);
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    close(out_fd_);
-    return -1;
-  }
-  std::unique_ptr<httplib::Client> client() const {
-    auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    c->set_read_timeout(120, 0);
-    return c;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  int port_ = 0;
-};
-
-struct Reply {
-  int status = 0;
-  Json body;
-  std::string raw;
-};
-
-Reply post(const ServerProcess& s, const std::string& path, const std::string& body,
-           const httplib::Headers& headers = {}) {
-  Reply r;
-  auto res = s.client()->Post(path.c_str(), headers, body, "application/json");
-  if (!res) return r;
-  r.status = res->status;
-  r.raw = res->body;
-  r.body = Json::parse(res->body, nullptr, false);
-  return r;
-}
-
-Reply get(const ServerProcess& s, const std::string& path, const httplib::Headers& headers = {}) {
-  Reply r;
-  auto res = s.client()->Get(path.c_str(), headers);
-  if (!res) return r;
-  r.status = res->status;
-  r.raw = res->body;
-  r.body = Json::parse(res->body, nullptr, false);
-  return r;
-}
-
-std::string completion_text(const ServerProcess& s, const std::string& prompt, int max_tokens,
-                            Json extra = Json::object()) {
-  Json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-  body.update(extra);
-  Reply r = post(s, "/v1/completions", body.dump());
-  EXPECT_EQ(r.status, 200) << r.raw;
-  if (r.status != 200) return "";
-  return r.body["choices"][0]["text"].get<std::string>();
-}
-
-// The JSON payloads of an SSE body, in order, and whether it ended with [DONE].
-std::vector<Json> sse_events(const std::string& body, bool* done) {
-  std::vector<Json> out;
-  *done = false;
-  std::istringstream in(body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("data: ", 0) != 0) continue;
-    const std::string data = line.substr(6);
-    if (data == "[DONE]") {
-      *done = true;
-      continue;
-    }
-    out.push_back(Json::parse(data));  // throws (fails the test) on invalid JSON or UTF-8
-  }
-  return out;
-}
-
-void expect_error(const Reply& r, int status) {
-  EXPECT_EQ(r.status, status) << r.raw;
-  ASSERT_TRUE(r.body.is_object()) << r.raw;
-  ASSERT_TRUE(r.body.contains("error")) << r.raw;
-  EXPECT_TRUE(r.body["error"]["message"].is_string());
-  EXPECT_FALSE(r.body["error"]["message"].get<std::string>().empty());
-  EXPECT_TRUE(r.body["error"]["type"].is_string());
-  EXPECT_EQ(r.body["error"]["code"], status);
-}
-
-bool all_slots_idle(const ServerProcess& s) {
-  Reply r = get(s, "/slots");
-  if (r.status != 200 || !r.body.is_array()) return false;
-  for (const Json& slot : r.body) {
-    if (slot["is_processing"].get<bool>()) return false;
-  }
-  return true;
-}
-
-// Slots are freed by the decode thread after the last event; wait for it (bounded).
-bool wait_all_idle(const ServerProcess& s) {
-  for (int i = 0; i < 400; ++i) {
-    if (all_slots_idle(s)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return false;
-}
-
-// Parses the Prometheus text format: every sample line is `name{labels} value`, every sample's
-// metric family has a # TYPE line before it. Returns samples by "name{labels}".
-std::map<std::string, double> parse_prometheus(const std::string& text, std::string* error) {
-  std::map<std::string, double> samples;
-  std::map<std::string, std::string> types;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    if (line.rfind("# TYPE ", 0) == 0) {
-      std::istringstream t(line.substr(7));
-      std::string name, type;
-      t >> name >> type;
-      types[name] = type;
-      continue;
-    }
-    if (line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    if (space == std::string::npos) {
-      *error = "no value: " + line;
-      return {};
-    }
-    const std::string key = line.substr(0, space);
-    std::string name = key.substr(0, key.find('{'));
-    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
-      const std::string s = suffix;
-      if (types.count(name) == 0 && name.size() > s.size() &&
-          name.compare(name.size() - s.size(), s.size(), s) == 0) {
-        name = name.substr(0, name.size() - s.size());
-      }
-    }
-    if (types.count(name) == 0) {
-      *error = "no # TYPE for " + name;
-      return {};
-    }
-    for (char c : name) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != ':') {
-        *error = "bad metric name " + name;
-        return {};
-      }
-    }
-    char* end = nullptr;
-    const std::string value = line.substr(space + 1);
-    double v = value == "+Inf" ? INFINITY : std::strtod(value.c_str(), &end);
-    if (value != "+Inf" && (end == value.c_str() || *end != '\0')) {
-      *error = "bad value: " + line;
-      return {};
-    }
-    samples[key] = v;
-  }
-  return samples;
-}
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -488,26 +272,6 @@ TEST_F(ServerTest, MetricsAreValidPrometheusText) {
   EXPECT_EQ(m["strata_decode_batch_tokens_count"], m["strata_decode_steps_total"]);
 }
 
-// Greedy texts of `prompts` sent all at once, in order.
-std::vector<std::string> concurrent_texts(const ServerProcess& s,
-                                          const std::vector<std::string>& prompts, int max_tokens) {
-  std::vector<std::string> texts(prompts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    threads.emplace_back([&, i] { texts[i] = completion_text(s, prompts[i], max_tokens); });
-  }
-  for (std::thread& t : threads) t.join();
-  return texts;
-}
-
-std::vector<std::string> sixteen_prompts() {
-  std::vector<std::string> prompts;
-  for (int i = 0; i < 16; ++i) {
-    prompts.push_back("prompt number " + std::to_string(i) + (i % 3 ? " with more words" : ""));
-  }
-  return prompts;
-}
-
 TEST_F(ServerTest, ConcurrentGreedyEqualsAlone) {
   const std::vector<std::string> prompts = sixteen_prompts();
   std::vector<std::string> alone;
@@ -569,6 +333,58 @@ TEST_F(ServerTest, ClientDisconnectMidStreamFreesTheSlot) {
   EXPECT_FALSE(completion_text(s, "after the disconnect", 4).empty());
 }
 
+// A non-streamed request writes nothing until its end, so no failed write reveals that its
+// client left; the server watches the connection instead and cancels the request.
+TEST_F(ServerTest, ClientDisconnectNonStreamingCancelsTheRequest) {
+  ServerProcess s(args({"-np", "1", "-c", "4096"}));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string body =
+      R"({"prompt": "go on and on", "max_tokens": 100000, "ignore_eos": true})";
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  bool busy = false;
+  for (int i = 0; i < 400 && !busy; ++i) {
+    busy = !all_slots_idle(s);
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(busy);
+  close(fd);
+  EXPECT_TRUE(wait_all_idle(s));
+  // Cancelled, not finished: a request that ran to its length would count no cancellation.
+  std::string error;
+  auto m = parse_prometheus(get(s, "/metrics").raw, &error);
+  EXPECT_EQ(m["strata_requests_cancelled_total"], 1);
+  EXPECT_LT(m["strata_generated_tokens_total"], 4096);
+  EXPECT_FALSE(completion_text(s, "after the disconnect", 4).empty());
+}
+
+// A repeated prompt reuses the slot's KV unless the request says cache_prompt: false.
+TEST_F(ServerTest, CachePromptFalseEvaluatesTheWholePrompt) {
+  ServerProcess s(args({"-np", "1"}));
+  const Json body = {
+      {"prompt", "the same words every time"}, {"max_tokens", 2}, {"temperature", 0}};
+  auto cached_tokens = [&](const Json& b) {
+    Reply r = post(s, "/v1/completions", b.dump());
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached_tokens(body), 0);
+  EXPECT_GT(cached_tokens(body), 0);
+  Json uncached = body;
+  uncached["cache_prompt"] = false;
+  EXPECT_EQ(cached_tokens(uncached), 0);
+  expect_error(post(s, "/v1/completions", R"({"prompt": "x", "cache_prompt": 1})"), 400);
+}
+
 TEST_F(ServerTest, ThousandRequestsSixteenAtATime) {
   ServerProcess s(args({"-np", "8", "-c", "1024"}));
   std::atomic<int> next{0}, ok{0};
@@ -615,3 +431,4 @@ TEST_F(ServerTest, StoriesGreedyStory) {
 }
 
 }  // namespace
+}  // namespace strata::server::itest

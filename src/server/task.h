@@ -29,6 +29,9 @@ struct GenParams {
   int32_t n = 1;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // Reuse the KV of a slot's cached prefix. False evaluates the whole prompt (benchmarks that
+  // repeat one prompt measure the prompt's cost, not the cache's).
+  bool cache_prompt = true;
   bool logprobs = false;  // report the chosen tokens' log-probabilities (and n_probs alternatives)
 };
 

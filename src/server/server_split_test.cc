@@ -1,0 +1,300 @@
+// `strata serve` over a model split between two real `strata worker` processes on 127.0.0.1:
+// the same greedy bytes as one machine under concurrent load, clean failures when a worker
+// dies, and the RPC counters in /metrics. Every process is stopped by its owner's destructor.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include "server/server_test_util.h"
+
+namespace strata::server::itest {
+namespace {
+
+constexpr int kRpcTimeoutMs = 3000;
+
+class ServerSplitTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("strata_server_split_test_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+    model_ = (*dir_ / "synth.gguf").string();
+    ASSERT_EQ(run_command({STRATA_BINARY, "gguf", "gen", "-o", model_, "--n-layer", "4"}), 0);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::vector<std::string> args(std::vector<std::string> more) {
+    std::vector<std::string> a = {"-m", model_, "-t", "1", "-c", "4096"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  static std::vector<std::string> split_args(const WorkerProcess& a, const WorkerProcess& b,
+                                             std::vector<std::string> more) {
+    std::vector<std::string> all =
+        args({"--rpc", a.address() + "," + b.address(), "--device", "RPC0,RPC1"});
+    all.insert(all.end(), more.begin(), more.end());
+    return all;
+  }
+  static std::string log(const std::string& name) { return (*dir_ / name).string(); }
+
+  static fs::path* dir_;
+  static std::string model_;
+};
+
+fs::path* ServerSplitTest::dir_ = nullptr;
+std::string ServerSplitTest::model_;
+
+// A raw HTTP/1.1 connection to 127.0.0.1, so that a test can read a stream as it comes and
+// close the connection when it likes. Reads give up after `read_timeout_s`.
+class RawConnection {
+ public:
+  RawConnection(int port, int read_timeout_s) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ < 0) return;
+    timeval tv{read_timeout_s, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) close_now();
+  }
+  ~RawConnection() { close_now(); }
+
+  bool ok() const { return fd_ >= 0; }
+  bool post(const std::string& path, const std::string& body) {
+    const std::string request = "POST " + path +
+                                " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                "Content-Type: application/json\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    return write(fd_, request.data(), request.size()) == static_cast<ssize_t>(request.size());
+  }
+  // Reads until `needle` is in what was read; false on end of stream or timeout first.
+  bool read_until(const std::string& needle) {
+    while (got_.find(needle) == std::string::npos) {
+      if (!read_some()) return false;
+    }
+    return true;
+  }
+  // Reads until the server closes the connection; false on a timeout.
+  bool read_to_end() {
+    for (;;) {
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof(buf));
+      if (n == 0) return true;
+      if (n < 0) return false;
+      got_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  const std::string& got() const { return got_; }
+  void close_now() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  bool read_some() {
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    got_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  std::string got_;
+};
+
+int busy_slots(const ServerProcess& s) {
+  Reply r = get(s, "/slots");
+  int n = 0;
+  if (r.status != 200 || !r.body.is_array()) return -1;
+  for (const Json& slot : r.body) n += slot["is_processing"].get<bool>() ? 1 : 0;
+  return n;
+}
+
+// Waits (bounded) until `n` slots are busy.
+bool wait_busy(const ServerProcess& s, int n) {
+  for (int i = 0; i < 400; ++i) {
+    if (busy_slots(s) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
+// The product's promise: the same greedy bytes split or not, batched or not. 16 prompts at once
+// (four of them repeats, so the prompt cache is reused mid-load) on 8 slots over two workers
+// give, each, the text of that prompt sent alone to a server on this machine.
+TEST_F(ServerSplitTest, ConcurrentSplitEqualsLocalAlone) {
+  std::vector<std::string> prompts = sixteen_prompts();
+  for (int i : {3, 7, 11, 15}) prompts[i] = prompts[i - 2];
+  std::vector<std::string> alone;
+  {
+    ServerProcess local(args({"-np", "1"}));
+    ASSERT_GT(local.port(), 0);
+    for (const std::string& p : prompts) alone.push_back(completion_text(local, p, 16));
+  }
+  WorkerProcess a, b;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  ServerProcess s(split_args(a, b, {"-np", "8"}), {}, log("split.err"));
+  ASSERT_GT(s.port(), 0);
+  const std::vector<std::string> together = concurrent_texts(s, prompts, 16);
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_FALSE(alone[i].empty()) << "prompt " << i;
+    EXPECT_EQ(together[i], alone[i]) << "prompt " << i;
+  }
+  EXPECT_TRUE(wait_all_idle(s));
+  EXPECT_EQ(s.stop(), 0);
+  EXPECT_TRUE(a.running());
+  EXPECT_TRUE(b.running());
+}
+
+// A worker killed while a streamed and a non-streamed request run: both end within the RPC
+// timeout (a 5xx JSON error; an error event, then the end of the stream), the server stays up,
+// /health says why it cannot serve, and later requests fail at once with a 503 naming the worker.
+TEST_F(ServerSplitTest, WorkerDeathFailsRequestsCleanly) {
+  WorkerProcess a, b;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  ServerProcess s(split_args(a, b, {"-np", "4"}),
+                  {{"STRATA_RPC_TIMEOUT_MS", std::to_string(kRpcTimeoutMs)}}, log("fault.err"));
+  ASSERT_GT(s.port(), 0);
+  const std::string endless =
+      R"({"prompt": "go on", "max_tokens": 100000, "ignore_eos": true, "temperature": 0)";
+
+  RawConnection stream(s.port(), 60);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(stream.post("/v1/completions", endless + R"(, "stream": true})"));
+  ASSERT_TRUE(stream.read_until("data: "));
+  auto whole = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    c->set_read_timeout(60, 0);
+    Reply r;
+    auto res = c->Post("/v1/completions", endless + "}", "application/json");
+    if (!res) return r;
+    r.status = res->status;
+    r.raw = res->body;
+    r.body = Json::parse(res->body, nullptr, false);
+    return r;
+  });
+  ASSERT_TRUE(wait_busy(s, 2));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  b.kill_now();
+  // Both must end by themselves; the bounds only stop a hang from stalling the suite.
+  const bool stream_ended = stream.read_to_end();
+  const Reply r = whole.get();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(stream_ended) << "the stream did not end after the worker died";
+  EXPECT_LT(seconds, kRpcTimeoutMs / 1000.0 + 15) << "the requests did not fail in time";
+
+  EXPECT_GE(r.status, 500) << r.raw;
+  EXPECT_LT(r.status, 600) << r.raw;
+  ASSERT_TRUE(r.body.is_object()) << r.raw;
+  ASSERT_TRUE(r.body["error"]["message"].is_string()) << r.raw;
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find(b.address()), std::string::npos)
+      << r.raw;
+
+  // The stream: tokens, then one error event naming the worker, then nothing.
+  const std::string& got = stream.got();
+  const size_t last = got.rfind("data: ");
+  ASSERT_NE(last, std::string::npos) << got;
+  const std::string tail = got.substr(last + 6, got.find('\n', last) - last - 6);
+  const Json event = Json::parse(tail, nullptr, false);
+  ASSERT_TRUE(event.is_object()) << got;
+  ASSERT_TRUE(event.contains("error")) << got;
+  EXPECT_NE(event["error"]["message"].get<std::string>().find(b.address()), std::string::npos);
+  EXPECT_EQ(got.find("[DONE]"), std::string::npos);
+
+  EXPECT_TRUE(s.running());
+  Reply health = get(s, "/health");
+  EXPECT_EQ(health.status, 503) << health.raw;
+  EXPECT_EQ(health.body["status"], "error") << health.raw;
+  EXPECT_NE(health.raw.find(b.address()), std::string::npos) << health.raw;
+  for (bool streamed : {false, true}) {
+    Json body = {{"prompt", "after"}, {"max_tokens", 4}, {"stream", streamed}};
+    Reply later = post(s, "/v1/completions", body.dump());
+    expect_error(later, 503);
+    EXPECT_NE(later.raw.find(b.address()), std::string::npos) << later.raw;
+  }
+  EXPECT_TRUE(wait_all_idle(s));
+  std::string error;
+  auto m = parse_prometheus(get(s, "/metrics").raw, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  EXPECT_EQ(m["strata_requests_failed_total"], 2);
+  EXPECT_EQ(m["strata_rpc_worker_up{endpoint=\"" + b.address() + "\"}"], 0);
+  EXPECT_EQ(m["strata_rpc_worker_up{endpoint=\"" + a.address() + "\"}"], 1);
+  EXPECT_EQ(s.stop(), 0);
+  EXPECT_TRUE(a.running());
+}
+
+double rpc_sample(const std::map<std::string, double>& m, const std::string& name,
+                  const std::string& labels) {
+  auto it = m.find(name + "{" + labels + "}");
+  return it == m.end() ? -1 : it->second;
+}
+
+// Split, /metrics has each worker's RPC counters, by endpoint and command, and they grow with
+// the requests: one graph per remote stage per decode step.
+TEST_F(ServerSplitTest, MetricsExportRpcCountersPerEndpoint) {
+  WorkerProcess a, b;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  ServerProcess s(split_args(a, b, {"-np", "2"}), {}, log("metrics.err"));
+  ASSERT_GT(s.port(), 0);
+  std::string error;
+  const auto before = parse_prometheus(get(s, "/metrics").raw, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_FALSE(completion_text(s, "count the messages", 8).empty());
+  const auto after = parse_prometheus(get(s, "/metrics").raw, &error);
+  ASSERT_TRUE(error.empty()) << error;
+
+  const double steps =
+      after.at("strata_decode_steps_total") - before.at("strata_decode_steps_total");
+  EXPECT_GE(steps, 8);
+  for (const WorkerProcess* w : {&a, &b}) {
+    const std::string ep = "endpoint=\"" + w->address() + "\"";
+    SCOPED_TRACE(ep);
+    EXPECT_EQ(rpc_sample(after, "strata_rpc_worker_up", ep), 1);
+    // Loading sent the weights and the handshake before any request.
+    EXPECT_EQ(rpc_sample(before, "strata_rpc_messages_total", ep + ",command=\"HELLO\""), 1);
+    EXPECT_GT(rpc_sample(before, "strata_rpc_bytes_total",
+                         ep + ",command=\"HELLO\",direction=\"received\""),
+              0);
+    const double graphs = rpc_sample(after, "strata_rpc_decode_steps_total", ep) -
+                          rpc_sample(before, "strata_rpc_decode_steps_total", ep);
+    EXPECT_EQ(graphs, steps);
+    double graph_messages = 0;
+    for (const char* c : {"GRAPH_COMPUTE", "GRAPH_RECOMPUTE"}) {
+      const std::string l = ep + ",command=\"" + c + "\"";
+      graph_messages += rpc_sample(after, "strata_rpc_messages_total", l) -
+                        rpc_sample(before, "strata_rpc_messages_total", l);
+    }
+    EXPECT_EQ(graph_messages, steps);
+    const std::string rec = ep + ",command=\"GRAPH_RECOMPUTE\",direction=\"sent\"";
+    EXPECT_GT(rpc_sample(after, "strata_rpc_bytes_total", rec),
+              rpc_sample(before, "strata_rpc_bytes_total", rec));
+    // What the steps read back: GET_TENSORS, or GET_TENSOR without batching.
+    double received = 0;
+    for (const char* c : {"GET_TENSORS", "GET_TENSOR"}) {
+      const std::string l = ep + ",command=\"" + c + "\",direction=\"received\"";
+      received += rpc_sample(after, "strata_rpc_bytes_total", l) -
+                  rpc_sample(before, "strata_rpc_bytes_total", l);
+    }
+    EXPECT_GT(received, 0);
+  }
+}
+
+}  // namespace
+}  // namespace strata::server::itest
