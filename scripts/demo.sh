@@ -8,8 +8,10 @@ build=${STRATA_BUILD_DIR:-build}
 model=$build/demo-q8_0.gguf
 "$build"/strata gguf gen -o "$model" --n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 4 \
   --n-ff 1408 --n-vocab 512 --dtype q8_0 --seed 1
-"$build"/strata run -m "$model" -p "Hello" -n 32 --temp 0
+echo "== a synthetic model (random weights: its text is noise by design)"
+"$build"/strata run -m "$model" -p "Hello" -n 32 --temp 0 --ignore-eos
 story=../shared/models/stories260K.gguf
 if [ -f "$story" ]; then
+  echo "== stories260K, a small real model"
   "$build"/strata run -m "$story" -p "Once upon a time" -n 64 --temp 0
 fi
