@@ -244,21 +244,24 @@ Status Connection::send_locked_free(const Header& h, std::span<const Piece> piec
   return Status::ok();
 }
 
-Status Connection::send_one_way(Command c, std::span<const Piece> pieces, bool step) {
+Status Connection::send_one_way(Command c, std::span<const Piece> pieces, bool step,
+                                uint32_t stream) {
   Header h;
   h.command = c;
   h.flags = kFlagOneWay;
   h.request_id = next_id_++;
+  h.stream = has(kCapStreams) ? stream : 0;
   stats_.on_send(c, kHeaderBytes + pieces_bytes(pieces), false, step);
   return send_locked_free(h, pieces);
 }
 
 std::shared_ptr<Pending> Connection::send_request(Command c, std::span<const Piece> pieces,
-                                                  bool step) {
+                                                  bool step, uint32_t stream) {
   auto p = std::make_shared<Pending>(c, step);
   Header h;
   h.command = c;
   h.request_id = next_id_++;
+  h.stream = has(kCapStreams) ? stream : 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_.is_ok()) {

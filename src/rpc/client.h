@@ -94,9 +94,15 @@ class Connection {
   Status broken() const;
 
   // Sends a one-way message (no response). `step`: sent by a stream while decoding (stats).
-  Status send_one_way(Command c, std::span<const Piece> pieces, bool step);
+  // `stream`: the id of the sending stream (new_stream_id()), 0 for none; the worker keeps
+  // the sticky error of a failed one-way command per stream when it has kCapStreams, else
+  // per connection.
+  Status send_one_way(Command c, std::span<const Piece> pieces, bool step, uint32_t stream = 0);
   // Sends a request; the response completes the returned Pending.
-  std::shared_ptr<Pending> send_request(Command c, std::span<const Piece> pieces, bool step);
+  std::shared_ptr<Pending> send_request(Command c, std::span<const Piece> pieces, bool step,
+                                        uint32_t stream = 0);
+  // A stream id no other stream of this connection has; never 0.
+  uint32_t new_stream_id() { return next_stream_++; }
   // send_request and wait; an error response becomes the returned Status.
   Result<Message> call(Command c, std::span<const Piece> pieces);
 
@@ -117,6 +123,7 @@ class Connection {
   RpcStats stats_;
 
   std::atomic<uint32_t> next_id_{1};
+  std::atomic<uint32_t> next_stream_{1};
   mutable std::mutex mutex_;  // guards the members below
   struct InFlight {
     std::shared_ptr<Pending> pending;

@@ -225,7 +225,7 @@ void header_encode(const Header& h, uint8_t out[kHeaderBytes]) {
   put_u8(&v, h.flags);
   put_u16(&v, h.status);
   put_u32(&v, h.request_id);
-  put_u32(&v, h.reserved);
+  put_u32(&v, h.stream);
   put_u64(&v, h.payload_size);
   std::memcpy(out, v.data(), kHeaderBytes);
 }
@@ -242,7 +242,7 @@ Result<Header> header_decode(std::span<const uint8_t> bytes, uint64_t max_payloa
   h.flags = r.u8("flags");
   h.status = r.u16("status");
   h.request_id = r.u32("request_id");
-  h.reserved = r.u32("reserved");
+  h.stream = r.u32("stream");
   h.payload_size = r.u64("payload_size");
   STRATA_RETURN_IF_ERROR(r.finish());
   if (h.magic != kMagic) {
@@ -256,10 +256,6 @@ Result<Header> header_decode(std::span<const uint8_t> bytes, uint64_t max_payloa
   h.command = static_cast<Command>(command);
   if ((h.flags & ~kFlagsKnown) != 0) {
     return invalid_argument("header field 'flags': unknown bits " + std::to_string(h.flags));
-  }
-  if (h.reserved != 0) {
-    return invalid_argument("header field 'reserved': " + std::to_string(h.reserved) +
-                            ", must be 0");
   }
   if (h.payload_size > max_payload) {
     return out_of_range("header field 'payload_size': " + std::to_string(h.payload_size) +

@@ -66,6 +66,7 @@ class RemoteStream : public Stream {
       : shared_(std::move(shared)),
         conn_(*shared_->conn),
         graph_id_(shared_->next_graph_id++),
+        stream_id_(shared_->conn->new_stream_id()),
         error_(std::make_shared<StreamError>()) {}
 
   ~RemoteStream() override { (void)synchronize(); }
@@ -122,11 +123,12 @@ class RemoteStream : public Stream {
     if (conn_.has(kCapGraphRecompute) && bytes == last_graph_) {
       encode(GraphRecomputeRequest{graph_id_}, &head);
       const Piece piece(head.data(), head.size());
-      s = conn_.send_one_way(Command::kGraphRecompute, std::span<const Piece>(&piece, 1), true);
+      s = conn_.send_one_way(Command::kGraphRecompute, std::span<const Piece>(&piece, 1), true,
+                             stream_id_);
     } else {
       encode(GraphComputeRequest{graph_id_, {}}, &head);
       const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(bytes.data(), bytes.size())};
-      s = conn_.send_one_way(Command::kGraphCompute, pieces, true);
+      s = conn_.send_one_way(Command::kGraphCompute, pieces, true, stream_id_);
       last_graph_ = std::move(bytes);
     }
     sent_one_way(s);
@@ -200,7 +202,8 @@ class RemoteStream : public Stream {
     if (last_request_ && !sent_since_request_) return last_request_;
     if (!last_request_ && !sent_since_request_) return nullptr;
     if (dropping()) return nullptr;
-    std::shared_ptr<Pending> p = conn_.send_request(Command::kSynchronize, {}, !loading_);
+    std::shared_ptr<Pending> p =
+        conn_.send_request(Command::kSynchronize, {}, !loading_, stream_id_);
     p->then([err = error_](const Result<Message>& r) {
       if (!r.is_ok()) err->set(r.status());
     });
@@ -240,7 +243,7 @@ class RemoteStream : public Stream {
       encode(req, &head);
       std::vector<Piece> pieces = {Piece(head.data(), head.size())};
       for (const Write& w : writes_) pieces.push_back(data(w));
-      sent_one_way(conn_.send_one_way(Command::kSetTensors, pieces, !loading_));
+      sent_one_way(conn_.send_one_way(Command::kSetTensors, pieces, !loading_, stream_id_));
     } else {
       for (const Write& w : writes_) {
         SetTensorRequest req;
@@ -248,7 +251,7 @@ class RemoteStream : public Stream {
         std::vector<uint8_t> head;
         encode(req, &head);
         const Piece pieces[2] = {Piece(head.data(), head.size()), data(w)};
-        sent_one_way(conn_.send_one_way(Command::kSetTensor, pieces, !loading_));
+        sent_one_way(conn_.send_one_way(Command::kSetTensor, pieces, !loading_, stream_id_));
       }
     }
     writes_.clear();
@@ -279,7 +282,8 @@ class RemoteStream : public Stream {
     std::vector<uint8_t> payload;
     encode(req, &payload);
     const Piece piece(payload.data(), payload.size());
-    std::shared_ptr<Pending> p = conn_.send_request(c, std::span<const Piece>(&piece, 1), true);
+    std::shared_ptr<Pending> p =
+        conn_.send_request(c, std::span<const Piece>(&piece, 1), true, stream_id_);
     p->then([reads = std::move(reads), err = error_, label = conn_.label(),
              c](const Result<Message>& r) {
       if (!r.is_ok()) {
@@ -323,8 +327,8 @@ class RemoteStream : public Stream {
       std::vector<uint8_t> payload;
       encode(req, &payload);
       const Piece piece(payload.data(), payload.size());
-      std::shared_ptr<Pending> p =
-          conn_.send_request(Command::kSetTensorHash, std::span<const Piece>(&piece, 1), false);
+      std::shared_ptr<Pending> p = conn_.send_request(
+          Command::kSetTensorHash, std::span<const Piece>(&piece, 1), false, stream_id_);
       const Result<Message>& r = p->wait();
       if (!r.is_ok()) {
         error_->set(r.status());
@@ -347,7 +351,7 @@ class RemoteStream : public Stream {
     encode(req, &head);
     const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(data, region.size)};
     conn_.stats().on_weights(region.size, 0, large);
-    Status s = conn_.send_one_way(Command::kSetTensor, pieces, false);
+    Status s = conn_.send_one_way(Command::kSetTensor, pieces, false, stream_id_);
     if (!s.is_ok()) error_->set(s);
     sent_since_request_ = true;
   }
@@ -355,6 +359,8 @@ class RemoteStream : public Stream {
   std::shared_ptr<Shared> shared_;
   Connection& conn_;
   const uint32_t graph_id_;
+  // The worker keeps this stream's sticky error apart from other streams' (kCapStreams).
+  const uint32_t stream_id_;
   std::shared_ptr<StreamError> error_;
 
   std::vector<Write> writes_;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -150,6 +151,51 @@ TEST(RemoteBackend, ADecodeStepIsOneRoundTripAndThreeMessages) {
   EXPECT_EQ(d.round_trips, 5u) << "nothing but the step's read waits for the worker";
   EXPECT_EQ(d.commands[static_cast<int>(Command::kGraphRecompute)].count, 5u);
   EXPECT_EQ(d.commands[static_cast<int>(Command::kGetTensors)].count, 5u);
+}
+
+// Two streams of one device (as two contexts of one model share a connection): a failed
+// write of stream A is A's error only. Without kCapStreams (an old worker or client) the
+// connection is one stream and B sees A's error, as before stream ids existed.
+TEST(RemoteBackend, AStreamsErrorStaysWithThatStream) {
+  auto worker = start_worker();
+  ASSERT_TRUE(worker);
+  for (bool streams : {true, false}) {
+    SCOPED_TRACE(streams ? "with stream ids" : "without stream ids");
+    ClientOptions o = client(worker->address());
+    if (!streams) o.hide_caps = kCapStreams;
+    auto d = remote_device_new(o);
+    ASSERT_TRUE(d.is_ok()) << d.status().message();
+    EXPECT_EQ(remote_device_connection(**d)->has(kCapStreams), streams);
+    auto buf = (*d)->alloc_buffer(64);
+    ASSERT_TRUE(buf.is_ok()) << buf.status().message();
+    const uint64_t h = (*buf)->handle();
+    auto a = (*d)->create_stream();
+    auto b = (*d)->create_stream();
+    const float bad[4] = {1, 2, 3, 4};
+    a->set_tensor(make_tensor(h, 56, DType::kF32, 4), bad, sizeof(bad));  // past the end
+    a->flush();
+    const float x[4] = {5, 6, 7, 8};
+    float got[4] = {};
+    b->set_tensor(make_tensor(h, 0, DType::kF32, 4), x, sizeof(x));
+    b->get_tensor(make_tensor(h, 0, DType::kF32, 4), got, sizeof(got));
+    Status sb = b->synchronize();
+    Status sa = a->synchronize();
+    if (streams) {
+      ASSERT_TRUE(sb.is_ok()) << sb.message();
+      EXPECT_EQ(std::memcmp(got, x, sizeof(x)), 0);
+      ASSERT_FALSE(sa.is_ok());
+      EXPECT_NE(sa.message().find("past the end"), std::string::npos) << sa.message();
+    } else {
+      ASSERT_FALSE(sb.is_ok());
+      EXPECT_NE(sb.message().find("past the end"), std::string::npos) << sb.message();
+    }
+    // Reported once: both streams work again (without stream ids, B's write was skipped).
+    b->set_tensor(make_tensor(h, 0, DType::kF32, 4), x, sizeof(x));
+    EXPECT_TRUE(b->synchronize().is_ok());
+    a->get_tensor(make_tensor(h, 0, DType::kF32, 4), got, sizeof(got));
+    EXPECT_TRUE(a->synchronize().is_ok());
+    EXPECT_EQ(std::memcmp(got, x, sizeof(x)), 0);
+  }
 }
 
 // A fake worker: accepts one connection and answers each message with `reply` (no answer

@@ -163,7 +163,7 @@ struct Worker::Impl {
 
 namespace {
 
-// One client connection: its buffers, cached graphs and sticky error. Used by its thread only.
+// One client connection: its buffers, cached graphs and sticky errors. Used by its thread only.
 class Session {
  public:
   Session(Worker::Impl& w, Transport& t) : w_(w), t_(t) {}
@@ -189,7 +189,9 @@ class Session {
   };
   std::map<uint32_t, CachedGraph> graphs_;
   uint64_t graph_bytes_ = 0;
-  Status sticky_;
+  bool streams_ = false;  // kCapStreams negotiated: header.stream names the stream
+  // The unreported error of each stream that has one; its one-way commands are skipped.
+  std::map<uint32_t, Status> sticky_;
 };
 
 Status Session::reply(const Header& req, const Status& s, const Reply& r) {
@@ -197,6 +199,7 @@ Status Session::reply(const Header& req, const Status& s, const Reply& r) {
   h.command = req.command;
   h.flags = kFlagResponse;
   h.request_id = req.request_id;
+  h.stream = req.stream;
   if (!s.is_ok()) {
     h.status = static_cast<uint16_t>(wire_status_from(s));
     const std::string text = error_text(s);
@@ -243,6 +246,7 @@ bool Session::handshake(std::string* why) {
   }
   HelloResponse resp;
   resp.caps = w_.caps;
+  streams_ = (hello->caps & w_.caps & kCapStreams) != 0;
   if (!w_.options.auth_token.empty()) {
     Result<Nonce> nonce = auth_nonce();
     if (!nonce) {
@@ -307,20 +311,24 @@ std::string Session::serve() {
     if (!m) return m.status().message();
     const Header& h = m->header;
     if ((h.flags & kFlagResponse) != 0) return "protocol error: the client sent a response";
+    if (h.stream != 0 && !streams_) {
+      return "protocol error: header field 'stream' is " + std::to_string(h.stream) +
+             " but the client did not ask for stream ids (capability bit " +
+             std::to_string(kCapStreams) + ")";
+    }
     const bool one_way = (h.flags & kFlagOneWay) != 0;
     const bool reports_sticky = h.command == Command::kSynchronize ||
                                 h.command == Command::kGetTensor ||
                                 h.command == Command::kGetTensors;
-    if (!sticky_.is_ok()) {
-      if (one_way) continue;  // skipped until a synchronisation reports the error
+    if (auto sticky = sticky_.find(h.stream); sticky != sticky_.end()) {
+      if (one_way) continue;  // skipped until a synchronisation of the stream reports the error
       if (reports_sticky) {
-        Status s = sticky_;
-        sticky_ = Status::ok();
+        Status s = std::move(sticky->second);
+        sticky_.erase(sticky);
         if (!reply(h, s)) return "peer left";
         continue;
       }
     }
-    Status status;
     Result<Reply> r = Reply{};
     if (const uint64_t need = command_capability(h.command); need != 0 && (w_.caps & need) == 0) {
       r = unsupported(std::string(command_name(h.command)) +
@@ -330,7 +338,13 @@ std::string Session::serve() {
       r = run(*m);
     }
     if (one_way) {
-      if (!r) sticky_ = r.status().with_context(command_name(h.command));
+      if (!r) {
+        if (sticky_.size() >= kMaxStreamErrors) {
+          return "protocol error: " + std::to_string(sticky_.size()) +
+                 " streams hold an unreported error, limit " + std::to_string(kMaxStreamErrors);
+        }
+        sticky_[h.stream] = r.status().with_context(command_name(h.command));
+      }
       continue;
     }
     if (!(r ? reply(h, Status::ok(), *r) : reply(h, r.status()))) return "peer left";

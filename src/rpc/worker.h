@@ -3,7 +3,7 @@
 // Model-agnostic: it allocates buffers, stores tensors and runs the graphs it is sent. It
 // trusts nothing: every handle, offset, size, count and graph edge in a message is checked
 // before memory is touched or allocated, and a bad message fails that command (an error reply,
-// or the connection's sticky error for one-way commands) or closes that connection only.
+// or the sticky error of its stream for one-way commands) or closes that connection only.
 //
 // Each connection has its own thread, buffers and cached graphs, all freed when it closes; a
 // handle of another connection does not resolve. Computations of all connections share one
@@ -34,6 +34,9 @@ struct WorkerOptions {
 constexpr uint32_t kMaxBuffersPerConnection = 1 << 16;
 constexpr uint32_t kMaxCachedGraphs = 256;
 constexpr uint64_t kMaxCachedGraphBytes = uint64_t{256} << 20;
+// Streams of one connection holding an unreported error (each costs its error text, at most
+// kMaxErrorBytes). A client has a few streams per context; one with more is broken or hostile.
+constexpr uint32_t kMaxStreamErrors = 1024;
 
 class Worker {
  public:
