@@ -33,10 +33,6 @@ uint64_t pieces_bytes(std::span<const Piece> pieces) {
   return n;
 }
 
-bool is_timeout(const Status& s) {
-  return s.kind() == ErrorKind::kUnavailable && s.message().find("timed out") != std::string::npos;
-}
-
 }  // namespace
 
 Status client_options_from_env(ClientOptions* o) {
@@ -310,8 +306,18 @@ void Connection::receive_loop() {
         wait_ms = static_cast<int>(std::clamp<int64_t>(left, 1, INT_MAX));
       }
     }
-    auto m = transport_->recv(wait_ms);
+    // Waiting for a message to start is bounded by the next deadline (or the idle poll); a
+    // message that has started may stall for up to the request timeout, whatever the poll.
+    auto m = transport_->try_recv(wait_ms, options_.timeout_ms);
     if (!m.is_ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return;
+      }
+      fail_all(unavailable("worker " + label_ + ": " + m.status().message()));
+      return;
+    }
+    if (!m->has_value()) {
       std::string late;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -328,15 +334,13 @@ void Connection::receive_loop() {
           if (late.empty() && d <= now) late = "a send did not complete";
         }
       }
-      if (late.empty() && is_timeout(m.status())) continue;  // idle: nothing was due
-      fail_all(unavailable(
-          "worker " + label_ + ": " +
-          (late.empty() ? m.status().message()
-                        : late + " within " + std::to_string(options_.timeout_ms) +
-                              " ms (STRATA_RPC_TIMEOUT_MS); the worker is stalled or gone")));
+      if (late.empty()) continue;  // idle: nothing was due
+      fail_all(unavailable("worker " + label_ + ": " + late + " within " +
+                           std::to_string(options_.timeout_ms) +
+                           " ms (STRATA_RPC_TIMEOUT_MS); the worker is stalled or gone"));
       return;
     }
-    Message msg = std::move(m).value();
+    Message msg = std::move(**m);
     InFlight f;
     {
       std::lock_guard<std::mutex> lock(mutex_);
