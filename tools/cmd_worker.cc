@@ -32,6 +32,10 @@ Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
                           rpc::auth_token_load(flags.get_or("--auth-token-file", "")));
   STRATA_ASSIGN_OR_RETURN(int64_t hide, flags.get_int("--hide-caps", 0, 0, INT64_MAX));
   o.hide_caps = static_cast<uint64_t>(hide);
+  // For tests only (not in --help): pose as a worker of another major protocol version.
+  STRATA_ASSIGN_OR_RETURN(int64_t major,
+                          flags.get_int("--protocol-major", rpc::kVersionMajor, 0, 65535));
+  o.version_major = static_cast<uint16_t>(major);
   return o;
 }
 
@@ -39,7 +43,7 @@ Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
 
 int cmd_worker(const Args& args) {
   Flags flags({"--host", "--port", "--unix", "-t|--threads", "--mem", "--cache",
-               "--auth-token-file", "--hide-caps"},
+               "--auth-token-file", "--hide-caps", "--protocol-major"},
               {"-h|--help"});
   if (Status s = flags.parse(args); !s) return fail("worker", s);
   if (flags.has("--help")) {

@@ -227,9 +227,9 @@ bool Session::handshake(std::string* why) {
   if (m->payload.size() >= 4) {
     const uint16_t major = static_cast<uint16_t>(m->payload[0] | (m->payload[1] << 8));
     const uint16_t minor = static_cast<uint16_t>(m->payload[2] | (m->payload[3] << 8));
-    if (major != kVersionMajor) {
+    if (major != w_.options.version_major) {
       *why = "protocol version mismatch: client " + std::to_string(major) + "." +
-             std::to_string(minor) + ", worker " + std::to_string(kVersionMajor) + "." +
+             std::to_string(minor) + ", worker " + std::to_string(w_.options.version_major) + "." +
              std::to_string(kVersionMinor) + " (major versions must match)";
       Header r = h;
       r.flags = kFlagResponse;
@@ -245,6 +245,7 @@ bool Session::handshake(std::string* why) {
     return false;
   }
   HelloResponse resp;
+  resp.major = w_.options.version_major;
   resp.caps = w_.caps;
   streams_ = (hello->caps & w_.caps & kCapStreams) != 0;
   if (!w_.options.auth_token.empty()) {

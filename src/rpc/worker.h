@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "rpc/protocol.h"
 
 namespace strata::rpc {
 
@@ -27,6 +28,9 @@ struct WorkerOptions {
   uint64_t hide_caps = 0;     // capability bits not to advertise (compatibility tests)
   bool log = true;            // one line per connection on stderr
   int handshake_timeout_ms = 10000;
+  // The major protocol version the worker speaks. Only tests change it, to pose as a worker of
+  // another version (`strata worker --protocol-major N`).
+  uint16_t version_major = kVersionMajor;
 };
 
 // Per-connection bounds (denial of service): a client that wants more opens more connections,

@@ -505,6 +505,27 @@ TEST_P(WorkerTest, MajorVersionMismatch) {
   expect_serves(*w);
 }
 
+// A worker posing as another major version (for tests of clients) refuses this version.
+TEST_P(WorkerTest, PosesAsAnotherMajorVersion) {
+  WorkerOptions o;
+  o.version_major = kVersionMajor + 5;
+  auto w = start(o);
+  auto c = RawClient::connect(w->address());
+  ASSERT_NE(c, nullptr);
+  Result<HelloResponse> h = c->hello();
+  ASSERT_FALSE(h);
+  EXPECT_EQ(c->last_status(), static_cast<uint16_t>(WireStatus::kVersionMismatch));
+  const std::string both = "client " + std::to_string(kVersionMajor) + "." +
+                           std::to_string(kVersionMinor) + ", worker " +
+                           std::to_string(kVersionMajor + 5) + ".";
+  EXPECT_NE(h.status().message().find(both), std::string::npos) << h.status().message();
+  auto same = RawClient::connect(w->address());
+  ASSERT_NE(same, nullptr);
+  Result<HelloResponse> ok = same->hello("", kVersionMajor + 5);
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ(ok->major, kVersionMajor + 5);
+}
+
 TEST_P(WorkerTest, TokenRequired) {
   WorkerOptions o;
   o.auth_token = "correct horse";
