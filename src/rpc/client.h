@@ -6,7 +6,9 @@
 // thread, which also bounds every wait: a request unanswered for timeout_ms, or a send stuck for
 // as long, fails with an error naming the worker, and the connection is then closed so that
 // everything after it fails at once instead of hanging. The client never aborts on what a
-// worker sends or fails to send.
+// worker sends or fails to send. When the worker closes idle sessions, a keepalive thread
+// sends a DEVICE_INFO after a quarter of its idle timeout without any message, so that an
+// idle server keeps its remote weights.
 #pragma once
 
 #include <atomic>
@@ -113,6 +115,7 @@ class Connection {
   Status send_locked_free(const Header& h, std::span<const Piece> pieces);
   void receive_loop();
   void report_loop();
+  void keepalive_loop();
   void fail_all(const Status& s);
 
   const ClientOptions options_;
@@ -136,8 +139,13 @@ class Connection {
   bool stopping_ = false;
   std::condition_variable stop_cv_;
 
+  // The worker's idle timeout (0: none) and when the last message left, for keepalive_loop.
+  uint64_t worker_idle_ms_ = 0;
+  std::atomic<int64_t> last_send_ns_{0};
+
   std::thread receiver_;
   std::thread reporter_;
+  std::thread keepalive_;
 };
 
 }  // namespace strata::rpc

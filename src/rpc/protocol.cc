@@ -280,6 +280,7 @@ void encode(const HelloResponse& m, std::vector<uint8_t>* out) {
   put_u64(out, m.caps);
   put_bytes(out, m.server_nonce.data(), m.server_nonce.size());
   put_bytes(out, m.server_mac.data(), m.server_mac.size());
+  put_u64(out, m.idle_timeout_ms);
 }
 
 void encode(const DeviceInfoResponse& m, std::vector<uint8_t>* out) {
@@ -369,6 +370,8 @@ Result<HelloResponse> decode_hello_response(std::span<const uint8_t> p) {
   m.caps = r.u64("caps");
   r.bytes(&m.server_nonce, "server_nonce");
   r.bytes(&m.server_mac, "server_mac");
+  // Added after the first release: an older worker's response ends before it.
+  if (r.remaining() >= 8) m.idle_timeout_ms = r.u64("idle_timeout_ms");
   STRATA_RETURN_IF_ERROR(r.finish(/*allow_trailing=*/true));
   if (m.auth > kAuthAccepted) {
     return invalid_argument("HELLO response field 'auth': unknown value " + std::to_string(m.auth));

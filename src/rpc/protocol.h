@@ -169,7 +169,10 @@ struct HelloRequest {
 constexpr size_t kHelloBytes = 80;
 enum : uint32_t { kAuthNone = 0, kAuthChallenge = 1, kAuthAccepted = 2 };
 //   0 u16 major, 2 u16 minor, 4 u32 auth (kAuth*), 8 u64 caps offered,
-//   16 u8[32] server nonce (challenge), 48 u8[32] server mac (accepted)  (80 bytes, may grow)
+//   16 u8[32] server nonce (challenge), 48 u8[32] server mac (accepted),
+//   80 u64 idle_timeout_ms (0: none; absent from older workers, read as 0)  (88 bytes, may grow)
+// A worker closes a session that sends nothing for idle_timeout_ms; a client that wants to
+// stay connected while idle sends a cheap request (DEVICE_INFO) well within it.
 struct HelloResponse {
   uint16_t major = kVersionMajor;
   uint16_t minor = kVersionMinor;
@@ -177,7 +180,9 @@ struct HelloResponse {
   uint64_t caps = 0;
   Nonce server_nonce{};
   Mac server_mac{};
+  uint64_t idle_timeout_ms = 0;
 };
+constexpr size_t kHelloResponseBytes = 88;
 
 // --- DEVICE_INFO: empty request ---------------------------------------------------------------
 //   0 u64 memory_total, 8 u64 memory_free, 16 u64 alignment, 24 u64 max_buffer_size,

@@ -82,9 +82,14 @@ TEST(RpcProtocol, HelloRoundTripAndGrowth) {
   r.caps = kCapAll;
   std::vector<uint8_t> rb;
   encode(r, &rb);
+  ASSERT_EQ(rb.size(), kHelloResponseBytes);
   Result<HelloResponse> rback = decode_hello_response(rb);
   ASSERT_TRUE(rback);
   EXPECT_EQ(rback->auth, kAuthChallenge);
+  // The idle timeout at offset 80; an older worker's 80-byte response reads as none.
+  put64(rb, 80, 600000);
+  EXPECT_EQ(decode_hello_response(rb)->idle_timeout_ms, 600000u);
+  EXPECT_EQ(decode_hello_response({rb.data(), 80})->idle_timeout_ms, 0u);
   put32(rb, 4, 3);
   EXPECT_FALSE(decode_hello_response(rb));
 }

@@ -199,6 +199,36 @@ TEST(RemoteBackend, AStreamsErrorStaysWithThatStream) {
   }
 }
 
+// A device left idle (a server between requests) keeps its session, and so its buffers, on a
+// worker that closes idle sessions: the client sends a keepalive well within the timeout.
+TEST(RemoteBackend, AnIdleDeviceKeepsItsSession) {
+  WorkerOptions wo;
+  wo.address = "127.0.0.1:0";
+  wo.log = false;
+  wo.idle_timeout_ms = 800;
+  auto w = Worker::start(wo);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  auto d = remote_device_new(client((*w)->address()));
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  auto buf = (*d)->alloc_buffer(4096);
+  ASSERT_TRUE(buf.is_ok()) << buf.status().message();
+  auto stream = (*d)->create_stream();
+  const float x[4] = {1, 2, 3, 4};
+  stream->set_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), x, sizeof(x));
+  ASSERT_TRUE(stream->synchronize().is_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // three idle timeouts
+  EXPECT_EQ((*w)->open_connections(), 1);
+  EXPECT_EQ((*w)->bytes_allocated(), 4096u);
+  float got[4] = {};
+  stream->get_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), got, sizeof(got));
+  Status s = stream->synchronize();
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(std::memcmp(got, x, sizeof(x)), 0);
+  EXPECT_GT(
+      remote_device_connection(**d)->stats().snapshot().commands[int(Command::kDeviceInfo)].count,
+      1u);
+}
+
 // A fake worker: accepts one connection and answers each message with the responses `reply`
 // puts in `out` (none, or several, which may answer earlier messages).
 class FakeWorker {

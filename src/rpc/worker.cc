@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -247,6 +249,7 @@ bool Session::handshake(std::string* why) {
   HelloResponse resp;
   resp.major = w_.options.version_major;
   resp.caps = w_.caps;
+  resp.idle_timeout_ms = static_cast<uint64_t>(std::max(0, w_.options.idle_timeout_ms));
   streams_ = (hello->caps & w_.caps & kCapStreams) != 0;
   if (!w_.options.auth_token.empty()) {
     Result<Nonce> nonce = auth_nonce();
@@ -307,9 +310,14 @@ bool Session::handshake(std::string* why) {
 }
 
 std::string Session::serve() {
+  const int idle = w_.options.idle_timeout_ms > 0 ? w_.options.idle_timeout_ms : -1;
   for (;;) {
-    Result<Message> m = t_.recv(-1);
-    if (!m) return m.status().message();
+    Result<std::optional<Message>> next = t_.try_recv(idle, idle);
+    if (!next) return next.status().message();
+    if (!next->has_value()) {
+      return "idle for " + std::to_string(idle) + " ms (--idle-timeout); its buffers are freed";
+    }
+    const std::optional<Message>& m = *next;
     const Header& h = m->header;
     if ((h.flags & kFlagResponse) != 0) return "protocol error: the client sent a response";
     if (h.stream != 0 && !streams_) {
@@ -603,6 +611,10 @@ Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Worker::~Worker() { stop(); }
 
 Result<std::unique_ptr<Worker>> Worker::start(const WorkerOptions& options) {
+  if (options.idle_timeout_ms < 0) {
+    return invalid_argument("idle timeout: " + std::to_string(options.idle_timeout_ms) +
+                            " ms is negative (0 means none)");
+  }
   if (options.n_threads < 1 || options.n_threads > 1024) {
     return invalid_argument("threads: " + std::to_string(options.n_threads) + " outside [1, 1024]");
   }

@@ -28,6 +28,11 @@ struct WorkerOptions {
   uint64_t hide_caps = 0;     // capability bits not to advertise (compatibility tests)
   bool log = true;            // one line per connection on stderr
   int handshake_timeout_ms = 10000;
+  // A session that sends nothing for this long is closed and its buffers freed, so that a
+  // client that vanished without closing (a dead machine, a cut network) does not pin memory.
+  // The same bound applies to a stall inside a message. 0: none. Clients of this version
+  // keep an idle session open with a cheap request (see HelloResponse::idle_timeout_ms).
+  int idle_timeout_ms = 600 * 1000;
   // The major protocol version the worker speaks. Only tests change it, to pose as a worker of
   // another version (`strata worker --protocol-major N`).
   uint16_t version_major = kVersionMajor;

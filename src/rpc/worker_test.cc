@@ -609,6 +609,47 @@ TEST_P(WorkerTest, WeightCacheByHash) {
   std::filesystem::remove_all(dir);
 }
 
+// A client that goes silent after the handshake: its session is closed after the idle
+// timeout and its buffers are freed; the worker goes on serving others.
+TEST_P(WorkerTest, ASilentSessionIsClosedAndItsBuffersFreed) {
+  WorkerOptions o;
+  o.idle_timeout_ms = 300;
+  auto w = start(o);
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const uint64_t b = c->alloc(1 << 20);
+  ASSERT_NE(b, 0u);
+  EXPECT_EQ(w->bytes_allocated(), uint64_t{1} << 20);
+  wait_closed(*w);
+  EXPECT_EQ(w->open_connections(), 0);
+  EXPECT_EQ(w->bytes_allocated(), 0u);
+  EXPECT_FALSE(c->get(b, 0, 1));  // the session is gone
+  expect_serves(*w);
+}
+
+// The idle timeout is offered in HELLO (for the client's keepalive); 0 means none, and then a
+// silent session stays open.
+TEST_P(WorkerTest, IdleTimeoutInHelloAndZeroMeansNone) {
+  WorkerOptions o;
+  o.idle_timeout_ms = 0;
+  auto w = start(o);
+  auto c = RawClient::connect(w->address());
+  ASSERT_NE(c, nullptr);
+  Result<HelloResponse> h = c->hello();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->idle_timeout_ms, 0u);
+  const uint64_t b = c->alloc(64);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(c->get(b, 0, 1));
+  o.idle_timeout_ms = 4321;
+  auto w2 = start(o);
+  auto c2 = RawClient::connect(w2->address());
+  ASSERT_NE(c2, nullptr);
+  Result<HelloResponse> h2 = c2->hello();
+  ASSERT_TRUE(h2);
+  EXPECT_EQ(h2->idle_timeout_ms, 4321u);
+}
+
 TEST_P(WorkerTest, VanishingClients) {
   auto w = start();
   for (int cut = 0; cut < 3; ++cut) {
