@@ -1,5 +1,6 @@
 // strata worker [--host 127.0.0.1] [--port 50052] [--unix PATH] [-t THREADS] [--mem BYTES]
-//               [--cache DIR] [--auth-token-file FILE] [--hide-caps MASK]
+//               [--cache DIR] [--auth-token-file FILE] [--idle-timeout SECONDS]
+//               [--hide-caps MASK]
 // Serves this machine's CPU to `strata run/serve --rpc`. Stops on SIGINT or SIGTERM.
 #include <signal.h>
 
@@ -32,6 +33,12 @@ Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
                           rpc::auth_token_load(flags.get_or("--auth-token-file", "")));
   STRATA_ASSIGN_OR_RETURN(int64_t hide, flags.get_int("--hide-caps", 0, 0, INT64_MAX));
   o.hide_caps = static_cast<uint64_t>(hide);
+  STRATA_ASSIGN_OR_RETURN(int64_t idle, flags.get_int("--idle-timeout", 600, 0, INT32_MAX / 1000));
+  o.idle_timeout_ms = static_cast<int>(idle * 1000);
+  // For tests only (not in --help): pose as a worker of another major protocol version.
+  STRATA_ASSIGN_OR_RETURN(int64_t major,
+                          flags.get_int("--protocol-major", rpc::kVersionMajor, 0, 65535));
+  o.version_major = static_cast<uint16_t>(major);
   return o;
 }
 
@@ -39,7 +46,7 @@ Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
 
 int cmd_worker(const Args& args) {
   Flags flags({"--host", "--port", "--unix", "-t|--threads", "--mem", "--cache",
-               "--auth-token-file", "--hide-caps"},
+               "--auth-token-file", "--hide-caps", "--protocol-major", "--idle-timeout"},
               {"-h|--help"});
   if (Status s = flags.parse(args); !s) return fail("worker", s);
   if (flags.has("--help")) {
@@ -53,6 +60,8 @@ int cmd_worker(const Args& args) {
         "  --cache DIR             keep uploaded weights by content hash, so that a restart\n"
         "                          does not send them again\n"
         "  --auth-token-file FILE  require clients to prove they know this token (or set %s)\n"
+        "  --idle-timeout SECONDS  close a client connection silent for this long and free its\n"
+        "                          buffers (default 600; 0: never)\n"
         "  --hide-caps MASK        do not advertise these capability bits (compatibility tests)\n",
         rpc::kTokenEnv);
     return 0;

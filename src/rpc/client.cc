@@ -33,10 +33,6 @@ uint64_t pieces_bytes(std::span<const Piece> pieces) {
   return n;
 }
 
-bool is_timeout(const Status& s) {
-  return s.kind() == ErrorKind::kUnavailable && s.message().find("timed out") != std::string::npos;
-}
-
 }  // namespace
 
 Status client_options_from_env(ClientOptions* o) {
@@ -117,6 +113,10 @@ Result<std::shared_ptr<Connection>> Connection::open(const ClientOptions& option
   if (options.stats_period_ms > 0) {
     c->reporter_ = std::thread([raw = c.get()] { raw->report_loop(); });
   }
+  if (c->worker_idle_ms_ > 0) {
+    c->last_send_ns_.store(Clock::now().time_since_epoch().count());
+    c->keepalive_ = std::thread([raw = c.get()] { raw->keepalive_loop(); });
+  }
   return c;
 }
 
@@ -187,11 +187,13 @@ Status Connection::hello() {
       return unavailable(who + " did not prove that it knows the token");
     }
     resp.caps = a.caps;
+    resp.idle_timeout_ms = a.idle_timeout_ms;
   } else if (resp.auth != kAuthNone) {
     return invalid_argument(who + ": HELLO auth state " + std::to_string(resp.auth) +
                             " is not none or challenge");
   }
   caps_ = resp.caps & req.caps;
+  worker_idle_ms_ = resp.idle_timeout_ms;
 
   auto info = exchange(Command::kDeviceInfo, {});
   if (!info.is_ok()) return info.status().with_context(who + ": DEVICE_INFO");
@@ -210,6 +212,7 @@ Connection::~Connection() {
   if (transport_) transport_->shutdown();
   if (receiver_.joinable()) receiver_.join();
   if (reporter_.joinable()) reporter_.join();
+  if (keepalive_.joinable()) keepalive_.join();
   fail_all(unavailable("connection to worker " + label_ + " closed"));
   if (options_.stats_period_ms > 0) {
     std::fprintf(stderr, "%s", rpc_stats_format(label_, "total", stats_.snapshot()).c_str());
@@ -231,6 +234,7 @@ Status Connection::send_locked_free(const Header& h, std::span<const Piece> piec
     sends_[ticket] = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   }
   Status s = transport_->send(h, pieces);
+  last_send_ns_.store(Clock::now().time_since_epoch().count());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sends_.erase(ticket);
@@ -244,21 +248,24 @@ Status Connection::send_locked_free(const Header& h, std::span<const Piece> piec
   return Status::ok();
 }
 
-Status Connection::send_one_way(Command c, std::span<const Piece> pieces, bool step) {
+Status Connection::send_one_way(Command c, std::span<const Piece> pieces, bool step,
+                                uint32_t stream) {
   Header h;
   h.command = c;
   h.flags = kFlagOneWay;
   h.request_id = next_id_++;
+  h.stream = has(kCapStreams) ? stream : 0;
   stats_.on_send(c, kHeaderBytes + pieces_bytes(pieces), false, step);
   return send_locked_free(h, pieces);
 }
 
 std::shared_ptr<Pending> Connection::send_request(Command c, std::span<const Piece> pieces,
-                                                  bool step) {
+                                                  bool step, uint32_t stream) {
   auto p = std::make_shared<Pending>(c, step);
   Header h;
   h.command = c;
   h.request_id = next_id_++;
+  h.stream = has(kCapStreams) ? stream : 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_.is_ok()) {
@@ -307,8 +314,18 @@ void Connection::receive_loop() {
         wait_ms = static_cast<int>(std::clamp<int64_t>(left, 1, INT_MAX));
       }
     }
-    auto m = transport_->recv(wait_ms);
+    // Waiting for a message to start is bounded by the next deadline (or the idle poll); a
+    // message that has started may stall for up to the request timeout, whatever the poll.
+    auto m = transport_->try_recv(wait_ms, options_.timeout_ms);
     if (!m.is_ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return;
+      }
+      fail_all(unavailable("worker " + label_ + ": " + m.status().message()));
+      return;
+    }
+    if (!m->has_value()) {
       std::string late;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -325,15 +342,13 @@ void Connection::receive_loop() {
           if (late.empty() && d <= now) late = "a send did not complete";
         }
       }
-      if (late.empty() && is_timeout(m.status())) continue;  // idle: nothing was due
-      fail_all(unavailable(
-          "worker " + label_ + ": " +
-          (late.empty() ? m.status().message()
-                        : late + " within " + std::to_string(options_.timeout_ms) +
-                              " ms (STRATA_RPC_TIMEOUT_MS); the worker is stalled or gone")));
+      if (late.empty()) continue;  // idle: nothing was due
+      fail_all(unavailable("worker " + label_ + ": " + late + " within " +
+                           std::to_string(options_.timeout_ms) +
+                           " ms (STRATA_RPC_TIMEOUT_MS); the worker is stalled or gone"));
       return;
     }
-    Message msg = std::move(m).value();
+    Message msg = std::move(**m);
     InFlight f;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -360,6 +375,23 @@ void Connection::receive_loop() {
     } else {
       f.pending->complete(std::move(msg));
     }
+  }
+}
+
+// Any message resets the worker's idle timer; only a connection silent for a quarter of the
+// timeout sends one of its own. Its answer is not waited for: a lost worker fails it like any
+// other request, through the receiver.
+void Connection::keepalive_loop() {
+  const auto period = std::chrono::milliseconds(std::max<uint64_t>(worker_idle_ms_ / 4, 1));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_ && broken_.is_ok()) {
+    stop_cv_.wait_for(lock, period / 4, [&] { return stopping_; });
+    if (stopping_ || !broken_.is_ok()) break;
+    const Clock::time_point last{Clock::duration(last_send_ns_.load())};
+    if (Clock::now() - last < period) continue;
+    lock.unlock();
+    (void)send_request(Command::kDeviceInfo, {}, false);
+    lock.lock();
   }
 }
 

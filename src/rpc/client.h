@@ -6,7 +6,9 @@
 // thread, which also bounds every wait: a request unanswered for timeout_ms, or a send stuck for
 // as long, fails with an error naming the worker, and the connection is then closed so that
 // everything after it fails at once instead of hanging. The client never aborts on what a
-// worker sends or fails to send.
+// worker sends or fails to send. When the worker closes idle sessions, a keepalive thread
+// sends a DEVICE_INFO after a quarter of its idle timeout without any message, so that an
+// idle server keeps its remote weights.
 #pragma once
 
 #include <atomic>
@@ -94,9 +96,15 @@ class Connection {
   Status broken() const;
 
   // Sends a one-way message (no response). `step`: sent by a stream while decoding (stats).
-  Status send_one_way(Command c, std::span<const Piece> pieces, bool step);
+  // `stream`: the id of the sending stream (new_stream_id()), 0 for none; the worker keeps
+  // the sticky error of a failed one-way command per stream when it has kCapStreams, else
+  // per connection.
+  Status send_one_way(Command c, std::span<const Piece> pieces, bool step, uint32_t stream = 0);
   // Sends a request; the response completes the returned Pending.
-  std::shared_ptr<Pending> send_request(Command c, std::span<const Piece> pieces, bool step);
+  std::shared_ptr<Pending> send_request(Command c, std::span<const Piece> pieces, bool step,
+                                        uint32_t stream = 0);
+  // A stream id no other stream of this connection has; never 0.
+  uint32_t new_stream_id() { return next_stream_++; }
   // send_request and wait; an error response becomes the returned Status.
   Result<Message> call(Command c, std::span<const Piece> pieces);
 
@@ -107,6 +115,7 @@ class Connection {
   Status send_locked_free(const Header& h, std::span<const Piece> pieces);
   void receive_loop();
   void report_loop();
+  void keepalive_loop();
   void fail_all(const Status& s);
 
   const ClientOptions options_;
@@ -117,6 +126,7 @@ class Connection {
   RpcStats stats_;
 
   std::atomic<uint32_t> next_id_{1};
+  std::atomic<uint32_t> next_stream_{1};
   mutable std::mutex mutex_;  // guards the members below
   struct InFlight {
     std::shared_ptr<Pending> pending;
@@ -129,8 +139,13 @@ class Connection {
   bool stopping_ = false;
   std::condition_variable stop_cv_;
 
+  // The worker's idle timeout (0: none) and when the last message left, for keepalive_loop.
+  uint64_t worker_idle_ms_ = 0;
+  std::atomic<int64_t> last_send_ns_{0};
+
   std::thread receiver_;
   std::thread reporter_;
+  std::thread keepalive_;
 };
 
 }  // namespace strata::rpc

@@ -225,7 +225,7 @@ void header_encode(const Header& h, uint8_t out[kHeaderBytes]) {
   put_u8(&v, h.flags);
   put_u16(&v, h.status);
   put_u32(&v, h.request_id);
-  put_u32(&v, h.reserved);
+  put_u32(&v, h.stream);
   put_u64(&v, h.payload_size);
   std::memcpy(out, v.data(), kHeaderBytes);
 }
@@ -242,7 +242,7 @@ Result<Header> header_decode(std::span<const uint8_t> bytes, uint64_t max_payloa
   h.flags = r.u8("flags");
   h.status = r.u16("status");
   h.request_id = r.u32("request_id");
-  h.reserved = r.u32("reserved");
+  h.stream = r.u32("stream");
   h.payload_size = r.u64("payload_size");
   STRATA_RETURN_IF_ERROR(r.finish());
   if (h.magic != kMagic) {
@@ -256,10 +256,6 @@ Result<Header> header_decode(std::span<const uint8_t> bytes, uint64_t max_payloa
   h.command = static_cast<Command>(command);
   if ((h.flags & ~kFlagsKnown) != 0) {
     return invalid_argument("header field 'flags': unknown bits " + std::to_string(h.flags));
-  }
-  if (h.reserved != 0) {
-    return invalid_argument("header field 'reserved': " + std::to_string(h.reserved) +
-                            ", must be 0");
   }
   if (h.payload_size > max_payload) {
     return out_of_range("header field 'payload_size': " + std::to_string(h.payload_size) +
@@ -284,6 +280,7 @@ void encode(const HelloResponse& m, std::vector<uint8_t>* out) {
   put_u64(out, m.caps);
   put_bytes(out, m.server_nonce.data(), m.server_nonce.size());
   put_bytes(out, m.server_mac.data(), m.server_mac.size());
+  put_u64(out, m.idle_timeout_ms);
 }
 
 void encode(const DeviceInfoResponse& m, std::vector<uint8_t>* out) {
@@ -373,6 +370,8 @@ Result<HelloResponse> decode_hello_response(std::span<const uint8_t> p) {
   m.caps = r.u64("caps");
   r.bytes(&m.server_nonce, "server_nonce");
   r.bytes(&m.server_mac, "server_mac");
+  // Added after the first release: an older worker's response ends before it.
+  if (r.remaining() >= 8) m.idle_timeout_ms = r.u64("idle_timeout_ms");
   STRATA_RETURN_IF_ERROR(r.finish(/*allow_trailing=*/true));
   if (m.auth > kAuthAccepted) {
     return invalid_argument("HELLO response field 'auth': unknown value " + std::to_string(m.auth));

@@ -13,7 +13,8 @@
 //   5      1    flags        bit0 kFlagResponse, bit1 kFlagOneWay (no response is sent)
 //   6      2    status       responses: 0 ok, else a WireStatus; the payload is then the error text
 //   8      4    request_id   chosen by the client, echoed by the response
-//   12     4    reserved     0
+//   12     4    stream       the client stream a command belongs to (kCapStreams), else 0;
+//                            a response echoes it
 //   16     8    payload_size <= kMaxMessageBytes (a receiver may use a lower ceiling)
 //
 // Handshake: the first message of a connection must be HELLO (else the worker closes it).
@@ -30,9 +31,13 @@
 //   fields they know and ignore trailing bytes.
 //
 // Streams: one-way commands (flag bit1) are never answered. One that fails records a sticky
-// error on the connection; the one-way commands behind it are skipped, and the next
-// SYNCHRONIZE, GET_TENSOR or GET_TENSORS answers with that error (and clears it). Two-way
-// commands other than those run normally. Commands run in the order they arrive.
+// error on its stream; the one-way commands of that stream behind it are skipped, and the
+// stream's next SYNCHRONIZE, GET_TENSOR or GET_TENSORS answers with that error (and clears it).
+// Two-way commands other than those run normally. Commands run in the order they arrive,
+// whatever their stream. A stream is the header's `stream` id when both peers have
+// kCapStreams (the client picks the ids; 0 is for commands of no stream); without the bit
+// every header carries 0 and the whole connection is one stream, so that several contexts
+// sharing it see each other's errors.
 #pragma once
 
 #include <array>
@@ -116,7 +121,9 @@ constexpr uint64_t kCapSetTensorHash = 1 << 0;   // SET_TENSOR_HASH
 constexpr uint64_t kCapBatched = 1 << 1;         // SET_TENSORS and GET_TENSORS
 constexpr uint64_t kCapGraphRecompute = 1 << 2;  // GRAPH_RECOMPUTE
 constexpr uint64_t kCapCopyTensor = 1 << 3;      // COPY_TENSOR
-constexpr uint64_t kCapAll = kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor;
+constexpr uint64_t kCapStreams = 1 << 4;         // header.stream: sticky errors per stream
+constexpr uint64_t kCapAll =
+    kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor | kCapStreams;
 // The bit a command needs, 0 for the commands every peer has.
 uint64_t command_capability(Command c);
 
@@ -126,11 +133,12 @@ struct Header {
   uint8_t flags = 0;
   uint16_t status = 0;
   uint32_t request_id = 0;
-  uint32_t reserved = 0;
+  uint32_t stream = 0;
   uint64_t payload_size = 0;
 };
 void header_encode(const Header& h, uint8_t out[kHeaderBytes]);
-// Checks magic, command, flags, reserved and payload_size <= max_payload.
+// Checks magic, command, flags and payload_size <= max_payload. Whether a nonzero stream is
+// allowed depends on the session (kCapStreams): the receiver checks it.
 Result<Header> header_decode(std::span<const uint8_t> bytes, uint64_t max_payload);
 
 using Nonce = std::array<uint8_t, 32>;
@@ -161,7 +169,10 @@ struct HelloRequest {
 constexpr size_t kHelloBytes = 80;
 enum : uint32_t { kAuthNone = 0, kAuthChallenge = 1, kAuthAccepted = 2 };
 //   0 u16 major, 2 u16 minor, 4 u32 auth (kAuth*), 8 u64 caps offered,
-//   16 u8[32] server nonce (challenge), 48 u8[32] server mac (accepted)  (80 bytes, may grow)
+//   16 u8[32] server nonce (challenge), 48 u8[32] server mac (accepted),
+//   80 u64 idle_timeout_ms (0: none; absent from older workers, read as 0)  (88 bytes, may grow)
+// A worker closes a session that sends nothing for idle_timeout_ms; a client that wants to
+// stay connected while idle sends a cheap request (DEVICE_INFO) well within it.
 struct HelloResponse {
   uint16_t major = kVersionMajor;
   uint16_t minor = kVersionMinor;
@@ -169,7 +180,9 @@ struct HelloResponse {
   uint64_t caps = 0;
   Nonce server_nonce{};
   Mac server_mac{};
+  uint64_t idle_timeout_ms = 0;
 };
+constexpr size_t kHelloResponseBytes = 88;
 
 // --- DEVICE_INFO: empty request ---------------------------------------------------------------
 //   0 u64 memory_total, 8 u64 memory_free, 16 u64 alignment, 24 u64 max_buffer_size,

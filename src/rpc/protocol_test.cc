@@ -16,18 +16,20 @@ TEST(RpcProtocol, HeaderLayout) {
   h.flags = kFlagOneWay;
   h.status = 0x0102;
   h.request_id = 0x0a0b0c0d;
+  h.stream = 0x04030201;
   h.payload_size = 0x1122334455667788ull;
   uint8_t b[kHeaderBytes];
   header_encode(h, b);
   // Byte by byte, as the layout comment in protocol.h states.
   const uint8_t expect[kHeaderBytes] = {'S',  'R',  'P',  'C',  10,   2,    0x02, 0x01,
-                                        0x0d, 0x0c, 0x0b, 0x0a, 0,    0,    0,    0,
+                                        0x0d, 0x0c, 0x0b, 0x0a, 1,    2,    3,    4,
                                         0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11};
   EXPECT_EQ(std::memcmp(b, expect, kHeaderBytes), 0);
   Result<Header> back = header_decode(b, ~uint64_t{0});
   ASSERT_TRUE(back) << back.status().message();
   EXPECT_EQ(back->command, Command::kGetTensors);
   EXPECT_EQ(back->request_id, 0x0a0b0c0du);
+  EXPECT_EQ(back->stream, 0x04030201u);
   EXPECT_EQ(back->payload_size, h.payload_size);
 }
 
@@ -43,7 +45,10 @@ TEST(RpcProtocol, HeaderRejects) {
   EXPECT_FALSE(with(4, 0));    // command 0
   EXPECT_FALSE(with(4, 15));   // command past the last
   EXPECT_FALSE(with(5, 4));    // unknown flag
-  EXPECT_FALSE(with(12, 1));   // reserved
+  // The stream id is carried, whatever its value: the session decides whether it is allowed.
+  Result<Header> stream = with(15, 0x80);
+  ASSERT_TRUE(stream) << stream.status().message();
+  EXPECT_EQ(stream->stream, 0x80000000u);
   h.payload_size = kMaxMessageBytes + 1;
   header_encode(h, b);
   Result<Header> big = header_decode(b, kMaxMessageBytes);
@@ -77,9 +82,14 @@ TEST(RpcProtocol, HelloRoundTripAndGrowth) {
   r.caps = kCapAll;
   std::vector<uint8_t> rb;
   encode(r, &rb);
+  ASSERT_EQ(rb.size(), kHelloResponseBytes);
   Result<HelloResponse> rback = decode_hello_response(rb);
   ASSERT_TRUE(rback);
   EXPECT_EQ(rback->auth, kAuthChallenge);
+  // The idle timeout at offset 80; an older worker's 80-byte response reads as none.
+  put64(rb, 80, 600000);
+  EXPECT_EQ(decode_hello_response(rb)->idle_timeout_ms, 600000u);
+  EXPECT_EQ(decode_hello_response({rb.data(), 80})->idle_timeout_ms, 0u);
   put32(rb, 4, 3);
   EXPECT_FALSE(decode_hello_response(rb));
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <utility>
 
 #include "graph/serialize.h"
 
@@ -66,6 +68,7 @@ class RemoteStream : public Stream {
       : shared_(std::move(shared)),
         conn_(*shared_->conn),
         graph_id_(shared_->next_graph_id++),
+        stream_id_(shared_->conn->new_stream_id()),
         error_(std::make_shared<StreamError>()) {}
 
   ~RemoteStream() override { (void)synchronize(); }
@@ -100,7 +103,10 @@ class RemoteStream : public Stream {
       if (group_.size() >= kHashMinBytes) flush_group();
       return;
     }
-    flush();
+    // What was queued before goes first; the probes in flight stay in flight.
+    flush_group();
+    flush_writes();
+    flush_reads();
     for (uint64_t off = 0; off < size; off += kWeightChunkBytes) {
       const uint64_t n = std::min<uint64_t>(kWeightChunkBytes, size - off);
       upload_chunk(Region{dst.buffer, dst.offset + off, n}, p + off);
@@ -108,7 +114,8 @@ class RemoteStream : public Stream {
   }
 
   void get_tensor(const TensorRef& src, void* dst, size_t size) override {
-    if (!writes_.empty()) flush_writes();  // a read sees the writes queued before it
+    resolve_probes(0);                     // a read sees the weights written before it
+    if (!writes_.empty()) flush_writes();  // and the writes queued before it
     reads_.push_back({region_of(src, size), static_cast<uint8_t*>(dst)});
   }
 
@@ -122,11 +129,12 @@ class RemoteStream : public Stream {
     if (conn_.has(kCapGraphRecompute) && bytes == last_graph_) {
       encode(GraphRecomputeRequest{graph_id_}, &head);
       const Piece piece(head.data(), head.size());
-      s = conn_.send_one_way(Command::kGraphRecompute, std::span<const Piece>(&piece, 1), true);
+      s = conn_.send_one_way(Command::kGraphRecompute, std::span<const Piece>(&piece, 1), true,
+                             stream_id_);
     } else {
       encode(GraphComputeRequest{graph_id_, {}}, &head);
       const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(bytes.data(), bytes.size())};
-      s = conn_.send_one_way(Command::kGraphCompute, pieces, true);
+      s = conn_.send_one_way(Command::kGraphCompute, pieces, true, stream_id_);
       last_graph_ = std::move(bytes);
     }
     sent_one_way(s);
@@ -162,6 +170,7 @@ class RemoteStream : public Stream {
 
   void flush() override {
     flush_group();
+    resolve_probes(0);
     flush_writes();
     flush_reads();
   }
@@ -200,7 +209,8 @@ class RemoteStream : public Stream {
     if (last_request_ && !sent_since_request_) return last_request_;
     if (!last_request_ && !sent_since_request_) return nullptr;
     if (dropping()) return nullptr;
-    std::shared_ptr<Pending> p = conn_.send_request(Command::kSynchronize, {}, !loading_);
+    std::shared_ptr<Pending> p =
+        conn_.send_request(Command::kSynchronize, {}, !loading_, stream_id_);
     p->then([err = error_](const Result<Message>& r) {
       if (!r.is_ok()) err->set(r.status());
     });
@@ -218,6 +228,7 @@ class RemoteStream : public Stream {
   }
 
   void queue_write(const Region& r, const uint8_t* ptr, size_t arena_offset) {
+    resolve_probes(0);                   // a write lands after the weights written before it
     if (!reads_.empty()) flush_reads();  // reads queued before a write see the old bytes
     writes_.push_back({r, ptr, arena_offset});
   }
@@ -240,7 +251,7 @@ class RemoteStream : public Stream {
       encode(req, &head);
       std::vector<Piece> pieces = {Piece(head.data(), head.size())};
       for (const Write& w : writes_) pieces.push_back(data(w));
-      sent_one_way(conn_.send_one_way(Command::kSetTensors, pieces, !loading_));
+      sent_one_way(conn_.send_one_way(Command::kSetTensors, pieces, !loading_, stream_id_));
     } else {
       for (const Write& w : writes_) {
         SetTensorRequest req;
@@ -248,7 +259,7 @@ class RemoteStream : public Stream {
         std::vector<uint8_t> head;
         encode(req, &head);
         const Piece pieces[2] = {Piece(head.data(), head.size()), data(w)};
-        sent_one_way(conn_.send_one_way(Command::kSetTensor, pieces, !loading_));
+        sent_one_way(conn_.send_one_way(Command::kSetTensor, pieces, !loading_, stream_id_));
       }
     }
     writes_.clear();
@@ -279,7 +290,8 @@ class RemoteStream : public Stream {
     std::vector<uint8_t> payload;
     encode(req, &payload);
     const Piece piece(payload.data(), payload.size());
-    std::shared_ptr<Pending> p = conn_.send_request(c, std::span<const Piece>(&piece, 1), true);
+    std::shared_ptr<Pending> p =
+        conn_.send_request(c, std::span<const Piece>(&piece, 1), true, stream_id_);
     p->then([reads = std::move(reads), err = error_, label = conn_.label(),
              c](const Result<Message>& r) {
       if (!r.is_ok()) {
@@ -306,40 +318,72 @@ class RemoteStream : public Stream {
   void flush_group() {
     if (group_.empty()) return;
     group_region_.size = group_.size();
-    upload_chunk(group_region_, group_.data(), true);
-    group_.clear();
+    // The probe keeps the bytes: group_ is refilled before its answer is read.
+    upload_chunk(group_region_, nullptr, std::exchange(group_, {}));
   }
 
   // One chunk of weights: by hash when the worker may have it (chunks of >= 1 MiB, and packed
   // groups of small tensors), else the bytes (from the caller's memory, no copy), marked
-  // cacheable.
-  void upload_chunk(const Region& region, const uint8_t* data, bool group = false) {
+  // cacheable. Probes are pipelined: up to kMaxProbesInFlight are sent before the oldest
+  // answer is read, so a model of N blobs costs about N / kMaxProbesInFlight round trips, and
+  // the worker reads its cache while the client hashes the next blobs.
+  void upload_chunk(const Region& region, const uint8_t* data, std::vector<uint8_t> owned = {}) {
     if (dropping()) return;
+    const bool group = !owned.empty();
+    if (group) data = owned.data();
     const bool large = region.size >= kHashMinBytes;
-    if ((large || group) && conn_.has(kCapSetTensorHash)) {
-      SetTensorHashRequest req;
-      req.region = region;
-      req.hash = hash128(std::span<const uint8_t>(data, region.size));
-      std::vector<uint8_t> payload;
-      encode(req, &payload);
-      const Piece piece(payload.data(), payload.size());
-      std::shared_ptr<Pending> p =
-          conn_.send_request(Command::kSetTensorHash, std::span<const Piece>(&piece, 1), false);
-      const Result<Message>& r = p->wait();
+    if (!(large || group) || !conn_.has(kCapSetTensorHash)) {
+      send_weights(region, data, large);
+      return;
+    }
+    // A probe answered "found" writes its region when the worker reads it: a region that
+    // overlaps one still waiting must not overtake it.
+    for (const Probe& q : probes_) {
+      if (q.region.buffer == region.buffer && q.region.offset < region.offset + region.size &&
+          region.offset < q.region.offset + q.region.size) {
+        resolve_probes(0);
+        break;
+      }
+    }
+    SetTensorHashRequest req;
+    req.region = region;
+    req.hash = hash128(std::span<const uint8_t>(data, region.size));
+    std::vector<uint8_t> payload;
+    encode(req, &payload);
+    const Piece piece(payload.data(), payload.size());
+    Probe probe{region, data, std::move(owned), large,
+                conn_.send_request(Command::kSetTensorHash, std::span<const Piece>(&piece, 1),
+                                   false, stream_id_)};
+    probes_.push_back(std::move(probe));
+    resolve_probes(kMaxProbesInFlight - 1);
+  }
+
+  // Reads the answers of the oldest probes until at most `keep` are in flight, and sends the
+  // bytes of each blob the worker did not have.
+  void resolve_probes(size_t keep) {
+    while (probes_.size() > keep) {
+      Probe q = std::move(probes_.front());
+      probes_.pop_front();
+      const Result<Message>& r = q.pending->wait();
+      if (dropping()) continue;  // an earlier probe failed: the rest are dropped unread
       if (!r.is_ok()) {
         error_->set(r.status());
-        return;
+        continue;
       }
       auto found = decode_set_tensor_hash_response(r->payload);
       if (!found.is_ok()) {
         error_->set(found.status().with_context("worker " + conn_.label() + ": SET_TENSOR_HASH"));
-        return;
+        continue;
       }
       if (found->found) {
-        conn_.stats().on_weights(0, region.size, large);
-        return;
+        conn_.stats().on_weights(0, q.region.size, q.large);
+        continue;
       }
+      send_weights(q.region, q.data, q.large);
     }
+  }
+
+  void send_weights(const Region& region, const uint8_t* data, bool large) {
     SetTensorRequest req;
     req.region = region;
     req.flags = kSetCacheable;
@@ -347,7 +391,7 @@ class RemoteStream : public Stream {
     encode(req, &head);
     const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(data, region.size)};
     conn_.stats().on_weights(region.size, 0, large);
-    Status s = conn_.send_one_way(Command::kSetTensor, pieces, false);
+    Status s = conn_.send_one_way(Command::kSetTensor, pieces, false, stream_id_);
     if (!s.is_ok()) error_->set(s);
     sent_since_request_ = true;
   }
@@ -355,6 +399,8 @@ class RemoteStream : public Stream {
   std::shared_ptr<Shared> shared_;
   Connection& conn_;
   const uint32_t graph_id_;
+  // The worker keeps this stream's sticky error apart from other streams' (kCapStreams).
+  const uint32_t stream_id_;
   std::shared_ptr<StreamError> error_;
 
   std::vector<Write> writes_;
@@ -365,6 +411,16 @@ class RemoteStream : public Stream {
   std::shared_ptr<Pending> last_request_;
   bool sent_since_request_ = false;
   std::vector<std::shared_ptr<Pending>> outstanding_;
+  // Weight blobs offered by hash whose answers are not read yet, oldest first.
+  struct Probe {
+    Region region;
+    const uint8_t* data;         // the blob: the caller's memory, or owned.data()
+    std::vector<uint8_t> owned;  // a packed group's bytes
+    bool large;
+    std::shared_ptr<Pending> pending;
+  };
+  static constexpr size_t kMaxProbesInFlight = 64;
+  std::deque<Probe> probes_;
   // Small weights packed for one upload, and where they go.
   static constexpr uint64_t kMaxGap = 4096;
   std::vector<uint8_t> group_;

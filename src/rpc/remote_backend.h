@@ -11,7 +11,8 @@
 // Weights (Stream::set_tensor_weights) go in chunks of at most 64 MiB, and small neighbouring
 // tensors are packed into blobs of about 1 MiB; each chunk or blob is first offered by content
 // hash (SET_TENSOR_HASH), so a worker with a cache receives each weight's bytes once per
-// machine, not once per start, at the cost of one round trip per MiB or more.
+// machine, not once per start. The probes are pipelined (up to 64 in flight), so a load waits
+// for about one round trip per 64 blobs.
 //
 // Streams and buffers share the device's one connection; a stream belongs to one thread.
 #pragma once

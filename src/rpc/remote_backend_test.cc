@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -152,12 +154,88 @@ TEST(RemoteBackend, ADecodeStepIsOneRoundTripAndThreeMessages) {
   EXPECT_EQ(d.commands[static_cast<int>(Command::kGetTensors)].count, 5u);
 }
 
-// A fake worker: accepts one connection and answers each message with `reply` (no answer
-// when it returns false).
+// Two streams of one device (as two contexts of one model share a connection): a failed
+// write of stream A is A's error only. Without kCapStreams (an old worker or client) the
+// connection is one stream and B sees A's error, as before stream ids existed.
+TEST(RemoteBackend, AStreamsErrorStaysWithThatStream) {
+  auto worker = start_worker();
+  ASSERT_TRUE(worker);
+  for (bool streams : {true, false}) {
+    SCOPED_TRACE(streams ? "with stream ids" : "without stream ids");
+    ClientOptions o = client(worker->address());
+    if (!streams) o.hide_caps = kCapStreams;
+    auto d = remote_device_new(o);
+    ASSERT_TRUE(d.is_ok()) << d.status().message();
+    EXPECT_EQ(remote_device_connection(**d)->has(kCapStreams), streams);
+    auto buf = (*d)->alloc_buffer(64);
+    ASSERT_TRUE(buf.is_ok()) << buf.status().message();
+    const uint64_t h = (*buf)->handle();
+    auto a = (*d)->create_stream();
+    auto b = (*d)->create_stream();
+    const float bad[4] = {1, 2, 3, 4};
+    a->set_tensor(make_tensor(h, 56, DType::kF32, 4), bad, sizeof(bad));  // past the end
+    a->flush();
+    const float x[4] = {5, 6, 7, 8};
+    float got[4] = {};
+    b->set_tensor(make_tensor(h, 0, DType::kF32, 4), x, sizeof(x));
+    b->get_tensor(make_tensor(h, 0, DType::kF32, 4), got, sizeof(got));
+    Status sb = b->synchronize();
+    Status sa = a->synchronize();
+    if (streams) {
+      ASSERT_TRUE(sb.is_ok()) << sb.message();
+      EXPECT_EQ(std::memcmp(got, x, sizeof(x)), 0);
+      ASSERT_FALSE(sa.is_ok());
+      EXPECT_NE(sa.message().find("past the end"), std::string::npos) << sa.message();
+    } else {
+      ASSERT_FALSE(sb.is_ok());
+      EXPECT_NE(sb.message().find("past the end"), std::string::npos) << sb.message();
+    }
+    // Reported once: both streams work again (without stream ids, B's write was skipped).
+    b->set_tensor(make_tensor(h, 0, DType::kF32, 4), x, sizeof(x));
+    EXPECT_TRUE(b->synchronize().is_ok());
+    a->get_tensor(make_tensor(h, 0, DType::kF32, 4), got, sizeof(got));
+    EXPECT_TRUE(a->synchronize().is_ok());
+    EXPECT_EQ(std::memcmp(got, x, sizeof(x)), 0);
+  }
+}
+
+// A device left idle (a server between requests) keeps its session, and so its buffers, on a
+// worker that closes idle sessions: the client sends a keepalive well within the timeout.
+TEST(RemoteBackend, AnIdleDeviceKeepsItsSession) {
+  WorkerOptions wo;
+  wo.address = "127.0.0.1:0";
+  wo.log = false;
+  wo.idle_timeout_ms = 800;
+  auto w = Worker::start(wo);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  auto d = remote_device_new(client((*w)->address()));
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  auto buf = (*d)->alloc_buffer(4096);
+  ASSERT_TRUE(buf.is_ok()) << buf.status().message();
+  auto stream = (*d)->create_stream();
+  const float x[4] = {1, 2, 3, 4};
+  stream->set_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), x, sizeof(x));
+  ASSERT_TRUE(stream->synchronize().is_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // three idle timeouts
+  EXPECT_EQ((*w)->open_connections(), 1);
+  EXPECT_EQ((*w)->bytes_allocated(), 4096u);
+  float got[4] = {};
+  stream->get_tensor(make_tensor((*buf)->handle(), 0, DType::kF32, 4), got, sizeof(got));
+  Status s = stream->synchronize();
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(std::memcmp(got, x, sizeof(x)), 0);
+  EXPECT_GT(
+      remote_device_connection(**d)->stats().snapshot().commands[int(Command::kDeviceInfo)].count,
+      1u);
+}
+
+// A fake worker: accepts one connection and answers each message with the responses `reply`
+// puts in `out` (none, or several, which may answer earlier messages).
 class FakeWorker {
  public:
   using Reply = std::function<bool(const Message& in, Header* out, std::vector<uint8_t>* payload)>;
-  explicit FakeWorker(Reply reply) : reply_(std::move(reply)) {
+  using Replies = std::function<void(const Message& in, std::vector<Message>* out)>;
+  explicit FakeWorker(Replies reply) : reply_(std::move(reply)) {
     auto l = transport_listen("127.0.0.1:0");
     EXPECT_TRUE(l.is_ok()) << l.status().message();
     listener_ = std::move(l).value();
@@ -170,6 +248,15 @@ class FakeWorker {
   }
   std::string address() const { return listener_->address(); }
 
+  // The response header to `in`.
+  static Header response_to(const Header& in) {
+    Header h;
+    h.command = in.command;
+    h.flags = kFlagResponse;
+    h.request_id = in.request_id;
+    return h;
+  }
+
  private:
   void serve() {
     auto t = listener_->accept(10000);
@@ -178,47 +265,98 @@ class FakeWorker {
     for (;;) {
       auto m = conn_->recv(-1);
       if (!m.is_ok()) return;
-      Header h;
-      h.command = m->header.command;
-      h.flags = kFlagResponse;
-      h.request_id = m->header.request_id;
-      std::vector<uint8_t> payload;
-      if (!reply_(*m, &h, &payload)) continue;
-      if (!send_message(*conn_, h, payload).is_ok()) return;
+      std::vector<Message> out;
+      reply_(*m, &out);
+      for (const Message& r : out) {
+        if (!send_message(*conn_, r.header, r.payload).is_ok()) return;
+      }
     }
   }
 
-  Reply reply_;
+  Replies reply_;
   std::unique_ptr<Listener> listener_;
   std::shared_ptr<Transport> conn_;
   std::thread thread_;
 };
 
 // Answers HELLO (as `major`), DEVICE_INFO and ALLOC_BUFFER like a worker; the rest to `other`.
-FakeWorker::Reply handshake(uint16_t major, FakeWorker::Reply other) {
-  return [major, other](const Message& in, Header* out, std::vector<uint8_t>* payload) {
+FakeWorker::Replies handshake_then(uint16_t major, FakeWorker::Replies other) {
+  return [major, other](const Message& in, std::vector<Message>* out) {
+    Message r;
+    r.header = FakeWorker::response_to(in.header);
     switch (in.header.command) {
       case Command::kHello: {
-        HelloResponse r;
-        r.major = major;
-        r.caps = kCapAll;
-        encode(r, payload);
-        return true;
+        HelloResponse h;
+        h.major = major;
+        h.caps = kCapAll;
+        encode(h, &r.payload);
+        break;
       }
       case Command::kDeviceInfo: {
         DeviceInfo info;
         info.name = "fake";
         info.memory_total = info.memory_free = 1 << 30;
-        encode(info, payload);
-        return true;
+        encode(info, &r.payload);
+        break;
       }
       case Command::kAllocBuffer:
-        encode(AllocBufferResponse{7, 1 << 20}, payload);
-        return true;
+        encode(AllocBufferResponse{7, 64 << 20}, &r.payload);
+        break;
       default:
-        return other(in, out, payload);
+        other(in, out);
+        return;
     }
+    out->push_back(std::move(r));
   };
+}
+
+// The same, with `other` answering one message at a time (or not at all when it returns false).
+FakeWorker::Replies handshake(uint16_t major, FakeWorker::Reply other) {
+  return handshake_then(major, [other](const Message& in, std::vector<Message>* out) {
+    Message r;
+    r.header = FakeWorker::response_to(in.header);
+    if (other(in, &r.header, &r.payload)) out->push_back(std::move(r));
+  });
+}
+
+// Weights are offered by hash without waiting for each answer: a worker that answers the
+// probes only once it holds eight of them still gets the whole upload, and within one round
+// trip. A client that waited for each answer would time out on the first.
+TEST(RemoteBackend, WeightProbesArePipelined) {
+  constexpr int kBlobs = 8;
+  std::vector<Message> held;
+  int most_held = 0;
+  FakeWorker fake(handshake_then(kVersionMajor, [&](const Message& in, std::vector<Message>* out) {
+    if (in.header.command == Command::kSetTensorHash) {
+      Message r;
+      r.header = FakeWorker::response_to(in.header);
+      encode(SetTensorHashResponse{true}, &r.payload);
+      held.push_back(std::move(r));
+      most_held = std::max(most_held, static_cast<int>(held.size()));
+      if (held.size() == kBlobs) out->swap(held);
+    } else if (in.header.command == Command::kSynchronize) {
+      out->push_back({FakeWorker::response_to(in.header), {}});
+    }
+  }));
+  auto d = remote_device_new(client(fake.address(), 2000));
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  std::shared_ptr<Connection> conn = remote_device_connection(**d);
+  auto buf = (*d)->alloc_buffer(kBlobs * kHashMinBytes);
+  ASSERT_TRUE(buf.is_ok()) << buf.status().message();
+  std::vector<uint8_t> weights(kBlobs * kHashMinBytes);
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<uint8_t>(i * 7 / 5);
+  auto stream = (*d)->create_stream();
+  for (int i = 0; i < kBlobs; ++i) {
+    stream->set_tensor_weights(
+        make_tensor((*buf)->handle(), i * kHashMinBytes, DType::kI8, kHashMinBytes),
+        weights.data() + i * kHashMinBytes, kHashMinBytes);
+  }
+  Status s = stream->synchronize();
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(most_held, kBlobs);
+  const StatsSnapshot st = conn->stats().snapshot();
+  EXPECT_EQ(st.weight_bytes_cached, kBlobs * kHashMinBytes);
+  EXPECT_EQ(st.weight_bytes_sent, 0u);
 }
 
 TEST(RemoteBackend, RefusesAWorkerOfAnotherMajorVersion) {

@@ -48,15 +48,13 @@ class Fd {
   int fd_;
 };
 
-// Waits for `events` on fd; kUnavailable on timeout or hang-up without data.
-Status wait_fd(int fd, short events, int timeout_ms, const char* what) {
+// Waits for `events` on fd: true when ready, false when timeout_ms passed first.
+Result<bool> wait_fd(int fd, short events, int timeout_ms, const char* what) {
   pollfd p{fd, events, 0};
   for (;;) {
     const int r = ::poll(&p, 1, timeout_ms);
-    if (r > 0) return Status::ok();
-    if (r == 0)
-      return unavailable(std::string(what) + ": timed out after " + std::to_string(timeout_ms) +
-                         " ms");
+    if (r > 0) return true;
+    if (r == 0) return false;
     if (errno != EINTR) return io_error(errno_text(what));
   }
 }
@@ -152,8 +150,16 @@ class SocketTransport : public Transport {
     return Status::ok();
   }
 
-  Result<Message> recv(int timeout_ms) override {
-    return seqpacket_ ? recv_seqpacket(timeout_ms) : recv_stream(timeout_ms);
+  Result<std::optional<Message>> try_recv(int start_timeout_ms, int stall_timeout_ms) override {
+    if (!poisoned_.is_ok()) return poisoned_;
+    if (closed_.load()) return closed_error();
+    STRATA_ASSIGN_OR_RETURN(
+        bool ready, wait_fd(fd_.get(), POLLIN, start_timeout_ms, ("recv from " + peer_).c_str()));
+    if (!ready) return std::optional<Message>();
+    Result<Message> m =
+        seqpacket_ ? recv_seqpacket(stall_timeout_ms) : recv_stream(stall_timeout_ms);
+    if (!m.is_ok()) return m.status();
+    return std::optional<Message>(std::move(m).value());
   }
 
   void shutdown() override {
@@ -166,15 +172,30 @@ class SocketTransport : public Transport {
  private:
   Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
 
-  // Reads exactly n bytes from the stream. `started` tells whether a message began.
-  Status read_exact(uint8_t* dst, size_t n, int timeout_ms, bool started) {
+  // Once a message has started, the stream is out of step if it stops: shut it down so that
+  // nothing reads the rest of this message as the start of the next.
+  Status stalled(int timeout_ms, uint64_t got, uint64_t want) {
+    poisoned_ =
+        unavailable("recv from " + peer_ + ": the peer stalled for " + std::to_string(timeout_ms) +
+                    " ms inside a message (" + std::to_string(got) + " of " + std::to_string(want) +
+                    " bytes); the connection is out of step and closed");
+    shutdown();
+    return poisoned_;
+  }
+
+  // Reads exactly n bytes from the stream; `started` tells whether a message began (the
+  // caller saw the socket readable, or read part of the message). `before` bytes of the
+  // message were read by earlier calls and `total` is its size, for the stall message.
+  Status read_exact(uint8_t* dst, size_t n, int stall_timeout_ms, bool started, uint64_t before,
+                    uint64_t total) {
     size_t got = 0;
     while (got < n) {
-      STRATA_RETURN_IF_ERROR(
-          wait_fd(fd_.get(), POLLIN, timeout_ms, ("recv from " + peer_).c_str()));
+      STRATA_ASSIGN_OR_RETURN(
+          bool ready, wait_fd(fd_.get(), POLLIN, stall_timeout_ms, ("recv from " + peer_).c_str()));
+      if (!ready) return stalled(stall_timeout_ms, before + got, total);
       const ssize_t r = ::recv(fd_.get(), dst + got, n - got, 0);
       if (r == 0) {
-        return started || got > 0
+        return started || before + got > 0
                    ? unavailable("connection to " + peer_ + " closed in the middle of a message")
                    : closed_error();
       }
@@ -187,10 +208,11 @@ class SocketTransport : public Transport {
     return Status::ok();
   }
 
-  Result<Message> recv_stream(int timeout_ms) {
-    if (closed_.load()) return closed_error();
+  // The socket is readable: a message (or the end of the connection) has started.
+  Result<Message> recv_stream(int stall_timeout_ms) {
     uint8_t head[kHeaderBytes];
-    STRATA_RETURN_IF_ERROR(read_exact(head, kHeaderBytes, timeout_ms, false));
+    STRATA_RETURN_IF_ERROR(
+        read_exact(head, kHeaderBytes, stall_timeout_ms, false, 0, kHeaderBytes));
     STRATA_ASSIGN_OR_RETURN(Header h, header_decode(head, max_payload_));
     Message m;
     m.header = h;
@@ -198,18 +220,25 @@ class SocketTransport : public Transport {
     while (got < h.payload_size) {
       const uint64_t step = std::min(h.payload_size - got, kGrowBytes);
       m.payload.resize(static_cast<size_t>(got + step));
-      STRATA_RETURN_IF_ERROR(
-          read_exact(m.payload.data() + got, static_cast<size_t>(step), timeout_ms, true));
+      STRATA_RETURN_IF_ERROR(read_exact(m.payload.data() + got, static_cast<size_t>(step),
+                                        stall_timeout_ms, true, kHeaderBytes + got,
+                                        kHeaderBytes + h.payload_size));
       got += step;
     }
     return m;
   }
 
-  // One datagram into dst (capacity cap); a datagram longer than cap is an error.
-  Result<size_t> recv_datagram(uint8_t* dst, size_t cap, int timeout_ms, bool started) {
+  // One datagram into dst (capacity cap); a datagram longer than cap is an error. The first
+  // datagram of a message is already waiting; the later ones are waited for, each for at most
+  // stall_timeout_ms.
+  Result<size_t> recv_datagram(uint8_t* dst, size_t cap, int stall_timeout_ms, bool started,
+                               uint64_t got_before, uint64_t total) {
     for (;;) {
-      STRATA_RETURN_IF_ERROR(
-          wait_fd(fd_.get(), POLLIN, timeout_ms, ("recv from " + peer_).c_str()));
+      if (started) {
+        STRATA_ASSIGN_OR_RETURN(bool ready, wait_fd(fd_.get(), POLLIN, stall_timeout_ms,
+                                                    ("recv from " + peer_).c_str()));
+        if (!ready) return stalled(stall_timeout_ms, got_before, total);
+      }
       iovec iov{dst, cap};
       msghdr msg{};
       msg.msg_iov = &iov;
@@ -232,10 +261,10 @@ class SocketTransport : public Transport {
     }
   }
 
-  Result<Message> recv_seqpacket(int timeout_ms) {
-    if (closed_.load()) return closed_error();
+  Result<Message> recv_seqpacket(int stall_timeout_ms) {
     std::vector<uint8_t> first(kSeqpacketChunkBytes);
-    STRATA_ASSIGN_OR_RETURN(size_t n, recv_datagram(first.data(), first.size(), timeout_ms, false));
+    STRATA_ASSIGN_OR_RETURN(
+        size_t n, recv_datagram(first.data(), first.size(), stall_timeout_ms, false, 0, 0));
     if (n < kHeaderBytes) {
       return invalid_argument("recv from " + peer_ + ": first datagram of " + std::to_string(n) +
                               " bytes holds no header");
@@ -253,8 +282,10 @@ class SocketTransport : public Transport {
     while (got < h.payload_size) {
       const uint64_t cap = std::min<uint64_t>(h.payload_size - got, kSeqpacketChunkBytes);
       m.payload.resize(static_cast<size_t>(got + cap));
-      STRATA_ASSIGN_OR_RETURN(size_t r, recv_datagram(m.payload.data() + got,
-                                                      static_cast<size_t>(cap), timeout_ms, true));
+      STRATA_ASSIGN_OR_RETURN(
+          size_t r,
+          recv_datagram(m.payload.data() + got, static_cast<size_t>(cap), stall_timeout_ms, true,
+                        kHeaderBytes + got, kHeaderBytes + h.payload_size));
       got += r;
       m.payload.resize(static_cast<size_t>(got));
     }
@@ -266,6 +297,7 @@ class SocketTransport : public Transport {
   std::string peer_;
   std::mutex send_mutex_;
   std::atomic<bool> closed_{false};
+  Status poisoned_;  // set by the receiving thread only
 };
 
 struct HostPort {
@@ -469,7 +501,12 @@ Result<std::unique_ptr<Transport>> connect_fd(int family, int type, const sockad
     if (errno != EINPROGRESS && errno != EAGAIN) {
       return unavailable(errno_text(("connect " + peer).c_str()));
     }
-    STRATA_RETURN_IF_ERROR(wait_fd(fd.get(), POLLOUT, timeout_ms, ("connect " + peer).c_str()));
+    STRATA_ASSIGN_OR_RETURN(bool ready,
+                            wait_fd(fd.get(), POLLOUT, timeout_ms, ("connect " + peer).c_str()));
+    if (!ready) {
+      return unavailable("connect " + peer + ": timed out after " + std::to_string(timeout_ms) +
+                         " ms");
+    }
     int err = 0;
     socklen_t el = sizeof(err);
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
@@ -514,6 +551,15 @@ Result<std::unique_ptr<Transport>> transport_connect(const std::string& address,
 
 Result<std::unique_ptr<Listener>> transport_listen(const std::string& address) {
   return is_unix(address) ? listen_unix(address) : listen_tcp(address);
+}
+
+Result<Message> Transport::recv(int timeout_ms) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<Message> m, try_recv(timeout_ms, timeout_ms));
+  if (!m) {
+    return unavailable("recv from " + peer() + ": no message within " + std::to_string(timeout_ms) +
+                       " ms");
+  }
+  return std::move(*m);
 }
 
 Status send_message(Transport& t, const Header& header, std::span<const uint8_t> payload) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,10 +38,15 @@ class Transport {
   // Sends one message whose payload is the pieces concatenated; header.payload_size is set to
   // their total. Thread-safe: concurrent sends never interleave on the wire.
   virtual Status send(const Header& header, std::span<const Piece> pieces) = 0;
-  // Receives one whole message. timeout_ms < 0 waits forever; the timeout bounds the wait for
-  // the message to start and each stall inside it. A payload_size above max_payload() is an
-  // error (the connection should then be closed). One thread at a time.
-  virtual Result<Message> recv(int timeout_ms) = 0;
+  // Receives one whole message, or std::nullopt when none started within start_timeout_ms:
+  // the connection is then still in step, and the caller may simply call again. Once a
+  // message has started, a stall of more than stall_timeout_ms between its bytes is an error
+  // that poisons the transport: the byte stream is out of step, so it is shut down and every
+  // later call fails. A payload_size above max_payload() is an error (the connection should
+  // then be closed). Timeouts < 0 wait forever. One thread at a time.
+  virtual Result<std::optional<Message>> try_recv(int start_timeout_ms, int stall_timeout_ms) = 0;
+  // try_recv(timeout_ms, timeout_ms), with no message started as a kUnavailable error.
+  Result<Message> recv(int timeout_ms);
   // Wakes a blocked recv (it returns kUnavailable) and makes later calls fail. Thread-safe.
   virtual void shutdown() = 0;
   // "tcp:1.2.3.4:5678" or "unix:/path", for logs.

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -163,7 +165,7 @@ struct Worker::Impl {
 
 namespace {
 
-// One client connection: its buffers, cached graphs and sticky error. Used by its thread only.
+// One client connection: its buffers, cached graphs and sticky errors. Used by its thread only.
 class Session {
  public:
   Session(Worker::Impl& w, Transport& t) : w_(w), t_(t) {}
@@ -189,7 +191,9 @@ class Session {
   };
   std::map<uint32_t, CachedGraph> graphs_;
   uint64_t graph_bytes_ = 0;
-  Status sticky_;
+  bool streams_ = false;  // kCapStreams negotiated: header.stream names the stream
+  // The unreported error of each stream that has one; its one-way commands are skipped.
+  std::map<uint32_t, Status> sticky_;
 };
 
 Status Session::reply(const Header& req, const Status& s, const Reply& r) {
@@ -197,6 +201,7 @@ Status Session::reply(const Header& req, const Status& s, const Reply& r) {
   h.command = req.command;
   h.flags = kFlagResponse;
   h.request_id = req.request_id;
+  h.stream = req.stream;
   if (!s.is_ok()) {
     h.status = static_cast<uint16_t>(wire_status_from(s));
     const std::string text = error_text(s);
@@ -224,9 +229,9 @@ bool Session::handshake(std::string* why) {
   if (m->payload.size() >= 4) {
     const uint16_t major = static_cast<uint16_t>(m->payload[0] | (m->payload[1] << 8));
     const uint16_t minor = static_cast<uint16_t>(m->payload[2] | (m->payload[3] << 8));
-    if (major != kVersionMajor) {
+    if (major != w_.options.version_major) {
       *why = "protocol version mismatch: client " + std::to_string(major) + "." +
-             std::to_string(minor) + ", worker " + std::to_string(kVersionMajor) + "." +
+             std::to_string(minor) + ", worker " + std::to_string(w_.options.version_major) + "." +
              std::to_string(kVersionMinor) + " (major versions must match)";
       Header r = h;
       r.flags = kFlagResponse;
@@ -242,7 +247,10 @@ bool Session::handshake(std::string* why) {
     return false;
   }
   HelloResponse resp;
+  resp.major = w_.options.version_major;
   resp.caps = w_.caps;
+  resp.idle_timeout_ms = static_cast<uint64_t>(std::max(0, w_.options.idle_timeout_ms));
+  streams_ = (hello->caps & w_.caps & kCapStreams) != 0;
   if (!w_.options.auth_token.empty()) {
     Result<Nonce> nonce = auth_nonce();
     if (!nonce) {
@@ -302,25 +310,34 @@ bool Session::handshake(std::string* why) {
 }
 
 std::string Session::serve() {
+  const int idle = w_.options.idle_timeout_ms > 0 ? w_.options.idle_timeout_ms : -1;
   for (;;) {
-    Result<Message> m = t_.recv(-1);
-    if (!m) return m.status().message();
+    Result<std::optional<Message>> next = t_.try_recv(idle, idle);
+    if (!next) return next.status().message();
+    if (!next->has_value()) {
+      return "idle for " + std::to_string(idle) + " ms (--idle-timeout); its buffers are freed";
+    }
+    const std::optional<Message>& m = *next;
     const Header& h = m->header;
     if ((h.flags & kFlagResponse) != 0) return "protocol error: the client sent a response";
+    if (h.stream != 0 && !streams_) {
+      return "protocol error: header field 'stream' is " + std::to_string(h.stream) +
+             " but the client did not ask for stream ids (capability bit " +
+             std::to_string(kCapStreams) + ")";
+    }
     const bool one_way = (h.flags & kFlagOneWay) != 0;
     const bool reports_sticky = h.command == Command::kSynchronize ||
                                 h.command == Command::kGetTensor ||
                                 h.command == Command::kGetTensors;
-    if (!sticky_.is_ok()) {
-      if (one_way) continue;  // skipped until a synchronisation reports the error
+    if (auto sticky = sticky_.find(h.stream); sticky != sticky_.end()) {
+      if (one_way) continue;  // skipped until a synchronisation of the stream reports the error
       if (reports_sticky) {
-        Status s = sticky_;
-        sticky_ = Status::ok();
+        Status s = std::move(sticky->second);
+        sticky_.erase(sticky);
         if (!reply(h, s)) return "peer left";
         continue;
       }
     }
-    Status status;
     Result<Reply> r = Reply{};
     if (const uint64_t need = command_capability(h.command); need != 0 && (w_.caps & need) == 0) {
       r = unsupported(std::string(command_name(h.command)) +
@@ -330,7 +347,13 @@ std::string Session::serve() {
       r = run(*m);
     }
     if (one_way) {
-      if (!r) sticky_ = r.status().with_context(command_name(h.command));
+      if (!r) {
+        if (sticky_.size() >= kMaxStreamErrors) {
+          return "protocol error: " + std::to_string(sticky_.size()) +
+                 " streams hold an unreported error, limit " + std::to_string(kMaxStreamErrors);
+        }
+        sticky_[h.stream] = r.status().with_context(command_name(h.command));
+      }
       continue;
     }
     if (!(r ? reply(h, Status::ok(), *r) : reply(h, r.status()))) return "peer left";
@@ -588,6 +611,10 @@ Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Worker::~Worker() { stop(); }
 
 Result<std::unique_ptr<Worker>> Worker::start(const WorkerOptions& options) {
+  if (options.idle_timeout_ms < 0) {
+    return invalid_argument("idle timeout: " + std::to_string(options.idle_timeout_ms) +
+                            " ms is negative (0 means none)");
+  }
   if (options.n_threads < 1 || options.n_threads > 1024) {
     return invalid_argument("threads: " + std::to_string(options.n_threads) + " outside [1, 1024]");
   }

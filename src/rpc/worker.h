@@ -3,7 +3,7 @@
 // Model-agnostic: it allocates buffers, stores tensors and runs the graphs it is sent. It
 // trusts nothing: every handle, offset, size, count and graph edge in a message is checked
 // before memory is touched or allocated, and a bad message fails that command (an error reply,
-// or the connection's sticky error for one-way commands) or closes that connection only.
+// or the sticky error of its stream for one-way commands) or closes that connection only.
 //
 // Each connection has its own thread, buffers and cached graphs, all freed when it closes; a
 // handle of another connection does not resolve. Computations of all connections share one
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "rpc/protocol.h"
 
 namespace strata::rpc {
 
@@ -27,6 +28,14 @@ struct WorkerOptions {
   uint64_t hide_caps = 0;     // capability bits not to advertise (compatibility tests)
   bool log = true;            // one line per connection on stderr
   int handshake_timeout_ms = 10000;
+  // A session that sends nothing for this long is closed and its buffers freed, so that a
+  // client that vanished without closing (a dead machine, a cut network) does not pin memory.
+  // The same bound applies to a stall inside a message. 0: none. Clients of this version
+  // keep an idle session open with a cheap request (see HelloResponse::idle_timeout_ms).
+  int idle_timeout_ms = 600 * 1000;
+  // The major protocol version the worker speaks. Only tests change it, to pose as a worker of
+  // another version (`strata worker --protocol-major N`).
+  uint16_t version_major = kVersionMajor;
 };
 
 // Per-connection bounds (denial of service): a client that wants more opens more connections,
@@ -34,6 +43,9 @@ struct WorkerOptions {
 constexpr uint32_t kMaxBuffersPerConnection = 1 << 16;
 constexpr uint32_t kMaxCachedGraphs = 256;
 constexpr uint64_t kMaxCachedGraphBytes = uint64_t{256} << 20;
+// Streams of one connection holding an unreported error (each costs its error text, at most
+// kMaxErrorBytes). A client has a few streams per context; one with more is broken or hostile.
+constexpr uint32_t kMaxStreamErrors = 1024;
 
 class Worker {
  public:

@@ -49,10 +49,11 @@ class RawClient {
   }
 
   // HELLO (with the token's answer when challenged); the server's final response or error.
-  Result<HelloResponse> hello(const std::string& token = "", uint16_t major = kVersionMajor) {
+  Result<HelloResponse> hello(const std::string& token = "", uint16_t major = kVersionMajor,
+                              uint64_t caps = kCapAll) {
     HelloRequest req;
     req.major = major;
-    req.caps = kCapAll;
+    req.caps = caps;
     req.client_nonce[0] = 42;
     Result<Message> m = call(Command::kHello, payload(req));
     if (!m) return m.status();
@@ -76,6 +77,7 @@ class RawClient {
     Header h;
     h.command = c;
     h.request_id = ++id_;
+    h.stream = stream_;
     const Piece pieces[2] = {p, data};
     STRATA_RETURN_IF_ERROR(t_->send(h, pieces));
     STRATA_ASSIGN_OR_RETURN(Message m, t_->recv(kTimeoutMs));
@@ -97,6 +99,7 @@ class RawClient {
     h.command = c;
     h.flags = kFlagOneWay;
     h.request_id = ++id_;
+    h.stream = stream_;
     const Piece pieces[2] = {p, data};
     return t_->send(h, pieces);
   }
@@ -123,10 +126,13 @@ class RawClient {
 
   Transport& transport() { return *t_; }
   uint16_t last_status() const { return last_status_; }
+  // The header's stream id of the messages sent from now on.
+  void set_stream(uint32_t s) { stream_ = s; }
 
  private:
   std::unique_ptr<Transport> t_;
   uint32_t id_ = 0;
+  uint32_t stream_ = 0;
   uint16_t last_status_ = 0;
 };
 
@@ -336,6 +342,51 @@ TEST_P(WorkerTest, StickyErrorSkipsOneWayCommandsUntilReported) {
   EXPECT_EQ(*c->get(b, 0, 1), std::vector<uint8_t>{7});
 }
 
+// Two streams of one connection: a failed one-way write of stream 1 is reported to stream 1
+// only, and skips only stream 1's one-way commands.
+TEST_P(WorkerTest, StickyErrorsBelongToTheirStream) {
+  auto w = start();
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const uint64_t b = c->alloc(8);
+  c->set_stream(1);
+  ASSERT_TRUE(c->set(b, 6, {1, 2, 3}));  // past the end: fails
+  ASSERT_TRUE(c->set(b, 0, {7}));        // skipped: behind stream 1's error
+  c->set_stream(2);
+  ASSERT_TRUE(c->set(b, 1, {5}));  // runs
+  Result<std::vector<uint8_t>> two = c->get(b, 0, 2);
+  ASSERT_TRUE(two) << two.status().message();
+  EXPECT_EQ(*two, (std::vector<uint8_t>{0, 5}));
+  EXPECT_TRUE(c->sync());
+  c->set_stream(1);
+  Result<std::vector<uint8_t>> one = c->get(b, 0, 2);
+  ASSERT_FALSE(one);
+  EXPECT_NE(one.status().message().find("past the end"), std::string::npos)
+      << one.status().message();
+  EXPECT_EQ(*c->get(b, 0, 2), (std::vector<uint8_t>{0, 5}));  // reported once
+  // The connection-level stream 0 is a stream like the others.
+  c->set_stream(0);
+  EXPECT_TRUE(c->sync());
+}
+
+// Without kCapStreams the connection is one stream (the old behaviour), and a client that
+// sets a stream id anyway breaks the protocol.
+TEST_P(WorkerTest, WithoutStreamIdsTheConnectionIsOneStream) {
+  auto w = start();
+  auto c = RawClient::connect(w->address());
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->hello("", kVersionMajor, kCapAll & ~kCapStreams));
+  const uint64_t b = c->alloc(8);
+  ASSERT_TRUE(c->set(b, 6, {1, 2, 3}));
+  Result<std::vector<uint8_t>> r = c->get(b, 0, 1);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("past the end"), std::string::npos);
+  c->set_stream(3);
+  EXPECT_FALSE(c->get(b, 0, 1));
+  EXPECT_FALSE(c->transport().recv(kTimeoutMs));  // closed
+  expect_serves(*w);
+}
+
 TEST_P(WorkerTest, HostileRegions) {
   auto w = start();
   auto c = client(*w);
@@ -454,6 +505,27 @@ TEST_P(WorkerTest, MajorVersionMismatch) {
   expect_serves(*w);
 }
 
+// A worker posing as another major version (for tests of clients) refuses this version.
+TEST_P(WorkerTest, PosesAsAnotherMajorVersion) {
+  WorkerOptions o;
+  o.version_major = kVersionMajor + 5;
+  auto w = start(o);
+  auto c = RawClient::connect(w->address());
+  ASSERT_NE(c, nullptr);
+  Result<HelloResponse> h = c->hello();
+  ASSERT_FALSE(h);
+  EXPECT_EQ(c->last_status(), static_cast<uint16_t>(WireStatus::kVersionMismatch));
+  const std::string both = "client " + std::to_string(kVersionMajor) + "." +
+                           std::to_string(kVersionMinor) + ", worker " +
+                           std::to_string(kVersionMajor + 5) + ".";
+  EXPECT_NE(h.status().message().find(both), std::string::npos) << h.status().message();
+  auto same = RawClient::connect(w->address());
+  ASSERT_NE(same, nullptr);
+  Result<HelloResponse> ok = same->hello("", kVersionMajor + 5);
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ(ok->major, kVersionMajor + 5);
+}
+
 TEST_P(WorkerTest, TokenRequired) {
   WorkerOptions o;
   o.auth_token = "correct horse";
@@ -480,7 +552,7 @@ TEST_P(WorkerTest, HiddenCapabilities) {
   ASSERT_NE(c, nullptr);
   Result<HelloResponse> h = c->hello();
   ASSERT_TRUE(h);
-  EXPECT_EQ(h->caps, kCapGraphRecompute | kCapCopyTensor);
+  EXPECT_EQ(h->caps, kCapGraphRecompute | kCapCopyTensor | kCapStreams);
   const uint64_t b = c->alloc(8);
   GetTensorsRequest gt;
   gt.regions = {{b, 0, 1}};
@@ -535,6 +607,47 @@ TEST_P(WorkerTest, WeightCacheByHash) {
                        payload(SetTensorHashRequest{{b, 8, weight.size() + 1}, hash})));
   w.reset();
   std::filesystem::remove_all(dir);
+}
+
+// A client that goes silent after the handshake: its session is closed after the idle
+// timeout and its buffers are freed; the worker goes on serving others.
+TEST_P(WorkerTest, ASilentSessionIsClosedAndItsBuffersFreed) {
+  WorkerOptions o;
+  o.idle_timeout_ms = 300;
+  auto w = start(o);
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const uint64_t b = c->alloc(1 << 20);
+  ASSERT_NE(b, 0u);
+  EXPECT_EQ(w->bytes_allocated(), uint64_t{1} << 20);
+  wait_closed(*w);
+  EXPECT_EQ(w->open_connections(), 0);
+  EXPECT_EQ(w->bytes_allocated(), 0u);
+  EXPECT_FALSE(c->get(b, 0, 1));  // the session is gone
+  expect_serves(*w);
+}
+
+// The idle timeout is offered in HELLO (for the client's keepalive); 0 means none, and then a
+// silent session stays open.
+TEST_P(WorkerTest, IdleTimeoutInHelloAndZeroMeansNone) {
+  WorkerOptions o;
+  o.idle_timeout_ms = 0;
+  auto w = start(o);
+  auto c = RawClient::connect(w->address());
+  ASSERT_NE(c, nullptr);
+  Result<HelloResponse> h = c->hello();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->idle_timeout_ms, 0u);
+  const uint64_t b = c->alloc(64);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(c->get(b, 0, 1));
+  o.idle_timeout_ms = 4321;
+  auto w2 = start(o);
+  auto c2 = RawClient::connect(w2->address());
+  ASSERT_NE(c2, nullptr);
+  Result<HelloResponse> h2 = c2->hello();
+  ASSERT_TRUE(h2);
+  EXPECT_EQ(h2->idle_timeout_ms, 4321u);
 }
 
 TEST_P(WorkerTest, VanishingClients) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `strata worker` as a process: it listens on loopback, answers a client written from the
 # protocol.h layout (not from our code), requires the token when given one, survives a client
-# that sends garbage, logs one line per connection, and exits cleanly on SIGTERM.
+# that sends garbage, logs one line per connection, closes a silent session after
+# --idle-timeout, and exits cleanly on SIGTERM.
 set -eu
 strata=$1
 if ! command -v python3 >/dev/null; then
@@ -111,5 +112,32 @@ if client "$port" wrong >"$tmp/c4.txt" 2>&1; then
   exit 1
 fi
 grep -q "authentication failed" "$tmp/c4.txt" || { echo "FAIL: no refusal message"; cat "$tmp/c4.txt"; exit 1; }
+stop_worker
+
+# --idle-timeout: a client that says HELLO and then nothing is closed, and the log says why.
+start_worker --idle-timeout 1
+port=${addr##*:}
+python3 - "$port" <<'PY'
+import socket, struct, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+def recv_exact(n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c: raise SystemExit("FAIL: closed during the handshake")
+        b += c
+    return b
+hello = struct.pack("<HHIQ", 1, 0, 0, 0) + bytes(64)
+s.sendall(struct.pack("<IBBHIIQ", 0x43505253, 1, 0, 0, 1, 0, len(hello)) + hello)
+n = struct.unpack("<Q", recv_exact(24)[16:24])[0]
+body = recv_exact(n)
+assert n >= 88 and struct.unpack("<Q", body[80:88])[0] == 1000, "idle_timeout_ms not offered"
+assert s.recv(1) == b"", "the silent session was not closed"
+PY
+for _ in $(seq 100); do
+  grep -q "closed: idle" "$tmp/err.txt" && break
+  sleep 0.1
+done
+grep -q "closed: idle" "$tmp/err.txt" || { echo "FAIL: no idle close in the log"; cat "$tmp/err.txt"; exit 1; }
 stop_worker
 echo "worker_process: ok"

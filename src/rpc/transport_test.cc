@@ -1,0 +1,143 @@
+// The transports against a peer on a plain socket, which can send what a Transport never
+// would: half a message, then nothing.
+#include "rpc/transport.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+namespace strata::rpc {
+namespace {
+
+constexpr int kLongMs = 20000;
+
+// A connected plain socket, closed at the end of the test.
+class RawPeer {
+ public:
+  RawPeer(const std::string& address, bool seqpacket) {
+    if (seqpacket) {
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      const std::string path = address.substr(5);
+      std::memcpy(a.sun_path, path.data(), path.size());
+      fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) close();
+    } else {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) close();
+    }
+  }
+  ~RawPeer() { close(); }
+  bool ok() const { return fd_ >= 0; }
+  // One write: one datagram on seqpacket.
+  bool send(const std::vector<uint8_t>& b) {
+    return ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());
+  }
+  // True when the other end has closed (a read sees the end, or a reset).
+  bool closed_by_peer() {
+    uint8_t byte;
+    return ::recv(fd_, &byte, 1, 0) <= 0;
+  }
+
+ private:
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
+
+// The bytes of a SET_TENSOR-like message: header, then `n` payload bytes 0, 1, 2...
+std::vector<uint8_t> message_bytes(uint64_t n) {
+  Header h;
+  h.command = Command::kSetTensor;
+  h.request_id = 7;
+  h.payload_size = n;
+  std::vector<uint8_t> b(kHeaderBytes);
+  header_encode(h, b.data());
+  for (uint64_t i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(i));
+  return b;
+}
+
+class TransportTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    const std::string address = GetParam() ? "unix:" + (std::filesystem::temp_directory_path() /
+                                                        ("strata-tt-" + std::to_string(::getpid())))
+                                                           .string()
+                                           : "127.0.0.1:0";
+    auto l = transport_listen(address);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    listener_ = std::move(l).value();
+    peer_ = std::make_unique<RawPeer>(listener_->address(), GetParam());
+    ASSERT_TRUE(peer_->ok());
+    auto t = listener_->accept(kLongMs);
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    t_ = std::move(t).value();
+  }
+
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<RawPeer> peer_;
+  std::unique_ptr<Transport> t_;
+};
+
+// No byte before the timeout: no message, no error, and the connection is still in step.
+TEST_P(TransportTest, NothingStartedIsNoMessageAndTheConnectionStaysUsable) {
+  Result<std::optional<Message>> none = t_->try_recv(20, kLongMs);
+  ASSERT_TRUE(none.is_ok()) << none.status().message();
+  EXPECT_FALSE(none->has_value());
+  // recv() says so as an error, and that does not break the connection either.
+  EXPECT_FALSE(t_->recv(20).is_ok());
+  ASSERT_TRUE(peer_->send(message_bytes(100)));
+  Result<std::optional<Message>> m = t_->try_recv(kLongMs, kLongMs);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  ASSERT_TRUE(m->has_value());
+  EXPECT_EQ((*m)->header.request_id, 7u);
+  ASSERT_EQ((*m)->payload.size(), 100u);
+  EXPECT_EQ((*m)->payload[99], 99);
+}
+
+// Half a message, then a stall: an error (not "no message"), and the transport is poisoned:
+// the rest of the message, when it comes, is never read as the start of another.
+TEST_P(TransportTest, AStallInsideAMessageClosesTheConnection) {
+  const std::vector<uint8_t> whole = message_bytes(100);
+  ASSERT_TRUE(peer_->send({whole.begin(), whole.begin() + kHeaderBytes + 10}));
+  Result<std::optional<Message>> m = t_->try_recv(kLongMs, 50);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnavailable);
+  EXPECT_NE(m.status().message().find("34 of 124 bytes"), std::string::npos)
+      << m.status().message();
+  // (A seqpacket send fails already: the receiver has shut the socket down.)
+  (void)peer_->send({whole.begin() + kHeaderBytes + 10, whole.end()});
+  EXPECT_FALSE(t_->try_recv(kLongMs, kLongMs).is_ok());
+  EXPECT_FALSE(t_->try_recv(kLongMs, kLongMs).is_ok());
+  EXPECT_TRUE(peer_->closed_by_peer());
+}
+
+// A stall inside the header itself is inside a message too (TCP only: a datagram is whole).
+TEST_P(TransportTest, AStallInsideTheHeaderClosesTheConnection) {
+  if (GetParam()) GTEST_SKIP() << "a seqpacket datagram arrives whole";
+  const std::vector<uint8_t> whole = message_bytes(4);
+  ASSERT_TRUE(peer_->send({whole.begin(), whole.begin() + 5}));
+  Result<std::optional<Message>> m = t_->try_recv(kLongMs, 50);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("stalled"), std::string::npos) << m.status().message();
+  EXPECT_TRUE(peer_->closed_by_peer());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Seqpacket" : "Tcp";
+                         });
+
+}  // namespace
+}  // namespace strata::rpc
