@@ -174,6 +174,10 @@ Status check_node(const Graph& g, const Node& node) {
   auto need = [](bool ok, const std::string& what) {
     return ok ? Status::ok() : invalid_argument(what);
   };
+  // For messages that print shapes: built only on failure (graphs are checked every step).
+  auto need_lazy = [](bool ok, const auto& what) {
+    return ok ? Status::ok() : invalid_argument(what());
+  };
   auto is_f32 = [](const TensorRef& t) { return t.dtype == DType::kF32; };
   auto is_i32 = [](const TensorRef& t) { return t.dtype == DType::kI32; };
   switch (node.op) {
@@ -182,9 +186,10 @@ Status check_node(const Graph& g, const Node& node) {
           need(dtype_info(src(0).dtype).has_kernels, "table dtype has no kernels"));
       STRATA_RETURN_IF_ERROR(
           need(is_i32(src(1)) && src(1).contiguous(), "ids must be contiguous i32"));
-      return need(is_f32(out) && out.ne[0] == src(0).ne[0] && out.ne[1] == src(1).ne[0] &&
-                      out.ne[2] == 1 && out.ne[3] == 1 && src(0).ne[2] == 1 && src(0).ne[3] == 1,
-                  "out must be f32 [n, ids] of table [n, rows]: out " + shape_str(out));
+      return need_lazy(
+          is_f32(out) && out.ne[0] == src(0).ne[0] && out.ne[1] == src(1).ne[0] && out.ne[2] == 1 &&
+              out.ne[3] == 1 && src(0).ne[2] == 1 && src(0).ne[3] == 1,
+          [&] { return "out must be f32 [n, ids] of table [n, rows]: out " + shape_str(out); });
     case Op::kRmsNorm:
       if (node.src[1] != -1) {
         STRATA_RETURN_IF_ERROR(need(is_f32(src(1)) && src(1).ne[0] == src(0).ne[0] &&
@@ -196,21 +201,26 @@ Status check_node(const Graph& g, const Node& node) {
     case Op::kAdd:
     case Op::kMul:
     case Op::kSwiglu:
-      return need(is_f32(src(0)) && is_f32(src(1)) && is_f32(out) && same_shape(src(0), out) &&
-                      src(1).ne[0] == src(0).ne[0] &&
-                      (src(1).n_rows() == src(0).n_rows() ||
-                       (node.op != Op::kSwiglu && src(1).n_rows() == 1)),
-                  "operands must be f32 [n, r] (b may be [n, 1]): " + shape_str(src(0)) + " " +
-                      shape_str(src(1)) + " -> " + shape_str(out));
+      return need_lazy(
+          is_f32(src(0)) && is_f32(src(1)) && is_f32(out) && same_shape(src(0), out) &&
+              src(1).ne[0] == src(0).ne[0] &&
+              (src(1).n_rows() == src(0).n_rows() ||
+               (node.op != Op::kSwiglu && src(1).n_rows() == 1)),
+          [&] {
+            return "operands must be f32 [n, r] (b may be [n, 1]): " + shape_str(src(0)) + " " +
+                   shape_str(src(1)) + " -> " + shape_str(out);
+          });
     case Op::kMulMat:
       STRATA_RETURN_IF_ERROR(
           need(dtype_info(src(0).dtype).has_kernels, "weight dtype has no kernels"));
-      return need(is_f32(src(1)) && is_f32(out) && src(0).ne[0] == src(1).ne[0] &&
-                      src(0).ne[2] == 1 && src(0).ne[3] == 1 && out.ne[0] == src(0).ne[1] &&
-                      out.n_rows() == src(1).n_rows() && out.rows_contiguous() &&
-                      out.ne[2] == src(1).ne[2] && out.ne[3] == src(1).ne[3],
-                  "mul_mat shapes: w " + shape_str(src(0)) + " x " + shape_str(src(1)) + " -> " +
-                      shape_str(out));
+      return need_lazy(is_f32(src(1)) && is_f32(out) && src(0).ne[0] == src(1).ne[0] &&
+                           src(0).ne[2] == 1 && src(0).ne[3] == 1 && out.ne[0] == src(0).ne[1] &&
+                           out.n_rows() == src(1).n_rows() && out.rows_contiguous() &&
+                           out.ne[2] == src(1).ne[2] && out.ne[3] == src(1).ne[3],
+                       [&] {
+                         return "mul_mat shapes: w " + shape_str(src(0)) + " x " +
+                                shape_str(src(1)) + " -> " + shape_str(out);
+                       });
     case Op::kRope:
       STRATA_RETURN_IF_ERROR(
           need(node.iparams[0] > 0 && node.iparams[0] <= src(0).ne[0] && node.iparams[0] % 2 == 0,
