@@ -51,7 +51,9 @@ int cmd_bench(const Args& args) {
   std::vector<std::string> with_value = model_flags();
   with_value.insert(with_value.end(),
                     {"--batches", "-p|--n-prompt", "-n|--n-gen", "-r|--repetitions"});
-  Flags flags(with_value, {"-h|--help"});
+  std::vector<std::string> switches = model_switches();
+  switches.insert(switches.end(), {"-h|--help"});
+  Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("bench", s);
   if (flags.has("-h")) {
     std::printf(

@@ -10,7 +10,9 @@ namespace strata::tools {
 int cmd_logits(const Args& args) {
   std::vector<std::string> with_value = model_flags();
   with_value.insert(with_value.end(), {"--ids", "-o|--output"});
-  Flags flags(with_value, {"-h|--help"});
+  std::vector<std::string> switches = model_switches();
+  switches.insert(switches.end(), {"-h|--help"});
+  Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("logits", s);
   if (flags.has("-h")) {
     std::printf(

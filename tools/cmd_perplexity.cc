@@ -16,7 +16,9 @@ namespace strata::tools {
 int cmd_perplexity(const Args& args) {
   std::vector<std::string> with_value = model_flags();
   with_value.insert(with_value.end(), {"-f|--file", "--chunks"});
-  Flags flags(with_value, {"-h|--help"});
+  std::vector<std::string> switches = model_switches();
+  switches.insert(switches.end(), {"-h|--help"});
+  Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("perplexity", s);
   if (flags.has("-h")) {
     std::printf(

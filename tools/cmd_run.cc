@@ -53,6 +53,8 @@ constexpr const char* kHelp =
     "  -c, --ctx-size N        KV cache cells (default: training context, at most 4096)\n"
     "  -b, --batch-size N      most prompt tokens per micro-batch (default 512)\n"
     "      --kv-type f16|f32   KV cache dtype (default f16)\n"
+    "      --no-mmap           copy the weights into memory with 2 MiB pages instead of\n"
+    "                          using the file's mapping in place (faster decode, slower load)\n"
     "      --rpc HOST:PORT,... remote devices served by `strata worker` (unix:/PATH too)\n"
     "      --device CPU,RPC0   devices in stage order (default: the workers, then the CPU)\n"
     "      --tensor-split 1,2  share of the layers per device, in --device order\n"
@@ -74,7 +76,9 @@ int cmd_run(const Args& args) {
   with_value.insert(with_value.end(), {"-p|--prompt", "-n|--n-predict", "--temp", "--top-k",
                                        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
                                        "--presence-penalty", "--frequency-penalty", "--seed"});
-  Flags flags(with_value, {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids"});
+  std::vector<std::string> switches = model_switches();
+  switches.insert(switches.end(), {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids"});
+  Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("run", s);
   if (flags.has("-h")) {
     std::printf("%s", kHelp);

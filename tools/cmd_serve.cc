@@ -33,6 +33,8 @@ constexpr const char* kHelp =
     "  -t, --threads N           CPU threads (default: all cores)\n"
     "  -b, --batch-size N        most tokens per decode step (default 512)\n"
     "      --kv-type f16|f32     KV cache dtype (default f16)\n"
+    "      --no-mmap             copy the weights into memory with 2 MiB pages (faster\n"
+    "                            decode, slower load) instead of using the file in place\n"
     "      --api-key KEY         require `Authorization: Bearer KEY` (all but /health)\n"
     "      --alias NAME          the model name the API reports and accepts\n"
     "      --chat-template NAME  chat format (default: the model's own template): chatml,\n"
@@ -89,7 +91,9 @@ int cmd_serve(const Args& args) {
                                        "--chat-template", "--pipeline-groups", "--threads-http"});
   // Before any thread starts (loading starts the CPU device's), so that all inherit the mask.
   SignalWaiter signals;
-  Flags flags(with_value, {"-h|--help"});
+  std::vector<std::string> switches = model_switches();
+  switches.insert(switches.end(), {"-h|--help"});
+  Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("serve", s);
   if (flags.has("-h")) {
     std::printf("%s", kHelp);

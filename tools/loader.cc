@@ -13,6 +13,8 @@
 
 namespace strata::tools {
 
+std::vector<std::string> model_switches() { return {"--no-mmap"}; }
+
 std::vector<std::string> model_flags() {
   return {"-m|--model",    "-t|--threads",       "-c|--ctx-size", "-b|--batch-size", "--kv-type",
           "--device|-dev", "--tensor-split|-ts", "--rpc",         "--rpc-token-file"};
@@ -137,6 +139,7 @@ Result<Loaded> load_model(const Flags& flags, int32_t n_seq, int64_t min_ctx) {
   options.kv_dtype = *kv;
   options.n_batch = n_batch;
   options.progress = [&bar](uint64_t done, uint64_t total) { bar.update(done, total); };
+  options.use_mmap = !flags.has("--no-mmap");
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                           Engine::create(std::move(model), std::move(devices), options));
   ContextParams cp;

@@ -13,6 +13,8 @@ namespace strata::tools {
 
 // The flags every model-running command takes.
 std::vector<std::string> model_flags();
+// The switches (flags without a value) every model-running command takes.
+std::vector<std::string> model_switches();
 
 struct Loaded {
   std::unique_ptr<Engine> engine;

@@ -1,5 +1,6 @@
 #include "backend/cpu_backend.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -17,6 +18,7 @@ namespace strata {
 namespace {
 
 constexpr uint64_t kAlignment = 64;
+constexpr uint64_t kHugePage = uint64_t{2} << 20;
 
 // Handles of live buffers. Shared by the device and its buffers, which may outlive it.
 class Registry : public CpuBufferTable {
@@ -253,9 +255,13 @@ class CpuDevice : public Device {
       return out_of_range("buffer of " + std::to_string(size) + " bytes exceeds the memory limit " +
                           std::to_string(options_.memory_limit) + " of " + options_.name);
     }
-    const uint64_t rounded =
-        (std::max<uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded);
+    // Large buffers (weights, KV caches) on 2 MiB boundaries and with transparent huge pages
+    // asked for: a matmul streams its weights, and 4 KiB pages stop the hardware prefetcher
+    // at every page and cost a TLB miss each.
+    const uint64_t align = size >= kHugePage ? kHugePage : kAlignment;
+    const uint64_t rounded = (std::max<uint64_t>(size, 1) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
+    if (p != nullptr && align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
     if (p == nullptr) {
       return out_of_range("cannot allocate " + std::to_string(size) + " bytes on " + options_.name);
     }

@@ -108,7 +108,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
     const Stage& s = engine->stages_[si];
     const DeviceInfo& info = infos[device_of[si]];
     uint64_t weight_bytes = 0;
-    if (!device_maps_host(*model, *s.device)) {
+    if (!options.use_mmap || !device_maps_host(*model, *s.device)) {
       weight_bytes = stage_weight_bytes(
           stage_weight_tensors(*model, s.layer_begin, s.layer_end, s.first, s.last),
           std::max<uint64_t>(info.alignment, 32));
@@ -132,7 +132,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
 
   for (Stage& s : engine->stages_) {
     auto w = DeviceWeights::load(*model, *s.device, s.layer_begin, s.layer_end, s.first, s.last,
-                                 options.progress);
+                                 options.use_mmap, options.progress);
     if (!w.is_ok()) return w.status();
     s.weights = std::move(w).value();
   }

@@ -54,13 +54,15 @@ bool device_maps_host(const Model& model, Device& device) {
 Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, Device& device,
                                                            int64_t layer_begin, int64_t layer_end,
                                                            bool with_embd, bool with_output,
+                                                           bool use_mmap,
                                                            const ProgressFn& progress) {
   const std::vector<const GgufTensorInfo*> tensors =
       stage_weight_tensors(model, layer_begin, layer_end, with_embd, with_output);
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
   uint64_t data_size = 0;
   const uint8_t* data = file_data(model, &data_size);
-  auto host = device.buffer_from_host(data, data_size);
+  auto host = use_mmap ? device.buffer_from_host(data, data_size)
+                       : Result<std::unique_ptr<Buffer>>(unsupported("weights are copied"));
   if (host.is_ok()) {
     w->buffer_ = std::move(host).value();
     for (const GgufTensorInfo* t : tensors) w->offsets_[t] = t->offset;

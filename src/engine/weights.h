@@ -36,7 +36,7 @@ class DeviceWeights {
   static Result<std::unique_ptr<DeviceWeights>> load(const Model& model, Device& device,
                                                      int64_t layer_begin, int64_t layer_end,
                                                      bool with_embd, bool with_output,
-                                                     const ProgressFn& progress);
+                                                     bool use_mmap, const ProgressFn& progress);
 
   // The tensor on this device; t must be one of the placed tensors.
   TensorRef ref(const GgufTensorInfo* t) const;

@@ -38,8 +38,10 @@ m=$tmp/det.gguf
 a=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 1 2>/dev/null | md5sum)
 b=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 2>/dev/null | md5sum)
 c=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 -b 3 2>/dev/null | md5sum)
-echo "md5: -t 1 $a | -t 2 $b | -b 3 $c"
-[ "$a" = "$b" ] && [ "$a" = "$c" ] || { echo "FAIL: greedy output differs across threads/batches"; exit 1; }
+d=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 --no-mmap 2>/dev/null | md5sum)
+echo "md5: -t 1 $a | -t 2 $b | -b 3 $c | --no-mmap $d"
+[ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "$a" = "$d" ] || {
+  echo "FAIL: greedy output differs across threads/batches/weight placement"; exit 1; }
 
 # Seeded sampling: same seed, same text; another seed, other text.
 s1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos 2>/dev/null | md5sum)
