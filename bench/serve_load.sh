@@ -2,6 +2,7 @@
 # The server under load, as the closing notes report it: the load client at several
 # concurrencies against a local server and against the model split over two local workers.
 #   bench/serve_load.sh STRATA MODEL [CONCURRENCIES] [PROMPT_TOKENS] [MAX_TOKENS]
+# SERVE_FLAGS adds flags to the local server (e.g. --no-mmap). Needs curl.
 # Binds 127.0.0.1 only; stops everything it starts.
 set -eu
 strata=$1
@@ -30,7 +31,7 @@ run_load() {  # LABEL PORT
 }
 
 port=$(free_port)
-"$strata" serve -m "$model" -np $slots -c $ctx -t 2 --port "$port" >"$tmp/serve.log" 2>&1 &
+"$strata" serve -m "$model" -np $slots -c $ctx -t 2 ${SERVE_FLAGS:-} --port "$port" >"$tmp/serve.log" 2>&1 &
 pids+=($!)
 wait_http "$port"
 run_load local "$port"
