@@ -13,30 +13,23 @@
 
 #include "backend/cpu_backend.h"
 #include "engine/context.h"
-#include "model/synth.h"
 #include "rpc/worker.h"
+#include "unit/synth_file.h"
 
 namespace strata::rpc {
 namespace {
 
 std::string model_path() {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("strata_remote_" + std::to_string(::getpid()) + ".gguf"))
-                               .string();
-  if (!std::filesystem::exists(path)) {
-    SynthParams p;
-    p.n_embd = 128;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.n_ff = 256;
-    p.n_vocab = 300;
-    p.dtype = DType::kQ8_0;
-    p.seed = 5;
-    Status s = synth_write(p, path);
-    EXPECT_TRUE(s.is_ok()) << s.message();
-  }
-  return path;
+  SynthParams p;
+  p.n_embd = 128;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 256;
+  p.n_vocab = 300;
+  p.dtype = DType::kQ8_0;
+  p.seed = 5;
+  return strata::testing::synth_file("remote", p);
 }
 
 std::unique_ptr<Worker> start_worker() {

@@ -10,45 +10,23 @@
 
 #include "backend/cpu_backend.h"
 #include "core/thread_pool.h"
-#include "model/synth.h"
+#include "unit/synth_file.h"
 
 namespace strata {
 namespace {
 
-// Generated models live for the test binary's run and are removed at its end.
-class SynthFiles : public ::testing::Environment {
- public:
-  static std::vector<std::string>& paths() {
-    static std::vector<std::string> p;
-    return p;
-  }
-  void TearDown() override {
-    for (const std::string& p : paths()) std::filesystem::remove(p);
-  }
-};
-const auto* const kSynthFiles = ::testing::AddGlobalTestEnvironment(new SynthFiles);
-
 std::string synth_path(const std::string& arch, DType dtype) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("strata_ctx_" + arch + "_" + std::string(dtype_name(dtype)) + "_" +
-                             std::to_string(::getpid()) + ".gguf"))
-                               .string();
-  if (!std::filesystem::exists(path)) {
-    SynthParams p;
-    p.arch = arch;
-    p.n_embd = 256;
-    p.n_layer = 3;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.n_ff = 512;
-    p.n_vocab = 384;
-    p.dtype = dtype;
-    p.seed = 7;
-    SynthFiles::paths().push_back(path);
-    Status s = synth_write(p, path);
-    EXPECT_TRUE(s.is_ok()) << s.message();
-  }
-  return path;
+  SynthParams p;
+  p.arch = arch;
+  p.n_embd = 256;
+  p.n_layer = 3;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 512;
+  p.n_vocab = 384;
+  p.dtype = dtype;
+  p.seed = 7;
+  return testing::synth_file("ctx_" + arch + "_" + std::string(dtype_name(dtype)), p);
 }
 
 struct Loaded {
