@@ -11,6 +11,22 @@
 
 namespace strata {
 
+namespace {
+
+// One step of a wait: pause while the wait is young, then yield. When the machine has more
+// runnable threads than cores, the thread we wait for may need this core to finish.
+void backoff(int spin) {
+  if (spin < 2000) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
 // Workers spin briefly on a generation counter before sleeping: a decode step runs hundreds
 // of small kernels back to back, and a futex wake per kernel would cost more than the kernel.
 struct ThreadPool::Impl {
@@ -41,13 +57,7 @@ struct ThreadPool::Impl {
     for (;;) {
       uint64_t gen = generation.load(std::memory_order_acquire);
       for (int spin = 0; gen == seen && spin < 20000; ++spin) {
-        if (spin < 2000) {
-#if defined(__x86_64__)
-          __builtin_ia32_pause();
-#endif
-        } else {
-          std::this_thread::yield();
-        }
+        backoff(spin);
         gen = generation.load(std::memory_order_acquire);
       }
       if (gen == seen) {
@@ -105,17 +115,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   p.wake.notify_all();
   p.run_share(0);
-  // Spin briefly, then yield: when the machine has more runnable threads than cores, the
-  // worker we wait for may need this core to finish.
-  for (int spin = 0; p.pending.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin < 2000) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  for (int spin = 0; p.pending.load(std::memory_order_acquire) != 0; ++spin) backoff(spin);
 }
 
 }  // namespace strata
