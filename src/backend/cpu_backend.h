@@ -34,5 +34,8 @@ class CpuBufferTable {
 Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool);
 // The ops that have an executor here.
 OpSet cpu_ops();
+// What the CPU device runs: the ops of the op table that have an executor, and the weight dtypes
+// that have kernels in the dtype table.
+DeviceCaps cpu_device_caps();
 
 }  // namespace strata

@@ -202,6 +202,16 @@ OpSet cpu_ops() {
   return ops;
 }
 
+DeviceCaps cpu_device_caps() {
+  DeviceCaps caps;
+  caps.ops = cpu_ops() & op_set_all();
+  for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
+    const DTypeInfo* info = dtype_info(id);
+    if (info != nullptr && info->has_kernels) caps.weight_dtypes.set(id);
+  }
+  return caps;
+}
+
 Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool) {
   STRATA_RETURN_IF_ERROR(graph_validate(graph));
   std::vector<uint8_t*> ptr(graph.tensors.size());

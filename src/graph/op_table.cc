@@ -143,17 +143,18 @@ Status validate_copy(const NodeView& n) {
 constexpr uint32_t kOptional1 = 1u << 1;
 
 constexpr OpInfo kOps[] = {
-    {Op::kGetRows, "get_rows", 2, 0, validate_get_rows},
-    {Op::kRmsNorm, "rms_norm", 2, kOptional1, validate_rms_norm},  // src1: the weight
-    {Op::kAdd, "add", 2, 0, validate_add_mul},
-    {Op::kMul, "mul", 2, 0, validate_add_mul},
-    {Op::kMulMat, "mul_mat", 2, 0, validate_mul_mat},
-    {Op::kRope, "rope", 2, 0, validate_rope},
-    {Op::kSetRows, "set_rows", 3, 0, validate_set_rows},
-    {Op::kAttention, "attention", 5, 0, validate_attention},
-    {Op::kSwiglu, "swiglu", 2, 0, validate_swiglu},
-    {Op::kArgmax, "argmax", 1, 0, validate_argmax},
-    {Op::kCopy, "copy", 1, 0, validate_copy},
+    // op, name, inputs, optional inputs, weight input, validator
+    {Op::kGetRows, "get_rows", 2, 0, 0, validate_get_rows},
+    {Op::kRmsNorm, "rms_norm", 2, kOptional1, -1, validate_rms_norm},  // src1: the weight
+    {Op::kAdd, "add", 2, 0, -1, validate_add_mul},
+    {Op::kMul, "mul", 2, 0, -1, validate_add_mul},
+    {Op::kMulMat, "mul_mat", 2, 0, 0, validate_mul_mat},
+    {Op::kRope, "rope", 2, 0, -1, validate_rope},
+    {Op::kSetRows, "set_rows", 3, 0, -1, validate_set_rows},
+    {Op::kAttention, "attention", 5, 0, -1, validate_attention},
+    {Op::kSwiglu, "swiglu", 2, 0, -1, validate_swiglu},
+    {Op::kArgmax, "argmax", 1, 0, -1, validate_argmax},
+    {Op::kCopy, "copy", 1, 0, -1, validate_copy},
 };
 
 constexpr std::array<int16_t, kOpIdLimit> make_index() {
@@ -171,10 +172,12 @@ constexpr bool rows_well_formed() {
     if (i > 0 && kOps[i - 1].op >= kOps[i].op) return false;  // sorted, each value once
     if (kOps[i].n_src < 1 || kOps[i].n_src > kMaxSrc) return false;
     if ((kOps[i].optional_src >> kOps[i].n_src) != 0) return false;
+    if (kOps[i].weight_src >= kOps[i].n_src) return false;
   }
   return true;
 }
-static_assert(rows_well_formed(), "op rows: sorted by value, 1..kMaxSrc inputs, optional < n_src");
+static_assert(rows_well_formed(),
+              "op rows: sorted by value, 1..kMaxSrc inputs, optional and weight inputs < n_src");
 
 }  // namespace
 
@@ -197,15 +200,11 @@ OpSet op_set_all() {
   return s;
 }
 
-std::string op_set_names(const OpSet& ops) {
-  std::string out;
-  for (uint32_t i = 0; i < kOpIdLimit; ++i) {
-    if (!ops.test(i)) continue;
-    if (!out.empty()) out += ", ";
-    const OpInfo* info = op_info(i);
-    out += info != nullptr ? std::string(info->name) : "op " + std::to_string(i);
+const OpInfo* op_info_by_name(std::string_view name) {
+  for (const OpInfo& info : kOps) {
+    if (name == info.name) return &info;
   }
-  return out;
+  return nullptr;
 }
 
 const char* op_name(Op op) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "graph/graph.h"
@@ -37,6 +38,9 @@ struct OpInfo {
   const char* name;       // as messages and capability reports print it
   int n_src;              // inputs: src[0, n_src) are used, src[n_src, kMaxSrc) must be -1
   uint32_t optional_src;  // bit s: src[s] may be -1
+  // The input whose dtype picks the kernel (a weight or a table, any dtype with kernels), or -1:
+  // what a device must support beyond the op itself (backend.h, DeviceCaps).
+  int weight_src;
   OpValidator validate;
 };
 
@@ -51,7 +55,7 @@ const OpInfo& op_info(Op op);
 std::span<const OpInfo> op_table();
 // Every op of the table.
 OpSet op_set_all();
-// "add, mul_mat" (values without a row print as their number).
-std::string op_set_names(const OpSet& ops);
+// The row of the op of that name ("mul_mat"), or nullptr.
+const OpInfo* op_info_by_name(std::string_view name);
 
 }  // namespace strata

@@ -11,10 +11,10 @@ make_model
 ref=$(greedy local -m "$model" -n 32 -t 1)
 start_worker new
 NEW=$addr
-start_worker old --hide-caps 0x1f
+start_worker old --hide-caps 0x3f
 OLD=$addr
 
-for hide in 0x1 0x2 0x4 0x8 0x10 0x1f; do
+for hide in 0x1 0x2 0x4 0x8 0x10 0x20 0x3f; do
   got=$(STRATA_RPC_HIDE_CAPS=$hide greedy c -m "$model" -n 32 -t 1 --rpc "$NEW" --device RPC0,CPU)
   [ "$got" = "$ref" ] || fail "a client without capabilities $hide differs"
 done
