@@ -2,7 +2,8 @@
 // inputs, which of them are optional, and the check of its dtypes, shapes and parameters).
 // Validation, serialisation, the backends' executors and the devices' capability bits read it,
 // so that a new op is a row here, its kernel with a row in each backend's executor table, and
-// a row in the op-case test table (tests/unit/op_cases.h); no switch elsewhere names every op.
+// a row in the op-case test table (tests/unit/op_cases_test.cc); no switch elsewhere names every
+// op.
 //
 // Non-goal: describing what an op computes; the Op enum's comments (graph.h) say that.
 #pragma once
