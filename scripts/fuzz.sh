@@ -60,7 +60,7 @@ for t in "${targets[@]}"; do
       ;;
     graph)
       build graph_fuzz src/graph/serialize_fuzz.cc src/graph/serialize.cc src/graph/graph.cc \
-        src/core/dtype.cc
+        src/graph/op_table.cc src/core/dtype.cc
       seed_graph "$corpus/seed-add"
       bin=graph_fuzz
       ;;

@@ -39,15 +39,20 @@ Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
   STRATA_ASSIGN_OR_RETURN(int64_t major,
                           flags.get_int("--protocol-major", rpc::kVersionMajor, 0, 65535));
   o.version_major = static_cast<uint16_t>(major);
+  // For tests only (not in --help): pose as a worker without these ops or weight dtypes.
+  STRATA_ASSIGN_OR_RETURN(o.hide_ops, op_set_from_names(flags.get_or("--hide-ops", "")));
+  STRATA_ASSIGN_OR_RETURN(o.hide_weight_dtypes,
+                          dtype_set_from_names(flags.get_or("--hide-dtypes", "")));
   return o;
 }
 
 }  // namespace
 
 int cmd_worker(const Args& args) {
-  Flags flags({"--host", "--port", "--unix", "-t|--threads", "--mem", "--cache",
-               "--auth-token-file", "--hide-caps", "--protocol-major", "--idle-timeout"},
-              {"-h|--help"});
+  Flags flags(
+      {"--host", "--port", "--unix", "-t|--threads", "--mem", "--cache", "--auth-token-file",
+       "--hide-caps", "--protocol-major", "--idle-timeout", "--hide-ops", "--hide-dtypes"},
+      {"-h|--help"});
   if (Status s = flags.parse(args); !s) return fail("worker", s);
   if (flags.has("--help")) {
     std::printf(

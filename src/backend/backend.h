@@ -8,14 +8,17 @@
 // Optional members say so and have a default that declines.
 #pragma once
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
 #include "graph/graph.h"
+#include "graph/op_table.h"
 
 namespace strata {
 
@@ -27,6 +30,39 @@ struct DeviceInfo {
   uint64_t alignment = 64;
   uint64_t max_buffer_size = 0;
 };
+
+// Every dtype id is below this: the size of dtype sets (bit i: the DType of id i).
+constexpr uint32_t kDTypeIdLimit = 256;
+using DTypeSet = std::bitset<kDTypeIdLimit>;
+
+// What a device can run: its ops, and the dtypes its kernels take for an op's weight input (the
+// op table's weight_src: mul_mat's weights, get_rows' table). The engine refuses to place a
+// stage whose graph needs anything else, before any of the stage's weights is uploaded.
+struct DeviceCaps {
+  OpSet ops;
+  DTypeSet weight_dtypes;
+};
+
+// What every device could run before devices reported what they run: the ops of values 1..11
+// (get_rows to copy) and the weight dtypes f32, f16, q4_0, q8_0, q4_K, q5_K, q6_K and bf16.
+// Fixed for good: a worker of that time (it sends no op bits in HELLO) is taken to have exactly
+// this set, whatever the tables of this build hold.
+constexpr uint64_t kBaselineOpBits = 0xffe;  // bits 1..11
+constexpr uint64_t kBaselineWeightDTypeBits =
+    (uint64_t{1} << 0) | (uint64_t{1} << 1) | (uint64_t{1} << 2) | (uint64_t{1} << 8) |
+    (uint64_t{1} << 12) | (uint64_t{1} << 13) | (uint64_t{1} << 14) | (uint64_t{1} << 30);
+inline DeviceCaps device_caps_baseline() {
+  return DeviceCaps{OpSet(kBaselineOpBits), DTypeSet(kBaselineWeightDTypeBits)};
+}
+
+// What a graph needs of its device: its nodes' ops and the dtypes of their weight inputs.
+DeviceCaps graph_needs(const Graph& g);
+// What `need` has that `have` lacks, as "op 'swiglu', weight dtype q6_K"; empty when nothing.
+std::string caps_missing(const DeviceCaps& need, const DeviceCaps& have);
+// The dtypes named in a comma-separated list ("q8_0,q4_K"); an unknown name is an error.
+Result<DTypeSet> dtype_set_from_names(std::string_view names);
+// The ops named in a comma-separated list ("swiglu,rope"); an unknown name is an error.
+Result<OpSet> op_set_from_names(std::string_view names);
 
 class Buffer {
  public:
@@ -106,6 +142,9 @@ class Device {
     return unsupported(info().name + " cannot use host memory in place");
   }
   virtual std::unique_ptr<Stream> create_stream() = 0;
+  // Optional: the ops and weight dtypes the device runs. Default: the baseline, what every
+  // device could run before devices said.
+  virtual DeviceCaps caps() const { return device_caps_baseline(); }
 };
 
 }  // namespace strata

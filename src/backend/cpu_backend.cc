@@ -276,6 +276,8 @@ class CpuDevice : public Device {
 
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(shared_); }
 
+  DeviceCaps caps() const override { return cpu_device_caps(); }
+
  private:
   CpuDeviceOptions options_;
   std::shared_ptr<Shared> shared_;

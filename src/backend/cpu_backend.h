@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "graph/op_table.h"
 
 namespace strata {
 
@@ -28,6 +29,13 @@ class CpuBufferTable {
   // The host memory and size of a handle, or nullptr when the handle names no buffer.
   virtual uint8_t* resolve(uint64_t handle, uint64_t* size) const = 0;
 };
+// Ops are run through a table of executors indexed by Op; a node whose op has no executor
+// fails with kUnsupported before any node runs.
 Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool);
+// The ops that have an executor here.
+OpSet cpu_ops();
+// What the CPU device runs: the ops of the op table that have an executor, and the weight dtypes
+// that have kernels in the dtype table.
+DeviceCaps cpu_device_caps();
 
 }  // namespace strata

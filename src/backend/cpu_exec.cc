@@ -1,4 +1,5 @@
 // Graph execution on host memory: resolve and bounds-check every tensor, then run the kernels.
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "backend/cpu_backend.h"
 #include "core/matmul.h"
 #include "core/ops.h"
+#include "graph/op_table.h"
 
 namespace strata {
 namespace {
@@ -41,108 +43,174 @@ Status check_indices(const int32_t* v, int64_t n, int64_t limit, const char* wha
   return Status::ok();
 }
 
-Status run_node(const Graph& g, const Node& node, const std::vector<uint8_t*>& ptr,
-                ThreadPool& pool) {
-  const TensorRef& out = g.tensors[node.out];
-  auto T = [&](int s) -> const TensorRef& { return g.tensors[node.src[s]]; };
-  auto F = [&](int s) { return reinterpret_cast<float*>(ptr[node.src[s]]); };
-  auto I = [&](int s) { return reinterpret_cast<const int32_t*>(ptr[node.src[s]]); };
-  float* y = reinterpret_cast<float*>(ptr[node.out]);
-  auto floats = [](uint64_t bytes) { return static_cast<size_t>(bytes / sizeof(float)); };
+// What an executor gets: a node that graph_validate accepted, the host address of every tensor
+// of its graph (placement checked), and the pool.
+struct ExecNode {
+  const Graph& g;
+  const Node& node;
+  const std::vector<uint8_t*>& ptr;
+  ThreadPool& pool;
 
-  switch (node.op) {
-    case Op::kGetRows: {
-      STRATA_RETURN_IF_ERROR(check_indices(I(1), T(1).ne[0], T(0).ne[1], "ids"));
-      get_rows(pool, T(0).dtype, ptr[node.src[0]], T(0).nb[1], T(0).ne[0], I(1), T(1).ne[0], y,
-               floats(out.nb[1]));
-      return Status::ok();
-    }
-    case Op::kRmsNorm:
-      if (!rows_uniform(T(0)) || !rows_uniform(out)) return invalid_argument("rows not uniform");
-      rms_norm(pool, F(0), floats(T(0).nb[1]), node.src[1] >= 0 ? F(1) : nullptr, y,
-               floats(out.nb[1]), T(0).ne[0], T(0).n_rows(), node.fparams[0]);
-      return Status::ok();
-    case Op::kAdd:
-    case Op::kMul:
-      if (!rows_uniform(T(0)) || !rows_uniform(T(1)) || !rows_uniform(out)) {
-        return invalid_argument("rows not uniform");
-      }
-      binary(pool, node.op == Op::kAdd ? BinaryOp::kAdd : BinaryOp::kMul, F(0), floats(T(0).nb[1]),
-             F(1), floats(T(1).nb[1]), T(1).n_rows(), y, floats(out.nb[1]), T(0).ne[0],
-             T(0).n_rows());
-      return Status::ok();
-    case Op::kSwiglu:
-      if (!rows_uniform(T(0)) || !rows_uniform(T(1)) || !rows_uniform(out)) {
-        return invalid_argument("rows not uniform");
-      }
-      swiglu(pool, F(0), floats(T(0).nb[1]), F(1), floats(T(1).nb[1]), y, floats(out.nb[1]),
-             T(0).ne[0], T(0).n_rows());
-      return Status::ok();
-    case Op::kMulMat:
-      if (!rows_uniform(T(1)) || !rows_uniform(out)) return invalid_argument("rows not uniform");
-      matmul(pool, T(0).dtype, ptr[node.src[0]], T(0).nb[1], T(0).ne[1], T(0).ne[0], F(1),
-             floats(T(1).nb[1]), T(1).n_rows(), y, floats(out.nb[1]));
-      return Status::ok();
-    case Op::kRope: {
-      const TensorRef& x = T(0);
-      if (node.src[0] != node.out && ptr[node.src[0]] != ptr[node.out]) {
-        for (int64_t t = 0; t < x.ne[2]; ++t) {
-          std::memcpy(reinterpret_cast<uint8_t*>(y) + t * out.nb[2], ptr[node.src[0]] + t * x.nb[2],
-                      static_cast<size_t>(x.nb[1] * x.ne[1]));
-        }
-      }
-      rope(pool, y, x.ne[0], x.ne[1], x.ne[2], floats(out.nb[2]), I(1), node.iparams[0],
-           static_cast<RopeMode>(node.iparams[1]), node.fparams[0], node.fparams[1]);
-      return Status::ok();
-    }
-    case Op::kSetRows: {
-      if (!rows_uniform(T(1))) return invalid_argument("rows not uniform");
-      STRATA_RETURN_IF_ERROR(check_indices(I(2), T(2).ne[0], T(0).ne[1], "cells"));
-      set_rows(pool, T(0).dtype, ptr[node.src[0]], T(0).nb[1], F(1), floats(T(1).nb[1]), T(1).ne[0],
-               I(2), T(2).ne[0]);
-      return Status::ok();
-    }
-    case Op::kAttention: {
-      const TensorRef& q = T(0);
-      const TensorRef& cells = T(3);
-      const int64_t max_len = cells.ne[0];
-      const int64_t n_lists = cells.n_rows();
-      STRATA_RETURN_IF_ERROR(check_indices(I(3), cells.n_elements(), T(1).ne[1], "cells"));
-      const int32_t* tok = I(4);
-      for (int64_t t = 0; t < q.ne[2]; ++t) {
-        if (tok[2 * t] < 0 || tok[2 * t] >= n_lists || tok[2 * t + 1] < 1 ||
-            tok[2 * t + 1] > max_len) {
-          return out_of_range("tok[" + std::to_string(t) + "] = (" + std::to_string(tok[2 * t]) +
-                              ", " + std::to_string(tok[2 * t + 1]) + ") outside " +
-                              std::to_string(n_lists) + " lists of " + std::to_string(max_len));
-        }
-      }
-      if (!rows_uniform(q) || !rows_uniform(out)) return invalid_argument("rows not uniform");
-      const float scale = node.fparams[0];
-      attention(pool, F(0), floats(q.nb[2]), q.ne[0], q.ne[1], q.ne[2], T(1).dtype,
-                ptr[node.src[1]], ptr[node.src[2]], T(1).nb[1], node.iparams[0], I(3), max_len, tok,
-                scale, y, floats(out.nb[2]));
-      return Status::ok();
-    }
-    case Op::kArgmax:
-      if (!rows_uniform(T(0))) return invalid_argument("rows not uniform");
-      argmax(pool, F(0), floats(T(0).nb[1]), T(0).ne[0], T(0).n_rows(),
-             reinterpret_cast<int32_t*>(y));
-      return Status::ok();
-    case Op::kCopy: {
-      const TensorRef& x = T(0);
-      if (!rows_uniform(x) || !rows_uniform(out)) return invalid_argument("rows not uniform");
-      for (int64_t r = 0; r < x.n_rows(); ++r) {
-        std::memmove(ptr[node.out] + r * out.nb[1], ptr[node.src[0]] + r * x.nb[1],
-                     static_cast<size_t>(x.ne[0]) * sizeof(float));
-      }
-      return Status::ok();
+  const TensorRef& T(int s) const { return g.tensors[node.src[s]]; }
+  const TensorRef& out() const { return g.tensors[node.out]; }
+  uint8_t* P(int s) const { return ptr[node.src[s]]; }
+  float* F(int s) const { return reinterpret_cast<float*>(ptr[node.src[s]]); }
+  const int32_t* I(int s) const { return reinterpret_cast<const int32_t*>(ptr[node.src[s]]); }
+  float* y() const { return reinterpret_cast<float*>(ptr[node.out]); }
+};
+using OpExec = Status (*)(const ExecNode& e);
+
+size_t floats(uint64_t bytes) { return static_cast<size_t>(bytes / sizeof(float)); }
+
+// --- Executors, one per op: the checks of the data (indices, row layout), then the kernel ------
+
+Status exec_get_rows(const ExecNode& e) {
+  STRATA_RETURN_IF_ERROR(check_indices(e.I(1), e.T(1).ne[0], e.T(0).ne[1], "ids"));
+  get_rows(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.T(0).ne[0], e.I(1), e.T(1).ne[0], e.y(),
+           floats(e.out().nb[1]));
+  return Status::ok();
+}
+
+Status exec_rms_norm(const ExecNode& e) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.out())) return invalid_argument("rows not uniform");
+  rms_norm(e.pool, e.F(0), floats(e.T(0).nb[1]), e.node.src[1] >= 0 ? e.F(1) : nullptr, e.y(),
+           floats(e.out().nb[1]), e.T(0).ne[0], e.T(0).n_rows(), e.node.fparams[0]);
+  return Status::ok();
+}
+
+Status exec_binary(const ExecNode& e, BinaryOp op) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.T(1)) || !rows_uniform(e.out())) {
+    return invalid_argument("rows not uniform");
+  }
+  binary(e.pool, op, e.F(0), floats(e.T(0).nb[1]), e.F(1), floats(e.T(1).nb[1]), e.T(1).n_rows(),
+         e.y(), floats(e.out().nb[1]), e.T(0).ne[0], e.T(0).n_rows());
+  return Status::ok();
+}
+Status exec_add(const ExecNode& e) { return exec_binary(e, BinaryOp::kAdd); }
+Status exec_mul(const ExecNode& e) { return exec_binary(e, BinaryOp::kMul); }
+
+Status exec_swiglu(const ExecNode& e) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.T(1)) || !rows_uniform(e.out())) {
+    return invalid_argument("rows not uniform");
+  }
+  swiglu(e.pool, e.F(0), floats(e.T(0).nb[1]), e.F(1), floats(e.T(1).nb[1]), e.y(),
+         floats(e.out().nb[1]), e.T(0).ne[0], e.T(0).n_rows());
+  return Status::ok();
+}
+
+Status exec_mul_mat(const ExecNode& e) {
+  if (!rows_uniform(e.T(1)) || !rows_uniform(e.out())) return invalid_argument("rows not uniform");
+  matmul(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.T(0).ne[1], e.T(0).ne[0], e.F(1),
+         floats(e.T(1).nb[1]), e.T(1).n_rows(), e.y(), floats(e.out().nb[1]));
+  return Status::ok();
+}
+
+Status exec_rope(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  const TensorRef& out = e.out();
+  float* y = e.y();
+  if (e.node.src[0] != e.node.out && e.P(0) != e.ptr[e.node.out]) {
+    for (int64_t t = 0; t < x.ne[2]; ++t) {
+      std::memcpy(reinterpret_cast<uint8_t*>(y) + t * out.nb[2], e.P(0) + t * x.nb[2],
+                  static_cast<size_t>(x.nb[1] * x.ne[1]));
     }
   }
-  return invalid_argument("unknown op");
+  rope(e.pool, y, x.ne[0], x.ne[1], x.ne[2], floats(out.nb[2]), e.I(1), e.node.iparams[0],
+       static_cast<RopeMode>(e.node.iparams[1]), e.node.fparams[0], e.node.fparams[1]);
+  return Status::ok();
+}
+
+Status exec_set_rows(const ExecNode& e) {
+  if (!rows_uniform(e.T(1))) return invalid_argument("rows not uniform");
+  STRATA_RETURN_IF_ERROR(check_indices(e.I(2), e.T(2).ne[0], e.T(0).ne[1], "cells"));
+  set_rows(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.F(1), floats(e.T(1).nb[1]), e.T(1).ne[0],
+           e.I(2), e.T(2).ne[0]);
+  return Status::ok();
+}
+
+Status exec_attention(const ExecNode& e) {
+  const TensorRef& q = e.T(0);
+  const TensorRef& cells = e.T(3);
+  const TensorRef& out = e.out();
+  const int64_t max_len = cells.ne[0];
+  const int64_t n_lists = cells.n_rows();
+  STRATA_RETURN_IF_ERROR(check_indices(e.I(3), cells.n_elements(), e.T(1).ne[1], "cells"));
+  const int32_t* tok = e.I(4);
+  for (int64_t t = 0; t < q.ne[2]; ++t) {
+    if (tok[2 * t] < 0 || tok[2 * t] >= n_lists || tok[2 * t + 1] < 1 || tok[2 * t + 1] > max_len) {
+      return out_of_range("tok[" + std::to_string(t) + "] = (" + std::to_string(tok[2 * t]) + ", " +
+                          std::to_string(tok[2 * t + 1]) + ") outside " + std::to_string(n_lists) +
+                          " lists of " + std::to_string(max_len));
+    }
+  }
+  if (!rows_uniform(q) || !rows_uniform(out)) return invalid_argument("rows not uniform");
+  const float scale = e.node.fparams[0];
+  attention(e.pool, e.F(0), floats(q.nb[2]), q.ne[0], q.ne[1], q.ne[2], e.T(1).dtype, e.P(1),
+            e.P(2), e.T(1).nb[1], e.node.iparams[0], e.I(3), max_len, tok, scale, e.y(),
+            floats(out.nb[2]));
+  return Status::ok();
+}
+
+Status exec_argmax(const ExecNode& e) {
+  if (!rows_uniform(e.T(0))) return invalid_argument("rows not uniform");
+  argmax(e.pool, e.F(0), floats(e.T(0).nb[1]), e.T(0).ne[0], e.T(0).n_rows(),
+         reinterpret_cast<int32_t*>(e.y()));
+  return Status::ok();
+}
+
+Status exec_copy(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  const TensorRef& out = e.out();
+  if (!rows_uniform(x) || !rows_uniform(out)) return invalid_argument("rows not uniform");
+  for (int64_t r = 0; r < x.n_rows(); ++r) {
+    std::memmove(e.ptr[e.node.out] + r * out.nb[1], e.P(0) + r * x.nb[1],
+                 static_cast<size_t>(x.ne[0]) * sizeof(float));
+  }
+  return Status::ok();
+}
+
+// --- The executor table: an op the graph layer knows but that has no row here is refused -------
+
+struct ExecRow {
+  Op op;
+  OpExec run;
+};
+constexpr ExecRow kExecRows[] = {
+    {Op::kGetRows, exec_get_rows}, {Op::kRmsNorm, exec_rms_norm},    {Op::kAdd, exec_add},
+    {Op::kMul, exec_mul},          {Op::kMulMat, exec_mul_mat},      {Op::kRope, exec_rope},
+    {Op::kSetRows, exec_set_rows}, {Op::kAttention, exec_attention}, {Op::kSwiglu, exec_swiglu},
+    {Op::kArgmax, exec_argmax},    {Op::kCopy, exec_copy},
+};
+
+constexpr std::array<OpExec, kOpIdLimit> make_exec_table() {
+  std::array<OpExec, kOpIdLimit> table{};
+  for (const ExecRow& row : kExecRows) table[static_cast<uint32_t>(row.op)] = row.run;
+  return table;
+}
+constexpr auto kExec = make_exec_table();
+
+OpExec executor(Op op) {
+  const uint32_t id = static_cast<uint32_t>(op);
+  return id < kOpIdLimit ? kExec[id] : nullptr;
 }
 
 }  // namespace
+
+OpSet cpu_ops() {
+  OpSet ops;
+  for (const ExecRow& row : kExecRows) ops.set(static_cast<uint32_t>(row.op));
+  return ops;
+}
+
+DeviceCaps cpu_device_caps() {
+  DeviceCaps caps;
+  caps.ops = cpu_ops() & op_set_all();
+  for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
+    const DTypeInfo* info = dtype_info(id);
+    if (info != nullptr && info->has_kernels) caps.weight_dtypes.set(id);
+  }
+  return caps;
+}
 
 Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool) {
   STRATA_RETURN_IF_ERROR(graph_validate(graph));
@@ -158,10 +226,21 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
     STRATA_RETURN_IF_ERROR(check_placement(t, size).with_context("tensor " + std::to_string(i)));
     ptr[i] = base + t.offset;
   }
+  // Every node's executor first: a graph with an op this build cannot run fails before any
+  // node has written anything.
+  std::vector<OpExec> run(graph.nodes.size());
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    run[k] = executor(graph.nodes[k].op);
+    if (run[k] == nullptr) {
+      return unsupported("node " + std::to_string(k) + " (" + op_name(graph.nodes[k].op) +
+                         "): the CPU backend has no kernel for this op");
+    }
+  }
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& node = graph.nodes[k];
     STRATA_RETURN_IF_ERROR(
-        run_node(graph, graph.nodes[k], ptr, pool)
-            .with_context("node " + std::to_string(k) + " (" + op_name(graph.nodes[k].op) + ")"));
+        run[k](ExecNode{graph, node, ptr, pool})
+            .with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")"));
   }
   return Status::ok();
 }

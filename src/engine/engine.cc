@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "engine/stage_caps.h"
+
 namespace strata {
 namespace {
 
@@ -15,6 +17,13 @@ std::string mib(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
   return buf;
+}
+
+// "RPC0[host:port] (layers 2-4, output)": a stage as messages name it.
+std::string stage_label(const Stage& s, const DeviceInfo& info) {
+  return info.name + " (layers " + std::to_string(s.layer_begin) + "-" +
+         std::to_string(s.layer_end) + (s.first ? ", embedding" : "") + (s.last ? ", output" : "") +
+         ")";
 }
 
 }  // namespace
@@ -100,6 +109,25 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
   engine->stages_.front().first = true;
   engine->stages_.back().last = true;
 
+  // Refuse a stage whose device cannot run its graph (an older worker without an op or a
+  // weight dtype) before a byte is loaded: it would fail at its first step, after the upload.
+  std::string lacking;
+  for (size_t si = 0; si < engine->stages_.size(); ++si) {
+    const Stage& s = engine->stages_[si];
+    STRATA_ASSIGN_OR_RETURN(DeviceCaps need, stage_graph_needs(*model, s.layer_begin, s.layer_end,
+                                                               s.first, s.last, options.kv_dtype));
+    const std::string missing = caps_missing(need, s.device->caps());
+    if (!missing.empty()) {
+      lacking += "\n  " + stage_label(s, infos[device_of[si]]) + ": cannot run " + missing;
+    }
+  }
+  if (!lacking.empty()) {
+    return unsupported(
+        "a device cannot run the layers placed on it (update its worker, or give those layers "
+        "to another device with --tensor-split):" +
+        lacking);
+  }
+
   // Refuse a model that does not fit before a byte of it is loaded, naming what each device
   // needs and has. A device that reports no memory size (0: unknown) is not checked.
   bool fits = true;
@@ -117,9 +145,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                                         s.last, weight_bytes, options);
     const bool ok = info.memory_total == 0 || need.total() <= info.memory_free;
     fits = fits && ok;
-    report += "\n  " + info.name + " (layers " + std::to_string(s.layer_begin) + "-" +
-              std::to_string(s.layer_end) + (s.first ? ", embedding" : "") +
-              (s.last ? ", output" : "") + "): needs " + mib(need.total()) + " (weights " +
+    report += "\n  " + stage_label(s, info) + ": needs " + mib(need.total()) + " (weights " +
               mib(need.weights) + ", KV cache " + mib(need.kv) + ", compute " + mib(need.compute) +
               "), has " + mib(info.memory_free) + " free" + (ok ? "" : "  <- does not fit");
   }

@@ -39,8 +39,8 @@ enum class Op : uint32_t {
   kCopy = 11,      // src0 F32 [n, r] -> F32 [n, r] (strided rows to contiguous)
 };
 
+// The op's name from the op table (graph/op_table.h); "unknown" for a value without a row.
 const char* op_name(Op op);
-int op_n_src(Op op);  // inputs an op takes; an optional input is -1
 
 struct TensorRef {
   uint64_t buffer = 0;  // device buffer handle (0 never names a buffer)

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "graph/builder.h"
+#include "graph/op_table.h"
 
 namespace strata {
 namespace {
@@ -49,6 +53,48 @@ TEST(GraphValidate, NamesTheNodeAndOp) {
   const TensorRef b = make_tensor(1, 0, DType::kF32, 9, 4);
   const Status s = graph_validate(one_copy(a, b));
   EXPECT_NE(s.message().find("node 0 (copy)"), std::string::npos) << s.message();
+}
+
+// The table answers for exactly its rows: a value without a row (from a peer) is no op.
+TEST(OpTable, LooksUpEveryRowByValueAndNothingElse) {
+  std::set<std::string> names;
+  size_t found = 0;
+  for (uint32_t id = 0; id < kOpIdLimit + 8; ++id) {
+    const OpInfo* info = op_info(id);
+    if (info == nullptr) continue;
+    ++found;
+    EXPECT_EQ(static_cast<uint32_t>(info->op), id);
+    EXPECT_TRUE(names.insert(info->name).second) << "two ops named " << info->name;
+    EXPECT_STREQ(op_name(info->op), info->name);
+  }
+  EXPECT_EQ(found, op_table().size());
+  EXPECT_EQ(op_set_all().count(), op_table().size());
+  EXPECT_EQ(op_info(0), nullptr);
+  EXPECT_STREQ(op_name(static_cast<Op>(200)), "unknown");
+}
+
+// Optional inputs come from the table: rms_norm may omit its weight, add may not omit b.
+TEST(GraphValidate, OptionalInputsFollowTheTable) {
+  const TensorRef t = make_tensor(1, 0, DType::kF32, 8, 4);
+  Graph g;
+  g.tensors = {t, t};
+  Node n;
+  n.op = Op::kRmsNorm;
+  n.src[0] = 0;
+  n.out = 1;
+  n.fparams[0] = 1e-5f;
+  g.nodes = {n};
+  EXPECT_TRUE(graph_validate(g).is_ok()) << graph_validate(g).message();
+  g.nodes[0].op = Op::kAdd;
+  Status s = graph_validate(g);
+  EXPECT_NE(s.message().find("node 0 (add): src1 index -1"), std::string::npos) << s.message();
+  g.nodes[0].op = Op::kCopy;
+  g.nodes[0].src[1] = 0;
+  s = graph_validate(g);
+  EXPECT_NE(s.message().find("src1 given to an op of 1 inputs"), std::string::npos) << s.message();
+  g.nodes[0].op = static_cast<Op>(77);
+  s = graph_validate(g);
+  EXPECT_NE(s.message().find("unknown op 77"), std::string::npos) << s.message();
 }
 
 // Tensors alive at the same time never share bytes; the plan reuses memory of dead ones.

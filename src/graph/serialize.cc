@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "graph/op_table.h"
+
 namespace strata {
 namespace {
 
@@ -18,7 +20,7 @@ uint64_t get(const uint8_t* p, int n) {
   return v;
 }
 
-bool op_known(uint32_t op) { return op_n_src(static_cast<Op>(op)) >= 0; }
+bool op_known(uint32_t op) { return op_info(op) != nullptr; }
 
 // Dims and strides whose products could wrap are refused here, before graph_validate and the
 // device's placement check multiply them: a wrapped extent would pass a bounds check.

@@ -188,12 +188,15 @@ Status Connection::hello() {
     }
     resp.caps = a.caps;
     resp.idle_timeout_ms = a.idle_timeout_ms;
+    resp.device_caps = a.device_caps;
   } else if (resp.auth != kAuthNone) {
     return invalid_argument(who + ": HELLO auth state " + std::to_string(resp.auth) +
                             " is not none or challenge");
   }
   caps_ = resp.caps & req.caps;
   worker_idle_ms_ = resp.idle_timeout_ms;
+  // A worker without the bit is older than op capabilities: it runs the baseline.
+  device_caps_ = has(kCapOpCaps) ? resp.device_caps : device_caps_baseline();
 
   auto info = exchange(Command::kDeviceInfo, {});
   if (!info.is_ok()) return info.status().with_context(who + ": DEVICE_INFO");

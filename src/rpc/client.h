@@ -88,6 +88,8 @@ class Connection {
   uint64_t caps() const { return caps_; }
   bool has(uint64_t cap) const { return (caps_ & cap) != 0; }
   const DeviceInfo& device_info() const { return info_; }
+  // The ops and weight dtypes the worker runs (from HELLO; the baseline for an older worker).
+  const DeviceCaps& device_caps() const { return device_caps_; }
   const ClientOptions& options() const { return options_; }
   // "RPC0[127.0.0.1:50052]": how errors name the worker.
   const std::string& label() const { return label_; }
@@ -123,6 +125,7 @@ class Connection {
   std::unique_ptr<Transport> transport_;
   uint64_t caps_ = 0;
   DeviceInfo info_;
+  DeviceCaps device_caps_;
   RpcStats stats_;
 
   std::atomic<uint32_t> next_id_{1};

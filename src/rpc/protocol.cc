@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <bitset>
 #include <cstring>
 
 namespace strata::rpc {
@@ -88,6 +89,30 @@ class Reader {
   const char* what_;
   Status status_;
 };
+
+// The words of a bit set, bit b of word w for id 64 w + b; as few words as hold its highest bit.
+template <size_t N>
+std::vector<uint64_t> bits_to_words(const std::bitset<N>& bits) {
+  std::vector<uint64_t> words;
+  for (size_t i = 0; i < N; ++i) {
+    if (!bits.test(i)) continue;
+    words.resize(i / 64 + 1, 0);
+    words[i / 64] |= uint64_t{1} << (i % 64);
+  }
+  return words;
+}
+
+// Reads n words into `bits` (n checked against kMaxCapWords); ids past N are ignored.
+template <size_t N>
+void words_to_bits(Reader& r, uint32_t n, const char* field, std::bitset<N>* bits) {
+  for (uint32_t w = 0; w < n; ++w) {
+    const uint64_t word = r.u64(field);
+    for (uint32_t b = 0; b < 64; ++b) {
+      const size_t id = size_t{w} * 64 + b;
+      if ((word >> b & 1) != 0 && id < N) bits->set(id);
+    }
+  }
+}
 
 // a + b, or false when it wraps.
 bool add_checked(uint64_t a, uint64_t b, uint64_t* sum) {
@@ -281,6 +306,14 @@ void encode(const HelloResponse& m, std::vector<uint8_t>* out) {
   put_bytes(out, m.server_nonce.data(), m.server_nonce.size());
   put_bytes(out, m.server_mac.data(), m.server_mac.size());
   put_u64(out, m.idle_timeout_ms);
+  if ((m.caps & kCapOpCaps) != 0) {
+    const std::vector<uint64_t> ops = bits_to_words(m.device_caps.ops);
+    const std::vector<uint64_t> dtypes = bits_to_words(m.device_caps.weight_dtypes);
+    put_u32(out, static_cast<uint32_t>(ops.size()));
+    put_u32(out, static_cast<uint32_t>(dtypes.size()));
+    for (uint64_t w : ops) put_u64(out, w);
+    for (uint64_t w : dtypes) put_u64(out, w);
+  }
 }
 
 void encode(const DeviceInfoResponse& m, std::vector<uint8_t>* out) {
@@ -370,8 +403,24 @@ Result<HelloResponse> decode_hello_response(std::span<const uint8_t> p) {
   m.caps = r.u64("caps");
   r.bytes(&m.server_nonce, "server_nonce");
   r.bytes(&m.server_mac, "server_mac");
-  // Added after the first release: an older worker's response ends before it.
-  if (r.remaining() >= 8) m.idle_timeout_ms = r.u64("idle_timeout_ms");
+  // Added after the first release: an older worker's response ends before it. One that
+  // advertises kCapOpCaps is newer: the field and the op lists after it must be there.
+  const bool op_caps = (m.caps & kCapOpCaps) != 0;
+  if (r.remaining() >= 8 || op_caps) m.idle_timeout_ms = r.u64("idle_timeout_ms");
+  if (op_caps) {
+    const uint32_t n_ops = r.u32("n_op_words");
+    const uint32_t n_dtypes = r.u32("n_dtype_words");
+    if (r.ok() && n_ops > kMaxCapWords) {
+      r.fail("n_op_words", std::to_string(n_ops) + ", limit " + std::to_string(kMaxCapWords));
+    }
+    if (r.ok() && n_dtypes > kMaxCapWords) {
+      r.fail("n_dtype_words", std::to_string(n_dtypes) + ", limit " + std::to_string(kMaxCapWords));
+    }
+    if (r.ok()) {
+      words_to_bits(r, n_ops, "op_words", &m.device_caps.ops);
+      words_to_bits(r, n_dtypes, "dtype_words", &m.device_caps.weight_dtypes);
+    }
+  }
   STRATA_RETURN_IF_ERROR(r.finish(/*allow_trailing=*/true));
   if (m.auth > kAuthAccepted) {
     return invalid_argument("HELLO response field 'auth': unknown value " + std::to_string(m.auth));

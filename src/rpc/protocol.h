@@ -122,8 +122,9 @@ constexpr uint64_t kCapBatched = 1 << 1;         // SET_TENSORS and GET_TENSORS
 constexpr uint64_t kCapGraphRecompute = 1 << 2;  // GRAPH_RECOMPUTE
 constexpr uint64_t kCapCopyTensor = 1 << 3;      // COPY_TENSOR
 constexpr uint64_t kCapStreams = 1 << 4;         // header.stream: sticky errors per stream
-constexpr uint64_t kCapAll =
-    kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor | kCapStreams;
+constexpr uint64_t kCapOpCaps = 1 << 5;  // the HELLO response lists the worker's ops and dtypes
+constexpr uint64_t kCapAll = kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor |
+                             kCapStreams | kCapOpCaps;
 // The bit a command needs, 0 for the commands every peer has.
 uint64_t command_capability(Command c);
 
@@ -171,6 +172,13 @@ enum : uint32_t { kAuthNone = 0, kAuthChallenge = 1, kAuthAccepted = 2 };
 //   0 u16 major, 2 u16 minor, 4 u32 auth (kAuth*), 8 u64 caps offered,
 //   16 u8[32] server nonce (challenge), 48 u8[32] server mac (accepted),
 //   80 u64 idle_timeout_ms (0: none; absent from older workers, read as 0)  (88 bytes, may grow)
+//   when caps has kCapOpCaps, then:
+//   88 u32 n_op_words, 92 u32 n_dtype_words (each <= kMaxCapWords),
+//   96 u64 op_words[n_op_words], then u64 dtype_words[n_dtype_words]
+//   bit b of op word w: the worker runs the op of value 64 w + b; bit b of dtype word w: its
+//   kernels take weights of the dtype of id 64 w + b (DeviceCaps). Bits past what this build
+//   knows are ignored. A worker without the bit (older) is taken to run the baseline
+//   (device_caps_baseline(), backend.h): the ops and dtypes of every worker before the bit.
 // A worker closes a session that sends nothing for idle_timeout_ms; a client that wants to
 // stay connected while idle sends a cheap request (DEVICE_INFO) well within it.
 struct HelloResponse {
@@ -181,8 +189,12 @@ struct HelloResponse {
   Nonce server_nonce{};
   Mac server_mac{};
   uint64_t idle_timeout_ms = 0;
+  DeviceCaps device_caps;  // on the wire only with kCapOpCaps
 };
-constexpr size_t kHelloResponseBytes = 88;
+constexpr size_t kHelloResponseBytes = 88;  // without the op and dtype words
+// Words of op or dtype bits in a HELLO response: 1024 ids of each, four times the ids this
+// build has room for, so that a newer worker's longer lists still decode (their tail ignored).
+constexpr uint32_t kMaxCapWords = 16;
 
 // --- DEVICE_INFO: empty request ---------------------------------------------------------------
 //   0 u64 memory_total, 8 u64 memory_free, 16 u64 alignment, 24 u64 max_buffer_size,

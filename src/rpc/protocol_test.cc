@@ -9,6 +9,16 @@ namespace {
 
 void put64(std::vector<uint8_t>& b, size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); }
 void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
+uint64_t get64(const std::vector<uint8_t>& b, size_t at) {
+  uint64_t v = 0;
+  std::memcpy(&v, &b[at], 8);
+  return v;
+}
+uint32_t get32(const std::vector<uint8_t>& b, size_t at) {
+  uint32_t v = 0;
+  std::memcpy(&v, &b[at], 4);
+  return v;
+}
 
 TEST(RpcProtocol, HeaderLayout) {
   Header h;
@@ -79,7 +89,7 @@ TEST(RpcProtocol, HelloRoundTripAndGrowth) {
   EXPECT_FALSE(decode_hello_request(b));
   HelloResponse r;
   r.auth = kAuthChallenge;
-  r.caps = kCapAll;
+  r.caps = kCapAll & ~kCapOpCaps;
   std::vector<uint8_t> rb;
   encode(r, &rb);
   ASSERT_EQ(rb.size(), kHelloResponseBytes);
@@ -92,6 +102,64 @@ TEST(RpcProtocol, HelloRoundTripAndGrowth) {
   EXPECT_EQ(decode_hello_response({rb.data(), 80})->idle_timeout_ms, 0u);
   put32(rb, 4, 3);
   EXPECT_FALSE(decode_hello_response(rb));
+}
+
+// The op and dtype lists after offset 88, present exactly when the caps say so.
+TEST(RpcProtocol, HelloOpCapabilities) {
+  HelloResponse r;
+  r.caps = kCapAll;
+  r.device_caps.ops.set(3).set(70);
+  r.device_caps.weight_dtypes.set(0).set(30);
+  std::vector<uint8_t> b;
+  encode(r, &b);
+  // Two op words (bit 70 is in the second), one dtype word.
+  ASSERT_EQ(b.size(), kHelloResponseBytes + 8 + 3 * 8);
+  EXPECT_EQ(get32(b, 88), 2u);
+  EXPECT_EQ(get32(b, 92), 1u);
+  EXPECT_EQ(get64(b, 96), uint64_t{1} << 3);
+  EXPECT_EQ(get64(b, 104), uint64_t{1} << 6);
+  EXPECT_EQ(get64(b, 112), (uint64_t{1} << 0) | (uint64_t{1} << 30));
+  Result<HelloResponse> back = decode_hello_response(b);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(back->device_caps.ops, r.device_caps.ops);
+  EXPECT_EQ(back->device_caps.weight_dtypes, r.device_caps.weight_dtypes);
+
+  // The bit without the lists (a broken worker): the error names the missing field.
+  Result<HelloResponse> cut = decode_hello_response({b.data(), kHelloResponseBytes});
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.status().message().find("n_op_words"), std::string::npos);
+  cut = decode_hello_response({b.data(), b.size() - 1});
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.status().message().find("dtype_words"), std::string::npos);
+  // A count past the limit is refused before any word is read.
+  std::vector<uint8_t> big = b;
+  put32(big, 88, kMaxCapWords + 1);
+  cut = decode_hello_response(big);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.status().message().find("limit 16"), std::string::npos) << cut.status().message();
+  // A newer worker's longer lists: ids past this build's sets are ignored.
+  std::vector<uint8_t> wide(b.begin(), b.begin() + 88);
+  for (uint32_t v : {kMaxCapWords, 0u}) {
+    for (int i = 0; i < 4; ++i) wide.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  for (uint32_t w = 0; w < kMaxCapWords; ++w) {
+    for (int i = 0; i < 8; ++i) wide.push_back(w == 0 || w == kMaxCapWords - 1 ? 0x11 : 0);
+  }
+  back = decode_hello_response(wide);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_TRUE(back->device_caps.ops.test(0));
+  EXPECT_TRUE(back->device_caps.ops.test(4));
+  EXPECT_EQ(back->device_caps.ops.count(), 16u);
+  EXPECT_EQ(back->device_caps.weight_dtypes.count(), 0u);
+  // Without the bit, bytes after offset 88 are a later field, not lists.
+  r.caps = kCapAll & ~kCapOpCaps;
+  b.clear();
+  encode(r, &b);
+  ASSERT_EQ(b.size(), kHelloResponseBytes);
+  b.resize(b.size() + 12, 0xff);
+  back = decode_hello_response(b);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_TRUE(back->device_caps.ops.none());
 }
 
 TEST(RpcProtocol, DeviceInfo) {

@@ -466,6 +466,8 @@ class RemoteDevice : public Device {
     return std::make_unique<RemoteStream>(shared_);
   }
 
+  DeviceCaps caps() const override { return shared_->conn->device_caps(); }
+
   std::shared_ptr<Connection> connection() const { return shared_->conn; }
 
  private:

@@ -352,6 +352,37 @@ TEST(RemoteBackend, WeightProbesArePipelined) {
   EXPECT_EQ(st.weight_bytes_sent, 0u);
 }
 
+// The device reports what its worker announced; an older worker (no kCapOpCaps) runs the
+// baseline, and so does a worker seen through a client that does not read the lists.
+TEST(RemoteBackend, CapabilitiesComeFromTheWorker) {
+  WorkerOptions o;
+  o.address = "127.0.0.1:0";
+  o.log = false;
+  o.hide_ops.set(static_cast<uint32_t>(Op::kSwiglu));
+  auto w = Worker::start(o);
+  ASSERT_TRUE(w) << w.status().message();
+  auto d = remote_device_new(client((*w)->address()));
+  ASSERT_TRUE(d) << d.status().message();
+  DeviceCaps want = cpu_device_caps();
+  want.ops.reset(static_cast<uint32_t>(Op::kSwiglu));
+  EXPECT_EQ((*d)->caps().ops, want.ops);
+  EXPECT_EQ((*d)->caps().weight_dtypes, want.weight_dtypes);
+
+  ClientOptions blind = client((*w)->address());
+  blind.hide_caps = kCapOpCaps;
+  d = remote_device_new(blind);
+  ASSERT_TRUE(d) << d.status().message();
+  EXPECT_EQ((*d)->caps().ops, device_caps_baseline().ops);
+  EXPECT_EQ((*d)->caps().weight_dtypes, device_caps_baseline().weight_dtypes);
+
+  o.hide_caps = kCapOpCaps;
+  auto old = Worker::start(o);
+  ASSERT_TRUE(old) << old.status().message();
+  d = remote_device_new(client((*old)->address()));
+  ASSERT_TRUE(d) << d.status().message();
+  EXPECT_EQ((*d)->caps().ops, device_caps_baseline().ops);
+}
+
 TEST(RemoteBackend, RefusesAWorkerOfAnotherMajorVersion) {
   FakeWorker fake(handshake(kVersionMajor + 1, [](auto&&...) { return false; }));
   auto d = remote_device_new(client(fake.address()));

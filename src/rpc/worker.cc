@@ -141,6 +141,7 @@ struct Worker::Impl {
   std::mutex compute_mutex;  // one computation at a time on the shared pool
   std::atomic<uint64_t> next_handle{1};
   uint64_t caps = 0;
+  DeviceCaps device_caps;  // what HELLO announces, and all that compute() runs
   uint64_t max_payload = kMaxMessageBytes;
 
   struct Conn {
@@ -252,6 +253,7 @@ bool Session::handshake(std::string* why) {
   HelloResponse resp;
   resp.major = w_.options.version_major;
   resp.caps = w_.caps;
+  resp.device_caps = w_.device_caps;
   resp.idle_timeout_ms = static_cast<uint64_t>(std::max(0, w_.options.idle_timeout_ms));
   streams_ = (hello->caps & w_.caps & kCapStreams) != 0;
   if (!w_.options.auth_token.empty()) {
@@ -379,6 +381,11 @@ Result<uint8_t*> Session::region_ptr(const Region& r, const char* field) const {
 }
 
 Status Session::compute(const Graph& g) {
+  // Only what HELLO announced runs, so that a worker posing as an older one (hide_ops) fails
+  // like one.
+  if (const std::string missing = caps_missing(graph_needs(g), w_.device_caps); !missing.empty()) {
+    return unsupported("this worker does not run " + missing);
+  }
   std::lock_guard<std::mutex> lock(w_.compute_mutex);
   return cpu_graph_compute(g, ConnectionBuffers(buffers_), w_.pool);
 }
@@ -631,6 +638,9 @@ Result<std::unique_ptr<Worker>> Worker::start(const WorkerOptions& options) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, transport_listen(options.address));
   auto impl = std::make_unique<Impl>(options, std::move(l), limit);
   impl->caps = kCapAll & ~options.hide_caps;
+  impl->device_caps = cpu_device_caps();
+  impl->device_caps.ops &= ~options.hide_ops;
+  impl->device_caps.weight_dtypes &= ~options.hide_weight_dtypes;
   impl->max_payload = std::min(kMaxMessageBytes, limit > kMaxMessageBytes - kMessageSlackBytes
                                                      ? kMaxMessageBytes
                                                      : limit + kMessageSlackBytes);

@@ -26,7 +26,10 @@ struct WorkerOptions {
   std::string cache_dir;      // weight blobs by content hash; empty: no cache
   std::string auth_token;     // empty: no authentication
   uint64_t hide_caps = 0;     // capability bits not to advertise (compatibility tests)
-  bool log = true;            // one line per connection on stderr
+  // Ops and weight dtypes neither to announce nor to run, to pose as an older worker (tests).
+  OpSet hide_ops;
+  DTypeSet hide_weight_dtypes;
+  bool log = true;  // one line per connection on stderr
   int handshake_timeout_ms = 10000;
   // A session that sends nothing for this long is closed and its buffers freed, so that a
   // client that vanished without closing (a dead machine, a cut network) does not pin memory.

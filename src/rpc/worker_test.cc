@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "backend/cpu_backend.h"
 #include "graph/serialize.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
@@ -552,7 +553,7 @@ TEST_P(WorkerTest, HiddenCapabilities) {
   ASSERT_NE(c, nullptr);
   Result<HelloResponse> h = c->hello();
   ASSERT_TRUE(h);
-  EXPECT_EQ(h->caps, kCapGraphRecompute | kCapCopyTensor | kCapStreams);
+  EXPECT_EQ(h->caps, kCapAll & ~(kCapBatched | kCapSetTensorHash));
   const uint64_t b = c->alloc(8);
   GetTensorsRequest gt;
   gt.regions = {{b, 0, 1}};
@@ -560,6 +561,58 @@ TEST_P(WorkerTest, HiddenCapabilities) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().kind(), ErrorKind::kUnsupported);
   EXPECT_TRUE(c->get(b, 0, 1));
+}
+
+// HELLO lists what the worker runs; one posing as an older worker (hide_ops) runs nothing else.
+TEST_P(WorkerTest, AnnouncesItsOpsAndDTypesAndRunsNoOthers) {
+  auto full = start();
+  auto c = RawClient::connect(full->address());
+  ASSERT_NE(c, nullptr);
+  Result<HelloResponse> h = c->hello();
+  ASSERT_TRUE(h) << h.status().message();
+  EXPECT_EQ(h->device_caps.ops, cpu_device_caps().ops);
+  EXPECT_EQ(h->device_caps.weight_dtypes, cpu_device_caps().weight_dtypes);
+
+  WorkerOptions o;
+  o.hide_ops.set(static_cast<uint32_t>(Op::kAdd));
+  o.hide_weight_dtypes.set(static_cast<uint32_t>(DType::kQ8_0));
+  auto w = start(o);
+  c = RawClient::connect(w->address());
+  ASSERT_NE(c, nullptr);
+  h = c->hello();
+  ASSERT_TRUE(h) << h.status().message();
+  EXPECT_FALSE(h->device_caps.ops.test(static_cast<uint32_t>(Op::kAdd)));
+  EXPECT_TRUE(h->device_caps.ops.test(static_cast<uint32_t>(Op::kMul)));
+  EXPECT_FALSE(h->device_caps.weight_dtypes.test(static_cast<uint32_t>(DType::kQ8_0)));
+  EXPECT_TRUE(h->device_caps.weight_dtypes.test(static_cast<uint32_t>(DType::kQ4_0)));
+  const uint64_t buf = c->alloc(3 * 32);
+  Graph g;
+  g.tensors = {make_tensor(buf, 0, DType::kF32, 8), make_tensor(buf, 32, DType::kF32, 8),
+               make_tensor(buf, 64, DType::kF32, 8)};
+  Node n;
+  n.op = Op::kAdd;
+  n.src[0] = 0;
+  n.src[1] = 1;
+  n.out = 2;
+  g.nodes.push_back(n);
+  ASSERT_TRUE(
+      c->one_way(Command::kGraphCompute, payload(GraphComputeRequest{1, {}}), graph_serialize(g)));
+  Status s = c->sync();
+  EXPECT_EQ(s.kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(s.message().find("does not run op 'add'"), std::string::npos) << s.message();
+  g.nodes[0].op = Op::kMul;
+  ASSERT_TRUE(
+      c->one_way(Command::kGraphCompute, payload(GraphComputeRequest{1, {}}), graph_serialize(g)));
+  EXPECT_TRUE(c->sync());
+
+  // Without kCapOpCaps the response is an older worker's: 88 bytes, no lists.
+  o.hide_caps = kCapOpCaps;
+  auto old = start(o);
+  c = RawClient::connect(old->address());
+  ASSERT_NE(c, nullptr);
+  Result<Message> m = c->call(Command::kHello, payload(HelloRequest{}));
+  ASSERT_TRUE(m) << m.status().message();
+  EXPECT_EQ(m->payload.size(), kHelloResponseBytes);
 }
 
 TEST_P(WorkerTest, WeightCacheByHash) {

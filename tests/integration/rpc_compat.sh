@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Old and new peers work together: a client that hides optional commands and a worker that
-# does not advertise them both give the output of one machine. A client of another major
+# does not advertise them both give the output of one machine; a worker that cannot run the
+# layers it would get is refused at split time. A client of another major
 # version is refused with both versions named, and a worker with a token refuses clients that
 # do not know it.
 set -eu
@@ -11,10 +12,10 @@ make_model
 ref=$(greedy local -m "$model" -n 32 -t 1)
 start_worker new
 NEW=$addr
-start_worker old --hide-caps 0x1f
+start_worker old --hide-caps 0x3f
 OLD=$addr
 
-for hide in 0x1 0x2 0x4 0x8 0x10 0x1f; do
+for hide in 0x1 0x2 0x4 0x8 0x10 0x20 0x3f; do
   got=$(STRATA_RPC_HIDE_CAPS=$hide greedy c -m "$model" -n 32 -t 1 --rpc "$NEW" --device RPC0,CPU)
   [ "$got" = "$ref" ] || fail "a client without capabilities $hide differs"
 done
@@ -27,6 +28,21 @@ awk -v ep="$OLD" '$1 == "rpc" && $3 == "total:" { inside = index($2, ep) > 0 }
   { cat "$tmp/c.err"; fail "an optional command went to a worker that did not offer it"; }
 grep -q "GRAPH_RECOMPUTE" "$tmp/c.err" || fail "the new worker was not sent GRAPH_RECOMPUTE"
 echo "old/new clients and workers: same output"
+
+# A worker without an op or a weight dtype that its layers need (posing as an older build) is
+# refused when the model is split, naming it, what it lacks and its layers, before any upload.
+start_worker lacking --hide-ops swiglu --hide-dtypes f16
+LACKING=$addr
+if "$strata" run -m "$model" -p x -n 1 --rpc "$LACKING" --device CPU,RPC0 2>"$tmp/err.txt"; then
+  fail "a worker without swiglu and f16 was given layers"
+fi
+grep -q "RPC0\[$LACKING\] (layers 2-4, output): cannot run op 'swiglu', weight dtype f16" \
+  "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "the refusal does not name the worker, op and dtype"; }
+echo "missing op: $(tail -n 1 "$tmp/err.txt")"
+# A worker without an op that no layer needs serves as before.
+start_worker partial --hide-ops argmax
+got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$addr" --device RPC0,CPU)
+[ "$got" = "$ref" ] || fail "a worker without an unneeded op differs"
 
 # Another major version: refused, naming both versions.
 if STRATA_RPC_VERSION_MAJOR=9 "$strata" run -m "$model" -p x -n 1 --rpc "$NEW" 2>"$tmp/err.txt"; then

@@ -1,0 +1,77 @@
+// Device capabilities: what the CPU reports, what a graph needs, and what a device lacks.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "backend/cpu_backend.h"
+
+namespace strata {
+namespace {
+
+// The CPU runs every op of the op table (an op without an executor fails this) and takes every
+// dtype that has kernels as a weight.
+TEST(DeviceCaps, CpuRunsEveryOpOfTheTableAndEveryKernelDType) {
+  const DeviceCaps caps = cpu_device_caps();
+  EXPECT_EQ(caps.ops, op_set_all());
+  EXPECT_EQ(cpu_device_new({})->caps().ops, caps.ops);
+  for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
+    const DTypeInfo* info = dtype_info(id);
+    EXPECT_EQ(caps.weight_dtypes.test(id), info != nullptr && info->has_kernels) << id;
+  }
+}
+
+// A worker of this build does at least what the oldest worker did.
+TEST(DeviceCaps, TheBaselineIsASubsetOfTheCpu) {
+  const DeviceCaps base = device_caps_baseline();
+  EXPECT_EQ(caps_missing(base, cpu_device_caps()), "");
+  EXPECT_EQ(base.ops.count(), 11u);
+  EXPECT_EQ(base.weight_dtypes.count(), 8u);
+  EXPECT_TRUE(base.weight_dtypes.test(static_cast<uint32_t>(DType::kQ6_K)));
+  EXPECT_FALSE(base.weight_dtypes.test(static_cast<uint32_t>(DType::kQ4_1)));
+}
+
+TEST(DeviceCaps, AGraphNeedsItsOpsAndTheDTypesOfItsWeights) {
+  Graph g;
+  g.tensors = {make_tensor(1, 0, DType::kQ6_K, 256, 4), make_tensor(1, 0, DType::kF32, 256, 2),
+               make_tensor(1, 0, DType::kF32, 4, 2), make_tensor(1, 0, DType::kF16, 4, 2)};
+  Node mm;
+  mm.op = Op::kMulMat;
+  mm.src[0] = 0;
+  mm.src[1] = 1;
+  mm.out = 2;
+  Node add;
+  add.op = Op::kAdd;
+  add.src[0] = 2;
+  add.src[1] = 3;  // an f16 operand of an op without a weight input: not a weight dtype
+  add.out = 2;
+  g.nodes = {mm, add};
+  const DeviceCaps need = graph_needs(g);
+  EXPECT_EQ(need.ops.count(), 2u);
+  EXPECT_TRUE(need.ops.test(static_cast<uint32_t>(Op::kMulMat)));
+  EXPECT_TRUE(need.ops.test(static_cast<uint32_t>(Op::kAdd)));
+  EXPECT_EQ(need.weight_dtypes.count(), 1u);
+  EXPECT_TRUE(need.weight_dtypes.test(static_cast<uint32_t>(DType::kQ6_K)));
+
+  DeviceCaps have = cpu_device_caps();
+  EXPECT_EQ(caps_missing(need, have), "");
+  have.ops.reset(static_cast<uint32_t>(Op::kAdd));
+  have.weight_dtypes.reset(static_cast<uint32_t>(DType::kQ6_K));
+  EXPECT_EQ(caps_missing(need, have), "op 'add', weight dtype q6_K");
+}
+
+TEST(DeviceCaps, SetsFromNames) {
+  Result<OpSet> ops = op_set_from_names("swiglu,rope");
+  ASSERT_TRUE(ops) << ops.status().message();
+  EXPECT_EQ(ops->count(), 2u);
+  EXPECT_TRUE(ops->test(static_cast<uint32_t>(Op::kSwiglu)));
+  EXPECT_TRUE(op_set_from_names("")->none());
+  Result<OpSet> bad = op_set_from_names("rope,gelu");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("'gelu'"), std::string::npos);
+  Result<DTypeSet> dtypes = dtype_set_from_names("q8_0,q4_K");
+  ASSERT_TRUE(dtypes) << dtypes.status().message();
+  EXPECT_TRUE(dtypes->test(static_cast<uint32_t>(DType::kQ4_K)));
+  EXPECT_FALSE(dtype_set_from_names("q9_9"));
+}
+
+}  // namespace
+}  // namespace strata

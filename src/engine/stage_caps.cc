@@ -1,0 +1,95 @@
+#include "engine/stage_caps.h"
+
+#include <utility>
+
+#include "engine/graph_builder.h"
+#include "engine/weights.h"
+
+namespace strata {
+namespace {
+
+// A device that stores nothing and runs nothing: DeviceWeights::load places a stage's weights
+// on it (each buffer a handle and a size) without reading them, so that the graph builder can
+// name them before the real device has any.
+class PlanningBuffer : public Buffer {
+ public:
+  explicit PlanningBuffer(uint64_t size) : size_(size) {}
+  uint64_t handle() const override { return 1; }
+  uint64_t size() const override { return size_; }
+
+ private:
+  uint64_t size_;
+};
+
+class PlanningStream : public Stream {
+ public:
+  void set_tensor(const TensorRef&, const void*, size_t) override {}
+  void get_tensor(const TensorRef&, void*, size_t) override {}
+  void compute(std::shared_ptr<const Graph>) override {}
+  Event record() override { return Event(); }
+  void wait_event(const Event&) override {}
+  Status synchronize() override { return Status::ok(); }
+};
+
+class PlanningDevice : public Device {
+ public:
+  DeviceInfo info() const override {
+    DeviceInfo info;
+    info.name = "planning";
+    return info;
+  }
+  Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
+    return std::unique_ptr<Buffer>(std::make_unique<PlanningBuffer>(size));
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<PlanningStream>(); }
+};
+
+// The stage graph for n_tokens tokens of which n_outputs ask for logits. Step tensors live in
+// a buffer of their own (handle 2); their shapes are the real ones, their places do not matter.
+Graph planning_graph(const Model& model, const DeviceWeights& w, int64_t layer_begin,
+                     int64_t layer_end, bool first, bool last, DType kv_dtype, int64_t n_tokens,
+                     int64_t n_outputs) {
+  const HParams& hp = model.hparams();
+  constexpr uint64_t kIo = 2;
+  const int64_t n_cells = 2 * n_tokens;
+  StageTensors io;
+  io.n_tokens = n_tokens;
+  io.n_outputs = n_outputs;
+  io.ids = make_tensor(kIo, 0, DType::kI32, n_tokens);
+  io.pos = make_tensor(kIo, 0, DType::kI32, n_tokens);
+  io.kv_idx = make_tensor(kIo, 0, DType::kI32, n_tokens);
+  io.cells = make_tensor(kIo, 0, DType::kI32, n_cells, 1);
+  io.tok = make_tensor(kIo, 0, DType::kI32, 2, n_tokens);
+  io.out_rows = make_tensor(kIo, 0, DType::kI32, n_outputs);
+  io.hidden_in = make_tensor(kIo, 0, DType::kF32, hp.n_embd, n_tokens);
+  io.out = last ? make_tensor(kIo, 0, DType::kF32, hp.n_vocab, n_outputs)
+                : make_tensor(kIo, 0, DType::kF32, hp.n_embd, n_tokens);
+  for (int64_t il = layer_begin; il < layer_end; ++il) {
+    io.k_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), n_cells));
+    io.v_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), n_cells));
+  }
+  GraphBuilder b;
+  build_stage_graph(b, model, w, layer_begin, layer_end, first, last, io);
+  b.plan();
+  return b.finish(/*scratch_buffer=*/3);
+}
+
+}  // namespace
+
+Result<DeviceCaps> stage_graph_needs(const Model& model, int64_t layer_begin, int64_t layer_end,
+                                     bool first, bool last, DType kv_dtype) {
+  PlanningDevice device;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWeights> w,
+                          DeviceWeights::load(model, device, layer_begin, layer_end, first, last,
+                                              /*use_mmap=*/false, /*progress=*/{}));
+  DeviceCaps need;
+  for (const auto& [n_tokens, n_outputs] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}}) {
+    const DeviceCaps one = graph_needs(planning_graph(model, *w, layer_begin, layer_end, first,
+                                                      last, kv_dtype, n_tokens, n_outputs));
+    need.ops |= one.ops;
+    need.weight_dtypes |= one.weight_dtypes;
+  }
+  return need;
+}
+
+}  // namespace strata

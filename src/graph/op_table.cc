@@ -1,0 +1,215 @@
+#include "graph/op_table.h"
+
+#include <array>
+#include <string>
+
+#include "core/check.h"
+
+namespace strata {
+namespace {
+
+bool same_shape(const TensorRef& a, const TensorRef& b) {
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (a.ne[d] != b.ne[d]) return false;
+  }
+  return true;
+}
+
+std::string shape_str(const TensorRef& t) {
+  std::string s = "[";
+  for (int d = 0; d < kMaxDims; ++d) s += std::to_string(t.ne[d]) + (d + 1 < kMaxDims ? ", " : "]");
+  return s;
+}
+
+Status need(bool ok, const char* what) { return ok ? Status::ok() : invalid_argument(what); }
+// For messages that print shapes: built only on failure (graphs are checked every step).
+template <typename Fn>
+Status need_lazy(bool ok, const Fn& what) {
+  return ok ? Status::ok() : invalid_argument(what());
+}
+bool is_f32(const TensorRef& t) { return t.dtype == DType::kF32; }
+bool is_i32(const TensorRef& t) { return t.dtype == DType::kI32; }
+
+// --- Validators, one per op (or per family of ops of one shape rule) ---------------------------
+
+Status validate_get_rows(const NodeView& n) {
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(
+      need(dtype_info(n.src(0).dtype).has_kernels, "table dtype has no kernels"));
+  STRATA_RETURN_IF_ERROR(
+      need(is_i32(n.src(1)) && n.src(1).contiguous(), "ids must be contiguous i32"));
+  return need_lazy(
+      is_f32(out) && out.ne[0] == n.src(0).ne[0] && out.ne[1] == n.src(1).ne[0] && out.ne[2] == 1 &&
+          out.ne[3] == 1 && n.src(0).ne[2] == 1 && n.src(0).ne[3] == 1,
+      [&] { return "out must be f32 [n, ids] of table [n, rows]: out " + shape_str(out); });
+}
+
+Status validate_rms_norm(const NodeView& n) {
+  if (n.has_src(1)) {
+    STRATA_RETURN_IF_ERROR(need(is_f32(n.src(1)) && n.src(1).ne[0] == n.src(0).ne[0] &&
+                                    n.src(1).n_rows() == 1 && n.src(1).contiguous(),
+                                "weight must be f32 [n]"));
+  }
+  return need(is_f32(n.src(0)) && is_f32(n.out()) && same_shape(n.src(0), n.out()),
+              "x and out must be f32 of one shape");
+}
+
+// a and out f32 [n, r]; b f32 [n, r], or [n, 1] (one row for all) when `broadcast`.
+Status check_elementwise(const NodeView& n, bool broadcast) {
+  const TensorRef& a = n.src(0);
+  const TensorRef& b = n.src(1);
+  const TensorRef& out = n.out();
+  return need_lazy(is_f32(a) && is_f32(b) && is_f32(out) && same_shape(a, out) &&
+                       b.ne[0] == a.ne[0] &&
+                       (b.n_rows() == a.n_rows() || (broadcast && b.n_rows() == 1)),
+                   [&] {
+                     return "operands must be f32 [n, r] (b may be [n, 1]): " + shape_str(a) + " " +
+                            shape_str(b) + " -> " + shape_str(out);
+                   });
+}
+Status validate_add_mul(const NodeView& n) { return check_elementwise(n, /*broadcast=*/true); }
+Status validate_swiglu(const NodeView& n) { return check_elementwise(n, /*broadcast=*/false); }
+
+Status validate_mul_mat(const NodeView& n) {
+  const TensorRef& w = n.src(0);
+  const TensorRef& x = n.src(1);
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(need(dtype_info(w.dtype).has_kernels, "weight dtype has no kernels"));
+  return need_lazy(is_f32(x) && is_f32(out) && w.ne[0] == x.ne[0] && w.ne[2] == 1 && w.ne[3] == 1 &&
+                       out.ne[0] == w.ne[1] && out.n_rows() == x.n_rows() &&
+                       out.rows_contiguous() && out.ne[2] == x.ne[2] && out.ne[3] == x.ne[3],
+                   [&] {
+                     return "mul_mat shapes: w " + shape_str(w) + " x " + shape_str(x) + " -> " +
+                            shape_str(out);
+                   });
+}
+
+Status validate_rope(const NodeView& n) {
+  const TensorRef& x = n.src(0);
+  const TensorRef& out = n.out();
+  const int32_t n_rot = n.node.iparams[0];
+  const int32_t mode = n.node.iparams[1];
+  STRATA_RETURN_IF_ERROR(need(n_rot > 0 && n_rot <= x.ne[0] && n_rot % 2 == 0,
+                              "n_rot must be even and in (0, head_dim]"));
+  STRATA_RETURN_IF_ERROR(need(mode == 0 || mode == 2, "rope mode 0 or 2"));
+  return need(is_f32(x) && is_i32(n.src(1)) && is_f32(out) && same_shape(x, out) &&
+                  n.src(1).ne[0] == x.ne[2] && x.ne[3] == 1 && x.nb[1] == x.nb[0] * x.ne[0] &&
+                  out.nb[1] == x.nb[1] && out.nb[2] == x.nb[2],
+              "rope: x f32 [hd, heads, t] with packed heads, pos i32 [t]");
+}
+
+Status validate_set_rows(const NodeView& n) {
+  const TensorRef& cache = n.src(0);
+  return need((cache.dtype == DType::kF16 || is_f32(cache)) && is_f32(n.src(1)) &&
+                  is_i32(n.src(2)) && n.src(1).ne[0] == cache.ne[0] &&
+                  n.src(2).ne[0] == n.src(1).n_rows() && n.node.out == n.node.src[0],
+              "set_rows: cache f16/f32 [n, cells], rows f32 [n, t], idx i32 [t], in place");
+}
+
+Status validate_attention(const NodeView& n) {
+  const TensorRef& q = n.src(0);
+  const TensorRef& k = n.src(1);
+  const TensorRef& v = n.src(2);
+  const TensorRef& out = n.out();
+  const int64_t kv_heads = n.node.iparams[0];
+  STRATA_RETURN_IF_ERROR(
+      need(kv_heads >= 1 && q.ne[1] % kv_heads == 0, "kv_heads must divide the query heads"));
+  STRATA_RETURN_IF_ERROR(need(k.dtype == v.dtype && (k.dtype == DType::kF16 || is_f32(k)) &&
+                                  k.ne[0] == q.ne[0] * kv_heads && v.ne[0] == k.ne[0] &&
+                                  k.nb[1] == v.nb[1],
+                              "k and v caches must be f16/f32 [hd*kv_heads, cells] alike"));
+  STRATA_RETURN_IF_ERROR(need(is_i32(n.src(3)) && n.src(3).contiguous() && is_i32(n.src(4)) &&
+                                  n.src(4).contiguous() && n.src(4).ne[0] == 2 &&
+                                  n.src(4).ne[1] == q.ne[2],
+                              "cells i32 [len, lists] and tok i32 [2, t]"));
+  return need(is_f32(q) && is_f32(out) && same_shape(q, out) && q.nb[1] == q.nb[0] * q.ne[0] &&
+                  out.nb[1] == out.nb[0] * out.ne[0],
+              "q and out must be f32 [hd, heads, t] with packed heads");
+}
+
+Status validate_argmax(const NodeView& n) {
+  const TensorRef& out = n.out();
+  return need(is_f32(n.src(0)) && is_i32(out) && out.ne[0] == n.src(0).n_rows() && out.contiguous(),
+              "argmax: f32 [n, r] -> i32 [r]");
+}
+
+Status validate_copy(const NodeView& n) {
+  return need(is_f32(n.src(0)) && is_f32(n.out()) && same_shape(n.src(0), n.out()),
+              "copy: f32 of one shape");
+}
+
+// --- The table --------------------------------------------------------------------------------
+
+constexpr uint32_t kOptional1 = 1u << 1;
+
+constexpr OpInfo kOps[] = {
+    // op, name, inputs, optional inputs, weight input, validator
+    {Op::kGetRows, "get_rows", 2, 0, 0, validate_get_rows},
+    {Op::kRmsNorm, "rms_norm", 2, kOptional1, -1, validate_rms_norm},  // src1: the weight
+    {Op::kAdd, "add", 2, 0, -1, validate_add_mul},
+    {Op::kMul, "mul", 2, 0, -1, validate_add_mul},
+    {Op::kMulMat, "mul_mat", 2, 0, 0, validate_mul_mat},
+    {Op::kRope, "rope", 2, 0, -1, validate_rope},
+    {Op::kSetRows, "set_rows", 3, 0, -1, validate_set_rows},
+    {Op::kAttention, "attention", 5, 0, -1, validate_attention},
+    {Op::kSwiglu, "swiglu", 2, 0, -1, validate_swiglu},
+    {Op::kArgmax, "argmax", 1, 0, -1, validate_argmax},
+    {Op::kCopy, "copy", 1, 0, -1, validate_copy},
+};
+
+constexpr std::array<int16_t, kOpIdLimit> make_index() {
+  std::array<int16_t, kOpIdLimit> index{};
+  for (auto& i : index) i = -1;
+  for (size_t i = 0; i < std::size(kOps); ++i) {
+    index[static_cast<uint32_t>(kOps[i].op)] = static_cast<int16_t>(i);
+  }
+  return index;
+}
+constexpr auto kIndex = make_index();
+
+constexpr bool rows_well_formed() {
+  for (size_t i = 0; i < std::size(kOps); ++i) {
+    if (i > 0 && kOps[i - 1].op >= kOps[i].op) return false;  // sorted, each value once
+    if (kOps[i].n_src < 1 || kOps[i].n_src > kMaxSrc) return false;
+    if ((kOps[i].optional_src >> kOps[i].n_src) != 0) return false;
+    if (kOps[i].weight_src >= kOps[i].n_src) return false;
+  }
+  return true;
+}
+static_assert(rows_well_formed(),
+              "op rows: sorted by value, 1..kMaxSrc inputs, optional and weight inputs < n_src");
+
+}  // namespace
+
+const OpInfo* op_info(uint32_t id) {
+  if (id >= kOpIdLimit || kIndex[id] < 0) return nullptr;
+  return &kOps[kIndex[id]];
+}
+
+const OpInfo& op_info(Op op) {
+  const OpInfo* info = op_info(static_cast<uint32_t>(op));
+  STRATA_CHECK(info != nullptr, "Op value outside the table");
+  return *info;
+}
+
+std::span<const OpInfo> op_table() { return kOps; }
+
+OpSet op_set_all() {
+  OpSet s;
+  for (const OpInfo& info : kOps) s.set(static_cast<uint32_t>(info.op));
+  return s;
+}
+
+const OpInfo* op_info_by_name(std::string_view name) {
+  for (const OpInfo& info : kOps) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+const char* op_name(Op op) {
+  const OpInfo* info = op_info(static_cast<uint32_t>(op));
+  return info != nullptr ? info->name : "unknown";
+}
+
+}  // namespace strata

@@ -1,0 +1,121 @@
+// The check at split time that every stage's device can run its graph: the needs come from the
+// real stage graph, and a worker that lacks an op or a weight dtype is refused by name before
+// anything is uploaded to it.
+#include <gtest/gtest.h>
+
+#include "backend/cpu_backend.h"
+#include "engine/engine.h"
+#include "engine/stage_caps.h"
+#include "rpc/remote_backend.h"
+#include "rpc/worker.h"
+#include "unit/synth_file.h"
+
+namespace strata {
+namespace {
+
+std::string model_path() {
+  SynthParams p;
+  p.arch = "qwen3";  // q/k norms and biases: the builder's optional paths
+  p.n_embd = 128;
+  p.n_layer = 4;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 256;
+  p.n_vocab = 300;
+  p.dtype = DType::kQ8_0;
+  p.seed = 17;
+  return testing::synth_file("caps", p);
+}
+
+uint32_t bit(Op op) { return static_cast<uint32_t>(op); }
+uint32_t bit(DType t) { return static_cast<uint32_t>(t); }
+
+TEST(StageCaps, NeedsComeFromTheStageGraph) {
+  auto model = Model::open(model_path());
+  ASSERT_TRUE(model) << model.status().message();
+  const Model& m = **model;
+
+  Result<DeviceCaps> first = stage_graph_needs(m, 0, 2, true, false, DType::kF16);
+  ASSERT_TRUE(first) << first.status().message();
+  for (Op op : {Op::kGetRows, Op::kRmsNorm, Op::kMulMat, Op::kRope, Op::kSetRows, Op::kAttention,
+                Op::kSwiglu, Op::kAdd}) {
+    EXPECT_TRUE(first->ops.test(bit(op))) << op_name(op);
+  }
+  EXPECT_FALSE(first->ops.test(bit(Op::kCopy)));
+  EXPECT_FALSE(first->ops.test(bit(Op::kArgmax)));
+  EXPECT_EQ(first->weight_dtypes, DTypeSet().set(bit(DType::kQ8_0)));
+
+  // The last stage picks the rows that want logits (get_rows over the f32 hidden state) when
+  // a prompt chunk has more tokens than outputs.
+  Result<DeviceCaps> last = stage_graph_needs(m, 2, 4, false, true, DType::kF16);
+  ASSERT_TRUE(last) << last.status().message();
+  EXPECT_TRUE(last->ops.test(bit(Op::kGetRows)));
+  EXPECT_EQ(last->weight_dtypes, DTypeSet().set(bit(DType::kQ8_0)).set(bit(DType::kF32)));
+
+  // A middle stage without layers only copies the hidden state through.
+  Result<DeviceCaps> empty = stage_graph_needs(m, 2, 2, false, false, DType::kF16);
+  ASSERT_TRUE(empty) << empty.status().message();
+  EXPECT_EQ(empty->ops, OpSet().set(bit(Op::kCopy)));
+  EXPECT_TRUE(empty->weight_dtypes.none());
+}
+
+std::unique_ptr<rpc::Worker> start_worker(const rpc::WorkerOptions& base) {
+  rpc::WorkerOptions o = base;
+  o.address = "127.0.0.1:0";
+  o.n_threads = 1;
+  o.log = false;
+  auto w = rpc::Worker::start(o);
+  EXPECT_TRUE(w) << w.status().message();
+  return w ? std::move(w).value() : nullptr;
+}
+
+// CPU for layers 0-2, the worker for layers 2-4 and the output.
+Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
+  rpc::ClientOptions co;
+  co.endpoint = worker.address();
+  co.name = "RPC0";
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Device> remote, rpc::remote_device_new(co));
+  std::vector<std::unique_ptr<Device>> devices;
+  CpuDeviceOptions cpu;
+  cpu.n_threads = 1;
+  devices.push_back(cpu_device_new(cpu));
+  devices.push_back(std::move(remote));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(model_path()));
+  EngineOptions eo;
+  eo.split = {1, 1};
+  return Engine::create(std::move(model), std::move(devices), eo);
+}
+
+TEST(StageCaps, AWorkerWithoutAnOpOrDTypeIsRefusedBeforeAnyUpload) {
+  rpc::WorkerOptions o;
+  o.hide_ops.set(bit(Op::kSwiglu));
+  o.hide_weight_dtypes.set(bit(DType::kQ8_0));
+  auto worker = start_worker(o);
+  ASSERT_TRUE(worker);
+  Result<std::unique_ptr<Engine>> e = split_onto(*worker);
+  ASSERT_FALSE(e);
+  const std::string& msg = e.status().message();
+  EXPECT_EQ(e.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(msg.find("RPC0[" + worker->address() +
+                     "] (layers 2-4, output): cannot run "
+                     "op 'swiglu', weight dtype q8_0"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("CPU"), std::string::npos) << "the CPU can run its stage: " << msg;
+  EXPECT_EQ(worker->bytes_allocated(), 0u) << "weights were uploaded before the refusal";
+}
+
+// Hiding what the stage does not need changes nothing: the model loads and runs.
+TEST(StageCaps, AWorkerWithoutAnUnneededOpIsUsed) {
+  rpc::WorkerOptions o;
+  o.hide_ops.set(bit(Op::kArgmax));
+  o.hide_weight_dtypes.set(bit(DType::kQ4_K));
+  auto worker = start_worker(o);
+  ASSERT_TRUE(worker);
+  Result<std::unique_ptr<Engine>> e = split_onto(*worker);
+  ASSERT_TRUE(e) << e.status().message();
+  EXPECT_GT(worker->bytes_allocated(), 0u);
+}
+
+}  // namespace
+}  // namespace strata

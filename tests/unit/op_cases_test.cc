@@ -1,0 +1,379 @@
+// One table of op cases, run on every backend: the CPU device, and a strata worker over
+// loopback TCP (the real one, in process). Each case is one small graph with random inputs from
+// a fixed seed; the whole buffer the graph works in is compared bitwise between backends, so the
+// wire (graph serialisation, every op's parameters, the weight dtypes) is checked along with
+// the kernels. A new op is a row of kCases (the coverage test below fails without one).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cpu_backend.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+#include "core/rng.h"
+#include "graph/op_table.h"
+#include "rpc/remote_backend.h"
+#include "rpc/worker.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kAlign = 64;
+// The fill of output tensors before a run: a case whose op did not write its output fails.
+constexpr uint8_t kSentinel = 0x7f;
+
+// A graph over one buffer, with the bytes its inputs start from.
+class CaseGraph {
+ public:
+  explicit CaseGraph(uint64_t seed) : rng_(seed) {}
+
+  // F32 [ne0, ne1, ne2], uniform in [-1, 1).
+  int32_t f32(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+    const int32_t t = place(make_tensor(0, 0, DType::kF32, ne0, ne1, ne2));
+    float* p = reinterpret_cast<float*>(bytes(t));
+    for (int64_t i = 0; i < ne0 * ne1 * ne2; ++i) p[i] = 2 * rng_.uniform() - 1;
+    return t;
+  }
+  // A weight or table of `dtype` [ne0, ne1]: random rows converted to the dtype.
+  int32_t weight(DType dtype, int64_t ne0, int64_t ne1) {
+    const int32_t t = place(make_tensor(0, 0, dtype, ne0, ne1));
+    std::vector<float> row(static_cast<size_t>(ne0));
+    const size_t row_bytes = dtype_row_bytes(dtype, ne0);
+    for (int64_t r = 0; r < ne1; ++r) {
+      for (float& v : row) v = 2 * rng_.uniform() - 1;
+      quantize_row(dtype, row.data(), bytes(t) + r * row_bytes, ne0);
+    }
+    return t;
+  }
+  // I32 [ne0, ne1] with the given values.
+  int32_t i32(const std::vector<int32_t>& v, int64_t ne0, int64_t ne1 = 1) {
+    const int32_t t = place(make_tensor(0, 0, DType::kI32, ne0, ne1));
+    std::memcpy(bytes(t), v.data(), 4 * v.size());
+    return t;
+  }
+  // I32 [n], each in [0, limit).
+  int32_t ids(int64_t n, int64_t limit) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& x : v) x = static_cast<int32_t>(rng_.next() % static_cast<uint64_t>(limit));
+    return i32(v, n);
+  }
+  // I32 [n] distinct, each in [0, limit).
+  int32_t distinct_ids(int64_t n, int64_t limit) {
+    std::vector<int32_t> all(static_cast<size_t>(limit));
+    for (int32_t i = 0; i < limit; ++i) all[static_cast<size_t>(i)] = i;
+    for (size_t i = all.size() - 1; i > 0; --i) std::swap(all[i], all[rng_.next() % (i + 1)]);
+    all.resize(static_cast<size_t>(n));
+    return i32(all, n);
+  }
+  // An output of `dtype` [ne0, ne1, ne2], filled with the sentinel.
+  int32_t out(DType dtype, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+    const int32_t t = place(make_tensor(0, 0, dtype, ne0, ne1, ne2));
+    std::memset(bytes(t), kSentinel, graph_.tensors[t].extent_bytes());
+    outputs_.push_back(t);
+    return t;
+  }
+  // A view of `base` with its own shape and row stride (bytes), at a byte offset.
+  int32_t view(int32_t base, int64_t ne0, int64_t ne1, uint64_t nb1, uint64_t offset = 0) {
+    TensorRef t =
+        make_tensor(0, graph_.tensors[base].offset + offset, graph_.tensors[base].dtype, ne0, ne1);
+    t.nb[1] = nb1;
+    t.nb[2] = t.nb[3] = nb1 * static_cast<uint64_t>(ne1);
+    graph_.tensors.push_back(t);
+    return static_cast<int32_t>(graph_.tensors.size() - 1);
+  }
+  void node(Op op, int32_t out, std::initializer_list<int32_t> src,
+            std::initializer_list<int32_t> iparams = {},
+            std::initializer_list<float> fparams = {}) {
+    Node n;
+    n.op = op;
+    n.out = out;
+    std::copy(src.begin(), src.end(), n.src);
+    std::copy(iparams.begin(), iparams.end(), n.iparams);
+    std::copy(fparams.begin(), fparams.end(), n.fparams);
+    graph_.nodes.push_back(n);
+  }
+  // Marks an input that the op writes in place as an output.
+  void written(int32_t t) { outputs_.push_back(t); }
+
+  Rng& rng() { return rng_; }
+  const std::vector<uint8_t>& init() const { return init_; }
+  const std::vector<int32_t>& outputs() const { return outputs_; }
+  // The graph with every tensor in `buffer`.
+  Graph graph(uint64_t buffer) const {
+    Graph g = graph_;
+    for (TensorRef& t : g.tensors) t.buffer = buffer;
+    return g;
+  }
+  const TensorRef& tensor(int32_t t) const { return graph_.tensors[t]; }
+
+ private:
+  int32_t place(TensorRef t) {
+    t.offset = (init_.size() + kAlign - 1) / kAlign * kAlign;
+    init_.resize(t.offset + t.extent_bytes());
+    graph_.tensors.push_back(t);
+    return static_cast<int32_t>(graph_.tensors.size() - 1);
+  }
+  uint8_t* bytes(int32_t t) { return init_.data() + graph_.tensors[t].offset; }
+
+  Rng rng_;
+  Graph graph_;
+  std::vector<uint8_t> init_;
+  std::vector<int32_t> outputs_;
+};
+
+struct OpCase {
+  const char* name;  // test name: letters, digits and '_'
+  Op op;
+  std::function<void(CaseGraph&)> build;
+};
+
+// gtest prints a failing case by its name.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
+// Attention of t queries of `heads` heads over a cache of `cells` cells in `kv` dtype, with two
+// lists (sequences) of up to `len` cells.
+void attention_case(CaseGraph& c, DType kv, int64_t hd, int64_t heads, int64_t kv_heads, int64_t t,
+                    int64_t cells, int64_t len) {
+  const int32_t q = c.f32(hd, heads, t);
+  const int32_t k = c.weight(kv, hd * kv_heads, cells);
+  const int32_t v = c.weight(kv, hd * kv_heads, cells);
+  std::vector<int32_t> lists(static_cast<size_t>(2 * len));
+  for (int32_t& x : lists) x = static_cast<int32_t>(c.rng().next() % cells);
+  std::vector<int32_t> tok;
+  for (int64_t i = 0; i < t; ++i) {
+    tok.push_back(static_cast<int32_t>(i % 2));
+    tok.push_back(static_cast<int32_t>(1 + c.rng().next() % len));
+  }
+  const int32_t lc = c.i32(lists, len, 2);
+  const int32_t tk = c.i32(tok, 2, t);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  c.node(Op::kAttention, c.out(DType::kF32, hd, heads, t), {q, k, v, lc, tk},
+         {static_cast<int32_t>(kv_heads)}, {scale});
+}
+
+void rope_case(CaseGraph& c, int64_t hd, int64_t heads, int64_t t, int32_t n_rot, int32_t mode,
+               float base, float scale, bool in_place) {
+  const int32_t x = c.f32(hd, heads, t);
+  const int32_t pos = c.ids(t, 4096);
+  const int32_t y = in_place ? x : c.out(DType::kF32, hd, heads, t);
+  if (in_place) c.written(x);
+  c.node(Op::kRope, y, {x, pos}, {n_rot, mode}, {base, scale});
+}
+
+const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> kCases = {
+      {"get_rows_q8_0", Op::kGetRows,
+       [](CaseGraph& c) {
+         const int32_t table = c.weight(DType::kQ8_0, 64, 10);
+         c.node(Op::kGetRows, c.out(DType::kF32, 64, 5), {table, c.ids(5, 10)});
+       }},
+      {"get_rows_f32", Op::kGetRows,
+       [](CaseGraph& c) {
+         const int32_t table = c.f32(24, 7);
+         c.node(Op::kGetRows, c.out(DType::kF32, 24, 3), {table, c.ids(3, 7)});
+       }},
+      {"get_rows_q4_K", Op::kGetRows,
+       [](CaseGraph& c) {
+         const int32_t table = c.weight(DType::kQ4_K, 256, 4);
+         c.node(Op::kGetRows, c.out(DType::kF32, 256, 6), {table, c.ids(6, 4)});
+       }},
+      {"rms_norm_weighted", Op::kRmsNorm,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(64, 3);
+         c.node(Op::kRmsNorm, c.out(DType::kF32, 64, 3), {x, c.f32(64)}, {}, {1e-5f});
+       }},
+      {"rms_norm_plain", Op::kRmsNorm,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(40, 5);
+         c.node(Op::kRmsNorm, c.out(DType::kF32, 40, 5), {x, -1}, {}, {1e-6f});
+       }},
+      {"add_rows", Op::kAdd,
+       [](CaseGraph& c) {
+         const int32_t a = c.f32(48, 4);
+         c.node(Op::kAdd, c.out(DType::kF32, 48, 4), {a, c.f32(48, 4)});
+       }},
+      {"add_broadcast", Op::kAdd,
+       [](CaseGraph& c) {
+         const int32_t a = c.f32(33, 5);
+         c.node(Op::kAdd, c.out(DType::kF32, 33, 5), {a, c.f32(33, 1)});
+       }},
+      {"mul_rows", Op::kMul,
+       [](CaseGraph& c) {
+         const int32_t a = c.f32(48, 4);
+         c.node(Op::kMul, c.out(DType::kF32, 48, 4), {a, c.f32(48, 4)});
+       }},
+      {"mul_broadcast", Op::kMul,
+       [](CaseGraph& c) {
+         const int32_t a = c.f32(17, 3);
+         c.node(Op::kMul, c.out(DType::kF32, 17, 3), {a, c.f32(17, 1)});
+       }},
+      {"mul_mat_q8_0", Op::kMulMat,
+       [](CaseGraph& c) {
+         const int32_t w = c.weight(DType::kQ8_0, 64, 16);
+         c.node(Op::kMulMat, c.out(DType::kF32, 16, 3), {w, c.f32(64, 3)});
+       }},
+      {"mul_mat_f32_one_row", Op::kMulMat,
+       [](CaseGraph& c) {
+         const int32_t w = c.f32(32, 8);
+         c.node(Op::kMulMat, c.out(DType::kF32, 8, 1), {w, c.f32(32, 1)});
+       }},
+      // One node per dtype that has kernels: the tables of both backends, whatever they hold.
+      {"mul_mat_every_kernel_dtype", Op::kMulMat,
+       [](CaseGraph& c) {
+         for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
+           const DTypeInfo* info = dtype_info(id);
+           if (info == nullptr || !info->has_kernels) continue;
+           const int32_t w = c.weight(info->dtype, 256, 8);
+           c.node(Op::kMulMat, c.out(DType::kF32, 8, 2), {w, c.f32(256, 2)});
+         }
+       }},
+      {"rope_normal_in_place", Op::kRope,
+       [](CaseGraph& c) { rope_case(c, 16, 4, 3, 16, 0, 10000.0f, 1.0f, true); }},
+      {"rope_neox_partial", Op::kRope,
+       [](CaseGraph& c) { rope_case(c, 32, 2, 5, 16, 2, 1000000.0f, 0.25f, false); }},
+      {"set_rows_f16", Op::kSetRows,
+       [](CaseGraph& c) {
+         const int32_t cache = c.weight(DType::kF16, 32, 8);
+         c.written(cache);
+         c.node(Op::kSetRows, cache, {cache, c.f32(32, 3), c.distinct_ids(3, 8)});
+       }},
+      {"set_rows_f32", Op::kSetRows,
+       [](CaseGraph& c) {
+         const int32_t cache = c.f32(24, 6);
+         c.written(cache);
+         c.node(Op::kSetRows, cache, {cache, c.f32(24, 6), c.distinct_ids(6, 6)});
+       }},
+      {"attention_f16_gqa", Op::kAttention,
+       [](CaseGraph& c) { attention_case(c, DType::kF16, 16, 4, 2, 3, 9, 5); }},
+      {"attention_f32_mha", Op::kAttention,
+       [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 3, 3, 4, 6, 6); }},
+      {"swiglu", Op::kSwiglu,
+       [](CaseGraph& c) {
+         const int32_t gate = c.f32(40, 3);
+         c.node(Op::kSwiglu, c.out(DType::kF32, 40, 3), {gate, c.f32(40, 3)});
+       }},
+      {"swiglu_in_place", Op::kSwiglu,
+       [](CaseGraph& c) {
+         const int32_t gate = c.f32(64, 2);
+         c.written(gate);
+         c.node(Op::kSwiglu, gate, {gate, c.f32(64, 2)});
+       }},
+      {"argmax", Op::kArgmax,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(100, 4);
+         c.node(Op::kArgmax, c.out(DType::kI32, 4), {x});
+       }},
+      {"copy_strided_rows", Op::kCopy,
+       [](CaseGraph& c) {
+         const int32_t base = c.f32(40, 6);
+         const int32_t rows = c.view(base, 24, 6, 40 * 4, 8 * 4);  // 24 of every 40 floats
+         c.node(Op::kCopy, c.out(DType::kF32, 24, 6), {rows});
+       }},
+  };
+  return kCases;
+}
+
+// The bytes of the case's buffer after one run on `device`.
+std::vector<uint8_t> run_case(Device& device, const CaseGraph& c) {
+  auto buffer = device.alloc_buffer(c.init().size());
+  EXPECT_TRUE(buffer.is_ok()) << buffer.status().message();
+  if (!buffer.is_ok()) return {};
+  const TensorRef all =
+      make_tensor((*buffer)->handle(), 0, DType::kI8, static_cast<int64_t>(c.init().size()));
+  std::vector<uint8_t> bytes(c.init().size());
+  std::unique_ptr<Stream> stream = device.create_stream();
+  stream->set_tensor(all, c.init().data(), c.init().size());
+  stream->compute(std::make_shared<const Graph>(c.graph((*buffer)->handle())));
+  stream->get_tensor(all, bytes.data(), bytes.size());
+  const Status s = stream->synchronize();
+  EXPECT_TRUE(s.is_ok()) << device.info().name << ": " << s.message();
+  return bytes;
+}
+
+// FNV-1a of the case name: each case its own inputs, the same on every run and platform.
+uint64_t seed_of(const char* name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char* p = name; *p != '\0'; ++p) h = (h ^ static_cast<uint8_t>(*p)) * 0x100000001b3ULL;
+  return h;
+}
+
+class OpCases : public ::testing::TestWithParam<OpCase> {
+ protected:
+  static void SetUpTestSuite() {
+    CpuDeviceOptions co;
+    co.n_threads = 2;
+    cpu_ = cpu_device_new(co);
+    rpc::WorkerOptions wo;
+    wo.address = "127.0.0.1:0";
+    wo.n_threads = 2;
+    wo.log = false;
+    auto w = rpc::Worker::start(wo);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    worker_ = std::move(w).value();
+    rpc::ClientOptions o;
+    o.endpoint = worker_->address();
+    o.name = "RPC0";
+    auto d = rpc::remote_device_new(o);
+    ASSERT_TRUE(d.is_ok()) << d.status().message();
+    remote_ = std::move(d).value();
+  }
+  // The connection closes before the worker stops.
+  static void TearDownTestSuite() {
+    remote_.reset();
+    worker_.reset();
+    cpu_.reset();
+  }
+  // Shared by the cases of the suite: one worker, one connection.
+  static std::unique_ptr<Device> cpu_;
+  static std::unique_ptr<rpc::Worker> worker_;
+  static std::unique_ptr<Device> remote_;
+};
+std::unique_ptr<Device> OpCases::cpu_;
+std::unique_ptr<rpc::Worker> OpCases::worker_;
+std::unique_ptr<Device> OpCases::remote_;
+
+TEST_P(OpCases, SameBytesOnEveryBackend) {
+  ASSERT_TRUE(remote_ != nullptr);
+  CaseGraph c(seed_of(GetParam().name));
+  GetParam().build(c);
+  for (const Node& n : c.graph(1).nodes) {
+    ASSERT_EQ(n.op, GetParam().op) << "a case tests the op of its row";
+  }
+  ASSERT_TRUE(graph_validate(c.graph(1)).is_ok()) << graph_validate(c.graph(1)).message();
+  const std::vector<uint8_t> local = run_case(*cpu_, c);
+  const std::vector<uint8_t> remote = run_case(*remote_, c);
+  ASSERT_EQ(local.size(), c.init().size());
+  // The op wrote every output (a case that runs nothing would compare equal, too).
+  for (int32_t t : c.outputs()) {
+    const TensorRef& ref = c.tensor(t);
+    const auto begin = static_cast<std::ptrdiff_t>(ref.offset);
+    const auto end = begin + static_cast<std::ptrdiff_t>(ref.extent_bytes());
+    EXPECT_FALSE(std::equal(local.begin() + begin, local.begin() + end, c.init().begin() + begin))
+        << "tensor " << t << " was not written";
+  }
+  EXPECT_TRUE(local == remote) << "the worker's bytes differ from the CPU's";
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, OpCases, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// Adding an op is adding a row: every op of the op table has a case.
+TEST(OpCaseTable, CoversEveryOp) {
+  std::set<Op> covered;
+  for (const OpCase& c : cases()) covered.insert(c.op);
+  for (const OpInfo& info : op_table()) {
+    EXPECT_TRUE(covered.count(info.op)) << "no op case for " << info.name;
+  }
+}
+
+}  // namespace
+}  // namespace strata
