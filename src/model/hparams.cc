@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/arch.h"
 #include "model/gguf.h"
 
 namespace strata {
@@ -38,19 +39,10 @@ Result<float> get_positive(const GgufFile& f, const std::string& key, float fall
 Result<HParams> hparams_from_gguf(const GgufFile& f) {
   HParams hp;
   STRATA_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
-  if (hp.arch_name == "llama") {
-    hp.arch = Arch::kLlama;
-  } else if (hp.arch_name == "qwen2") {
-    hp.arch = Arch::kQwen2;
-    hp.qkv_bias = true;
-    hp.rope_mode = RopeMode::kNeox;
-  } else if (hp.arch_name == "qwen3") {
-    hp.arch = Arch::kQwen3;
-    hp.qk_norm = true;
-    hp.rope_mode = RopeMode::kNeox;
-  } else {
+  hp.arch = arch_find(hp.arch_name);
+  if (hp.arch == nullptr) {
     return unsupported("general.architecture '" + hp.arch_name +
-                       "' is not supported (supported: llama, qwen2, qwen3)");
+                       "' is not supported (supported: " + arch_names() + ")");
   }
   const std::string a = hp.arch_name + ".";
   STRATA_ASSIGN_OR_RETURN(hp.n_ctx_train, get_dim(f, a + "context_length", 1 << 24));
@@ -104,6 +96,7 @@ Result<HParams> hparams_from_gguf(const GgufFile& f) {
         "tensor rope_freqs.weight (llama 3.1 rope frequency factors) is not "
         "supported yet");
   }
+  STRATA_RETURN_IF_ERROR(hp.arch->read_hparams(f, hp));
   const GgufTensorInfo* embd = f.tensor("token_embd.weight");
   if (embd == nullptr) return invalid_argument("tensor token_embd.weight is missing");
   hp.n_vocab = embd->ne[1];

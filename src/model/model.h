@@ -1,33 +1,24 @@
-// A loaded llama-family model: its GGUF file (tensor data used in place), hyperparameters,
+// A loaded model: its GGUF file (tensor data used in place), hyperparameters,
 // tokenizer and the table of its weight tensors, each checked for shape and dtype.
 // Weights are immutable after load and shared by every context.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/hparams.h"
 #include "model/tokenizer.h"
 
 namespace strata {
 
+// The tensors of one layer, by LayerTensor; null where the layer has none.
 struct LayerWeights {
-  const GgufTensorInfo* attn_norm = nullptr;  // F32 [n_embd]
-  const GgufTensorInfo* wq = nullptr;         // [n_embd, n_embd_q]
-  const GgufTensorInfo* wk = nullptr;         // [n_embd, n_embd_kv]
-  const GgufTensorInfo* wv = nullptr;         // [n_embd, n_embd_kv]
-  const GgufTensorInfo* wo = nullptr;         // [n_embd_q, n_embd]
-  const GgufTensorInfo* bq = nullptr;         // qwen2: F32 [n_embd_q]
-  const GgufTensorInfo* bk = nullptr;         // qwen2: F32 [n_embd_kv]
-  const GgufTensorInfo* bv = nullptr;         // qwen2: F32 [n_embd_kv]
-  const GgufTensorInfo* q_norm = nullptr;     // qwen3: F32 [head_dim]
-  const GgufTensorInfo* k_norm = nullptr;     // qwen3: F32 [head_dim]
-  const GgufTensorInfo* ffn_norm = nullptr;   // F32 [n_embd]
-  const GgufTensorInfo* w_gate = nullptr;     // [n_embd, n_ff]
-  const GgufTensorInfo* w_up = nullptr;       // [n_embd, n_ff]
-  const GgufTensorInfo* w_down = nullptr;     // [n_ff, n_embd]
+  std::array<const GgufTensorInfo*, kLayerTensorCount> tensors{};
+  const GgufTensorInfo* operator[](LayerTensor t) const { return tensors[static_cast<size_t>(t)]; }
 };
 
 class Model {
