@@ -7,6 +7,7 @@
 
 #include "core/ops.h"
 #include "core/status.h"
+#include "model/rope.h"
 
 namespace strata {
 
@@ -29,6 +30,7 @@ struct HParams {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   RopeMode rope_mode = RopeMode::kNormal;
+  RopeScalingParams rope_scaling;
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

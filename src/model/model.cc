@@ -65,6 +65,15 @@ Status Model::bind_tensors() {
   STRATA_ASSIGN_OR_RETURN(output_norm_, bind(f, "output_norm.weight", {hp.n_embd}, true));
   STRATA_ASSIGN_OR_RETURN(output_, bind(f, "output.weight", {hp.n_embd, hp.n_vocab}, false, true));
   if (output_ == nullptr) output_ = token_embd_;  // tied embeddings
+  const int64_t n_pairs = hp.n_rot / 2;
+  STRATA_ASSIGN_OR_RETURN(rope_freqs_, bind(f, "rope_freqs.weight", {n_pairs}, true, true));
+  STRATA_ASSIGN_OR_RETURN(rope_short_, bind(f, "rope_factors_short.weight", {n_pairs}, true, true));
+  STRATA_ASSIGN_OR_RETURN(rope_long_, bind(f, "rope_factors_long.weight", {n_pairs}, true, true));
+  for (const GgufTensorInfo* t : {rope_freqs_, rope_short_, rope_long_}) {
+    if (t != nullptr) {
+      return unsupported("tensor " + t->name + " (rope frequency factors) is not supported yet");
+    }
+  }
   layers_.resize(static_cast<size_t>(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];

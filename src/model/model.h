@@ -32,6 +32,12 @@ class Model {
   const GgufTensorInfo* output_norm() const { return output_norm_; }  // F32 [n_embd]
   const GgufTensorInfo* output() const { return output_; }  // [n_embd, n_vocab]; may be embd
   const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Rope frequency divisors, F32 [n_rot / 2], where the file has them: Llama 3.1's
+  // rope_freqs.weight, or LongRoPE's factors for short and long contexts. Read on the host to
+  // build the rope tables (model/rope.h); never placed on a device.
+  const GgufTensorInfo* rope_freqs() const { return rope_freqs_; }
+  const GgufTensorInfo* rope_factors_short() const { return rope_short_; }
+  const GgufTensorInfo* rope_factors_long() const { return rope_long_; }
   // Bytes of the weights of layer il (for splitting by memory) and of the rest.
   uint64_t layer_bytes(int64_t il) const;
   uint64_t total_weight_bytes() const;
@@ -47,6 +53,9 @@ class Model {
   const GgufTensorInfo* token_embd_ = nullptr;
   const GgufTensorInfo* output_norm_ = nullptr;
   const GgufTensorInfo* output_ = nullptr;
+  const GgufTensorInfo* rope_freqs_ = nullptr;
+  const GgufTensorInfo* rope_short_ = nullptr;
+  const GgufTensorInfo* rope_long_ = nullptr;
   std::vector<LayerWeights> layers_;
 };
 
