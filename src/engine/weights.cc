@@ -24,9 +24,7 @@ std::vector<const GgufTensorInfo*> stage_weight_tensors(const Model& model, int6
                                                         bool with_output) {
   std::vector<const GgufTensorInfo*> tensors;
   for (int64_t il = layer_begin; il < layer_end; ++il) {
-    const LayerWeights& l = model.layers()[static_cast<size_t>(il)];
-    for (const GgufTensorInfo* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.q_norm,
-                                    l.k_norm, l.ffn_norm, l.w_gate, l.w_up, l.w_down}) {
+    for (const GgufTensorInfo* t : model.layers()[static_cast<size_t>(il)].tensors) {
       if (t != nullptr) tensors.push_back(t);
     }
   }

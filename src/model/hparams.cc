@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/arch.h"
 #include "model/gguf.h"
 
 namespace strata {
@@ -33,24 +34,74 @@ Result<float> get_positive(const GgufFile& f, const std::string& key, float fall
   return static_cast<float>(v);
 }
 
+// rope.scaling.*, as llama.cpp reads them: the factor is a linear scale whatever the type
+// (YaRN ramps between it and 1); the type says what else applies. A missing type means
+// linear, and a missing factor means 1.
+Status read_rope_scaling(const GgufFile& f, const std::string& a, HParams& hp) {
+  RopeScalingParams& s = hp.rope_scaling;
+  std::string type = "linear";
+  if (f.find(a + "rope.scaling.type") != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(type, f.get_string(a + "rope.scaling.type"));
+  }
+  struct Kind {
+    std::string_view name;
+    RopeScaling type;
+  };
+  constexpr Kind kKinds[] = {{"none", RopeScaling::kNone},
+                             {"linear", RopeScaling::kLinear},
+                             {"yarn", RopeScaling::kYarn},
+                             {"longrope", RopeScaling::kLongrope}};
+  const Kind* kind = nullptr;
+  for (const Kind& k : kKinds) {
+    if (k.name == type) kind = &k;
+  }
+  if (kind == nullptr) {
+    return unsupported(a + "rope.scaling.type '" + type +
+                       "' is not supported (none, linear, yarn, longrope)");
+  }
+  s.type = kind->type;
+  const std::string factor_key = f.find(a + "rope.scaling.factor") != nullptr
+                                     ? a + "rope.scaling.factor"
+                                     : a + "rope.scale_linear";
+  STRATA_ASSIGN_OR_RETURN(float factor, get_positive(f, factor_key, 1.0f));
+  if (factor < 1e-3f || factor > 1e4f) {
+    return out_of_range(factor_key + " = " + std::to_string(factor) + " outside [0.001, 10000]");
+  }
+  hp.rope_freq_scale = s.type == RopeScaling::kNone ? 1.0f : 1.0f / factor;
+  STRATA_ASSIGN_OR_RETURN(s.attn_factor, get_positive(f, a + "rope.scaling.attn_factor", 1.0f));
+  STRATA_ASSIGN_OR_RETURN(s.n_ctx_orig, get_dim(f, a + "rope.scaling.original_context_length",
+                                                1 << 24, static_cast<uint64_t>(hp.n_ctx_train)));
+  if (s.type == RopeScaling::kYarn) {
+    STRATA_ASSIGN_OR_RETURN(s.yarn_beta_fast,
+                            get_positive(f, a + "rope.scaling.yarn_beta_fast", 32.0f));
+    STRATA_ASSIGN_OR_RETURN(s.yarn_beta_slow,
+                            get_positive(f, a + "rope.scaling.yarn_beta_slow", 1.0f));
+    if (f.find(a + "rope.scaling.yarn_ext_factor") != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(double ext, f.get_float(a + "rope.scaling.yarn_ext_factor"));
+      if (!(ext >= 0 && ext <= 1)) {
+        return out_of_range(a + "rope.scaling.yarn_ext_factor = " + std::to_string(ext) +
+                            " outside [0, 1]");
+      }
+      s.yarn_ext_factor = static_cast<float>(ext);
+    }
+    if (f.find(a + "rope.scaling.yarn_log_multiplier") != nullptr) {
+      return unsupported(a +
+                         "rope.scaling.yarn_log_multiplier (DeepSeek-V2 style YaRN) is not "
+                         "supported");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<HParams> hparams_from_gguf(const GgufFile& f) {
   HParams hp;
   STRATA_ASSIGN_OR_RETURN(hp.arch_name, f.get_string("general.architecture"));
-  if (hp.arch_name == "llama") {
-    hp.arch = Arch::kLlama;
-  } else if (hp.arch_name == "qwen2") {
-    hp.arch = Arch::kQwen2;
-    hp.qkv_bias = true;
-    hp.rope_mode = RopeMode::kNeox;
-  } else if (hp.arch_name == "qwen3") {
-    hp.arch = Arch::kQwen3;
-    hp.qk_norm = true;
-    hp.rope_mode = RopeMode::kNeox;
-  } else {
+  hp.arch = arch_find(hp.arch_name);
+  if (hp.arch == nullptr) {
     return unsupported("general.architecture '" + hp.arch_name +
-                       "' is not supported (supported: llama, qwen2, qwen3)");
+                       "' is not supported (supported: " + arch_names() + ")");
   }
   const std::string a = hp.arch_name + ".";
   STRATA_ASSIGN_OR_RETURN(hp.n_ctx_train, get_dim(f, a + "context_length", 1 << 24));
@@ -87,23 +138,8 @@ Result<HParams> hparams_from_gguf(const GgufFile& f) {
   STRATA_ASSIGN_OR_RETURN(hp.rms_eps,
                           get_positive(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
   STRATA_ASSIGN_OR_RETURN(hp.rope_freq_base, get_positive(f, a + "rope.freq_base", 10000.0f));
-  if (const GgufKv* kv = f.find(a + "rope.scaling.type"); kv != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(std::string type, f.get_string(a + "rope.scaling.type"));
-    if (type == "linear") {
-      STRATA_ASSIGN_OR_RETURN(float factor, get_positive(f, a + "rope.scaling.factor", 1.0f));
-      hp.rope_freq_scale = 1.0f / factor;
-    } else if (type != "none") {
-      return unsupported(a + "rope.scaling.type '" + type + "' is not supported (linear, none)");
-    }
-  } else if (f.find(a + "rope.scale_linear") != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(float factor, get_positive(f, a + "rope.scale_linear", 1.0f));
-    hp.rope_freq_scale = 1.0f / factor;
-  }
-  if (f.tensor("rope_freqs.weight") != nullptr) {
-    return unsupported(
-        "tensor rope_freqs.weight (llama 3.1 rope frequency factors) is not "
-        "supported yet");
-  }
+  STRATA_RETURN_IF_ERROR(read_rope_scaling(f, a, hp));
+  STRATA_RETURN_IF_ERROR(hp.arch->read_hparams(f, hp));
   const GgufTensorInfo* embd = f.tensor("token_embd.weight");
   if (embd == nullptr) return invalid_argument("tensor token_embd.weight is missing");
   hp.n_vocab = embd->ne[1];

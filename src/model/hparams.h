@@ -1,4 +1,5 @@
-// Hyperparameters of a llama-family model, read from GGUF metadata and checked.
+// Hyperparameters of a model, read from GGUF metadata and checked: the keys every
+// architecture shares here, its own ones in its ArchDef (model/arch.h).
 #pragma once
 
 #include <cstdint>
@@ -6,15 +7,15 @@
 
 #include "core/ops.h"
 #include "core/status.h"
+#include "model/rope.h"
 
 namespace strata {
 
 class GgufFile;
-
-enum class Arch { kLlama, kQwen2, kQwen3 };
+struct ArchDef;
 
 struct HParams {
-  Arch arch = Arch::kLlama;
+  const ArchDef* arch = nullptr;  // never null once read
   std::string arch_name;
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
@@ -29,8 +30,7 @@ struct HParams {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   RopeMode rope_mode = RopeMode::kNormal;
-  bool qkv_bias = false;  // qwen2
-  bool qk_norm = false;   // qwen3
+  RopeScalingParams rope_scaling;
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

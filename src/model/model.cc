@@ -65,37 +65,36 @@ Status Model::bind_tensors() {
   STRATA_ASSIGN_OR_RETURN(output_norm_, bind(f, "output_norm.weight", {hp.n_embd}, true));
   STRATA_ASSIGN_OR_RETURN(output_, bind(f, "output.weight", {hp.n_embd, hp.n_vocab}, false, true));
   if (output_ == nullptr) output_ = token_embd_;  // tied embeddings
+  const int64_t n_pairs = hp.n_rot / 2;
+  STRATA_ASSIGN_OR_RETURN(rope_freqs_, bind(f, "rope_freqs.weight", {n_pairs}, true, true));
+  STRATA_ASSIGN_OR_RETURN(rope_short_, bind(f, "rope_factors_short.weight", {n_pairs}, true, true));
+  STRATA_ASSIGN_OR_RETURN(rope_long_, bind(f, "rope_factors_long.weight", {n_pairs}, true, true));
+  for (const GgufTensorInfo* t : {rope_freqs_, rope_short_, rope_long_}) {
+    if (t != nullptr) {
+      return unsupported("tensor " + t->name + " (rope frequency factors) is not supported yet");
+    }
+  }
   layers_.resize(static_cast<size_t>(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
-    STRATA_ASSIGN_OR_RETURN(l.attn_norm, bind(f, p + "attn_norm.weight", {hp.n_embd}, true));
-    STRATA_ASSIGN_OR_RETURN(l.wq, bind(f, p + "attn_q.weight", {hp.n_embd, hp.n_embd_q()}, false));
-    STRATA_ASSIGN_OR_RETURN(l.wk, bind(f, p + "attn_k.weight", {hp.n_embd, hp.n_embd_kv()}, false));
-    STRATA_ASSIGN_OR_RETURN(l.wv, bind(f, p + "attn_v.weight", {hp.n_embd, hp.n_embd_kv()}, false));
-    STRATA_ASSIGN_OR_RETURN(l.wo,
-                            bind(f, p + "attn_output.weight", {hp.n_embd_q(), hp.n_embd}, false));
-    const bool bias = hp.qkv_bias;
-    STRATA_ASSIGN_OR_RETURN(l.bq, bind(f, p + "attn_q.bias", {hp.n_embd_q()}, true, !bias));
-    STRATA_ASSIGN_OR_RETURN(l.bk, bind(f, p + "attn_k.bias", {hp.n_embd_kv()}, true, !bias));
-    STRATA_ASSIGN_OR_RETURN(l.bv, bind(f, p + "attn_v.bias", {hp.n_embd_kv()}, true, !bias));
-    if (hp.qk_norm) {
-      STRATA_ASSIGN_OR_RETURN(l.q_norm, bind(f, p + "attn_q_norm.weight", {hp.head_dim}, true));
-      STRATA_ASSIGN_OR_RETURN(l.k_norm, bind(f, p + "attn_k_norm.weight", {hp.head_dim}, true));
+    for (const LayerTensorSpec& spec : hp.arch->layer_tensors) {
+      const bool vector = spec.ne1 == Dim::kOne;
+      const std::string name = p + std::string(layer_tensor_name(spec.id));
+      const int64_t ne0 = dim_value(spec.ne0, hp);
+      Result<const GgufTensorInfo*> t =
+          vector ? bind(f, name, {ne0}, true, !spec.required)
+                 : bind(f, name, {ne0, dim_value(spec.ne1, hp)}, false, !spec.required);
+      if (!t.is_ok()) return t.status();
+      l.tensors[static_cast<size_t>(spec.id)] = t.value();
     }
-    STRATA_ASSIGN_OR_RETURN(l.ffn_norm, bind(f, p + "ffn_norm.weight", {hp.n_embd}, true));
-    STRATA_ASSIGN_OR_RETURN(l.w_gate, bind(f, p + "ffn_gate.weight", {hp.n_embd, hp.n_ff}, false));
-    STRATA_ASSIGN_OR_RETURN(l.w_up, bind(f, p + "ffn_up.weight", {hp.n_embd, hp.n_ff}, false));
-    STRATA_ASSIGN_OR_RETURN(l.w_down, bind(f, p + "ffn_down.weight", {hp.n_ff, hp.n_embd}, false));
   }
   return Status::ok();
 }
 
 uint64_t Model::layer_bytes(int64_t il) const {
-  const LayerWeights& l = layers_[static_cast<size_t>(il)];
   uint64_t sum = 0;
-  for (const GgufTensorInfo* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.q_norm,
-                                  l.k_norm, l.ffn_norm, l.w_gate, l.w_up, l.w_down}) {
+  for (const GgufTensorInfo* t : layers_[static_cast<size_t>(il)].tensors) {
     if (t != nullptr) sum += t->size_bytes;
   }
   return sum;

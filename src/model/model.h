@@ -1,33 +1,24 @@
-// A loaded llama-family model: its GGUF file (tensor data used in place), hyperparameters,
+// A loaded model: its GGUF file (tensor data used in place), hyperparameters,
 // tokenizer and the table of its weight tensors, each checked for shape and dtype.
 // Weights are immutable after load and shared by every context.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/hparams.h"
 #include "model/tokenizer.h"
 
 namespace strata {
 
+// The tensors of one layer, by LayerTensor; null where the layer has none.
 struct LayerWeights {
-  const GgufTensorInfo* attn_norm = nullptr;  // F32 [n_embd]
-  const GgufTensorInfo* wq = nullptr;         // [n_embd, n_embd_q]
-  const GgufTensorInfo* wk = nullptr;         // [n_embd, n_embd_kv]
-  const GgufTensorInfo* wv = nullptr;         // [n_embd, n_embd_kv]
-  const GgufTensorInfo* wo = nullptr;         // [n_embd_q, n_embd]
-  const GgufTensorInfo* bq = nullptr;         // qwen2: F32 [n_embd_q]
-  const GgufTensorInfo* bk = nullptr;         // qwen2: F32 [n_embd_kv]
-  const GgufTensorInfo* bv = nullptr;         // qwen2: F32 [n_embd_kv]
-  const GgufTensorInfo* q_norm = nullptr;     // qwen3: F32 [head_dim]
-  const GgufTensorInfo* k_norm = nullptr;     // qwen3: F32 [head_dim]
-  const GgufTensorInfo* ffn_norm = nullptr;   // F32 [n_embd]
-  const GgufTensorInfo* w_gate = nullptr;     // [n_embd, n_ff]
-  const GgufTensorInfo* w_up = nullptr;       // [n_embd, n_ff]
-  const GgufTensorInfo* w_down = nullptr;     // [n_ff, n_embd]
+  std::array<const GgufTensorInfo*, kLayerTensorCount> tensors{};
+  const GgufTensorInfo* operator[](LayerTensor t) const { return tensors[static_cast<size_t>(t)]; }
 };
 
 class Model {
@@ -41,6 +32,12 @@ class Model {
   const GgufTensorInfo* output_norm() const { return output_norm_; }  // F32 [n_embd]
   const GgufTensorInfo* output() const { return output_; }  // [n_embd, n_vocab]; may be embd
   const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Rope frequency divisors, F32 [n_rot / 2], where the file has them: Llama 3.1's
+  // rope_freqs.weight, or LongRoPE's factors for short and long contexts. Read on the host to
+  // build the rope tables (model/rope.h); never placed on a device.
+  const GgufTensorInfo* rope_freqs() const { return rope_freqs_; }
+  const GgufTensorInfo* rope_factors_short() const { return rope_short_; }
+  const GgufTensorInfo* rope_factors_long() const { return rope_long_; }
   // Bytes of the weights of layer il (for splitting by memory) and of the rest.
   uint64_t layer_bytes(int64_t il) const;
   uint64_t total_weight_bytes() const;
@@ -56,6 +53,9 @@ class Model {
   const GgufTensorInfo* token_embd_ = nullptr;
   const GgufTensorInfo* output_norm_ = nullptr;
   const GgufTensorInfo* output_ = nullptr;
+  const GgufTensorInfo* rope_freqs_ = nullptr;
+  const GgufTensorInfo* rope_short_ = nullptr;
+  const GgufTensorInfo* rope_long_ = nullptr;
   std::vector<LayerWeights> layers_;
 };
 

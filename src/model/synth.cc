@@ -9,6 +9,8 @@
 
 #include "core/quant.h"
 #include "core/rng.h"
+#include "model/arch.h"
+#include "model/hparams.h"
 
 namespace strata {
 namespace {
@@ -260,8 +262,8 @@ struct Init {
 }  // namespace
 
 Status synth_validate(const SynthParams& p) {
-  if (p.arch != "llama" && !is_qwen(p.arch)) {
-    return unsupported("arch '" + p.arch + "' is not one of llama, qwen2, qwen3");
+  if (arch_find(p.arch) == nullptr) {
+    return unsupported("arch '" + p.arch + "' is not one of " + arch_names());
   }
   STRATA_RETURN_IF_ERROR(check_range("n_embd", p.n_embd, 1, kMaxEmbd));
   STRATA_RETURN_IF_ERROR(check_range("n_layer", p.n_layer, 1, kMaxLayers));
@@ -382,33 +384,30 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   auto matrix = [&](int64_t fan_in) { return Init{0.0, 1.0 / std::sqrt(double(fan_in))}; };
   const Init norm{1.0, 0.1};
   const Init bias{0.0, 0.1};
-  const int64_t q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
   // Tied: the embedding is also the output matrix, so scale it to give O(1) logits.
   const Init embd = p.tied_output ? Init{0.0, 2.0 / std::sqrt(double(p.n_embd))} : Init{0.0, 0.5};
 
+  // The architecture's layer table: its required tensors, in table order.
+  HParams hp;
+  hp.n_embd = p.n_embd;
+  hp.n_head = p.n_head;
+  hp.n_head_kv = p.n_head_kv;
+  hp.head_dim = hd;
+  hp.n_ff = p.n_ff;
   STRATA_RETURN_IF_ERROR(add("token_embd.weight", p.dtype, {p.n_embd, p.n_vocab}, embd));
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    STRATA_RETURN_IF_ERROR(add(b + "attn_norm.weight", DType::kF32, {p.n_embd}, norm));
-    STRATA_RETURN_IF_ERROR(add(b + "attn_q.weight", p.dtype, {p.n_embd, q_dim}, matrix(p.n_embd)));
-    STRATA_RETURN_IF_ERROR(add(b + "attn_k.weight", p.dtype, {p.n_embd, kv_dim}, matrix(p.n_embd)));
-    STRATA_RETURN_IF_ERROR(add(b + "attn_v.weight", p.dtype, {p.n_embd, kv_dim}, matrix(p.n_embd)));
-    if (p.arch == "qwen2") {
-      STRATA_RETURN_IF_ERROR(add(b + "attn_q.bias", DType::kF32, {q_dim}, bias));
-      STRATA_RETURN_IF_ERROR(add(b + "attn_k.bias", DType::kF32, {kv_dim}, bias));
-      STRATA_RETURN_IF_ERROR(add(b + "attn_v.bias", DType::kF32, {kv_dim}, bias));
+    for (const LayerTensorSpec& spec : arch_find(a)->layer_tensors) {
+      if (!spec.required) continue;
+      const std::string name = b + std::string(layer_tensor_name(spec.id));
+      const int64_t ne0 = dim_value(spec.ne0, hp);
+      if (spec.ne1 == Dim::kOne) {
+        const Init init = spec.role == TensorRole::kNorm ? norm : bias;
+        STRATA_RETURN_IF_ERROR(add(name, DType::kF32, {ne0}, init));
+      } else {
+        STRATA_RETURN_IF_ERROR(add(name, p.dtype, {ne0, dim_value(spec.ne1, hp)}, matrix(ne0)));
+      }
     }
-    if (p.arch == "qwen3") {
-      STRATA_RETURN_IF_ERROR(add(b + "attn_q_norm.weight", DType::kF32, {hd}, norm));
-      STRATA_RETURN_IF_ERROR(add(b + "attn_k_norm.weight", DType::kF32, {hd}, norm));
-    }
-    STRATA_RETURN_IF_ERROR(
-        add(b + "attn_output.weight", p.dtype, {q_dim, p.n_embd}, matrix(q_dim)));
-    STRATA_RETURN_IF_ERROR(add(b + "ffn_norm.weight", DType::kF32, {p.n_embd}, norm));
-    STRATA_RETURN_IF_ERROR(
-        add(b + "ffn_gate.weight", p.dtype, {p.n_embd, p.n_ff}, matrix(p.n_embd)));
-    STRATA_RETURN_IF_ERROR(add(b + "ffn_up.weight", p.dtype, {p.n_embd, p.n_ff}, matrix(p.n_embd)));
-    STRATA_RETURN_IF_ERROR(add(b + "ffn_down.weight", p.dtype, {p.n_ff, p.n_embd}, matrix(p.n_ff)));
   }
   STRATA_RETURN_IF_ERROR(add("output_norm.weight", DType::kF32, {p.n_embd}, norm));
   if (!p.tied_output) {

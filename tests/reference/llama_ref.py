@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""An independent reference forward pass of an F32 llama-architecture GGUF, in numpy.
+"""An independent reference forward pass of a GGUF model, in numpy.
+
+Architectures: llama, qwen2, qwen3, phi3, gemma2, gemma3, with their rope variants (NeoX
+pairs, partial rotary, linear scaling, Llama 3.1 frequency divisors, YaRN, LongRoPE).
 
 It shares no code with strata (its own GGUF parser, its own maths in float64), so agreement
 between the two is evidence that both implement the model as llama.cpp does. It is slow and
@@ -80,21 +83,61 @@ def load(path):
     return kv, tensors
 
 
+ROPE_NEOX_ARCHS = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3"}
+# Layers with sliding-window attention: every layer whose index modulo the pattern is below
+# pattern - 1 (gemma2: even layers; gemma3: five of every six).
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
+
+
 class Model:
-    def __init__(self, path):
+    """The forward pass of llama, qwen2, qwen3, phi3, gemma2 and gemma3 GGUFs, in float64."""
+
+    def __init__(self, path, n_ctx=None, f16_kv=False):
         kv, t = load(path)
         arch = kv["general.architecture"]
-        if arch != "llama":
-            raise SystemExit("reference supports llama only")
+        if arch not in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"):
+            raise SystemExit("reference does not know architecture %s" % arch)
+        self.arch = arch
         g = lambda k, d=None: kv.get(arch + "." + k, d)
         self.n_layer = g("block_count")
         self.n_head = g("attention.head_count")
         self.n_head_kv = g("attention.head_count_kv", self.n_head)
         self.n_embd = g("embedding_length")
-        self.hd = self.n_embd // self.n_head
+        self.n_ctx_train = g("context_length")
+        self.hd = g("attention.key_length", self.n_embd // self.n_head)
         self.n_rot = g("rope.dimension_count", self.hd)
         self.eps = g("attention.layer_norm_rms_epsilon", 1e-5)
         self.base = g("rope.freq_base", 10000.0)
+        self.neox = arch in ROPE_NEOX_ARCHS
+        self.f16_kv = f16_kv
+        # Rope scaling as llama.cpp reads it: the factor is a linear scale whatever the type.
+        self.scaling = g("rope.scaling.type", "linear")
+        factor = g("rope.scaling.factor", g("rope.scale_linear", 1.0)) or 1.0
+        self.freq_scale = 1.0 if self.scaling == "none" else 1.0 / factor
+        self.attn_factor = g("rope.scaling.attn_factor", 1.0)
+        self.n_ctx_orig = g("rope.scaling.original_context_length", self.n_ctx_train)
+        self.beta_fast = g("rope.scaling.yarn_beta_fast", 32.0)
+        self.beta_slow = g("rope.scaling.yarn_beta_slow", 1.0)
+        self.ext_factor = g("rope.scaling.yarn_ext_factor", 1.0) if self.scaling == "yarn" else 0.0
+        # Frequency divisors: Llama 3.1's rope_freqs, or LongRoPE's long factors when the
+        # context used exceeds the original one (short ones otherwise).
+        n_ctx = n_ctx or self.n_ctx_train
+        if "rope_freqs.weight" in t:
+            self.freq_factors = t["rope_freqs.weight"]
+        elif "rope_factors_long.weight" in t:
+            long = n_ctx > self.n_ctx_orig
+            self.freq_factors = t["rope_factors_%s.weight" % ("long" if long else "short")]
+        else:
+            self.freq_factors = None
+        # Gemma: embeddings scaled by sqrt(n_embd), queries by 1/sqrt(head) (27B: by
+        # 1/sqrt(n_embd / n_head)), soft-capping, sliding windows, local rope base 10000.
+        self.embd_scale = np.sqrt(self.n_embd) if arch.startswith("gemma") else 1.0
+        big = (arch, self.n_layer) in (("gemma2", 46), ("gemma3", 62))
+        self.q_scale = 1.0 / np.sqrt(self.n_embd // self.n_head if big else self.hd)
+        self.attn_softcap = g("attn_logit_softcapping", 50.0) if arch == "gemma2" else 0.0
+        self.final_softcap = g("final_logit_softcapping", 30.0) if arch == "gemma2" else 0.0
+        self.n_swa = g("attention.sliding_window", 4096 if arch == "gemma2" else 0)
+        self.swa_pattern = SWA_PATTERN.get(arch, 0)
         self.t = t
         self.embd = t["token_embd.weight"]
         self.out = t.get("output.weight", self.embd)
@@ -102,44 +145,108 @@ class Model:
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    def rope(self, x, pos):
-        # x [T, heads, hd]; pairs (2i, 2i+1) as ggml's normal mode.
+    def is_swa(self, il):
+        return self.swa_pattern > 0 and self.n_swa > 0 and il % self.swa_pattern < self.swa_pattern - 1
+
+    def rope(self, x, pos, il):
+        # x [T, heads, hd]; pairs (2i, 2i+1) in normal mode, (i, i + n_rot/2) in NeoX mode.
+        base, freq_scale, ext = self.base, self.freq_scale, self.ext_factor
+        if self.arch == "gemma3" and self.is_swa(il):
+            base, freq_scale, ext = 10000.0, 1.0, 0.0
+        half = self.n_rot // 2
+        i = np.arange(half, dtype=np.float64)
+        extrap = pos[:, None] * base ** (-2.0 * i / self.n_rot)  # [T, half]
+        if self.freq_factors is not None:
+            extrap = extrap / self.freq_factors[None, :]
+        theta = freq_scale * extrap
+        mscale = self.attn_factor
+        if ext != 0.0:  # YaRN: ramp between extrapolation (fast pairs) and interpolation
+            def corr(rot):
+                return self.n_rot * np.log(self.n_ctx_orig / (rot * 2 * np.pi)) / (2 * np.log(base))
+            low = max(0.0, np.floor(corr(self.beta_fast)))
+            high = min(self.n_rot - 1.0, np.ceil(corr(self.beta_slow)))
+            mix = (1 - np.clip((i - low) / max(0.001, high - low), 0, 1)) * ext
+            theta = theta * (1 - mix) + extrap * mix
+            mscale *= 1 + 0.1 * np.log(1.0 / freq_scale)
+        c = (np.cos(theta) * mscale)[:, None, :]
+        s = (np.sin(theta) * mscale)[:, None, :]
         out = x.copy()
-        i = np.arange(self.n_rot // 2)
-        theta = pos[:, None] * self.base ** (-2.0 * i / self.n_rot)  # [T, n_rot/2]
-        c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
-        a, b = x[..., 0:self.n_rot:2], x[..., 1:self.n_rot:2]
-        out[..., 0:self.n_rot:2] = a * c - b * s
-        out[..., 1:self.n_rot:2] = a * s + b * c
+        if self.neox:
+            a, b = x[..., 0:half], x[..., half:self.n_rot]
+            out[..., 0:half] = a * c - b * s
+            out[..., half:self.n_rot] = a * s + b * c
+        else:
+            a, b = x[..., 0:self.n_rot:2], x[..., 1:self.n_rot:2]
+            out[..., 0:self.n_rot:2] = a * c - b * s
+            out[..., 1:self.n_rot:2] = a * s + b * c
         return out
+
+    def attention(self, il, w, h, pos):
+        T = h.shape[0]
+        nq, nkv = self.n_head * self.hd, self.n_head_kv * self.hd
+        if self.t.get("blk.%d.attn_qkv.weight" % il) is not None:  # phi3: fused q, k, v
+            qkv = h @ w("attn_qkv.weight").T
+            q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
+        else:
+            q, k, v = h @ w("attn_q.weight").T, h @ w("attn_k.weight").T, h @ w("attn_v.weight").T
+        bias = lambda n: self.t.get("blk.%d.%s" % (il, n))
+        if bias("attn_q.bias") is not None:
+            q, k, v = q + bias("attn_q.bias"), k + bias("attn_k.bias"), v + bias("attn_v.bias")
+        q = q.reshape(T, self.n_head, self.hd)
+        k = k.reshape(T, self.n_head_kv, self.hd)
+        v = v.reshape(T, self.n_head_kv, self.hd)
+        if bias("attn_q_norm.weight") is not None:
+            q, k = self.norm(q, w("attn_q_norm.weight")), self.norm(k, w("attn_k_norm.weight"))
+        q, k = self.rope(q, pos, il), self.rope(k, pos, il)
+        if self.f16_kv:  # the KV cache stores f16
+            k, v = k.astype(np.float16).astype(np.float64), v.astype(np.float16).astype(np.float64)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        if self.is_swa(il):  # keys at least n_swa positions behind the query are masked
+            mask[pos[:, None] - pos[None, :] >= self.n_swa] = -np.inf
+        group = self.n_head // self.n_head_kv
+        att = np.zeros((T, self.n_head, self.hd))
+        for hh in range(self.n_head):
+            kh = hh // group
+            s = (q[:, hh, :] * self.q_scale) @ k[:, kh, :].T
+            if self.attn_softcap:
+                s = np.tanh(s / self.attn_softcap) * self.attn_softcap
+            s = np.exp(s + mask - (s + mask).max(axis=1, keepdims=True))
+            s /= s.sum(axis=1, keepdims=True)
+            att[:, hh, :] = s @ v[:, kh, :]
+        return att.reshape(T, -1) @ w("attn_output.weight").T
+
+    def ffn(self, il, w, h):
+        if self.arch.startswith("gemma"):  # GELU (tanh approximation) gated
+            g = h @ w("ffn_gate.weight").T
+            act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
+            return (act * (h @ w("ffn_up.weight").T)) @ w("ffn_down.weight").T
+        if self.arch == "phi3":  # one up projection holding gate then up
+            gu = h @ w("ffn_up.weight").T
+            n = gu.shape[1] // 2
+            g, up = gu[:, :n], gu[:, n:]
+        else:
+            g, up = h @ w("ffn_gate.weight").T, h @ w("ffn_up.weight").T
+        return (g / (1 + np.exp(-g)) * up) @ w("ffn_down.weight").T
 
     def forward(self, ids):
         T = len(ids)
         pos = np.arange(T, dtype=np.float64)
-        x = self.embd[ids]
-        group = self.n_head // self.n_head_kv
-        mask = np.triu(np.full((T, T), -np.inf), 1)
+        x = self.embd[ids] * self.embd_scale
+        gemma = self.arch.startswith("gemma")
         for il in range(self.n_layer):
-            p = "blk.%d." % il
-            w = lambda n: self.t[p + n]
-            h = self.norm(x, w("attn_norm.weight"))
-            q = (h @ w("attn_q.weight").T).reshape(T, self.n_head, self.hd)
-            k = (h @ w("attn_k.weight").T).reshape(T, self.n_head_kv, self.hd)
-            v = (h @ w("attn_v.weight").T).reshape(T, self.n_head_kv, self.hd)
-            q, k = self.rope(q, pos), self.rope(k, pos)
-            att = np.zeros((T, self.n_head, self.hd))
-            for hh in range(self.n_head):
-                kh = hh // group
-                s = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(self.hd) + mask
-                s = np.exp(s - s.max(axis=1, keepdims=True))
-                s /= s.sum(axis=1, keepdims=True)
-                att[:, hh, :] = s @ v[:, kh, :]
-            x = x + att.reshape(T, -1) @ w("attn_output.weight").T
-            h = self.norm(x, w("ffn_norm.weight"))
-            gate = h @ w("ffn_gate.weight").T
-            up = h @ w("ffn_up.weight").T
-            x = x + (gate / (1 + np.exp(-gate)) * up) @ w("ffn_down.weight").T
-        return self.norm(x, self.t["output_norm.weight"]) @ self.out.T
+            w = lambda n, il=il: self.t["blk.%d.%s" % (il, n)]
+            a = self.attention(il, w, self.norm(x, w("attn_norm.weight")), pos)
+            if gemma:
+                a = self.norm(a, w("post_attention_norm.weight"))
+            x = x + a
+            f = self.ffn(il, w, self.norm(x, w("ffn_norm.weight")))
+            if gemma:
+                f = self.norm(f, w("post_ffw_norm.weight"))
+            x = x + f
+        logits = self.norm(x, self.t["output_norm.weight"]) @ self.out.T
+        if self.final_softcap:
+            logits = np.tanh(logits / self.final_softcap) * self.final_softcap
+        return logits
 
 
 def main():
@@ -148,8 +255,10 @@ def main():
     ap.add_argument("--ids", required=True)
     ap.add_argument("--generate", type=int, default=0)
     ap.add_argument("--logits")
+    ap.add_argument("--n-ctx", type=int, help="context size (picks LongRoPE's factors)")
+    ap.add_argument("--f16-kv", action="store_true", help="round K and V to f16, as the cache does")
     a = ap.parse_args()
-    m = Model(a.model)
+    m = Model(a.model, n_ctx=a.n_ctx, f16_kv=a.f16_kv)
     ids = [int(x) for x in a.ids.split()]
     if a.logits:
         logits = m.forward(ids).astype("<f4")

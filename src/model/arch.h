@@ -1,0 +1,93 @@
+// Architectures: what differs between the model families strata runs.
+//
+// An architecture is one ArchDef: how its hyperparameters are read beyond the common keys, the
+// tensors each layer has (a table of rows naming a LayerTensor, its shape and whether it must
+// be there) and how one layer is built into a graph. Each lives in its own file,
+// model/arch_NAME.cc, and is listed once in arch.cc's table; nothing else names an
+// architecture. Every layer tensor any architecture uses is a LayerTensor, whose GGUF name is
+// given in one table (arch.cc), so loading, placement and synthetic generation enumerate the
+// same list.
+//
+// Non-goal: architectures whose layers are not a residual stream of [n_embd, T] rows (encoders,
+// recurrent models); those need more than a table row.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace strata {
+
+class GgufFile;
+struct GgufTensorInfo;
+struct HParams;
+struct LayerWeights;
+class LayerGraph;
+
+// Every tensor a layer can have, across architectures. The GGUF name is "blk.N." followed by
+// layer_tensor_name(t).
+enum class LayerTensor : uint8_t {
+  kAttnNorm,  // attn_norm.weight    F32 [n_embd]
+  kWq,        // attn_q.weight       [n_embd, n_embd_q]
+  kWk,        // attn_k.weight       [n_embd, n_embd_kv]
+  kWv,        // attn_v.weight       [n_embd, n_embd_kv]
+  kBq,        // attn_q.bias         F32 [n_embd_q]
+  kBk,        // attn_k.bias         F32 [n_embd_kv]
+  kBv,        // attn_v.bias         F32 [n_embd_kv]
+  kQNorm,     // attn_q_norm.weight  F32 [head_dim]
+  kKNorm,     // attn_k_norm.weight  F32 [head_dim]
+  kWo,        // attn_output.weight  [n_embd_q, n_embd]
+  kFfnNorm,   // ffn_norm.weight     F32 [n_embd]
+  kWGate,     // ffn_gate.weight     [n_embd, n_ff]
+  kWUp,       // ffn_up.weight       [n_embd, n_ff]
+  kWDown,     // ffn_down.weight     [n_ff, n_embd]
+  kCount,
+};
+inline constexpr size_t kLayerTensorCount = static_cast<size_t>(LayerTensor::kCount);
+
+std::string_view layer_tensor_name(LayerTensor t);
+
+// A dimension of a layer tensor, computed from the hyperparameters (dim_value()).
+enum class Dim : uint8_t { kOne, kEmbd, kEmbdQ, kEmbdKv, kHeadDim, kFf };
+int64_t dim_value(Dim d, const HParams& hp);
+
+// How synthetic models draw a tensor's values (model/synth.cc); loading ignores it.
+enum class TensorRole : uint8_t { kNorm, kBias, kWeight };
+
+// One row of an architecture's layer table. Vectors (ne1 = kOne) must be F32 in a file.
+struct LayerTensorSpec {
+  LayerTensor id;
+  Dim ne0;
+  Dim ne1;
+  bool required;
+  TensorRole role;
+};
+
+// The graph of one layer: x is the residual stream F32 [n_embd, T] (a tensor of g's builder);
+// the result is written to `dst` when dst >= 0 (the stage's output tensor), else to scratch,
+// and its index returned.
+using BuildLayerFn = int32_t (*)(LayerGraph& g, const LayerWeights& l, int32_t x, int32_t dst);
+
+// Reads the keys particular to an architecture after the common ones (hparams.cc), and sets
+// the defaults it implies (the rope mode, say).
+using ReadHParamsFn = Status (*)(const GgufFile& f, HParams& hp);
+
+struct ArchDef {
+  std::string_view name;  // general.architecture
+  ReadHParamsFn read_hparams;
+  std::span<const LayerTensorSpec> layer_tensors;
+  BuildLayerFn build_layer;
+};
+
+// Every architecture strata runs, in a fixed order.
+std::span<const ArchDef* const> arch_all();
+// nullptr for an architecture strata does not run.
+const ArchDef* arch_find(std::string_view name);
+// "llama, qwen2, ..." for error messages.
+std::string arch_names();
+
+}  // namespace strata

@@ -1,0 +1,34 @@
+// qwen3: Qwen 3 dense models. The llama block with an RMS norm over each query and key head
+// before rope (NeoX order), no projection biases, and an explicit head size
+// (attention.key_length) that need not be n_embd / n_head.
+#include "model/arch_common.h"
+
+namespace strata {
+namespace {
+
+using LT = LayerTensor;
+
+constexpr LayerTensorSpec kTensors[] = {
+    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
+    {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
+    {LT::kWv, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
+    {LT::kQNorm, Dim::kHeadDim, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kKNorm, Dim::kHeadDim, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, true, TensorRole::kWeight},
+    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kWGate, Dim::kEmbd, Dim::kFf, true, TensorRole::kWeight},
+    {LT::kWUp, Dim::kEmbd, Dim::kFf, true, TensorRole::kWeight},
+    {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
+};
+
+Status read_hparams(const GgufFile&, HParams& hp) {
+  hp.rope_mode = RopeMode::kNeox;
+  return Status::ok();
+}
+
+}  // namespace
+
+extern const ArchDef kArchQwen3{"qwen3", read_hparams, kTensors, build_layer_pre_norm_swiglu};
+
+}  // namespace strata

@@ -1,0 +1,68 @@
+// The building blocks an architecture's layer is made of, over a GraphBuilder: projections,
+// norms, self-attention over the KV cache and gated feed-forward networks. The engine makes one
+// LayerGraph per stage graph; an ArchDef's build_layer composes its blocks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "graph/builder.h"
+#include "model/hparams.h"
+
+namespace strata {
+
+struct GgufTensorInfo;
+struct LayerWeights;
+
+// Graph tensors a layer reads besides the residual stream: step inputs and its KV cache.
+struct LayerInputs {
+  int32_t pos = -1;      // I32 [T] positions
+  int32_t kv_idx = -1;   // I32 [T] the cell each token's K/V is written to
+  int32_t cells = -1;    // I32 [max_len, n_lists]
+  int32_t tok = -1;      // I32 [2, T] (list, count) per token
+  int32_t k_cache = -1;  // [n_embd_kv, n_cells] of this layer
+  int32_t v_cache = -1;
+};
+
+// Maps a weight of the model to a graph tensor on the stage's device.
+using WeightFn = std::function<int32_t(const GgufTensorInfo*)>;
+
+class LayerGraph {
+ public:
+  LayerGraph(GraphBuilder& b, const HParams& hp, int64_t n_tokens, WeightFn weight)
+      : b_(b), hp_(hp), n_tokens_(n_tokens), weight_(std::move(weight)) {}
+
+  GraphBuilder& builder() { return b_; }
+  const HParams& hparams() const { return hp_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  // The inputs of the layer being built (the engine sets them before each build_layer).
+  const LayerInputs& inputs() const { return in_; }
+  void set_inputs(const LayerInputs& in) { in_ = in; }
+
+  int32_t weight(const GgufTensorInfo* t) { return weight_(t); }
+
+  // F32 [w.ne1, T] = w x.
+  int32_t mul_mat(const GgufTensorInfo* w, int32_t x);
+  // x += bias, in place; x unchanged when bias is null.
+  int32_t add_bias(int32_t x, const GgufTensorInfo* bias);
+  // rms_norm(x) * weight into a new tensor.
+  int32_t rms_norm(int32_t x, const GgufTensorInfo* weight);
+  // a + b into dst (a new scratch tensor when dst < 0).
+  int32_t add(int32_t a, int32_t b, int32_t dst = -1);
+
+  // Attention of the normed input h: q/k/v projections (with biases and per-head q/k norms
+  // when the layer has them), rope, K/V written to the cache, attention over it and the
+  // output projection. F32 [n_embd, T].
+  int32_t self_attention(const LayerWeights& l, int32_t h);
+  // down(silu(gate h) * up h). F32 [n_embd, T].
+  int32_t ffn_swiglu(const LayerWeights& l, int32_t h);
+
+ private:
+  GraphBuilder& b_;
+  const HParams& hp_;
+  int64_t n_tokens_;
+  WeightFn weight_;
+  LayerInputs in_;
+};
+
+}  // namespace strata

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Logits of synthetic f32 models of every architecture and rope variant against the numpy
+# reference (tests/reference/llama_ref.py: its own GGUF parser and maths in float64, sharing
+# no code with strata). The reference rounds K and V to f16 as strata's cache stores them, so
+# what remains is float32 accumulation: 1e-3 of the largest logit is ample for these shapes
+# (measured: ~1e-5 .. 1e-4), while a wrong rope, norm or mask is off by 1e-1 or more.
+set -eu
+strata=$1
+here=$(cd "$(dirname "$0")" && pwd)
+if ! /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  echo "SKIP: python3-numpy is absent"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# name | gguf gen flags
+cases=(
+  "llama|--arch llama"
+  "llama-head-dim|--arch llama --head-dim 48"
+  "qwen2|--arch qwen2"
+  "qwen3|--arch qwen3 --head-dim 48"
+)
+ids="1 20 30 40 50 60 70"
+fail=0
+for c in "${cases[@]}"; do
+  name=${c%%|*}
+  flags=${c#*|}
+  m=$tmp/$name.gguf
+  # shellcheck disable=SC2086
+  "$strata" gguf gen -o "$m" $flags --n-embd 128 --n-layer 2 --n-head 4 --n-head-kv 2 \
+    --n-ff 256 --n-vocab 300 --dtype f32 --seed 5 >/dev/null
+  "$strata" logits -m "$m" --ids "$ids" -o "$tmp/s.bin" -t 2 2>/dev/null
+  /usr/bin/python3 "$here/../reference/llama_ref.py" "$m" --ids "$ids" --f16-kv --logits "$tmp/r.bin"
+  /usr/bin/python3 - "$name" "$tmp/s.bin" "$tmp/r.bin" <<'PY' || fail=1
+import sys, numpy as np
+def read(p):
+    b = open(p, "rb").read()
+    n, v = np.frombuffer(b[:8], dtype="<u4")
+    return np.frombuffer(b[8:], dtype="<f4").reshape(n, v)
+a, b = read(sys.argv[2]), read(sys.argv[3])
+d, scale = np.abs(a - b).max(), np.abs(b).max()
+print("%-16s max |strata - reference| = %.2e of %.2f" % (sys.argv[1], d, scale))
+sys.exit(0 if a.shape == b.shape and d <= 1e-3 * scale else 1)
+PY
+done
+[ $fail = 0 ] || { echo "FAIL: logits differ from the numpy reference"; exit 1; }
+echo ok
