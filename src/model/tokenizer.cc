@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/gguf.h"
+#include "model/tokenizer_pre.h"
 
 namespace strata {
 namespace {
@@ -190,14 +191,12 @@ Status Tokenizer::build(VocabSpec spec) {
   add_space_prefix_ = kind_ == VocabKind::kSpm;
   if (kind_ == VocabKind::kBpe) {
     // llama.cpp uses "default" when the key is missing (and warns that quality suffers).
-    const std::string pre = spec.pre.value_or("default");
-    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> regexes, pretokenizer_regexes(pre));
-    STRATA_ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::create(regexes));
+    STRATA_ASSIGN_OR_RETURN(const PreTokenizer* pre,
+                            pretokenizer_find(spec.pre.value_or("default")));
+    STRATA_ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::create(pre->regexes));
     splitter_.emplace(std::move(splitter));
-    if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
-      ignore_merges_ = true;
-      add_bos_ = true;
-    }
+    ignore_merges_ = pre->ignore_merges;
+    add_bos_ = pre->add_bos;
     if (spec.merges.empty()) return invalid_argument("tokenizer.ggml.merges: missing or empty");
     if (spec.merges.size() > kMaxMerges) {
       return out_of_range("tokenizer.ggml.merges: " + std::to_string(spec.merges.size()) +

@@ -142,7 +142,7 @@ class Tokenizer {
   std::vector<int32_t> eog_;
   std::optional<RegexSplitter> splitter_;  // BPE pre-tokenizer
   ByteLevelMap byte_map_;
-  bool ignore_merges_ = false;  // llama3: a whole pre-token found in the vocabulary wins
+  bool ignore_merges_ = false;  // a whole pre-token found in the vocabulary wins
   int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1, pad_ = -1, sep_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
 };

@@ -57,51 +57,7 @@ TEST(Utf8, DecodeAndValidate) {
   EXPECT_EQ(out, "\xF0\x9F\xA6\x99");
 }
 
-// ---------------------------------------------------------------- pre-tokenizers
-
-std::vector<std::string> split_with(std::string_view pre, std::string_view text) {
-  auto regexes = pretokenizer_regexes(pre);
-  EXPECT_TRUE(regexes.is_ok()) << regexes.status().message();
-  auto splitter = RegexSplitter::create(*regexes);
-  EXPECT_TRUE(splitter.is_ok()) << splitter.status().message();
-  std::vector<std::string> out;
-  for (const TextSpan& s : splitter->split(text)) out.emplace_back(text.substr(s.begin, s.size));
-  return out;
-}
-
-using Pieces = std::vector<std::string>;
-
-TEST(PreTokenizer, Gpt2) {
-  EXPECT_EQ(split_with("gpt-2", "Hello world's  123!!"),
-            (Pieces{"Hello", " world", "'s", " ", " 123", "!!"}));
-  EXPECT_EQ(split_with("gpt-2", "\xC3\x84pfel\n\n x"), (Pieces{"\xC3\x84pfel", "\n\n", " x"}));
-}
-
-TEST(PreTokenizer, Llama3GroupsDigitsByThree) {
-  EXPECT_EQ(split_with("llama-bpe", "12345 I'M ok\n\n"),
-            (Pieces{"123", "45", " I", "'M", " ok", "\n\n"}));
-}
-
-TEST(PreTokenizer, Qwen2SplitsEveryDigit) {
-  EXPECT_EQ(split_with("qwen2", "x123"), (Pieces{"x", "1", "2", "3"}));
-}
-
-TEST(PreTokenizer, InvalidUtf8StaysInTheGaps) {
-  const Pieces p = split_with("gpt-2",
-                              "ab\xFF\xFE"
-                              "cd");
-  std::string joined;
-  for (const auto& s : p) joined += s;
-  EXPECT_EQ(joined,
-            "ab\xFF\xFE"
-            "cd");
-}
-
-TEST(PreTokenizer, UnknownNameIsAnErrorNamingIt) {
-  auto r = pretokenizer_regexes("no-such-pre");
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("no-such-pre"), std::string::npos);
-}
+// ---------------------------------------------------------------- byte-level map
 
 TEST(ByteLevelMap, RoundTripsEveryByte) {
   ByteLevelMap map;

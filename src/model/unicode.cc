@@ -39,44 +39,6 @@ void ByteLevelMap::decode(std::string_view text, std::string& out) const {
   }
 }
 
-// The contraction alternatives are spelled with explicit case classes instead of (?i:...):
-// under Unicode case folding 's' would also match U+017F and 'k' the Kelvin sign.
-namespace {
-constexpr const char* kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3Regex =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-}  // namespace
-
-Result<std::vector<std::string>> pretokenizer_regexes(std::string_view name) {
-  if (name == "gpt-2" || name == "phi-2" || name == "roberta-bpe" || name == "mpt" ||
-      name == "olmo" || name == "jais") {
-    return std::vector<std::string>{kGpt2Regex};
-  }
-  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
-      name == "dbrx" || name == "smaug-bpe") {
-    return std::vector<std::string>{kLlama3Regex};
-  }
-  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "megrez" || name == "stablelm2") {
-    return std::vector<std::string>{kQwen2Regex};
-  }
-  if (name == "default") {
-    // What llama.cpp applies when a BPE vocabulary names no pre-tokenizer.
-    return std::vector<std::string>{
-        R"([\p{P}\$\+<=>\^~\|]+)",
-        kGpt2Regex,
-        R"(\p{N}+)",
-        R"([0-9][0-9][0-9])",
-    };
-  }
-  return Status(unsupported("tokenizer.ggml.pre: unknown pre-tokenizer '" + std::string(name) +
-                            "' (known: gpt-2, llama-bpe/llama3, qwen2, default and aliases)"));
-}
-
 struct RegexSplitter::Impl {
   struct CodeDeleter {
     void operator()(pcre2_code* c) const { pcre2_code_free(c); }
@@ -89,9 +51,9 @@ RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
 RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
 RegexSplitter::~RegexSplitter() = default;
 
-Result<RegexSplitter> RegexSplitter::create(const std::vector<std::string>& patterns) {
+Result<RegexSplitter> RegexSplitter::create(std::span<const std::string_view> patterns) {
   RegexSplitter s;
-  for (const std::string& p : patterns) {
+  for (const std::string_view p : patterns) {
     int err = 0;
     PCRE2_SIZE err_offset = 0;
     // MATCH_INVALID_UTF: invalid bytes never match and end up in the gaps between matches,
@@ -102,7 +64,7 @@ Result<RegexSplitter> RegexSplitter::create(const std::vector<std::string>& patt
     if (code == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
-      return internal_error("pre-tokenizer regex '" + p + "' at offset " +
+      return internal_error("pre-tokenizer regex '" + std::string(p) + "' at offset " +
                             std::to_string(err_offset) + ": " + reinterpret_cast<char*>(msg));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional: the interpreter is the fallback
