@@ -35,7 +35,8 @@ constexpr PreTokenizer kTable[] = {
      .ignore_merges = true,
      .add_bos = true},
     {.names = "dbrx smaug-bpe", .regexes = kLlama3},
-    {.names = "qwen2 deepseek-r1-qwen megrez stablelm2", .regexes = kQwen2},
+    {.names = "qwen2 deepseek-r1-qwen", .regexes = kQwen2, .clean_spaces = false},
+    {.names = "stablelm2 megrez", .regexes = kQwen2},
     {.names = "default", .regexes = kDefault},
 };
 

@@ -27,6 +27,9 @@ struct PreTokenizer {
   bool ignore_merges = false;
   // BOS is added unless tokenizer.ggml.add_bos_token says otherwise.
   bool add_bos = false;
+  // llama.cpp's detokenizer removes the space before ?!., and before some contractions
+  // (see DecodeOptions::clean_spaces).
+  bool clean_spaces = true;
 
   std::string_view name() const { return names.substr(0, names.find(' ')); }
 };

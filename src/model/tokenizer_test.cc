@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -215,6 +216,66 @@ TEST(TokenizerBpe, Llama3IgnoresMergesForWholeTokensAndAddsBos) {
   ASSERT_TRUE(tok.is_ok()) << tok.status().message();
   EXPECT_TRUE(tok->add_bos());
   EXPECT_EQ(tok->encode(" b", true, false), (std::vector<int32_t>{6, 8}));
+}
+
+// A byte-level vocabulary with one token per character of `chars` (and no useful merges), so
+// that any text of those characters is spelled one token per byte.
+VocabSpec char_bpe(std::string_view pre, std::string_view chars) {
+  VocabSpec v;
+  v.model = "gpt2";
+  v.pre = std::string(pre);
+  ByteLevelMap map;
+  for (char c : chars) {
+    std::string t;
+    map.encode(std::string_view(&c, 1), t);
+    v.tokens.push_back(t);
+  }
+  v.merges = {v.tokens[0] + " " + v.tokens[1]};
+  return v;
+}
+
+std::vector<int32_t> spell(const VocabSpec& v, std::string_view text) {
+  ByteLevelMap map;
+  std::vector<int32_t> ids;
+  for (char c : text) {
+    std::string t;
+    map.encode(std::string_view(&c, 1), t);
+    const auto it = std::find(v.tokens.begin(), v.tokens.end(), t);
+    EXPECT_NE(it, v.tokens.end()) << "no token for '" << c << "'";
+    ids.push_back(static_cast<int32_t>(it - v.tokens.begin()));
+  }
+  return ids;
+}
+
+TEST(TokenizerBpe, CleanSpacesAsLlamaDetokenize) {
+  const std::string chars = " '?!.,abdelmrstvx";
+  const VocabSpec v = char_bpe("gpt-2", chars);
+  auto tok = Tokenizer::from_spec(v);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_TRUE(tok->clean_spaces());
+  DecodeOptions clean;
+  clean.clean_spaces = true;
+  const std::pair<std::string, std::string> cases[] = {
+      {"a ? b ! a . b ,", "a? b! a. b,"},
+      {" ?a", "?a"},
+      {"a  .", "a ."},  // one space per mark
+      {"x ' x", "x'x"},
+      {"x ' ' x", "x'' x"},  // the space between went with the first apostrophe
+      {"x 's x 'm x 're x 've", "x's x'm x're x've"},
+      {"x 't x 'd x 'll x 'a", "x 't x 'd x 'll x 'a"},
+      {"", ""},
+  };
+  for (const auto& [text, cleaned] : cases) {
+    const std::vector<int32_t> ids = spell(v, text);
+    EXPECT_EQ(tok->decode(ids), text);  // off by default
+    EXPECT_EQ(tok->decode(ids, clean), cleaned) << "'" << text << "'";
+  }
+  // A pre-tokenizer without the flag leaves the text alone.
+  const VocabSpec q = char_bpe("qwen2", chars);
+  auto qwen = Tokenizer::from_spec(q);
+  ASSERT_TRUE(qwen.is_ok()) << qwen.status().message();
+  EXPECT_FALSE(qwen->clean_spaces());
+  EXPECT_EQ(qwen->decode(spell(q, "a ? x 's"), clean), "a ? x 's");
 }
 
 // ---------------------------------------------------------------- malformed vocabularies
