@@ -229,9 +229,11 @@ Status Tokenizer::build(VocabSpec spec) {
   add_eos_ = false;
   add_space_prefix_ = kind_ == VocabKind::kSpm;
   if (kind_ == VocabKind::kBpe) {
-    // llama.cpp uses "default" when the key is missing (and warns that quality suffers).
-    STRATA_ASSIGN_OR_RETURN(const PreTokenizer* pre,
-                            pretokenizer_find(spec.pre.value_or("default")));
+    // llama.cpp uses "default" when the key is missing or empty (and warns that quality
+    // suffers).
+    const std::string_view pre_name =
+        spec.pre && !spec.pre->empty() ? std::string_view(*spec.pre) : std::string_view("default");
+    STRATA_ASSIGN_OR_RETURN(const PreTokenizer* pre, pretokenizer_find(pre_name));
     STRATA_ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::create(pre->regexes));
     splitter_.emplace(std::move(splitter));
     ignore_merges_ = pre->ignore_merges;

@@ -43,6 +43,44 @@ const SplitCase kSplitCases[] = {
     {"qwen2", "x123", {"x", "1", "2", "3"}},
     // Punctuation runs first, then GPT-2, then digit runs cut in threes.
     {"default", "x=1234, y", {"x", "=", "123", "4", ",", " y"}},
+    // U+180E is not whitespace to llama.cpp (Unicode 6.3 on), so it joins the run of marks.
+    {"gpt-2", "a\xE1\xA0\x8E!", {"a", "\xE1\xA0\x8E!"}},
+    // Cased letters only (not CJK); the punctuation class spans ASCII letters and symbols;
+    // CJK runs; trailing whitespace whole; digit runs whole.
+    {"deepseek-llm",
+     "Hi $5, \xE4\xB8\x96\xE7\x95\x8C\xEF\xBC\x81\n\nok  ",
+     {"Hi", " $", "5", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", "\xEF\xBC\x81", "\n", "\n", "ok",
+      "  "}},
+    {"deepseek-llm", "x 2024", {"x", " ", "2024"}},
+    // Non-ASCII whitespace (U+3000, U+2000) is never punctuation or CJK, even where a range of
+    // the class spans it.
+    {"deepseek-llm", "!\xE3\x80\x80!", {"!", "\xE3\x80\x80!"}},
+    {"deepseek-llm",
+     "\xE4\xB8\x80\xE2\x80\x80\xE4\xBA\x8C",
+     {"\xE4\xB8\x80", "\xE2\x80\x80", "\xE4\xBA\x8C"}},
+    // Any letters with one leading space; punctuation (not symbols); CJK; single digits.
+    {"deepseek-coder",
+     "Hi, \xE4\xB8\x96\xE7\x95\x8C! x=12",
+     {"Hi", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", "!", " x", "=", "1", "2"}},
+    // Digits in threes first; kanji and kana runs; one ASCII mark joins the ASCII word after it.
+    {"deepseek-v3",
+     "Hello,world 12345 \xE6\x97\xA5\xE6\x9C\xAC\xE3\x81\xA7\xE3\x81\x99",
+     {"Hello", ",world", " ", "123", "45", " ",
+      "\xE6\x97\xA5\xE6\x9C\xAC\xE3\x81\xA7\xE3\x81\x99"}},
+    // Runs of punctuation and of $+<=>^~|` first, GPT-2, then three ASCII digits at a time.
+    {"falcon", "a+=b `c 12345", {"a", "+=", "b", " ", "`", "c", " ", "123", "45"}},
+    // Every digit alone, before GPT-2 sees them (so no space joins a digit).
+    {"starcoder", "x 123", {"x", " ", "1", "2", "3"}},
+    {"command-r", "a12", {"a", "1", "2"}},
+    // Camel case splits before a capital; a leading capital run keeps the lower-case run after
+    // it; any non-ASCII letter counts as both cases.
+    {"tekken",
+     "HelloWorld iPhone ABCdef na\xC3\xAFveTest 123",
+     {"Hello", "World", " i", "Phone", " ABCdef", " na\xC3\xAFve", "Test", " ", "1", "2", "3"}},
+    {"gpt-4o", "I'M HelloWorld 12345", {"I'M", " Hello", "World", " ", "123", "45"}},
+    // Words of anything but whitespace, parentheses, '|' and sentence marks.
+    {"bloom", "Hello, world. (ok)a1", {"Hello", ",", " world", ". (", "ok", ")", "a1"}},
+    {"viking", "ab12 c", {"ab", "1", "2", " c"}},
 };
 
 TEST(PreTokenizerTable, SplitsAsLlamaCpp) {

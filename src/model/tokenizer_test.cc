@@ -218,6 +218,59 @@ TEST(TokenizerBpe, Llama3IgnoresMergesForWholeTokensAndAddsBos) {
   EXPECT_EQ(tok->encode(" b", true, false), (std::vector<int32_t>{6, 8}));
 }
 
+// The flags llama.cpp's vocabulary loader sets for each tokenizer.ggml.pre value.
+struct PreFlags {
+  const char* pre;
+  bool ignore_merges;
+  bool add_bos;
+  bool clean_spaces;
+};
+
+const PreFlags kPreFlags[] = {
+    {"gpt-2", false, false, true},         {"mpt", false, false, true},
+    {"olmo", false, false, true},          {"jais", false, false, true},
+    {"llama-bpe", true, true, true},       {"llama3", true, true, true},
+    {"falcon3", true, true, true},         {"dbrx", false, false, true},
+    {"smaug-bpe", false, false, true},     {"chatglm-bpe", false, false, true},
+    {"qwen2", false, false, false},        {"deepseek-r1-qwen", false, false, false},
+    {"stablelm2", false, false, true},     {"megrez", false, false, true},
+    {"deepseek-llm", false, false, false}, {"deepseek-coder", false, false, false},
+    {"deepseek-v3", false, false, false},  {"falcon", false, false, true},
+    {"starcoder", false, false, true},     {"refact", false, false, true},
+    {"exaone", false, false, true},        {"minerva-7b", false, false, true},
+    {"command-r", false, false, false},    {"smollm", false, false, false},
+    {"tekken", true, true, false},         {"gpt-4o", false, false, false},
+    {"bloom", false, false, true},         {"poro-chat", false, false, false},
+    {"viking", false, false, false},       {"default", false, false, true},
+};
+
+TEST(TokenizerBpe, PreTokenizerFlagsAsLlamaCpp) {
+  for (const PreFlags& f : kPreFlags) {
+    VocabSpec v = small_bpe();
+    v.pre = f.pre;
+    v.tokens.push_back(kG + "b");  // 8, reachable by no merge
+    v.token_types.push_back(1);
+    auto tok = Tokenizer::from_spec(v);
+    ASSERT_TRUE(tok.is_ok()) << f.pre << ": " << tok.status().message();
+    // Every row splits " b" into one piece; only ignore_merges finds it whole.
+    const std::vector<int32_t> ids = tok->encode(" b", false, false);
+    const std::vector<int32_t> expected =
+        f.ignore_merges ? std::vector<int32_t>{8} : std::vector<int32_t>{2, 1};
+    EXPECT_EQ(ids, expected) << f.pre;
+    EXPECT_EQ(tok->add_bos(), f.add_bos) << f.pre;
+    EXPECT_EQ(tok->clean_spaces(), f.clean_spaces) << f.pre;
+  }
+  // A missing or empty name is "default", as in llama.cpp.
+  for (const std::optional<std::string>& pre :
+       {std::optional<std::string>(), std::optional<std::string>("")}) {
+    VocabSpec v = small_bpe();
+    v.pre = pre;
+    auto tok = Tokenizer::from_spec(v);
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    EXPECT_TRUE(tok->clean_spaces());
+  }
+}
+
 // A byte-level vocabulary with one token per character of `chars` (and no useful merges), so
 // that any text of those characters is spelled one token per byte.
 VocabSpec char_bpe(std::string_view pre, std::string_view chars) {
@@ -432,17 +485,19 @@ std::vector<VocabCase> read_cases(const std::string& base) {
     pos = hit + sep.size();
   }
   std::string line;
-  for (VocabCase& c : cases) {
-    if (!std::getline(out, line)) break;
+  size_t lines = 0;
+  for (; std::getline(out, line); ++lines) {
+    if (lines >= cases.size()) continue;
     std::istringstream ls(line);
     int32_t id = 0;
-    while (ls >> id) c.ids.push_back(id);
+    while (ls >> id) cases[lines].ids.push_back(id);
   }
+  EXPECT_EQ(lines, cases.size()) << base << ".out: one line of ids per input text";
   return cases;
 }
 
 void run_conformance(const std::string& name) {
-  const std::string base = kShared + "/tokenizer/" + name;
+  const std::string base = kShared + "/tokenizer/ggml-vocab-" + name + ".gguf";
   if (!std::filesystem::exists(base) || !std::filesystem::exists(base + ".inp")) {
     GTEST_SKIP() << base << " is absent";
   }
@@ -458,8 +513,8 @@ void run_conformance(const std::string& name) {
   }
 }
 
-TEST(TokenizerConformance, LlamaSpm) { run_conformance("ggml-vocab-llama-spm.gguf"); }
-TEST(TokenizerConformance, Gpt2) { run_conformance("ggml-vocab-gpt-2.gguf"); }
+TEST(TokenizerConformance, LlamaSpm) { run_conformance("llama-spm"); }
+TEST(TokenizerConformance, Gpt2) { run_conformance("gpt-2"); }
 
 TEST(TokenizerConformance, Gpt2SpecialTokenOnlyWhenParsed) {
   const std::string path = kShared + "/tokenizer/ggml-vocab-gpt-2.gguf";

@@ -39,6 +39,43 @@ void ByteLevelMap::decode(std::string_view text, std::string& out) const {
   }
 }
 
+namespace {
+
+// White_Space as llama.cpp's Unicode tables have it. PCRE2's \s also matches U+180E, which
+// Unicode stopped counting as whitespace in version 6.3.
+constexpr std::string_view kWhiteSpace =
+    R"(\t\n\x0B\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+// The pattern with \s and \S spelled out as kWhiteSpace, inside a class and outside it.
+Result<std::string> spell_out_whitespace(std::string_view p) {
+  std::string out;
+  out.reserve(p.size());
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char e = p[++i];
+      if (e == 's') {
+        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^" + std::string(kWhiteSpace) + "]";
+      } else if (e == 'S') {
+        return internal_error("pre-tokenizer regex '" + std::string(p) + "': \\S in a class");
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 struct RegexSplitter::Impl {
   struct CodeDeleter {
     void operator()(pcre2_code* c) const { pcre2_code_free(c); }
@@ -54,17 +91,19 @@ RegexSplitter::~RegexSplitter() = default;
 Result<RegexSplitter> RegexSplitter::create(std::span<const std::string_view> patterns) {
   RegexSplitter s;
   for (const std::string_view p : patterns) {
+    STRATA_ASSIGN_OR_RETURN(const std::string spelled, spell_out_whitespace(p));
     int err = 0;
     PCRE2_SIZE err_offset = 0;
     // MATCH_INVALID_UTF: invalid bytes never match and end up in the gaps between matches,
-    // instead of failing the whole match.
-    pcre2_code* code =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
+    // instead of failing the whole match. DOLLAR_ENDONLY: '$' is the end of the piece, as in
+    // ECMAScript, never before a final newline.
+    const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(spelled.data()), spelled.size(),
+                                     options, &err, &err_offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
-      return internal_error("pre-tokenizer regex '" + std::string(p) + "' at offset " +
+      return internal_error("pre-tokenizer regex '" + spelled + "' at offset " +
                             std::to_string(err_offset) + ": " + reinterpret_cast<char*>(msg));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional: the interpreter is the fallback

@@ -39,8 +39,9 @@ struct TextSpan {
   size_t size = 0;
 };
 
-// Splits text with a list of compiled regexes. Matches and the text between them both become
-// pieces, so the pieces always cover the whole text. Safe to use from several threads.
+// Splits text with a list of compiled regexes (PCRE2, UTF-8 with Unicode properties; \s is
+// Unicode White_Space, '$' only the end of a piece). Matches and the text between them both
+// become pieces, so the pieces always cover the whole text. Safe to use from several threads.
 class RegexSplitter {
  public:
   static Result<RegexSplitter> create(std::span<const std::string_view> patterns);
