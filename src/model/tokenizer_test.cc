@@ -513,8 +513,18 @@ void run_conformance(const std::string& name) {
   }
 }
 
-TEST(TokenizerConformance, LlamaSpm) { run_conformance("llama-spm"); }
-TEST(TokenizerConformance, Gpt2) { run_conformance("gpt-2"); }
+class TokenizerConformanceVocab : public testing::TestWithParam<const char*> {};
+
+TEST_P(TokenizerConformanceVocab, TokenizesAndRoundTripsEveryCase) { run_conformance(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Shared, TokenizerConformanceVocab,
+                         testing::Values("llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt",
+                                         "refact", "starcoder"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           std::erase(name, '-');
+                           return name;
+                         });
 
 TEST(TokenizerConformance, Gpt2SpecialTokenOnlyWhenParsed) {
   const std::string path = kShared + "/tokenizer/ggml-vocab-gpt-2.gguf";
