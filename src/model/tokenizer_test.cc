@@ -463,6 +463,104 @@ TEST(TokenizerGguf, ErrorsNameTheKey) {
   expect_gguf_error(empty, "tokenizer.ggml.model");
 }
 
+// ---------------------------------------------------------------- Gemma's SentencePiece variant
+
+// A vocabulary shaped like a Gemma GGUF: tokenizer.ggml.model "llama" with
+// add_space_prefix false and add_bos true, BOS <bos> = 2, EOS <eos> = 1, the turn markers as
+// control tokens, and the newline and the run of spaces as user-defined tokens (the converter
+// writes the latter's U+2581 as spaces).
+GgufWriter gemma_writer() {
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string("tokenizer.ggml.pre", "default");
+  w.set_strings("tokenizer.ggml.tokens", {
+                                             "<pad>",
+                                             "<eos>",
+                                             "<bos>",
+                                             "<unk>",  // 0-3
+                                             "<start_of_turn>",
+                                             "<end_of_turn>",
+                                             "\n",
+                                             "  ",  // 4-7
+                                             kSp,
+                                             "H",
+                                             "i",
+                                             "Hi",
+                                             kSp + "Hi",  // 8-12
+                                             "u",
+                                             "s",
+                                             "e",
+                                             "r",
+                                             "us",
+                                             "er",
+                                             "user",  // 13-19
+                                             "<0xC3>",
+                                             "<0xA9>",
+                                             "<unused0>",  // 20-22
+                                         });
+  w.set_f32_array("tokenizer.ggml.scores", {0,     0,  0,  0,  0,  0,  0,  0,     -5, -5, -5, -1,
+                                            -0.5f, -5, -5, -5, -5, -1, -1, -0.5f, 0,  0,  0});
+  w.set_i32_array("tokenizer.ggml.token_type",
+                  {3, 3, 3, 2, 3, 3, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 6, 6, 5});
+  w.set_u32("tokenizer.ggml.bos_token_id", 2);
+  w.set_u32("tokenizer.ggml.eos_token_id", 1);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 3);
+  w.set_u32("tokenizer.ggml.padding_token_id", 0);
+  w.set_u32("tokenizer.ggml.eot_token_id", 5);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  return w;
+}
+
+TEST(TokenizerGemma, NoSpacePrefixButBos) {
+  auto tok = load(gemma_writer());
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_EQ(tok->kind(), VocabKind::kSpm);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_FALSE(tok->add_space_prefix());
+  EXPECT_EQ(tok->bos(), 2);
+  // No dummy prefix: "Hi" is "Hi", not "\u2581Hi"; a space the text has becomes U+2581.
+  EXPECT_EQ(tok->encode("Hi", true, false), (std::vector<int32_t>{2, 11}));
+  EXPECT_EQ(tok->encode(" Hi", false, false), (std::vector<int32_t>{12}));
+  EXPECT_EQ(tok->encode("Hi Hi", false, false), (std::vector<int32_t>{11, 12}));
+  // Decoding keeps a leading space: nothing was added that it should take away.
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{12}), " Hi");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{2, 11, 12}), "Hi Hi");
+  // Byte fallback for a character without a token.
+  EXPECT_EQ(tok->encode("\xC3\xA9", false, false), (std::vector<int32_t>{20, 21}));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{20, 21}), "\xC3\xA9");
+}
+
+TEST(TokenizerGemma, TurnMarkersAndUserDefinedWhitespace) {
+  auto tok = load(gemma_writer());
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  // A chat turn: control tokens only with parse_special, the user-defined newline always,
+  // and no space prefix after any of them.
+  const std::string turn = "<start_of_turn>user\nHi<end_of_turn>\n";
+  const std::vector<int32_t> ids = tok->encode(turn, true, true);
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 19, 6, 11, 5, 6}));
+  DecodeOptions render;
+  render.render_special = true;
+  EXPECT_EQ(tok->decode(ids, render), "<bos>" + turn);
+  EXPECT_EQ(tok->decode(ids), "user\nHi\n");
+  const std::vector<int32_t> plain = tok->encode(turn, false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 4), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 6), 2);
+  // A run of spaces with a token of its own is matched before SentencePiece sees the text.
+  EXPECT_EQ(tok->encode("Hi  Hi", false, false), (std::vector<int32_t>{11, 7, 11}));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{11, 7, 11}), "Hi  Hi");
+  // <end_of_turn> ends generation, as the EOT key says; <eos> too.
+  EXPECT_EQ(tok->eot(), 5);
+  EXPECT_TRUE(tok->is_eog(5));
+  EXPECT_TRUE(tok->is_eog(1));
+  EXPECT_FALSE(tok->is_eog(4));
+  // An unused token is never produced from text and renders as nothing.
+  const std::vector<int32_t> unused = tok->encode("<unused0>", false, true);
+  EXPECT_EQ(std::count(unused.begin(), unused.end(), 22), 0);
+  EXPECT_EQ(tok->token_to_piece(22), "");
+}
+
 // ---------------------------------------------------------------- llama.cpp conformance files
 
 struct VocabCase {
