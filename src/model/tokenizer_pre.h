@@ -3,7 +3,9 @@
 // the merges and which vocabulary defaults llama.cpp ties to the same name.
 //
 // Goal: split text exactly as llama.cpp does for every name in the table.
-// Non-goal: names missing from the table; they are refused with an error that names them.
+// Non-goals: names missing from the table, refused with an error that names them; among
+// them the pre-tokenizers that need more than regexes and these flags (kimi-k2's Han rules,
+// gemma4's BPE over U+2581-escaped text without the byte-level map).
 #pragma once
 
 #include <span>
