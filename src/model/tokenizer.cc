@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/gguf.h"
+#include "model/tokenizer_pre.h"
 
 namespace strata {
 namespace {
@@ -46,6 +47,45 @@ int parse_byte_token(std::string_view t) {
   if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
   const int hi = hex_digit(t[3]), lo = hex_digit(t[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+// llama_detokenize's clean-up: three passes, each compacting the text in place. A pass only
+// writes at or before the byte it reads, so text[i - 1] and text[i + 1] still hold what the
+// pass started with.
+void clean_up_spaces(std::string& text) {
+  if (text.empty()) return;
+  // " ?", " !", " .", " ,": the space goes.
+  size_t out = 1;
+  for (size_t i = 1; i < text.size(); ++i) {
+    const char x = text[i];
+    if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) --out;
+    text[out++] = x;
+  }
+  text.resize(out);
+  // " ' ": both spaces go. The dropped space no longer counts as the space before the next
+  // byte.
+  out = 1;
+  for (size_t i = 1; i < text.size(); ++i) {
+    const char x = text[i];
+    if (x == '\'' && i + 1 < text.size() && text[i - 1] == ' ' && text[i + 1] == ' ') {
+      --out;
+      text[++i] = '\0';
+    }
+    text[out++] = x;
+  }
+  text.resize(out);
+  // " 's", " 'm", " 're", " 've": the space goes (" 't", " 'd", " 'll" keep theirs).
+  out = 1;
+  for (size_t i = 1; i < text.size(); ++i) {
+    const char x = text[i];
+    if (text[i - 1] == ' ' && x == '\'' && i + 1 < text.size()) {
+      const char x1 = text[i + 1];
+      const char x2 = i + 2 < text.size() ? text[i + 2] : '\0';
+      if (x1 == 's' || x1 == 'm' || ((x1 == 'r' || x1 == 'v') && x2 == 'e')) --out;
+    }
+    text[out++] = x;
+  }
+  text.resize(out);
 }
 
 }  // namespace
@@ -189,15 +229,16 @@ Status Tokenizer::build(VocabSpec spec) {
   add_eos_ = false;
   add_space_prefix_ = kind_ == VocabKind::kSpm;
   if (kind_ == VocabKind::kBpe) {
-    // llama.cpp uses "default" when the key is missing (and warns that quality suffers).
-    const std::string pre = spec.pre.value_or("default");
-    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> regexes, pretokenizer_regexes(pre));
-    STRATA_ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::create(regexes));
+    // llama.cpp uses "default" when the key is missing or empty (and warns that quality
+    // suffers).
+    const std::string_view pre_name =
+        spec.pre && !spec.pre->empty() ? std::string_view(*spec.pre) : std::string_view("default");
+    STRATA_ASSIGN_OR_RETURN(const PreTokenizer* pre, pretokenizer_find(pre_name));
+    STRATA_ASSIGN_OR_RETURN(RegexSplitter splitter, RegexSplitter::create(pre->regexes));
     splitter_.emplace(std::move(splitter));
-    if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
-      ignore_merges_ = true;
-      add_bos_ = true;
-    }
+    ignore_merges_ = pre->ignore_merges;
+    add_bos_ = pre->add_bos;
+    clean_spaces_ = pre->clean_spaces;
     if (spec.merges.empty()) return invalid_argument("tokenizer.ggml.merges: missing or empty");
     if (spec.merges.size() > kMaxMerges) {
       return out_of_range("tokenizer.ggml.merges: " + std::to_string(spec.merges.size()) +
@@ -410,6 +451,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, DecodeOptions option
     if (!pieces_[id].empty()) at_fragment_start = false;
     out.append(piece);
   }
+  if (options.clean_spaces && clean_spaces_) clean_up_spaces(out);
   return out;
 }
 

@@ -56,6 +56,12 @@ struct DecodeOptions {
   // SPM vocabularies that add a space prefix when encoding drop the leading space of the text
   // that starts the output or follows a special token, so decode(encode(x)) == x.
   bool strip_space_prefix = true;
+  // For vocabularies whose pre-tokenizer asks for it (clean_spaces()), tidy the text as
+  // llama_detokenize does: drop the space before '?', '!', '.', ',' and before the
+  // contractions 's 'm 're 've, and the spaces around a lone apostrophe. Off by default:
+  // the text loses spaces the tokens carry, and llama-server's output, built piece by piece,
+  // never has it.
+  bool clean_spaces = false;
 };
 
 class Tokenizer {
@@ -92,6 +98,7 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  bool clean_spaces() const { return clean_spaces_; }
   // End of generation: EOS, EOT, EOM and the end-of-turn tokens known by their text.
   bool is_eog(int32_t id) const;
   const std::vector<int32_t>& eog_ids() const { return eog_; }
@@ -142,9 +149,9 @@ class Tokenizer {
   std::vector<int32_t> eog_;
   std::optional<RegexSplitter> splitter_;  // BPE pre-tokenizer
   ByteLevelMap byte_map_;
-  bool ignore_merges_ = false;  // llama3: a whole pre-token found in the vocabulary wins
+  bool ignore_merges_ = false;  // a whole pre-token found in the vocabulary wins
   int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1, pad_ = -1, sep_ = -1;
-  bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+  bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false, clean_spaces_ = false;
 };
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -57,51 +58,7 @@ TEST(Utf8, DecodeAndValidate) {
   EXPECT_EQ(out, "\xF0\x9F\xA6\x99");
 }
 
-// ---------------------------------------------------------------- pre-tokenizers
-
-std::vector<std::string> split_with(std::string_view pre, std::string_view text) {
-  auto regexes = pretokenizer_regexes(pre);
-  EXPECT_TRUE(regexes.is_ok()) << regexes.status().message();
-  auto splitter = RegexSplitter::create(*regexes);
-  EXPECT_TRUE(splitter.is_ok()) << splitter.status().message();
-  std::vector<std::string> out;
-  for (const TextSpan& s : splitter->split(text)) out.emplace_back(text.substr(s.begin, s.size));
-  return out;
-}
-
-using Pieces = std::vector<std::string>;
-
-TEST(PreTokenizer, Gpt2) {
-  EXPECT_EQ(split_with("gpt-2", "Hello world's  123!!"),
-            (Pieces{"Hello", " world", "'s", " ", " 123", "!!"}));
-  EXPECT_EQ(split_with("gpt-2", "\xC3\x84pfel\n\n x"), (Pieces{"\xC3\x84pfel", "\n\n", " x"}));
-}
-
-TEST(PreTokenizer, Llama3GroupsDigitsByThree) {
-  EXPECT_EQ(split_with("llama-bpe", "12345 I'M ok\n\n"),
-            (Pieces{"123", "45", " I", "'M", " ok", "\n\n"}));
-}
-
-TEST(PreTokenizer, Qwen2SplitsEveryDigit) {
-  EXPECT_EQ(split_with("qwen2", "x123"), (Pieces{"x", "1", "2", "3"}));
-}
-
-TEST(PreTokenizer, InvalidUtf8StaysInTheGaps) {
-  const Pieces p = split_with("gpt-2",
-                              "ab\xFF\xFE"
-                              "cd");
-  std::string joined;
-  for (const auto& s : p) joined += s;
-  EXPECT_EQ(joined,
-            "ab\xFF\xFE"
-            "cd");
-}
-
-TEST(PreTokenizer, UnknownNameIsAnErrorNamingIt) {
-  auto r = pretokenizer_regexes("no-such-pre");
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("no-such-pre"), std::string::npos);
-}
+// ---------------------------------------------------------------- byte-level map
 
 TEST(ByteLevelMap, RoundTripsEveryByte) {
   ByteLevelMap map;
@@ -261,6 +218,119 @@ TEST(TokenizerBpe, Llama3IgnoresMergesForWholeTokensAndAddsBos) {
   EXPECT_EQ(tok->encode(" b", true, false), (std::vector<int32_t>{6, 8}));
 }
 
+// The flags llama.cpp's vocabulary loader sets for each tokenizer.ggml.pre value.
+struct PreFlags {
+  const char* pre;
+  bool ignore_merges;
+  bool add_bos;
+  bool clean_spaces;
+};
+
+const PreFlags kPreFlags[] = {
+    {"gpt-2", false, false, true},         {"mpt", false, false, true},
+    {"olmo", false, false, true},          {"jais", false, false, true},
+    {"llama-bpe", true, true, true},       {"llama3", true, true, true},
+    {"falcon3", true, true, true},         {"dbrx", false, false, true},
+    {"smaug-bpe", false, false, true},     {"chatglm-bpe", false, false, true},
+    {"qwen2", false, false, false},        {"deepseek-r1-qwen", false, false, false},
+    {"stablelm2", false, false, true},     {"megrez", false, false, true},
+    {"deepseek-llm", false, false, false}, {"deepseek-coder", false, false, false},
+    {"deepseek-v3", false, false, false},  {"falcon", false, false, true},
+    {"starcoder", false, false, true},     {"refact", false, false, true},
+    {"exaone", false, false, true},        {"minerva-7b", false, false, true},
+    {"command-r", false, false, false},    {"smollm", false, false, false},
+    {"tekken", true, true, false},         {"gpt-4o", false, false, false},
+    {"bloom", false, false, true},         {"poro-chat", false, false, false},
+    {"viking", false, false, false},       {"default", false, false, true},
+};
+
+TEST(TokenizerBpe, PreTokenizerFlagsAsLlamaCpp) {
+  for (const PreFlags& f : kPreFlags) {
+    VocabSpec v = small_bpe();
+    v.pre = f.pre;
+    v.tokens.push_back(kG + "b");  // 8, reachable by no merge
+    v.token_types.push_back(1);
+    auto tok = Tokenizer::from_spec(v);
+    ASSERT_TRUE(tok.is_ok()) << f.pre << ": " << tok.status().message();
+    // Every row splits " b" into one piece; only ignore_merges finds it whole.
+    const std::vector<int32_t> ids = tok->encode(" b", false, false);
+    const std::vector<int32_t> expected =
+        f.ignore_merges ? std::vector<int32_t>{8} : std::vector<int32_t>{2, 1};
+    EXPECT_EQ(ids, expected) << f.pre;
+    EXPECT_EQ(tok->add_bos(), f.add_bos) << f.pre;
+    EXPECT_EQ(tok->clean_spaces(), f.clean_spaces) << f.pre;
+  }
+  // A missing or empty name is "default", as in llama.cpp.
+  for (const std::optional<std::string>& pre :
+       {std::optional<std::string>(), std::optional<std::string>("")}) {
+    VocabSpec v = small_bpe();
+    v.pre = pre;
+    auto tok = Tokenizer::from_spec(v);
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    EXPECT_TRUE(tok->clean_spaces());
+  }
+}
+
+// A byte-level vocabulary with one token per character of `chars` (and no useful merges), so
+// that any text of those characters is spelled one token per byte.
+VocabSpec char_bpe(std::string_view pre, std::string_view chars) {
+  VocabSpec v;
+  v.model = "gpt2";
+  v.pre = std::string(pre);
+  ByteLevelMap map;
+  for (char c : chars) {
+    std::string t;
+    map.encode(std::string_view(&c, 1), t);
+    v.tokens.push_back(t);
+  }
+  v.merges = {v.tokens[0] + " " + v.tokens[1]};
+  return v;
+}
+
+std::vector<int32_t> spell(const VocabSpec& v, std::string_view text) {
+  ByteLevelMap map;
+  std::vector<int32_t> ids;
+  for (char c : text) {
+    std::string t;
+    map.encode(std::string_view(&c, 1), t);
+    const auto it = std::find(v.tokens.begin(), v.tokens.end(), t);
+    EXPECT_NE(it, v.tokens.end()) << "no token for '" << c << "'";
+    ids.push_back(static_cast<int32_t>(it - v.tokens.begin()));
+  }
+  return ids;
+}
+
+TEST(TokenizerBpe, CleanSpacesAsLlamaDetokenize) {
+  const std::string chars = " '?!.,abdelmrstvx";
+  const VocabSpec v = char_bpe("gpt-2", chars);
+  auto tok = Tokenizer::from_spec(v);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_TRUE(tok->clean_spaces());
+  DecodeOptions clean;
+  clean.clean_spaces = true;
+  const std::pair<std::string, std::string> cases[] = {
+      {"a ? b ! a . b ,", "a? b! a. b,"},
+      {" ?a", "?a"},
+      {"a  .", "a ."},  // one space per mark
+      {"x ' x", "x'x"},
+      {"x ' ' x", "x'' x"},  // the space between went with the first apostrophe
+      {"x 's x 'm x 're x 've", "x's x'm x're x've"},
+      {"x 't x 'd x 'll x 'a", "x 't x 'd x 'll x 'a"},
+      {"", ""},
+  };
+  for (const auto& [text, cleaned] : cases) {
+    const std::vector<int32_t> ids = spell(v, text);
+    EXPECT_EQ(tok->decode(ids), text);  // off by default
+    EXPECT_EQ(tok->decode(ids, clean), cleaned) << "'" << text << "'";
+  }
+  // A pre-tokenizer without the flag leaves the text alone.
+  const VocabSpec q = char_bpe("qwen2", chars);
+  auto qwen = Tokenizer::from_spec(q);
+  ASSERT_TRUE(qwen.is_ok()) << qwen.status().message();
+  EXPECT_FALSE(qwen->clean_spaces());
+  EXPECT_EQ(qwen->decode(spell(q, "a ? x 's"), clean), "a ? x 's");
+}
+
 // ---------------------------------------------------------------- malformed vocabularies
 
 void expect_error(const VocabSpec& v, const std::string& needle) {
@@ -393,6 +463,104 @@ TEST(TokenizerGguf, ErrorsNameTheKey) {
   expect_gguf_error(empty, "tokenizer.ggml.model");
 }
 
+// ---------------------------------------------------------------- Gemma's SentencePiece variant
+
+// A vocabulary shaped like a Gemma GGUF: tokenizer.ggml.model "llama" with
+// add_space_prefix false and add_bos true, BOS <bos> = 2, EOS <eos> = 1, the turn markers as
+// control tokens, and the newline and the run of spaces as user-defined tokens (the converter
+// writes the latter's U+2581 as spaces).
+GgufWriter gemma_writer() {
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string("tokenizer.ggml.pre", "default");
+  w.set_strings("tokenizer.ggml.tokens", {
+                                             "<pad>",
+                                             "<eos>",
+                                             "<bos>",
+                                             "<unk>",  // 0-3
+                                             "<start_of_turn>",
+                                             "<end_of_turn>",
+                                             "\n",
+                                             "  ",  // 4-7
+                                             kSp,
+                                             "H",
+                                             "i",
+                                             "Hi",
+                                             kSp + "Hi",  // 8-12
+                                             "u",
+                                             "s",
+                                             "e",
+                                             "r",
+                                             "us",
+                                             "er",
+                                             "user",  // 13-19
+                                             "<0xC3>",
+                                             "<0xA9>",
+                                             "<unused0>",  // 20-22
+                                         });
+  w.set_f32_array("tokenizer.ggml.scores", {0,     0,  0,  0,  0,  0,  0,  0,     -5, -5, -5, -1,
+                                            -0.5f, -5, -5, -5, -5, -1, -1, -0.5f, 0,  0,  0});
+  w.set_i32_array("tokenizer.ggml.token_type",
+                  {3, 3, 3, 2, 3, 3, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 6, 6, 5});
+  w.set_u32("tokenizer.ggml.bos_token_id", 2);
+  w.set_u32("tokenizer.ggml.eos_token_id", 1);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 3);
+  w.set_u32("tokenizer.ggml.padding_token_id", 0);
+  w.set_u32("tokenizer.ggml.eot_token_id", 5);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  return w;
+}
+
+TEST(TokenizerGemma, NoSpacePrefixButBos) {
+  auto tok = load(gemma_writer());
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_EQ(tok->kind(), VocabKind::kSpm);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_FALSE(tok->add_space_prefix());
+  EXPECT_EQ(tok->bos(), 2);
+  // No dummy prefix: "Hi" is "Hi", not "\u2581Hi"; a space the text has becomes U+2581.
+  EXPECT_EQ(tok->encode("Hi", true, false), (std::vector<int32_t>{2, 11}));
+  EXPECT_EQ(tok->encode(" Hi", false, false), (std::vector<int32_t>{12}));
+  EXPECT_EQ(tok->encode("Hi Hi", false, false), (std::vector<int32_t>{11, 12}));
+  // Decoding keeps a leading space: nothing was added that it should take away.
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{12}), " Hi");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{2, 11, 12}), "Hi Hi");
+  // Byte fallback for a character without a token.
+  EXPECT_EQ(tok->encode("\xC3\xA9", false, false), (std::vector<int32_t>{20, 21}));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{20, 21}), "\xC3\xA9");
+}
+
+TEST(TokenizerGemma, TurnMarkersAndUserDefinedWhitespace) {
+  auto tok = load(gemma_writer());
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  // A chat turn: control tokens only with parse_special, the user-defined newline always,
+  // and no space prefix after any of them.
+  const std::string turn = "<start_of_turn>user\nHi<end_of_turn>\n";
+  const std::vector<int32_t> ids = tok->encode(turn, true, true);
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 4, 19, 6, 11, 5, 6}));
+  DecodeOptions render;
+  render.render_special = true;
+  EXPECT_EQ(tok->decode(ids, render), "<bos>" + turn);
+  EXPECT_EQ(tok->decode(ids), "user\nHi\n");
+  const std::vector<int32_t> plain = tok->encode(turn, false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 4), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 6), 2);
+  // A run of spaces with a token of its own is matched before SentencePiece sees the text.
+  EXPECT_EQ(tok->encode("Hi  Hi", false, false), (std::vector<int32_t>{11, 7, 11}));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{11, 7, 11}), "Hi  Hi");
+  // <end_of_turn> ends generation, as the EOT key says; <eos> too.
+  EXPECT_EQ(tok->eot(), 5);
+  EXPECT_TRUE(tok->is_eog(5));
+  EXPECT_TRUE(tok->is_eog(1));
+  EXPECT_FALSE(tok->is_eog(4));
+  // An unused token is never produced from text and renders as nothing.
+  const std::vector<int32_t> unused = tok->encode("<unused0>", false, true);
+  EXPECT_EQ(std::count(unused.begin(), unused.end(), 22), 0);
+  EXPECT_EQ(tok->token_to_piece(22), "");
+}
+
 // ---------------------------------------------------------------- llama.cpp conformance files
 
 struct VocabCase {
@@ -415,17 +583,19 @@ std::vector<VocabCase> read_cases(const std::string& base) {
     pos = hit + sep.size();
   }
   std::string line;
-  for (VocabCase& c : cases) {
-    if (!std::getline(out, line)) break;
+  size_t lines = 0;
+  for (; std::getline(out, line); ++lines) {
+    if (lines >= cases.size()) continue;
     std::istringstream ls(line);
     int32_t id = 0;
-    while (ls >> id) c.ids.push_back(id);
+    while (ls >> id) cases[lines].ids.push_back(id);
   }
+  EXPECT_EQ(lines, cases.size()) << base << ".out: one line of ids per input text";
   return cases;
 }
 
 void run_conformance(const std::string& name) {
-  const std::string base = kShared + "/tokenizer/" + name;
+  const std::string base = kShared + "/tokenizer/ggml-vocab-" + name + ".gguf";
   if (!std::filesystem::exists(base) || !std::filesystem::exists(base + ".inp")) {
     GTEST_SKIP() << base << " is absent";
   }
@@ -441,8 +611,18 @@ void run_conformance(const std::string& name) {
   }
 }
 
-TEST(TokenizerConformance, LlamaSpm) { run_conformance("ggml-vocab-llama-spm.gguf"); }
-TEST(TokenizerConformance, Gpt2) { run_conformance("ggml-vocab-gpt-2.gguf"); }
+class TokenizerConformanceVocab : public testing::TestWithParam<const char*> {};
+
+TEST_P(TokenizerConformanceVocab, TokenizesAndRoundTripsEveryCase) { run_conformance(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Shared, TokenizerConformanceVocab,
+                         testing::Values("llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt",
+                                         "refact", "starcoder"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           std::erase(name, '-');
+                           return name;
+                         });
 
 TEST(TokenizerConformance, Gpt2SpecialTokenOnlyWhenParsed) {
   const std::string path = kShared + "/tokenizer/ggml-vocab-gpt-2.gguf";

@@ -39,43 +39,42 @@ void ByteLevelMap::decode(std::string_view text, std::string& out) const {
   }
 }
 
-// The contraction alternatives are spelled with explicit case classes instead of (?i:...):
-// under Unicode case folding 's' would also match U+017F and 'k' the Kelvin sign.
 namespace {
-constexpr const char* kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3Regex =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-}  // namespace
 
-Result<std::vector<std::string>> pretokenizer_regexes(std::string_view name) {
-  if (name == "gpt-2" || name == "phi-2" || name == "roberta-bpe" || name == "mpt" ||
-      name == "olmo" || name == "jais") {
-    return std::vector<std::string>{kGpt2Regex};
+// White_Space as llama.cpp's Unicode tables have it. PCRE2's \s also matches U+180E, which
+// Unicode stopped counting as whitespace in version 6.3.
+constexpr std::string_view kWhiteSpace =
+    R"(\t\n\x0B\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+// The pattern with \s and \S spelled out as kWhiteSpace, inside a class and outside it.
+Result<std::string> spell_out_whitespace(std::string_view p) {
+  std::string out;
+  out.reserve(p.size());
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char e = p[++i];
+      if (e == 's') {
+        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^" + std::string(kWhiteSpace) + "]";
+      } else if (e == 'S') {
+        return internal_error("pre-tokenizer regex '" + std::string(p) + "': \\S in a class");
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    out += c;
   }
-  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
-      name == "dbrx" || name == "smaug-bpe") {
-    return std::vector<std::string>{kLlama3Regex};
-  }
-  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "megrez" || name == "stablelm2") {
-    return std::vector<std::string>{kQwen2Regex};
-  }
-  if (name == "default") {
-    // What llama.cpp applies when a BPE vocabulary names no pre-tokenizer.
-    return std::vector<std::string>{
-        R"([\p{P}\$\+<=>\^~\|]+)",
-        kGpt2Regex,
-        R"(\p{N}+)",
-        R"([0-9][0-9][0-9])",
-    };
-  }
-  return Status(unsupported("tokenizer.ggml.pre: unknown pre-tokenizer '" + std::string(name) +
-                            "' (known: gpt-2, llama-bpe/llama3, qwen2, default and aliases)"));
+  return out;
 }
+
+}  // namespace
 
 struct RegexSplitter::Impl {
   struct CodeDeleter {
@@ -89,20 +88,22 @@ RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
 RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
 RegexSplitter::~RegexSplitter() = default;
 
-Result<RegexSplitter> RegexSplitter::create(const std::vector<std::string>& patterns) {
+Result<RegexSplitter> RegexSplitter::create(std::span<const std::string_view> patterns) {
   RegexSplitter s;
-  for (const std::string& p : patterns) {
+  for (const std::string_view p : patterns) {
+    STRATA_ASSIGN_OR_RETURN(const std::string spelled, spell_out_whitespace(p));
     int err = 0;
     PCRE2_SIZE err_offset = 0;
     // MATCH_INVALID_UTF: invalid bytes never match and end up in the gaps between matches,
-    // instead of failing the whole match.
-    pcre2_code* code =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
+    // instead of failing the whole match. DOLLAR_ENDONLY: '$' is the end of the piece, as in
+    // ECMAScript, never before a final newline.
+    const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(spelled.data()), spelled.size(),
+                                     options, &err, &err_offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
-      return internal_error("pre-tokenizer regex '" + p + "' at offset " +
+      return internal_error("pre-tokenizer regex '" + spelled + "' at offset " +
                             std::to_string(err_offset) + ": " + reinterpret_cast<char*>(msg));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional: the interpreter is the fallback

@@ -1,13 +1,14 @@
-// Unicode pieces of byte-level BPE: the GPT-2 byte <-> character map and the regex
-// pre-tokenizers (PCRE2 with Unicode properties).
+// Unicode pieces of byte-level BPE: the GPT-2 byte <-> character map and the regex splitter
+// that pre-tokenizers run (PCRE2 with Unicode properties).
 //
-// Goal: split text exactly as the Hugging Face pre-tokenizers that GGUF files name in
-// tokenizer.ggml.pre do. Non-goal: any pre-tokenizer not listed in pretokenizer_regexes().
+// Goal: split text as llama.cpp's pre-tokenizers do; the regexes themselves are rows of the
+// pre-tokenizer table (tokenizer_pre.h). Non-goal: normalisation.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,15 +39,12 @@ struct TextSpan {
   size_t size = 0;
 };
 
-// The regexes of a named pre-tokenizer, applied in order (each one splits the pieces that
-// the previous ones left). An unknown name is an error that names it.
-Result<std::vector<std::string>> pretokenizer_regexes(std::string_view name);
-
-// Splits text with a list of compiled regexes. Matches and the text between them both become
-// pieces, so the pieces always cover the whole text. Safe to use from several threads.
+// Splits text with a list of compiled regexes (PCRE2, UTF-8 with Unicode properties; \s is
+// Unicode White_Space, '$' only the end of a piece). Matches and the text between them both
+// become pieces, so the pieces always cover the whole text. Safe to use from several threads.
 class RegexSplitter {
  public:
-  static Result<RegexSplitter> create(const std::vector<std::string>& patterns);
+  static Result<RegexSplitter> create(std::span<const std::string_view> patterns);
   RegexSplitter(RegexSplitter&&) noexcept;
   RegexSplitter& operator=(RegexSplitter&&) noexcept;
   ~RegexSplitter();
