@@ -7,6 +7,8 @@
 #include "backend/cpu_backend.h"
 #include "core/matmul.h"
 #include "core/ops.h"
+#include "core/ops_act.h"
+#include "core/rope_rates.h"
 #include "graph/op_table.h"
 
 namespace strata {
@@ -105,18 +107,55 @@ Status exec_mul_mat(const ExecNode& e) {
   return Status::ok();
 }
 
-Status exec_rope(const ExecNode& e) {
+// Rope writes in place; a distinct output gets the input's heads first.
+void rope_copy_in(const ExecNode& e) {
   const TensorRef& x = e.T(0);
   const TensorRef& out = e.out();
-  float* y = e.y();
   if (e.node.src[0] != e.node.out && e.P(0) != e.ptr[e.node.out]) {
     for (int64_t t = 0; t < x.ne[2]; ++t) {
-      std::memcpy(reinterpret_cast<uint8_t*>(y) + t * out.nb[2], e.P(0) + t * x.nb[2],
+      std::memcpy(e.ptr[e.node.out] + t * out.nb[2], e.P(0) + t * x.nb[2],
                   static_cast<size_t>(x.nb[1] * x.ne[1]));
     }
   }
-  rope(e.pool, y, x.ne[0], x.ne[1], x.ne[2], floats(out.nb[2]), e.I(1), e.node.iparams[0],
+}
+
+Status exec_rope(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  rope_copy_in(e);
+  rope(e.pool, e.y(), x.ne[0], x.ne[1], x.ne[2], floats(e.out().nb[2]), e.I(1), e.node.iparams[0],
        static_cast<RopeMode>(e.node.iparams[1]), e.node.fparams[0], e.node.fparams[1]);
+  return Status::ok();
+}
+
+Status exec_rope_rates(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  rope_copy_in(e);
+  rope_rates(e.pool, e.y(), x.ne[0], x.ne[1], x.ne[2], floats(e.out().nb[2]), e.I(1),
+             e.node.iparams[0], static_cast<RopeMode>(e.node.iparams[1]), e.F(2),
+             e.node.fparams[0]);
+  return Status::ok();
+}
+
+Status exec_scale(const ExecNode& e) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.out())) return invalid_argument("rows not uniform");
+  scale(e.pool, e.F(0), floats(e.T(0).nb[1]), e.node.fparams[0], e.y(), floats(e.out().nb[1]),
+        e.T(0).ne[0], e.T(0).n_rows());
+  return Status::ok();
+}
+
+Status exec_softcap(const ExecNode& e) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.out())) return invalid_argument("rows not uniform");
+  softcap(e.pool, e.F(0), floats(e.T(0).nb[1]), e.node.fparams[0], e.y(), floats(e.out().nb[1]),
+          e.T(0).ne[0], e.T(0).n_rows());
+  return Status::ok();
+}
+
+Status exec_geglu(const ExecNode& e) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.T(1)) || !rows_uniform(e.out())) {
+    return invalid_argument("rows not uniform");
+  }
+  geglu(e.pool, e.F(0), floats(e.T(0).nb[1]), e.F(1), floats(e.T(1).nb[1]), e.y(),
+        floats(e.out().nb[1]), e.T(0).ne[0], e.T(0).n_rows());
   return Status::ok();
 }
 
@@ -128,7 +167,7 @@ Status exec_set_rows(const ExecNode& e) {
   return Status::ok();
 }
 
-Status exec_attention(const ExecNode& e) {
+Status run_attention(const ExecNode& e, const AttentionExtra& extra) {
   const TensorRef& q = e.T(0);
   const TensorRef& cells = e.T(3);
   const TensorRef& out = e.out();
@@ -147,8 +186,14 @@ Status exec_attention(const ExecNode& e) {
   const float scale = e.node.fparams[0];
   attention(e.pool, e.F(0), floats(q.nb[2]), q.ne[0], q.ne[1], q.ne[2], e.T(1).dtype, e.P(1),
             e.P(2), e.T(1).nb[1], e.node.iparams[0], e.I(3), max_len, tok, scale, e.y(),
-            floats(out.nb[2]));
+            floats(out.nb[2]), extra);
   return Status::ok();
+}
+
+Status exec_attention(const ExecNode& e) { return run_attention(e, {}); }
+
+Status exec_attention_ext(const ExecNode& e) {
+  return run_attention(e, {e.node.iparams[1], e.node.fparams[1]});
 }
 
 Status exec_argmax(const ExecNode& e) {
@@ -176,10 +221,14 @@ struct ExecRow {
   OpExec run;
 };
 constexpr ExecRow kExecRows[] = {
-    {Op::kGetRows, exec_get_rows}, {Op::kRmsNorm, exec_rms_norm},    {Op::kAdd, exec_add},
-    {Op::kMul, exec_mul},          {Op::kMulMat, exec_mul_mat},      {Op::kRope, exec_rope},
-    {Op::kSetRows, exec_set_rows}, {Op::kAttention, exec_attention}, {Op::kSwiglu, exec_swiglu},
-    {Op::kArgmax, exec_argmax},    {Op::kCopy, exec_copy},
+    {Op::kGetRows, exec_get_rows}, {Op::kRmsNorm, exec_rms_norm},
+    {Op::kAdd, exec_add},          {Op::kMul, exec_mul},
+    {Op::kMulMat, exec_mul_mat},   {Op::kRope, exec_rope},
+    {Op::kSetRows, exec_set_rows}, {Op::kAttention, exec_attention},
+    {Op::kSwiglu, exec_swiglu},    {Op::kArgmax, exec_argmax},
+    {Op::kCopy, exec_copy},        {Op::kRopeRates, exec_rope_rates},
+    {Op::kScale, exec_scale},      {Op::kGeglu, exec_geglu},
+    {Op::kSoftcap, exec_softcap},  {Op::kAttentionExt, exec_attention_ext},
 };
 
 constexpr std::array<OpExec, kOpIdLimit> make_exec_table() {

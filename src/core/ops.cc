@@ -128,14 +128,15 @@ void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes
 void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
                int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
                size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
-               const int32_t* tok, float scale, float* out, size_t out_tok_stride) {
+               const int32_t* tok, float scale, float* out, size_t out_tok_stride,
+               const AttentionExtra& extra) {
   STRATA_CHECK(kv_dtype == DType::kF32 || kv_dtype == DType::kF16,
                "attention: the KV cache must be f32 or f16");
   STRATA_CHECK(head_dim > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
                "attention: n_head must be a multiple of n_head_kv");
-  const internal::AttentionArgs a{q,   q_tok_stride,  head_dim,  n_head, n_tokens, kv_dtype, k,
-                                  v,   kv_row_bytes,  n_head_kv, cells,  max_len,  tok,      scale,
-                                  out, out_tok_stride};
+  const internal::AttentionArgs a{q,   q_tok_stride,   head_dim,  n_head, n_tokens, kv_dtype, k,
+                                  v,   kv_row_bytes,   n_head_kv, cells,  max_len,  tok,      scale,
+                                  out, out_tok_stride, extra};
   const int n_threads = pool.size();
   if (!use_avx2()) {
     const size_t per = static_cast<size_t>(std::max<int64_t>(max_len, 1));

@@ -51,6 +51,15 @@ void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes
 void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
               size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows);
 
+// What some models add to attention: a sliding window (a token attends to the last `window`
+// of its cells; 0: all of them, which assumes a list holds consecutive positions, as the
+// engine's lists do) and soft-capping of the scores (score = softcap * tanh(score / softcap);
+// 0: none).
+struct AttentionExtra {
+  int64_t window = 0;
+  float softcap = 0.0f;
+};
+
 // Attention of n_tokens queries over the KV cache.
 //   q    F32 [head_dim, n_head, n_tokens], token stride q_tok_stride (elements)
 //   k, v kv_dtype (F32 or F16) cache rows: cell c holds n_head_kv heads of head_dim values at
@@ -65,7 +74,8 @@ void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes
 void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
                int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
                size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
-               const int32_t* tok, float scale, float* out, size_t out_tok_stride);
+               const int32_t* tok, float scale, float* out, size_t out_tok_stride,
+               const AttentionExtra& extra = {});
 
 // out[r] = index of the largest value of row r (the first one on ties). F32 [n, rows].
 void argmax(ThreadPool& pool, const float* x, size_t x_stride, int64_t n, int64_t rows,
@@ -83,7 +93,7 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
 void attention(const float* q, size_t q_tok_stride, int64_t head_dim, int64_t n_head,
                int64_t n_tokens, DType kv_dtype, const void* k, const void* v, size_t kv_row_bytes,
                int64_t n_head_kv, const int32_t* cells, int64_t max_len, const int32_t* tok,
-               float scale, float* out, size_t out_tok_stride);
+               float scale, float* out, size_t out_tok_stride, const AttentionExtra& extra = {});
 }  // namespace ref
 
 }  // namespace strata

@@ -113,8 +113,8 @@ inline int64_t round_up8(int64_t n) { return (n + 7) / 8 * 8; }
 template <int kNh, bool kF16>
 void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scratch) {
   const int64_t hd = a.head_dim;
-  const int64_t len = a.tok[2 * t + 1];
-  const int32_t* cells = a.cells + static_cast<int64_t>(a.tok[2 * t]) * a.max_len;
+  int64_t len = 0;
+  const int32_t* cells = attention_cells(a, t, &len);
   const int64_t kvh = h0 / (a.n_head / a.n_head_kv);
   const size_t head_off = static_cast<size_t>(kvh * hd) * (kF16 ? 2 : 4);
   const uint8_t* kbase = static_cast<const uint8_t*>(a.k) + head_off;
@@ -161,7 +161,7 @@ void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scrat
     for (int j = 0; j < kNh; ++j) {
       float dot = hsum(_mm256_add_ps(s0[j], s1[j]));
       for (int64_t e = nv; e < hd; ++e) dot = std::fma(q[j][e], kv_scalar<kF16>(kr, e), dot);
-      s[j][c] = dot * a.scale;
+      s[j][c] = attention_score(a, dot);
     }
   }
 

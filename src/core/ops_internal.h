@@ -44,7 +44,27 @@ struct AttentionArgs {
   float scale;
   float* out;
   size_t out_tok_stride;
+  AttentionExtra extra = {};
 };
+
+// The cells a token attends to: the first tok[2t+1] of its list, or of those the last
+// `window` (sliding-window attention).
+inline const int32_t* attention_cells(const AttentionArgs& a, int64_t t, int64_t* len) {
+  const int32_t* cells = a.cells + static_cast<int64_t>(a.tok[2 * t]) * a.max_len;
+  *len = a.tok[2 * t + 1];
+  if (a.extra.window > 0 && *len > a.extra.window) {
+    cells += *len - a.extra.window;
+    *len = a.extra.window;
+  }
+  return cells;
+}
+
+// A score as every attention kernel computes it from the dot product of q and k.
+inline float attention_score(const AttentionArgs& a, float dot) {
+  const float s = dot * a.scale;
+  if (a.extra.softcap > 0.0f) return std::tanh(s / a.extra.softcap) * a.extra.softcap;
+  return s;
+}
 
 // Scalar attention of token t, query head h. scratch: at least max_len floats.
 void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scratch);

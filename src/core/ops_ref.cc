@@ -84,10 +84,10 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
 void attention(const float* q, size_t q_tok_stride, int64_t head_dim, int64_t n_head,
                int64_t n_tokens, DType kv_dtype, const void* k, const void* v, size_t kv_row_bytes,
                int64_t n_head_kv, const int32_t* cells, int64_t max_len, const int32_t* tok,
-               float scale, float* out, size_t out_tok_stride) {
-  const internal::AttentionArgs a{q,   q_tok_stride,  head_dim,  n_head, n_tokens, kv_dtype, k,
-                                  v,   kv_row_bytes,  n_head_kv, cells,  max_len,  tok,      scale,
-                                  out, out_tok_stride};
+               float scale, float* out, size_t out_tok_stride, const AttentionExtra& extra) {
+  const internal::AttentionArgs a{q,   q_tok_stride,   head_dim,  n_head, n_tokens, kv_dtype, k,
+                                  v,   kv_row_bytes,   n_head_kv, cells,  max_len,  tok,      scale,
+                                  out, out_tok_stride, extra};
   std::vector<float> scratch(static_cast<size_t>(max_len));
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t h = 0; h < n_head; ++h) internal::attention_head_ref(a, t, h, scratch.data());
@@ -118,10 +118,9 @@ float kv_at(const AttentionArgs& a, const void* base, int32_t cell, int64_t kvh,
 // Two passes over the cells: the scores, then softmax with the global maximum subtracted (so a
 // score of 1e4 cannot overflow exp), then the weighted sum of V rows in cell order.
 void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scratch) {
-  const int32_t list = a.tok[2 * t];
-  const int64_t len = a.tok[2 * t + 1];
-  STRATA_DCHECK(len >= 0 && len <= a.max_len);
-  const int32_t* cells = a.cells + static_cast<int64_t>(list) * a.max_len;
+  STRATA_DCHECK(a.tok[2 * t + 1] >= 0 && a.tok[2 * t + 1] <= a.max_len);
+  int64_t len = 0;
+  const int32_t* cells = attention_cells(a, t, &len);
   const int64_t kvh = h / (a.n_head / a.n_head_kv);
   const float* qh = a.q + t * a.q_tok_stride + h * a.head_dim;
   float* oh = a.out + t * a.out_tok_stride + h * a.head_dim;
@@ -130,7 +129,7 @@ void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scr
   for (int64_t c = 0; c < len; ++c) {
     float dot = 0.0f;
     for (int64_t d = 0; d < a.head_dim; ++d) dot += qh[d] * kv_at(a, a.k, cells[c], kvh, d);
-    scratch[c] = dot * a.scale;
+    scratch[c] = attention_score(a, dot);
     if (scratch[c] > max) max = scratch[c];
   }
   float sum = 0.0f;

@@ -471,15 +471,21 @@ KvCache make_cache(DType dt, int64_t head_dim, int64_t n_head_kv, int64_t n_cell
 
 // Softmax attention in double, written directly from the definition.
 std::vector<double> attention_oracle(const KvCache& c, const float* qh, int64_t h, int64_t n_head,
-                                     int32_t list, int64_t len, float scale) {
+                                     int32_t list, int64_t len, float scale,
+                                     const AttentionExtra& extra = {}) {
   const int64_t kvh = h / (n_head / c.n_head_kv);
   const int32_t* cells = c.cells.data() + list * c.max_len;
+  if (extra.window > 0 && len > extra.window) {  // the last `window` cells of the prefix
+    cells += len - extra.window;
+    len = extra.window;
+  }
   std::vector<double> s(len);
   double mx = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < len; ++j) {
     double dot = 0;
     for (int64_t d = 0; d < c.head_dim; ++d) dot += double(qh[d]) * c.get(c.k, cells[j], kvh, d);
     s[j] = dot * scale;
+    if (extra.softcap > 0) s[j] = std::tanh(s[j] / extra.softcap) * extra.softcap;
     mx = std::max(mx, s[j]);
   }
   double sum = 0;
@@ -496,6 +502,7 @@ struct AttnRun {
   std::vector<int32_t> tok;  // [2, n_tokens]
   std::vector<float> q;      // token stride n_head * head_dim + 5
   float scale;
+  AttentionExtra extra = {};
 
   int64_t n_tokens() const { return int64_t(tok.size() / 2); }
   size_t q_stride(const KvCache& c) const { return n_head * c.head_dim + 5; }
@@ -507,7 +514,7 @@ struct AttnRun {
     std::vector<float> out(os * count, -7.0f);
     attention(pool, q.data() + first * qs, qs, c.head_dim, n_head, count, c.dtype, c.k.data(),
               c.v.data(), c.row_bytes, c.n_head_kv, c.cells.data(), c.max_len,
-              tok.data() + 2 * first, scale, out.data(), os);
+              tok.data() + 2 * first, scale, out.data(), os, extra);
     // Keep only the head values (the padding of each output row must be left alone).
     std::vector<float> packed;
     for (int64_t t = 0; t < count; ++t) {
@@ -538,7 +545,7 @@ void expect_matches_oracle(const KvCache& c, const AttnRun& r, const std::vector
     for (int64_t h = 0; h < r.n_head; ++h) {
       const std::vector<double> want =
           attention_oracle(c, r.q.data() + t * r.q_stride(c) + h * c.head_dim, h, r.n_head,
-                           r.tok[2 * t], len, r.scale);
+                           r.tok[2 * t], len, r.scale, r.extra);
       for (int64_t d = 0; d < c.head_dim; ++d) {
         const float g = got[(t * r.n_head + h) * c.head_dim + d];
         ASSERT_TRUE(std::isfinite(g));
@@ -578,6 +585,40 @@ TEST(OpsAttention, LongListMatchesOracle) {
   for (Isa isa : isas()) {
     IsaScope scope(isa);
     expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
+  }
+}
+
+// Sliding windows (shorter and longer than the lists) and soft-capped scores, on every ISA,
+// against the oracle that applies both by definition.
+TEST(OpsAttention, WindowAndSoftcapMatchOracle) {
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    const KvCache c = make_cache(dt, 64, 2, 300, {257, 40}, 31, 2.0f);
+    for (const AttentionExtra extra : {AttentionExtra{16, 0.0f}, AttentionExtra{0, 0.7f},
+                                       AttentionExtra{100, 2.0f}, AttentionExtra{1, 0.0f}}) {
+      AttnRun r = make_run(c, 4, {0, 257, 1, 40, 0, 17, 1, 1, 0, 100}, 32, 2.0f);
+      r.extra = extra;
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
+      }
+    }
+  }
+}
+
+// A window of 0 and a cap of 0 are plain attention, bit for bit.
+TEST(OpsAttention, NoWindowNoCapIsPlainAttention) {
+  ThreadPool pool(2);
+  const KvCache c = make_cache(DType::kF16, 32, 1, 50, {50}, 41);
+  AttnRun r = make_run(c, 2, {0, 50, 0, 7}, 42);
+  for (Isa isa : isas()) {
+    IsaScope scope(isa);
+    const std::vector<float> plain = r.run(pool, c);
+    r.extra = AttentionExtra{0, 0.0f};
+    EXPECT_TRUE(bitwise_equal(plain, r.run(pool, c))) << isa_name(isa);
+    r.extra = AttentionExtra{50, 0.0f};  // a window as long as the list changes nothing
+    EXPECT_TRUE(bitwise_equal(plain, r.run(pool, c))) << isa_name(isa);
+    r.extra = {};
   }
 }
 

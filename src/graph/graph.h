@@ -22,21 +22,28 @@ constexpr int kMaxParams = 4;
 
 // Stored in serialised graphs: never renumber.
 enum class Op : uint32_t {
-  kGetRows = 1,    // src0 table dtype [n, rows], src1 I32 [m] ids -> F32 [n, m]
-  kRmsNorm = 2,    // src0 F32 [n, r], src1 F32 [n] weight or none; f0 eps -> F32 [n, r]
-  kAdd = 3,        // src0 F32 [n, r], src1 F32 [n, r] or [n, 1] -> F32 [n, r]
-  kMul = 4,        // as kAdd
-  kMulMat = 5,     // src0 W dtype [k, n], src1 F32 [k, m] -> F32 [n, m]
-  kRope = 6,       // src0 F32 [hd, heads, t], src1 I32 [t] positions; i0 n_rot, i1 mode,
-                   // f0 freq_base, f1 freq_scale -> F32 [hd, heads, t] (may alias src0)
-  kSetRows = 7,    // src0 cache F16/F32 [n, cells], src1 F32 [n, t], src2 I32 [t] cells;
-                   // out is src0 (written in place)
-  kAttention = 8,  // src0 q F32 [hd, heads, t], src1 k cache, src2 v cache [hd*kv_heads, cells],
-                   // src3 I32 [len, lists] cells, src4 I32 [2, t] (list, count); i0 kv_heads,
-                   // f0 scale -> F32 [hd, heads, t]
-  kSwiglu = 9,     // src0 gate F32 [n, r], src1 up F32 [n, r] -> F32 [n, r]
-  kArgmax = 10,    // src0 F32 [n, r] -> I32 [r]
-  kCopy = 11,      // src0 F32 [n, r] -> F32 [n, r] (strided rows to contiguous)
+  kGetRows = 1,     // src0 table dtype [n, rows], src1 I32 [m] ids -> F32 [n, m]
+  kRmsNorm = 2,     // src0 F32 [n, r], src1 F32 [n] weight or none; f0 eps -> F32 [n, r]
+  kAdd = 3,         // src0 F32 [n, r], src1 F32 [n, r] or [n, 1] -> F32 [n, r]
+  kMul = 4,         // as kAdd
+  kMulMat = 5,      // src0 W dtype [k, n], src1 F32 [k, m] -> F32 [n, m]
+  kRope = 6,        // src0 F32 [hd, heads, t], src1 I32 [t] positions; i0 n_rot, i1 mode,
+                    // f0 freq_base, f1 freq_scale -> F32 [hd, heads, t] (may alias src0)
+  kSetRows = 7,     // src0 cache F16/F32 [n, cells], src1 F32 [n, t], src2 I32 [t] cells;
+                    // out is src0 (written in place)
+  kAttention = 8,   // src0 q F32 [hd, heads, t], src1 k cache, src2 v cache [hd*kv_heads, cells],
+                    // src3 I32 [len, lists] cells, src4 I32 [2, t] (list, count); i0 kv_heads,
+                    // f0 scale -> F32 [hd, heads, t]
+  kSwiglu = 9,      // src0 gate F32 [n, r], src1 up F32 [n, r] -> F32 [n, r]
+  kArgmax = 10,     // src0 F32 [n, r] -> I32 [r]
+  kCopy = 11,       // src0 F32 [n, r] -> F32 [n, r] (strided rows to contiguous)
+  kRopeRates = 12,  // as kRope, with src2 F32 [n_rot/2] per-pair rates (theta_i = pos * rate_i);
+                    // i0 n_rot, i1 mode, f0 mscale (cos and sin scaled by it)
+  kScale = 13,      // src0 F32 [n, r]; f0 s -> F32 [n, r] = x * s
+  kGeglu = 14,      // as kSwiglu with a GELU (tanh approximation) gate
+  kSoftcap = 15,    // src0 F32 [n, r]; f0 cap > 0 -> F32 [n, r] = cap * tanh(x / cap)
+  kAttentionExt = 16,  // as kAttention; i1 sliding window in cells (0: none), f1 score
+                       // soft-cap (0: none)
 };
 
 // The op's name from the op table (graph/op_table.h); "unknown" for a value without a row.

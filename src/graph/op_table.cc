@@ -1,6 +1,7 @@
 #include "graph/op_table.h"
 
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "core/check.h"
@@ -98,6 +99,31 @@ Status validate_rope(const NodeView& n) {
               "rope: x f32 [hd, heads, t] with packed heads, pos i32 [t]");
 }
 
+Status validate_rope_rates(const NodeView& n) {
+  STRATA_RETURN_IF_ERROR(validate_rope(n));
+  const TensorRef& rates = n.src(2);
+  STRATA_RETURN_IF_ERROR(need(is_f32(rates) && rates.contiguous() && rates.n_rows() == 1 &&
+                                  rates.ne[0] == n.node.iparams[0] / 2,
+                              "rates must be f32 [n_rot / 2]"));
+  return need(std::isfinite(n.node.fparams[0]), "mscale must be finite");
+}
+
+Status validate_unary(const NodeView& n) {
+  return need(is_f32(n.src(0)) && is_f32(n.out()) && same_shape(n.src(0), n.out()),
+              "x and out must be f32 of one shape");
+}
+
+Status validate_scale(const NodeView& n) {
+  STRATA_RETURN_IF_ERROR(need(std::isfinite(n.node.fparams[0]), "the scale must be finite"));
+  return validate_unary(n);
+}
+
+Status validate_softcap(const NodeView& n) {
+  const float cap = n.node.fparams[0];
+  STRATA_RETURN_IF_ERROR(need(cap > 0 && std::isfinite(cap), "the cap must be finite and > 0"));
+  return validate_unary(n);
+}
+
 Status validate_set_rows(const NodeView& n) {
   const TensorRef& cache = n.src(0);
   return need((cache.dtype == DType::kF16 || is_f32(cache)) && is_f32(n.src(1)) &&
@@ -125,6 +151,13 @@ Status validate_attention(const NodeView& n) {
   return need(is_f32(q) && is_f32(out) && same_shape(q, out) && q.nb[1] == q.nb[0] * q.ne[0] &&
                   out.nb[1] == out.nb[0] * out.ne[0],
               "q and out must be f32 [hd, heads, t] with packed heads");
+}
+
+Status validate_attention_ext(const NodeView& n) {
+  STRATA_RETURN_IF_ERROR(validate_attention(n));
+  STRATA_RETURN_IF_ERROR(need(n.node.iparams[1] >= 0, "the window must be >= 0"));
+  const float cap = n.node.fparams[1];
+  return need(cap >= 0 && std::isfinite(cap), "the soft-cap must be finite and >= 0");
 }
 
 Status validate_argmax(const NodeView& n) {
@@ -155,6 +188,11 @@ constexpr OpInfo kOps[] = {
     {Op::kSwiglu, "swiglu", 2, 0, -1, validate_swiglu},
     {Op::kArgmax, "argmax", 1, 0, -1, validate_argmax},
     {Op::kCopy, "copy", 1, 0, -1, validate_copy},
+    {Op::kRopeRates, "rope_rates", 3, 0, -1, validate_rope_rates},
+    {Op::kScale, "scale", 1, 0, -1, validate_scale},
+    {Op::kGeglu, "geglu", 2, 0, -1, validate_swiglu},
+    {Op::kSoftcap, "softcap", 1, 0, -1, validate_softcap},
+    {Op::kAttentionExt, "attention_ext", 5, 0, -1, validate_attention_ext},
 };
 
 constexpr std::array<int16_t, kOpIdLimit> make_index() {

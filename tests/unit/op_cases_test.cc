@@ -140,7 +140,7 @@ void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 // Attention of t queries of `heads` heads over a cache of `cells` cells in `kv` dtype, with two
 // lists (sequences) of up to `len` cells.
 void attention_case(CaseGraph& c, DType kv, int64_t hd, int64_t heads, int64_t kv_heads, int64_t t,
-                    int64_t cells, int64_t len) {
+                    int64_t cells, int64_t len, int32_t window = -1, float softcap = 0.0f) {
   const int32_t q = c.f32(hd, heads, t);
   const int32_t k = c.weight(kv, hd * kv_heads, cells);
   const int32_t v = c.weight(kv, hd * kv_heads, cells);
@@ -154,8 +154,13 @@ void attention_case(CaseGraph& c, DType kv, int64_t hd, int64_t heads, int64_t k
   const int32_t lc = c.i32(lists, len, 2);
   const int32_t tk = c.i32(tok, 2, t);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  c.node(Op::kAttention, c.out(DType::kF32, hd, heads, t), {q, k, v, lc, tk},
-         {static_cast<int32_t>(kv_heads)}, {scale});
+  if (window < 0) {
+    c.node(Op::kAttention, c.out(DType::kF32, hd, heads, t), {q, k, v, lc, tk},
+           {static_cast<int32_t>(kv_heads)}, {scale});
+  } else {
+    c.node(Op::kAttentionExt, c.out(DType::kF32, hd, heads, t), {q, k, v, lc, tk},
+           {static_cast<int32_t>(kv_heads), window}, {scale, softcap});
+  }
 }
 
 void rope_case(CaseGraph& c, int64_t hd, int64_t heads, int64_t t, int32_t n_rot, int32_t mode,
@@ -254,6 +259,55 @@ const std::vector<OpCase>& cases() {
        [](CaseGraph& c) { attention_case(c, DType::kF16, 16, 4, 2, 3, 9, 5); }},
       {"attention_f32_mha", Op::kAttention,
        [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 3, 3, 4, 6, 6); }},
+      {"attention_ext_window_softcap", Op::kAttentionExt,
+       [](CaseGraph& c) { attention_case(c, DType::kF16, 16, 4, 2, 5, 12, 9, 3, 1.5f); }},
+      {"attention_ext_softcap_only", Op::kAttentionExt,
+       [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 2, 1, 3, 6, 6, 0, 0.5f); }},
+      {"rope_rates_neox_partial", Op::kRopeRates,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(32, 3, 4);
+         c.written(x);
+         c.node(Op::kRopeRates, x, {x, c.ids(4, 70000), c.f32(8)}, {16, 2}, {1.2f});
+       }},
+      {"rope_rates_normal", Op::kRopeRates,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(16, 2, 3);
+         c.node(Op::kRopeRates, c.out(DType::kF32, 16, 2, 3), {x, c.ids(3, 100), c.f32(8)}, {16, 0},
+                {1.0f});
+       }},
+      {"scale", Op::kScale,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(48, 3);
+         c.node(Op::kScale, c.out(DType::kF32, 48, 3), {x}, {}, {45.25f});
+       }},
+      {"scale_in_place", Op::kScale,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(7, 2);
+         c.written(x);
+         c.node(Op::kScale, x, {x}, {}, {-0.5f});
+       }},
+      {"geglu", Op::kGeglu,
+       [](CaseGraph& c) {
+         const int32_t gate = c.f32(40, 3);
+         c.node(Op::kGeglu, c.out(DType::kF32, 40, 3), {gate, c.f32(40, 3)});
+       }},
+      {"geglu_in_place", Op::kGeglu,
+       [](CaseGraph& c) {
+         const int32_t gate = c.f32(33, 2);
+         c.written(gate);
+         c.node(Op::kGeglu, gate, {gate, c.f32(33, 2)});
+       }},
+      {"softcap", Op::kSoftcap,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(50, 2);
+         c.node(Op::kSoftcap, c.out(DType::kF32, 50, 2), {x}, {}, {0.3f});
+       }},
+      {"softcap_in_place", Op::kSoftcap,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(19, 3);
+         c.written(x);
+         c.node(Op::kSoftcap, x, {x}, {}, {30.0f});
+       }},
       {"swiglu", Op::kSwiglu,
        [](CaseGraph& c) {
          const int32_t gate = c.f32(40, 3);
