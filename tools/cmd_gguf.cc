@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/dtype.h"
 #include "flags.h"
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/synth.h"
 
@@ -29,7 +30,7 @@ void print_gen_usage() {
   std::printf(
       "usage: strata gguf gen -o FILE [options]\n\n"
       "  -o, --output FILE   where to write the model (required)\n"
-      "  --arch NAME         llama | qwen2 | qwen3 (default llama)\n"
+      "  --arch NAME         %s (default llama)\n"
       "  --n-embd N          embedding width (default 256)\n"
       "  --n-layer N         layers (default 2)\n"
       "  --n-head N          attention heads (default 4)\n"
@@ -43,8 +44,18 @@ void print_gen_usage() {
       "  --seed N            weight seed (default 1); same options, same bytes\n"
       "  --rope-freq-base F  default 10000 for llama, 1e6 for qwen\n"
       "  --rms-eps F         default 1e-5 for llama, 1e-6 for qwen\n"
-      "  --tied              no output.weight: the output reuses token_embd.weight\n",
-      kSynthMinVocab);
+      "  --tied              no output.weight: the output reuses token_embd.weight\n"
+      "  --n-rot N           rotated dims per head (default the head width; less: partial)\n"
+      "  --rope-scaling T    none | linear | yarn | longrope (longrope writes short and long\n"
+      "                      factor tensors)\n"
+      "  --rope-factor F     rope.scaling.factor\n"
+      "  --rope-orig-ctx N   rope.scaling.original_context_length\n"
+      "  --rope-attn-factor F  rope.scaling.attn_factor\n"
+      "  --rope-freqs        a Llama 3.1 rope_freqs.weight (frequency divisors 1..8)\n"
+      "  --swa N             gemma2/gemma3 sliding window (default 4096 / 512)\n"
+      "  --attn-softcap F    gemma2 attention soft-cap (default 50)\n"
+      "  --final-softcap F   gemma2 logit soft-cap (default 30)\n",
+      arch_names().c_str(), kSynthMinVocab);
 }
 
 // Printable, bounded form of a string from the file.
@@ -189,10 +200,29 @@ int info(const Args& args) {
 }
 
 int gen(const Args& args) {
-  Flags flags(
-      {"-o|--output", "--arch", "--n-embd", "--n-layer", "--n-head", "--n-head-kv", "--n-ff",
-       "--n-vocab", "--n-ctx", "--head-dim", "--dtype", "--seed", "--rope-freq-base", "--rms-eps"},
-      {"-h|--help", "--tied"});
+  Flags flags({"-o|--output",
+               "--arch",
+               "--n-embd",
+               "--n-layer",
+               "--n-head",
+               "--n-head-kv",
+               "--n-ff",
+               "--n-vocab",
+               "--n-ctx",
+               "--head-dim",
+               "--dtype",
+               "--seed",
+               "--rope-freq-base",
+               "--rms-eps",
+               "--n-rot",
+               "--rope-scaling",
+               "--rope-factor",
+               "--rope-orig-ctx",
+               "--rope-attn-factor",
+               "--swa",
+               "--attn-softcap",
+               "--final-softcap"},
+              {"-h|--help", "--tied", "--rope-freqs"});
   if (Status s = flags.parse(args); !s.is_ok()) return fail("gguf gen", s);
   if (flags.has("--help")) {
     print_gen_usage();
@@ -207,6 +237,8 @@ int gen(const Args& args) {
   SynthParams p;
   p.arch = flags.get_or("--arch", p.arch);
   p.tied_output = flags.has("--tied");
+  p.rope_freqs = flags.has("--rope-freqs");
+  p.rope_scaling = flags.get_or("--rope-scaling", "");
   // Ranges here only keep values in int64; synth_validate applies the real limits.
   constexpr int64_t kBig = int64_t{1} << 40;
   struct IntFlag {
@@ -217,7 +249,9 @@ int gen(const Args& args) {
   const IntFlag ints[] = {{"--n-embd", &p.n_embd, 1}, {"--n-layer", &p.n_layer, 1},
                           {"--n-head", &p.n_head, 1}, {"--n-head-kv", &p.n_head_kv, 1},
                           {"--n-ff", &p.n_ff, 1},     {"--n-vocab", &p.n_vocab, 1},
-                          {"--n-ctx", &p.n_ctx, 1},   {"--head-dim", &p.head_dim, 0}};
+                          {"--n-ctx", &p.n_ctx, 1},   {"--head-dim", &p.head_dim, 0},
+                          {"--n-rot", &p.n_rot, 0},   {"--rope-orig-ctx", &p.rope_orig_ctx, 0},
+                          {"--swa", &p.n_swa, 0}};
   for (const IntFlag& f : ints) {
     Result<int64_t> v = flags.get_int(f.name, *f.field, f.min, kBig);
     if (!v.is_ok()) return fail("gguf gen", v.status());
@@ -229,9 +263,20 @@ int gen(const Args& args) {
   Result<double> freq = flags.get_double("--rope-freq-base", 0);
   if (!freq.is_ok()) return fail("gguf gen", freq.status());
   p.rope_freq_base = *freq;
-  Result<double> eps = flags.get_double("--rms-eps", 0);
-  if (!eps.is_ok()) return fail("gguf gen", eps.status());
-  p.rms_eps = *eps;
+  struct DoubleFlag {
+    const char* name;
+    double* field;
+  };
+  const DoubleFlag doubles[] = {{"--rms-eps", &p.rms_eps},
+                                {"--rope-factor", &p.rope_factor},
+                                {"--rope-attn-factor", &p.rope_attn_factor},
+                                {"--attn-softcap", &p.attn_softcap},
+                                {"--final-softcap", &p.final_softcap}};
+  for (const DoubleFlag& f : doubles) {
+    Result<double> v = flags.get_double(f.name, 0);
+    if (!v.is_ok()) return fail("gguf gen", v.status());
+    *f.field = *v;
+  }
   const std::string dtype = flags.get_or("--dtype", "f32");
   std::optional<DType> dt = dtype_from_name(dtype);
   if (!dt) return fail("gguf gen", invalid_argument("--dtype: unknown type '" + dtype + "'"));

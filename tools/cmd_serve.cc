@@ -144,6 +144,7 @@ int cmd_serve(const Args& args) {
       ContextParams cp = base;
       cp.n_seq = slots_of[g];
       cp.n_ctx = n_ctx_slot * slots_of[g];
+      cp.n_ctx_seq = n_ctx_slot;
       auto c = Context::create(*loaded->engine, cp);
       if (!c) return fail("serve", c.status());
       ctx = std::move(*c);

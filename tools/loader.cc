@@ -146,6 +146,7 @@ Result<Loaded> load_model(const Flags& flags, int32_t n_seq, int64_t min_ctx) {
   cp.n_ctx = n_ctx;
   cp.n_batch = n_batch;
   cp.n_seq = n_seq;
+  cp.n_ctx_seq = n_ctx / std::max<int64_t>(n_seq, 1);  // what one sequence may use
   cp.kv_dtype = *kv;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(*engine, cp));
   return Loaded{std::move(engine), std::move(ctx)};

@@ -1,6 +1,7 @@
 #include "engine/context.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -26,6 +27,8 @@ struct Context::StageRuntime {
   std::vector<TensorRef> k_cache, v_cache;
   std::unique_ptr<Buffer> io;
   std::unique_ptr<Buffer> scratch;
+  std::unique_ptr<Buffer> rope;  // the rope rate tables, when the model has them
+  TensorRef rope_rates[2];
   std::vector<float> hidden;  // host staging of this stage's output hidden state
   Event hidden_ready;         // completes when `hidden` holds this micro-batch's output
 
@@ -83,7 +86,36 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
     }
     ctx->stages_.push_back(std::move(rt));
   }
+  if (engine.model().rope_uses_tables()) {
+    STRATA_RETURN_IF_ERROR(ctx->upload_rope_tables());
+  }
   return ctx;
+}
+
+// The tables depend on the longest sequence (LongRoPE's short or long factors), so they belong
+// to the context; every stage gets its own copy, written once.
+Status Context::upload_rope_tables() {
+  const HParams& hp = engine_.model().hparams();
+  const int64_t n_ctx_seq = params_.n_ctx_seq > 0 ? params_.n_ctx_seq : params_.n_ctx;
+  const std::array<RopeTable, 2> tables = engine_.model().rope_tables(n_ctx_seq);
+  const int64_t n = hp.n_rot / 2;
+  std::vector<float> both;
+  for (const RopeTable& t : tables) both.insert(both.end(), t.rate.begin(), t.rate.end());
+  for (int kind = 0; kind < 2; ++kind) rope_mscale_[kind] = tables[kind].mscale;
+  for (auto& rt : stages_) {
+    const uint64_t bytes = 4 * both.size();
+    STRATA_RETURN_IF_ERROR(rt->ensure(rt->rope, bytes));
+    for (int kind = 0; kind < 2; ++kind) {
+      rt->rope_rates[kind] =
+          make_tensor(rt->rope->handle(), 4 * static_cast<uint64_t>(kind * n), DType::kF32, n);
+    }
+    rt->stream->set_tensor(
+        make_tensor(rt->rope->handle(), 0, DType::kI8, static_cast<int64_t>(bytes)), both.data(),
+        bytes);
+    Status s = rt->stream->synchronize();
+    if (!s.is_ok()) return s.with_context("rope tables on " + rt->stage->device->info().name);
+  }
+  return Status::ok();
 }
 
 Status Context::decode(const Batch& batch) {
@@ -209,6 +241,10 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
                     : make_tensor(io, out_off, DType::kF32, hp.n_embd, T);
     t.k_cache = rt.k_cache;
     t.v_cache = rt.v_cache;
+    for (int kind = 0; kind < 2; ++kind) {
+      t.rope_rates[kind] = rt.rope_rates[kind];
+      t.rope_mscale[kind] = rope_mscale_[kind];
+    }
 
     if (st.last && n_out == 0) {
       // Nothing asked for logits: the last stage still has to fill the KV cache of its layers.

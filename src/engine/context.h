@@ -20,6 +20,8 @@ struct ContextParams {
   int64_t n_batch = 512;  // most tokens per micro-batch
   int32_t n_seq = 1;      // sequence ids [0, n_seq)
   DType kv_dtype = DType::kF16;
+  // The longest a sequence may grow (0: n_ctx); picks LongRoPE's short or long factors.
+  int64_t n_ctx_seq = 0;
 };
 
 class Context {
@@ -59,12 +61,14 @@ class Context {
   // Ends every stage's queued work; returns the first error in stage order (the cause: later
   // stages fail because they waited on it).
   Status drain();
+  Status upload_rope_tables();
 
   std::vector<uint8_t> inputs_;  // host staging of a micro-batch's inputs
   // The hidden state moves between stages by asynchronous copy (each stage waits for the
   // previous stage's read on its own queue, and only the last stage is synchronised); off
   // (STRATA_RPC_NO_ASYNC_COPY=1), every stage is synchronised before the next one starts.
   bool async_copy_ = true;
+  float rope_mscale_[2] = {1.0f, 1.0f};
 };
 
 }  // namespace strata

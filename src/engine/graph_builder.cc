@@ -9,8 +9,14 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
                        const StageTensors& io) {
   const HParams& hp = model.hparams();
   const int64_t T = io.n_tokens;
-  LayerGraph g(b, hp, T, [&](const GgufTensorInfo* t) { return b.external(w.ref(t)); });
+  LayerGraph g(b, hp, T, [&](const GgufTensorInfo* t) { return w.ref(t); });
   LayerInputs in;
+  if (model.rope_uses_tables()) {
+    for (int kind = 0; kind < 2; ++kind) {
+      in.rope_rates[kind] = b.external(io.rope_rates[kind]);
+      in.rope_mscale[kind] = io.rope_mscale[kind];
+    }
+  }
   in.pos = b.external(io.pos);
   in.kv_idx = b.external(io.kv_idx);
   in.cells = b.external(io.cells);
@@ -21,6 +27,7 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
   if (first) {
     x = b.node(Op::kGetRows, b.scratch(DType::kF32, hp.n_embd, T),
                {g.weight(model.token_embd()), b.external(io.ids)});
+    if (hp.embd_scale > 0) x = b.node(Op::kScale, x, {x}, {}, {hp.embd_scale});
   } else {
     x = b.external(io.hidden_in);
   }
@@ -30,6 +37,7 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
     const size_t li = static_cast<size_t>(il - layer_begin);
     in.k_cache = b.external(io.k_cache[li]);
     in.v_cache = b.external(io.v_cache[li]);
+    in.layer = il;
     g.set_inputs(in);
     // The last layer of a middle stage writes the hidden state straight into the stage output.
     const bool stage_end = il + 1 == layer_end;
@@ -46,6 +54,7 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
   }
   const int32_t normed = g.rms_norm(x, model.output_norm());
   b.node(Op::kMulMat, out, {g.weight(model.output()), normed});
+  if (hp.final_softcap > 0) b.node(Op::kSoftcap, out, {out}, {}, {hp.final_softcap});
 }
 
 }  // namespace strata

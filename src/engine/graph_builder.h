@@ -22,6 +22,10 @@ struct StageTensors {
   TensorRef hidden_in;    // F32 [n_embd, n_tokens]      (stages after the first)
   TensorRef out;          // F32 [n_embd, n_tokens] hidden, or [n_vocab, n_outputs] logits
   std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: [n_embd_kv, n_cells]
+  // F32 [n_rot / 2] rope rate tables per rope kind, and their magnitudes, when
+  // Model::rope_uses_tables().
+  TensorRef rope_rates[2];
+  float rope_mscale[2] = {1.0f, 1.0f};
 };
 
 // Appends the stage's nodes to `b`. Layers [layer_begin, layer_end); the first stage starts

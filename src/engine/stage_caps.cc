@@ -64,6 +64,7 @@ Graph planning_graph(const Model& model, const DeviceWeights& w, int64_t layer_b
   io.hidden_in = make_tensor(kIo, 0, DType::kF32, hp.n_embd, n_tokens);
   io.out = last ? make_tensor(kIo, 0, DType::kF32, hp.n_vocab, n_outputs)
                 : make_tensor(kIo, 0, DType::kF32, hp.n_embd, n_tokens);
+  for (TensorRef& rates : io.rope_rates) rates = make_tensor(kIo, 0, DType::kF32, hp.n_rot / 2);
   for (int64_t il = layer_begin; il < layer_end; ++il) {
     io.k_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), n_cells));
     io.v_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), n_cells));

@@ -1,5 +1,7 @@
 #include "model/arch.h"
 
+#include <cmath>
+
 #include "core/check.h"
 #include "model/arch_common.h"
 
@@ -8,27 +10,54 @@ namespace strata {
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchQwen2;
 extern const ArchDef kArchQwen3;
+extern const ArchDef kArchPhi3;
+extern const ArchDef kArchGemma2;
+extern const ArchDef kArchGemma3;
 
 namespace {
 
 // Every architecture strata runs; adding one is a file and a line here.
-const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen2, &kArchQwen3};
+const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen2,  &kArchQwen3,
+                                 &kArchPhi3,  &kArchGemma2, &kArchGemma3};
 
-// GGUF names in LayerTensor order.
-constexpr std::string_view kLayerTensorNames[] = {
-    "attn_norm.weight",   "attn_q.weight",      "attn_k.weight",   "attn_v.weight",
-    "attn_q.bias",        "attn_k.bias",        "attn_v.bias",     "attn_q_norm.weight",
-    "attn_k_norm.weight", "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight",
-    "ffn_up.weight",      "ffn_down.weight",
+// The GGUF name of every LayerTensor, in enum order.
+struct LayerTensorName {
+  LayerTensor id;
+  std::string_view name;
 };
-static_assert(std::size(kLayerTensorNames) == kLayerTensorCount);
+constexpr LayerTensorName kLayerTensorNames[] = {
+    {LayerTensor::kAttnNorm, "attn_norm.weight"},
+    {LayerTensor::kWq, "attn_q.weight"},
+    {LayerTensor::kWk, "attn_k.weight"},
+    {LayerTensor::kWv, "attn_v.weight"},
+    {LayerTensor::kBq, "attn_q.bias"},
+    {LayerTensor::kBk, "attn_k.bias"},
+    {LayerTensor::kBv, "attn_v.bias"},
+    {LayerTensor::kQNorm, "attn_q_norm.weight"},
+    {LayerTensor::kKNorm, "attn_k_norm.weight"},
+    {LayerTensor::kWo, "attn_output.weight"},
+    {LayerTensor::kFfnNorm, "ffn_norm.weight"},
+    {LayerTensor::kWGate, "ffn_gate.weight"},
+    {LayerTensor::kWUp, "ffn_up.weight"},
+    {LayerTensor::kWDown, "ffn_down.weight"},
+    {LayerTensor::kWqkv, "attn_qkv.weight"},
+    {LayerTensor::kAttnPostNorm, "post_attention_norm.weight"},
+    {LayerTensor::kFfnPostNorm, "post_ffw_norm.weight"},
+};
+constexpr bool names_in_enum_order() {
+  for (size_t i = 0; i < std::size(kLayerTensorNames); ++i) {
+    if (static_cast<size_t>(kLayerTensorNames[i].id) != i) return false;
+  }
+  return std::size(kLayerTensorNames) == kLayerTensorCount;
+}
+static_assert(names_in_enum_order(), "one name per LayerTensor, in enum order");
 
 }  // namespace
 
 std::string_view layer_tensor_name(LayerTensor t) {
   const size_t i = static_cast<size_t>(t);
   STRATA_CHECK(i < kLayerTensorCount, "LayerTensor value outside the table");
-  return kLayerTensorNames[i];
+  return kLayerTensorNames[i].name;
 }
 
 int64_t dim_value(Dim d, const HParams& hp) {
@@ -45,6 +74,10 @@ int64_t dim_value(Dim d, const HParams& hp) {
       return hp.head_dim;
     case Dim::kFf:
       return hp.n_ff;
+    case Dim::kQkv:
+      return hp.n_embd_q() + 2 * hp.n_embd_kv();
+    case Dim::kFf2:
+      return 2 * hp.n_ff;
   }
   STRATA_CHECK(false, "Dim value outside the enum");
   return 0;
@@ -71,6 +104,19 @@ int32_t build_layer_pre_norm_swiglu(LayerGraph& g, const LayerWeights& l, int32_
   const int32_t x_attn = g.add(x, attn);
   const int32_t ffn = g.ffn_swiglu(l, g.rms_norm(x_attn, l[LT::kFfnNorm]));
   return g.add(x_attn, ffn, dst);
+}
+
+int32_t build_layer_gemma(LayerGraph& g, const LayerWeights& l, int32_t x, int32_t dst) {
+  using LT = LayerTensor;
+  const int32_t attn = g.self_attention(l, g.rms_norm(x, l[LT::kAttnNorm]));
+  const int32_t x_attn = g.add(x, g.rms_norm(attn, l[LT::kAttnPostNorm]));
+  const int32_t ffn = g.ffn_geglu(l, g.rms_norm(x_attn, l[LT::kFfnNorm]));
+  return g.add(x_attn, g.rms_norm(ffn, l[LT::kFfnPostNorm]), dst);
+}
+
+float gemma_query_scale(const HParams& hp, int64_t n_layer_27b) {
+  const int64_t d = hp.n_layer == n_layer_27b ? hp.n_embd / hp.n_head : hp.head_dim;
+  return 1.0f / std::sqrt(static_cast<float>(d));
 }
 
 }  // namespace strata

@@ -31,20 +31,23 @@ class LayerGraph;
 // Every tensor a layer can have, across architectures. The GGUF name is "blk.N." followed by
 // layer_tensor_name(t).
 enum class LayerTensor : uint8_t {
-  kAttnNorm,  // attn_norm.weight    F32 [n_embd]
-  kWq,        // attn_q.weight       [n_embd, n_embd_q]
-  kWk,        // attn_k.weight       [n_embd, n_embd_kv]
-  kWv,        // attn_v.weight       [n_embd, n_embd_kv]
-  kBq,        // attn_q.bias         F32 [n_embd_q]
-  kBk,        // attn_k.bias         F32 [n_embd_kv]
-  kBv,        // attn_v.bias         F32 [n_embd_kv]
-  kQNorm,     // attn_q_norm.weight  F32 [head_dim]
-  kKNorm,     // attn_k_norm.weight  F32 [head_dim]
-  kWo,        // attn_output.weight  [n_embd_q, n_embd]
-  kFfnNorm,   // ffn_norm.weight     F32 [n_embd]
-  kWGate,     // ffn_gate.weight     [n_embd, n_ff]
-  kWUp,       // ffn_up.weight       [n_embd, n_ff]
-  kWDown,     // ffn_down.weight     [n_ff, n_embd]
+  kAttnNorm,      // attn_norm.weight    F32 [n_embd]
+  kWq,            // attn_q.weight       [n_embd, n_embd_q]
+  kWk,            // attn_k.weight       [n_embd, n_embd_kv]
+  kWv,            // attn_v.weight       [n_embd, n_embd_kv]
+  kBq,            // attn_q.bias         F32 [n_embd_q]
+  kBk,            // attn_k.bias         F32 [n_embd_kv]
+  kBv,            // attn_v.bias         F32 [n_embd_kv]
+  kQNorm,         // attn_q_norm.weight  F32 [head_dim]
+  kKNorm,         // attn_k_norm.weight  F32 [head_dim]
+  kWo,            // attn_output.weight  [n_embd_q, n_embd]
+  kFfnNorm,       // ffn_norm.weight     F32 [n_embd]
+  kWGate,         // ffn_gate.weight     [n_embd, n_ff]
+  kWUp,           // ffn_up.weight       [n_embd, n_ff]
+  kWDown,         // ffn_down.weight     [n_ff, n_embd]
+  kWqkv,          // attn_qkv.weight     [n_embd, n_embd_q + 2 n_embd_kv]: q, k, v rows fused
+  kAttnPostNorm,  // post_attention_norm.weight F32 [n_embd]: norm of the attention output
+  kFfnPostNorm,   // post_ffw_norm.weight       F32 [n_embd]: norm of the FFN output
   kCount,
 };
 inline constexpr size_t kLayerTensorCount = static_cast<size_t>(LayerTensor::kCount);
@@ -52,7 +55,8 @@ inline constexpr size_t kLayerTensorCount = static_cast<size_t>(LayerTensor::kCo
 std::string_view layer_tensor_name(LayerTensor t);
 
 // A dimension of a layer tensor, computed from the hyperparameters (dim_value()).
-enum class Dim : uint8_t { kOne, kEmbd, kEmbdQ, kEmbdKv, kHeadDim, kFf };
+// kQkv: n_embd_q + 2 n_embd_kv (fused q/k/v); kFf2: 2 n_ff (fused gate and up).
+enum class Dim : uint8_t { kOne, kEmbd, kEmbdQ, kEmbdKv, kHeadDim, kFf, kQkv, kFf2 };
 int64_t dim_value(Dim d, const HParams& hp);
 
 // How synthetic models draw a tensor's values (model/synth.cc); loading ignores it.

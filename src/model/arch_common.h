@@ -13,4 +13,11 @@ namespace strata {
 // x + attn(norm(x)), then + ffn_swiglu(norm(.)): the llama block (llama, qwen2, qwen3).
 int32_t build_layer_pre_norm_swiglu(LayerGraph& g, const LayerWeights& l, int32_t x, int32_t dst);
 
+// x + post_norm(attn(norm(x))), then + post_norm(ffn_geglu(norm(.))): the Gemma 2/3 block.
+int32_t build_layer_gemma(LayerGraph& g, const LayerWeights& l, int32_t x, int32_t dst);
+
+// Gemma's query scale: 1/sqrt(head_dim), except on the 27B models (told apart by their layer
+// count, as llama.cpp does), which were trained with 1/sqrt(n_embd / n_head).
+float gemma_query_scale(const HParams& hp, int64_t n_layer_27b);
+
 }  // namespace strata

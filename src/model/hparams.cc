@@ -14,26 +14,6 @@ constexpr uint64_t kMaxDim = 1 << 20;
 constexpr uint64_t kMaxLayers = 4096;
 constexpr uint64_t kMaxHeads = 4096;
 
-Result<int64_t> get_dim(const GgufFile& f, const std::string& key, uint64_t limit,
-                        std::optional<uint64_t> fallback = std::nullopt) {
-  if (fallback && f.find(key) == nullptr) return static_cast<int64_t>(*fallback);
-  STRATA_ASSIGN_OR_RETURN(uint64_t v, f.get_uint(key));
-  if (v < 1 || v > limit) {
-    return out_of_range(key + " = " + std::to_string(v) + " outside [1, " + std::to_string(limit) +
-                        "]");
-  }
-  return static_cast<int64_t>(v);
-}
-
-Result<float> get_positive(const GgufFile& f, const std::string& key, float fallback) {
-  if (f.find(key) == nullptr) return fallback;
-  STRATA_ASSIGN_OR_RETURN(double v, f.get_float(key));
-  if (!(v > 0) || !std::isfinite(v)) {
-    return out_of_range(key + " = " + std::to_string(v) + " must be finite and positive");
-  }
-  return static_cast<float>(v);
-}
-
 // rope.scaling.*, as llama.cpp reads them: the factor is a linear scale whatever the type
 // (YaRN ramps between it and 1); the type says what else applies. A missing type means
 // linear, and a missing factor means 1.
@@ -94,6 +74,26 @@ Status read_rope_scaling(const GgufFile& f, const std::string& a, HParams& hp) {
 }
 
 }  // namespace
+
+Result<int64_t> get_dim(const GgufFile& f, const std::string& key, uint64_t limit,
+                        std::optional<uint64_t> fallback) {
+  if (fallback && f.find(key) == nullptr) return static_cast<int64_t>(*fallback);
+  STRATA_ASSIGN_OR_RETURN(uint64_t v, f.get_uint(key));
+  if (v < 1 || v > limit) {
+    return out_of_range(key + " = " + std::to_string(v) + " outside [1, " + std::to_string(limit) +
+                        "]");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Result<float> get_positive(const GgufFile& f, const std::string& key, float fallback) {
+  if (f.find(key) == nullptr) return fallback;
+  STRATA_ASSIGN_OR_RETURN(double v, f.get_float(key));
+  if (!(v > 0) || !std::isfinite(v)) {
+    return out_of_range(key + " = " + std::to_string(v) + " must be finite and positive");
+  }
+  return static_cast<float>(v);
+}
 
 Result<HParams> hparams_from_gguf(const GgufFile& f) {
   HParams hp;

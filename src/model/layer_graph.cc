@@ -26,48 +26,101 @@ int32_t LayerGraph::add(int32_t a, int32_t b, int32_t dst) {
   return b_.node(Op::kAdd, dst, {a, b});
 }
 
+int32_t LayerGraph::mul_mat_rows(const GgufTensorInfo* w, int64_t r0, int64_t n, int32_t x) {
+  TensorRef part = weight_(w);
+  part.offset += static_cast<uint64_t>(r0) * part.nb[1];
+  part.ne[1] = n;
+  part.nb[2] = part.nb[3] = part.nb[1] * static_cast<uint64_t>(n);
+  return b_.node(Op::kMulMat, b_.scratch(DType::kF32, n, n_tokens_), {b_.external(part), x});
+}
+
+int32_t LayerGraph::rope(int32_t x) {
+  const int kind = hp_.rope_kind(in_.layer);
+  const int32_t n_rot = static_cast<int32_t>(hp_.n_rot);
+  const int32_t mode = static_cast<int32_t>(hp_.rope_mode);
+  if (in_.rope_rates[kind] >= 0) {
+    return b_.node(Op::kRopeRates, x, {x, in_.pos, in_.rope_rates[kind]}, {n_rot, mode},
+                   {in_.rope_mscale[kind]});
+  }
+  return b_.node(Op::kRope, x, {x, in_.pos}, {n_rot, mode},
+                 {hp_.rope_base(kind), hp_.rope_scale(kind)});
+}
+
+int32_t LayerGraph::attend(int32_t q, int32_t k, int32_t v) {
+  const int64_t T = n_tokens_;
+  const int64_t hd = hp_.head_dim;
+  const int32_t kc = in_.k_cache;
+  const int32_t vc = in_.v_cache;
+  b_.node(Op::kSetRows, kc, {kc, k, in_.kv_idx});
+  b_.node(Op::kSetRows, vc, {vc, v, in_.kv_idx});
+
+  const float scale =
+      hp_.attn_scale > 0 ? hp_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  const int32_t window = hp_.is_swa(in_.layer) ? static_cast<int32_t>(hp_.n_swa) : 0;
+  const int32_t out = b_.scratch(DType::kF32, hd, hp_.n_head, T);
+  const int32_t n_head_kv = static_cast<int32_t>(hp_.n_head_kv);
+  int32_t attn;
+  if (window == 0 && hp_.attn_softcap == 0) {
+    attn = b_.node(Op::kAttention, out, {q, kc, vc, in_.cells, in_.tok}, {n_head_kv}, {scale});
+  } else {
+    attn = b_.node(Op::kAttentionExt, out, {q, kc, vc, in_.cells, in_.tok}, {n_head_kv, window},
+                   {scale, hp_.attn_softcap});
+  }
+  return b_.view(attn, hp_.n_embd_q(), T, 1, hp_.n_embd_q() * 4, hp_.n_embd_q() * 4 * T);
+}
+
 int32_t LayerGraph::self_attention(const LayerWeights& l, int32_t h) {
   using LT = LayerTensor;
   const int64_t T = n_tokens_;
   const int64_t hd = hp_.head_dim;
-  int32_t q = add_bias(mul_mat(l[LT::kWq], h), l[LT::kBq]);  // F32 [n_embd_q, T]
-  int32_t k = add_bias(mul_mat(l[LT::kWk], h), l[LT::kBk]);  // F32 [n_embd_kv, T]
-  const int32_t v = add_bias(mul_mat(l[LT::kWv], h), l[LT::kBv]);
+  const int64_t nq = hp_.n_embd_q(), nkv = hp_.n_embd_kv();
+  int32_t q, k, v;
+  if (const GgufTensorInfo* qkv = l[LT::kWqkv]; qkv != nullptr) {
+    q = mul_mat_rows(qkv, 0, nq, h);
+    k = mul_mat_rows(qkv, nq, nkv, h);
+    v = mul_mat_rows(qkv, nq + nkv, nkv, h);
+  } else {
+    q = mul_mat(l[LT::kWq], h);  // F32 [n_embd_q, T]
+    k = mul_mat(l[LT::kWk], h);  // F32 [n_embd_kv, T]
+    v = mul_mat(l[LT::kWv], h);
+  }
+  q = add_bias(q, l[LT::kBq]);
+  k = add_bias(k, l[LT::kBk]);
+  v = add_bias(v, l[LT::kBv]);
   // Heads as rows: [hd, heads, T].
-  q = b_.view(q, hd, hp_.n_head, T, hd * 4, hp_.n_embd_q() * 4);
-  k = b_.view(k, hd, hp_.n_head_kv, T, hd * 4, hp_.n_embd_kv() * 4);
+  q = b_.view(q, hd, hp_.n_head, T, hd * 4, nq * 4);
+  k = b_.view(k, hd, hp_.n_head_kv, T, hd * 4, nkv * 4);
   if (l[LT::kQNorm] != nullptr) {
     q = b_.node(Op::kRmsNorm, q, {q, weight(l[LT::kQNorm])}, {}, {hp_.rms_eps});
   }
   if (l[LT::kKNorm] != nullptr) {
     k = b_.node(Op::kRmsNorm, k, {k, weight(l[LT::kKNorm])}, {}, {hp_.rms_eps});
   }
-  const int32_t n_rot = static_cast<int32_t>(hp_.n_rot);
-  const int32_t mode = static_cast<int32_t>(hp_.rope_mode);
-  q = b_.node(Op::kRope, q, {q, in_.pos}, {n_rot, mode}, {hp_.rope_freq_base, hp_.rope_freq_scale});
-  k = b_.node(Op::kRope, k, {k, in_.pos}, {n_rot, mode}, {hp_.rope_freq_base, hp_.rope_freq_scale});
-
-  const int32_t kc = in_.k_cache;
-  const int32_t vc = in_.v_cache;
-  const int32_t k_rows =
-      b_.view(k, hp_.n_embd_kv(), T, 1, hp_.n_embd_kv() * 4, hp_.n_embd_kv() * 4 * T);
-  b_.node(Op::kSetRows, kc, {kc, k_rows, in_.kv_idx});
-  b_.node(Op::kSetRows, vc, {vc, v, in_.kv_idx});
-
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int32_t attn =
-      b_.node(Op::kAttention, b_.scratch(DType::kF32, hd, hp_.n_head, T),
-              {q, kc, vc, in_.cells, in_.tok}, {static_cast<int32_t>(hp_.n_head_kv)}, {scale});
-  const int32_t attn_rows =
-      b_.view(attn, hp_.n_embd_q(), T, 1, hp_.n_embd_q() * 4, hp_.n_embd_q() * 4 * T);
-  return mul_mat(l[LT::kWo], attn_rows);
+  q = rope(q);
+  k = rope(k);
+  const int32_t k_rows = b_.view(k, nkv, T, 1, nkv * 4, nkv * 4 * T);
+  return mul_mat(l[LT::kWo], attend(q, k_rows, v));
 }
 
 int32_t LayerGraph::ffn_swiglu(const LayerWeights& l, int32_t h) {
   using LT = LayerTensor;
+  int32_t gate, up;
+  if (l[LT::kWGate] != nullptr) {
+    gate = mul_mat(l[LT::kWGate], h);
+    up = mul_mat(l[LT::kWUp], h);
+  } else {
+    gate = mul_mat_rows(l[LT::kWUp], 0, hp_.n_ff, h);
+    up = mul_mat_rows(l[LT::kWUp], hp_.n_ff, hp_.n_ff, h);
+  }
+  const int32_t act = b_.node(Op::kSwiglu, gate, {gate, up});
+  return mul_mat(l[LT::kWDown], act);
+}
+
+int32_t LayerGraph::ffn_geglu(const LayerWeights& l, int32_t h) {
+  using LT = LayerTensor;
   const int32_t gate = mul_mat(l[LT::kWGate], h);
   const int32_t up = mul_mat(l[LT::kWUp], h);
-  const int32_t act = b_.node(Op::kSwiglu, gate, {gate, up});
+  const int32_t act = b_.node(Op::kGeglu, gate, {gate, up});
   return mul_mat(l[LT::kWDown], act);
 }
 

@@ -16,16 +16,21 @@ struct LayerWeights;
 
 // Graph tensors a layer reads besides the residual stream: step inputs and its KV cache.
 struct LayerInputs {
+  int64_t layer = 0;     // the layer's index in the model
   int32_t pos = -1;      // I32 [T] positions
   int32_t kv_idx = -1;   // I32 [T] the cell each token's K/V is written to
   int32_t cells = -1;    // I32 [max_len, n_lists]
   int32_t tok = -1;      // I32 [2, T] (list, count) per token
   int32_t k_cache = -1;  // [n_embd_kv, n_cells] of this layer
   int32_t v_cache = -1;
+  // Per rope kind (HParams::rope_kind): F32 [n_rot / 2] rate tables and their magnitude, when
+  // the model's rope runs from tables (Model::rope_uses_tables); -1 otherwise.
+  int32_t rope_rates[2] = {-1, -1};
+  float rope_mscale[2] = {1.0f, 1.0f};
 };
 
-// Maps a weight of the model to a graph tensor on the stage's device.
-using WeightFn = std::function<int32_t(const GgufTensorInfo*)>;
+// Where a weight of the model is on the stage's device.
+using WeightFn = std::function<TensorRef(const GgufTensorInfo*)>;
 
 class LayerGraph {
  public:
@@ -39,7 +44,7 @@ class LayerGraph {
   const LayerInputs& inputs() const { return in_; }
   void set_inputs(const LayerInputs& in) { in_ = in; }
 
-  int32_t weight(const GgufTensorInfo* t) { return weight_(t); }
+  int32_t weight(const GgufTensorInfo* t) { return b_.external(weight_(t)); }
 
   // F32 [w.ne1, T] = w x.
   int32_t mul_mat(const GgufTensorInfo* w, int32_t x);
@@ -50,12 +55,25 @@ class LayerGraph {
   // a + b into dst (a new scratch tensor when dst < 0).
   int32_t add(int32_t a, int32_t b, int32_t dst = -1);
 
-  // Attention of the normed input h: q/k/v projections (with biases and per-head q/k norms
-  // when the layer has them), rope, K/V written to the cache, attention over it and the
-  // output projection. F32 [n_embd, T].
+  // F32 [w.ne1 rows r0..r0+n, T] = rows [r0, r0 + n) of w times x: one part of a fused
+  // projection (Phi-3's q/k/v and gate/up), a view of the weight, no copy.
+  int32_t mul_mat_rows(const GgufTensorInfo* w, int64_t r0, int64_t n, int32_t x);
+  // Rope on x F32 [hd, heads, T] in place, as the layer's kind of rope says.
+  int32_t rope(int32_t x);
+  // K and V (F32 [n_embd_kv, T]) written to the layer's cache, then attention of q
+  // (F32 [hd, n_head, T], roped) over it, with the layer's window and soft-cap.
+  // F32 [n_embd_q, T].
+  int32_t attend(int32_t q, int32_t k, int32_t v);
+
+  // Attention of the normed input h: q/k/v projections (fused or not, with biases and
+  // per-head q/k norms when the layer has them), rope, attend() and the output projection.
+  // F32 [n_embd, T].
   int32_t self_attention(const LayerWeights& l, int32_t h);
-  // down(silu(gate h) * up h). F32 [n_embd, T].
+  // down(silu(gate h) * up h), gate and up separate or fused in ffn_up (gate rows first).
+  // F32 [n_embd, T].
   int32_t ffn_swiglu(const LayerWeights& l, int32_t h);
+  // down(gelu(gate h) * up h) (Gemma). F32 [n_embd, T].
+  int32_t ffn_geglu(const LayerWeights& l, int32_t h);
 
  private:
   GraphBuilder& b_;

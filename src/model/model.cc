@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <cmath>
+#include <cstring>
 #include <initializer_list>
 
 namespace strata {
@@ -70,9 +72,23 @@ Status Model::bind_tensors() {
   STRATA_ASSIGN_OR_RETURN(rope_short_, bind(f, "rope_factors_short.weight", {n_pairs}, true, true));
   STRATA_ASSIGN_OR_RETURN(rope_long_, bind(f, "rope_factors_long.weight", {n_pairs}, true, true));
   for (const GgufTensorInfo* t : {rope_freqs_, rope_short_, rope_long_}) {
-    if (t != nullptr) {
-      return unsupported("tensor " + t->name + " (rope frequency factors) is not supported yet");
+    if (t == nullptr) continue;
+    // Divisors of the frequencies: a zero, negative or non-finite one would make every angle
+    // of its pair meaningless.
+    const uint8_t* data = f.tensor_data(*t);
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      float v;
+      std::memcpy(&v, data + 4 * i, 4);
+      if (!(v > 0) || !std::isfinite(v)) {
+        return invalid_argument("tensor " + t->name + "[" + std::to_string(i) +
+                                "] = " + std::to_string(v) + " must be finite and positive");
+      }
     }
+  }
+  if ((rope_short_ == nullptr) != (rope_long_ == nullptr)) {
+    return invalid_argument(
+        "rope_factors_short.weight and rope_factors_long.weight come as a pair; this file has "
+        "one of them");
   }
   layers_.resize(static_cast<size_t>(hp.n_layer));
   for (int64_t il = 0; il < hp.n_layer; ++il) {
@@ -90,6 +106,32 @@ Status Model::bind_tensors() {
     }
   }
   return Status::ok();
+}
+
+bool Model::rope_uses_tables() const {
+  const RopeScaling type = hparams_.rope_scaling.type;
+  return rope_freqs_ != nullptr || rope_long_ != nullptr || type == RopeScaling::kYarn ||
+         type == RopeScaling::kLongrope;
+}
+
+std::array<RopeTable, 2> Model::rope_tables(int64_t n_ctx_seq) const {
+  const HParams& hp = hparams_;
+  const GgufTensorInfo* factors = rope_freqs_;
+  if (factors == nullptr && rope_long_ != nullptr) {
+    factors = n_ctx_seq > hp.rope_scaling.n_ctx_orig ? rope_long_ : rope_short_;
+  }
+  std::vector<float> ff;
+  if (factors != nullptr) {
+    ff.resize(static_cast<size_t>(hp.n_rot / 2));
+    std::memcpy(ff.data(), file_.tensor_data(*factors), 4 * ff.size());
+  }
+  std::array<RopeTable, 2> tables;
+  for (int kind = 0; kind < 2; ++kind) {
+    const float base = hp.rope_base(kind) > 0 ? hp.rope_base(kind) : hp.rope_freq_base;
+    const float scale = hp.rope_scale(kind) > 0 ? hp.rope_scale(kind) : hp.rope_freq_scale;
+    tables[static_cast<size_t>(kind)] = rope_table(hp.n_rot, base, scale, ff, hp.rope_scaling);
+  }
+  return tables;
 }
 
 uint64_t Model::layer_bytes(int64_t il) const {

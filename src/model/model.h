@@ -38,6 +38,12 @@ class Model {
   const GgufTensorInfo* rope_freqs() const { return rope_freqs_; }
   const GgufTensorInfo* rope_factors_short() const { return rope_short_; }
   const GgufTensorInfo* rope_factors_long() const { return rope_long_; }
+  // Whether rope runs from rate tables (a frequency tensor, YaRN or LongRoPE) instead of the
+  // plain rope op (model/rope.h).
+  bool rope_uses_tables() const;
+  // The tables of both rope kinds (HParams::rope_kind) for sequences of up to n_ctx_seq
+  // positions: LongRoPE uses its long factors past the original context, as llama.cpp does.
+  std::array<RopeTable, 2> rope_tables(int64_t n_ctx_seq) const;
   // Bytes of the weights of layer il (for splitting by memory) and of the rest.
   uint64_t layer_bytes(int64_t il) const;
   uint64_t total_weight_bytes() const;

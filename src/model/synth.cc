@@ -245,6 +245,31 @@ uint32_t file_type(DType t) {
   }
 }
 
+// Llama 3.1's per-frequency divisors as its converter computes them (rope type llama3: factor
+// 8, low/high frequency factors 1 and 4), for an original context of rope_orig_ctx (8192 when
+// not given): 1 for short wavelengths, 8 for long ones, a smooth blend between.
+std::vector<float> llama3_rope_freqs(const SynthParams& p, int64_t n_rot, double base) {
+  const double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+  const double old_ctx = p.rope_orig_ctx > 0 ? static_cast<double>(p.rope_orig_ctx) : 8192.0;
+  const double low_freq_wavelen = old_ctx / low_freq_factor;
+  const double high_freq_wavelen = old_ctx / high_freq_factor;
+  std::vector<float> out;
+  for (int64_t i = 0; i < n_rot; i += 2) {
+    const double freq = 1.0 / std::pow(base, static_cast<double>(i) / static_cast<double>(n_rot));
+    const double wavelen = 2 * 3.14159265358979323846 / freq;
+    double f = 1.0;
+    if (wavelen > low_freq_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const double smooth =
+          (old_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      f = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
 Status check_range(const char* name, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi) {
     return invalid_argument(std::string(name) + " " + std::to_string(v) + " is outside " +
@@ -284,6 +309,15 @@ Status synth_validate(const SynthParams& p) {
   STRATA_RETURN_IF_ERROR(check_range("head_dim", hd, 2, kMaxHeadDim));
   if (hd % 2 != 0) {
     return invalid_argument("head_dim " + std::to_string(hd) + " is odd: rope rotates pairs");
+  }
+  if (p.n_rot != 0 && (p.n_rot < 2 || p.n_rot > hd || p.n_rot % 2 != 0)) {
+    return invalid_argument("n_rot " + std::to_string(p.n_rot) + " must be even and in [2, " +
+                            std::to_string(hd) + "]");
+  }
+  if (!p.rope_scaling.empty() && p.rope_scaling != "none" && p.rope_scaling != "linear" &&
+      p.rope_scaling != "yarn" && p.rope_scaling != "longrope") {
+    return invalid_argument("rope scaling '" + p.rope_scaling +
+                            "' is not one of none, linear, yarn, longrope");
   }
   if (p.rope_freq_base < 0 || p.rms_eps < 0 || !std::isfinite(p.rope_freq_base) ||
       !std::isfinite(p.rms_eps)) {
@@ -330,9 +364,28 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
   w.set_f32(a + ".attention.layer_norm_rms_epsilon",
             static_cast<float>(p.rms_eps != 0 ? p.rms_eps : (qwen ? 1e-6 : 1e-5)));
-  w.set_f32(a + ".rope.freq_base",
-            static_cast<float>(p.rope_freq_base != 0 ? p.rope_freq_base : (qwen ? 1e6 : 1e4)));
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  const double rope_base = p.rope_freq_base != 0 ? p.rope_freq_base : (qwen ? 1e6 : 1e4);
+  w.set_f32(a + ".rope.freq_base", static_cast<float>(rope_base));
+  const int64_t n_rot = p.n_rot > 0 ? p.n_rot : hd;
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(n_rot));
+  if (!p.rope_scaling.empty()) w.set_string(a + ".rope.scaling.type", p.rope_scaling);
+  if (p.rope_factor > 0) w.set_f32(a + ".rope.scaling.factor", static_cast<float>(p.rope_factor));
+  if (p.rope_orig_ctx > 0) {
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_orig_ctx));
+  }
+  if (p.rope_attn_factor > 0) {
+    w.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(p.rope_attn_factor));
+  }
+  if (a == "gemma2" || a == "gemma3") {
+    const int64_t n_swa = p.n_swa > 0 ? p.n_swa : (a == "gemma2" ? 4096 : 512);
+    w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(n_swa));
+  }
+  if (a == "gemma2") {
+    w.set_f32(a + ".attn_logit_softcapping",
+              static_cast<float>(p.attn_softcap > 0 ? p.attn_softcap : 50.0));
+    w.set_f32(a + ".final_logit_softcapping",
+              static_cast<float>(p.final_softcap > 0 ? p.final_softcap : 30.0));
+  }
   w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
   w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
@@ -410,6 +463,30 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
     }
   }
   STRATA_RETURN_IF_ERROR(add("output_norm.weight", DType::kF32, {p.n_embd}, norm));
+  // Rope frequency divisors, F32 [n_rot / 2].
+  const int64_t n_pairs = n_rot / 2;
+  auto add_factors = [&](const std::string& name, const std::vector<float>& v) {
+    return w.add_tensor(name, DType::kF32, {n_pairs}, [v](std::span<uint8_t> dst) {
+      std::memcpy(dst.data(), v.data(), dst.size());
+      return Status::ok();
+    });
+  };
+  if (p.rope_freqs) {
+    STRATA_RETURN_IF_ERROR(
+        add_factors("rope_freqs.weight", llama3_rope_freqs(p, n_rot, rope_base)));
+  }
+  if (p.rope_scaling == "longrope") {
+    // Short factors near 1, long ones growing with the pair's wavelength, as Phi-3.5's.
+    std::vector<float> shrt(static_cast<size_t>(n_pairs)), lng(static_cast<size_t>(n_pairs));
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      const double x =
+          static_cast<double>(i) / static_cast<double>(std::max<int64_t>(n_pairs - 1, 1));
+      shrt[static_cast<size_t>(i)] = static_cast<float>(1.0 + 0.05 * x);
+      lng[static_cast<size_t>(i)] = static_cast<float>(1.0 + 20.0 * x * x);
+    }
+    STRATA_RETURN_IF_ERROR(add_factors("rope_factors_long.weight", lng));
+    STRATA_RETURN_IF_ERROR(add_factors("rope_factors_short.weight", shrt));
+  }
   if (!p.tied_output) {
     STRATA_RETURN_IF_ERROR(add("output.weight", p.dtype, {p.n_embd, p.n_vocab}, matrix(p.n_embd)));
   }

@@ -31,6 +31,18 @@ struct SynthParams {
   double rope_freq_base = 0;  // 0: 10000 for llama, 1e6 for qwen
   double rms_eps = 0;         // 0: 1e-5 for llama, 1e-6 for qwen
   bool tied_output = false;   // no output.weight: the output reuses token_embd.weight
+
+  // Rope variants, written as llama.cpp's converters write them.
+  int64_t n_rot = 0;            // rope.dimension_count; 0: head_dim (less: partial rotary)
+  std::string rope_scaling;     // rope.scaling.type: "" (none written), linear, yarn, longrope
+  double rope_factor = 0;       // rope.scaling.factor (0: not written)
+  int64_t rope_orig_ctx = 0;    // rope.scaling.original_context_length (0: not written)
+  double rope_attn_factor = 0;  // rope.scaling.attn_factor (0: not written)
+  bool rope_freqs = false;      // Llama 3.1's rope_freqs.weight, computed as its converter does
+  // Gemma: attention.sliding_window (0: the architecture's default) and the soft-caps.
+  int64_t n_swa = 0;
+  double attn_softcap = 0;   // attn_logit_softcapping (0: 50 for gemma2)
+  double final_softcap = 0;  // final_logit_softcapping (0: 30 for gemma2)
 };
 
 // Smallest n_vocab: the special tokens, 256 byte tokens and the first pieces.

@@ -22,7 +22,7 @@ PY
 }
 
 for dtype in f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K; do
-  for arch in llama qwen2 qwen3; do
+  for arch in llama qwen2 qwen3 phi3 gemma2 gemma3; do
     m=$tmp/$arch-$dtype.gguf
     "$strata" gguf gen -o "$m" --arch $arch --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 \
       --n-ff 512 --n-vocab 400 --dtype $dtype --seed 3 >/dev/null

@@ -14,7 +14,13 @@ B=$addr
 start_worker u --unix "$tmp/u.sock"
 U=$addr
 
-models=("$model")
+# Architectures whose layers need the newer ops (rope tables, GELU gates, sliding windows,
+# soft-caps): the tables and the ops cross the wire as the plain llama ones do.
+"$strata" gguf gen -o "$tmp/phi3.gguf" --arch phi3 --n-embd 256 --n-layer 4 --n-ff 512 \
+  --n-vocab 512 --dtype q8_0 --rope-scaling longrope --rope-orig-ctx 16 >/dev/null
+"$strata" gguf gen -o "$tmp/gemma2.gguf" --arch gemma2 --n-embd 256 --n-layer 4 --n-ff 512 \
+  --n-vocab 512 --dtype q4_K --swa 6 --attn-softcap 2 --final-softcap 5 >/dev/null
+models=("$model" "$tmp/phi3.gguf" "$tmp/gemma2.gguf")
 [ -f "$shared/models/stories260K.gguf" ] && models+=("$shared/models/stories260K.gguf")
 for m in "${models[@]}"; do
   ref=$(greedy local -m "$m" -n 48 -t 1)

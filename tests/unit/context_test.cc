@@ -15,11 +15,22 @@
 namespace strata {
 namespace {
 
+// `arch` names an architecture, or "llama31" for llama with Llama 3.1's rope frequency
+// divisors. Sliding windows, LongRoPE and the rope tables are small enough to matter within
+// the test's 30 positions.
 std::string synth_path(const std::string& arch, DType dtype) {
   SynthParams p;
-  p.arch = arch;
+  p.arch = arch == "llama31" ? "llama" : arch;
+  p.rope_freqs = arch == "llama31";
+  if (arch == "llama31") p.rope_orig_ctx = 64;
+  if (arch == "phi3") {
+    p.rope_scaling = "longrope";
+    p.rope_orig_ctx = 16;
+    p.rope_attn_factor = 1.1;
+  }
+  if (arch == "gemma2" || arch == "gemma3") p.n_swa = 5;
   p.n_embd = 256;
-  p.n_layer = 3;
+  p.n_layer = arch == "gemma3" ? 7 : 3;
   p.n_head = 4;
   p.n_head_kv = 2;
   p.n_ff = 512;
@@ -156,7 +167,11 @@ INSTANTIATE_TEST_SUITE_P(Archs, ContextDeterminism,
                                            std::make_tuple("llama", DType::kQ8_0),
                                            std::make_tuple("llama", DType::kQ4_K),
                                            std::make_tuple("qwen2", DType::kQ4_0),
-                                           std::make_tuple("qwen3", DType::kQ6_K)),
+                                           std::make_tuple("qwen3", DType::kQ6_K),
+                                           std::make_tuple("llama31", DType::kQ5_K),
+                                           std::make_tuple("phi3", DType::kQ8_0),
+                                           std::make_tuple("gemma2", DType::kQ4_K),
+                                           std::make_tuple("gemma3", DType::kF16)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" +
                                   std::string(dtype_name(std::get<1>(info.param)));

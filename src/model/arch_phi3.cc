@@ -1,0 +1,30 @@
+// phi3: Phi-3 and Phi-3.5 (mini, medium). The llama block with q, k and v fused in one
+// projection (attn_qkv) and the gate and up projections fused in ffn_up (gate rows first),
+// rope in NeoX order, and LongRoPE's short and long frequency factors on the 128k models.
+// llama.cpp ignores Phi-3's sliding window (its GGUFs do not describe it correctly); so do we.
+#include "model/arch_common.h"
+
+namespace strata {
+namespace {
+
+using LT = LayerTensor;
+
+constexpr LayerTensorSpec kTensors[] = {
+    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kWqkv, Dim::kEmbd, Dim::kQkv, true, TensorRole::kWeight},
+    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, true, TensorRole::kWeight},
+    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kWUp, Dim::kEmbd, Dim::kFf2, true, TensorRole::kWeight},
+    {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
+};
+
+Status read_hparams(const GgufFile&, HParams& hp) {
+  hp.rope_mode = RopeMode::kNeox;
+  return Status::ok();
+}
+
+}  // namespace
+
+extern const ArchDef kArchPhi3{"phi3", read_hparams, kTensors, build_layer_pre_norm_swiglu};
+
+}  // namespace strata
