@@ -82,9 +82,4 @@ inline void kscale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
   }
 }
 
-// Per-type rows (n a multiple of the block size). quantize_row / dequantize_row dispatch here.
-void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
-void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
-void dequantize_row_q8_k(const BlockQ8_K* x, float* y, int64_t n);
-
 }  // namespace strata

@@ -8,8 +8,10 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype_traits.h"
 #include "core/fp16.h"
 #include "core/quant_blocks.h"
+#include "core/quant_rows.h"
 
 namespace strata {
 namespace {
@@ -53,49 +55,72 @@ constexpr float kF16Rel = 1.0f / 1024.0f;
 //        end, clamps (dM/2 + Q*dS/2). The sum of both is a safe bound.
 //  q6_K: per sub-block of 16, step A/31 with quants -31..31; 8-bit scales relative to the
 //        largest, off by dS/2 (dS = Amax/(31*127)); rounding step/2 plus clamping 31*dS/2.
-float block_bound(DType t, const float* x) {
-  switch (t) {
-    case DType::kQ8_0: {
-      const float a = amax(x, 32);
-      return a / 254.0f + a * kF16Rel;
-    }
-    case DType::kQ4_0: {
-      const float a = amax(x, 32);
-      return a / 8.0f + a * kF16Rel;
-    }
-    case DType::kQ8_K:
-      return amax(x, 256) / 254.0f * 1.001f;
-    case DType::kQ4_K:
-    case DType::kQ5_K: {
-      const float q = t == DType::kQ4_K ? 15.0f : 31.0f;
-      float rmax = 0.0f, mmax = 0.0f;
-      for (int s = 0; s < 8; ++s) {
-        float lo = 0.0f, hi = 0.0f;
-        for (int j = 0; j < 32; ++j) {
-          lo = std::min(lo, x[32 * s + j]);
-          hi = std::max(hi, x[32 * s + j]);
-        }
-        rmax = std::max(rmax, hi - lo);
-        mmax = std::max(mmax, -lo);
-      }
-      const float ds = rmax / (63.0f * q), dm = mmax / 63.0f;
-      return (rmax / q + ds) / 2.0f + dm / 2.0f + q * ds / 2.0f + (rmax + mmax) * kF16Rel;
-    }
-    case DType::kQ6_K: {
-      float a = 0.0f;
-      for (int s = 0; s < 16; ++s) a = std::max(a, amax(x + 16 * s, 16));
-      const float ds = a / (31.0f * 127.0f);
-      return (a / 31.0f + ds) / 2.0f + 31.0f * ds / 2.0f + a * kF16Rel;
-    }
-    default:
-      return 0.0f;
-  }
+float bound_f32(const float*) { return 0.0f; }
+float bound_f16(const float* x) { return amax(x, 32) / 2048.0f; }  // half an ulp: 2^-11
+float bound_bf16(const float* x) { return amax(x, 32) / 256.0f; }  // half an ulp: 2^-8
+
+float bound_q8_0(const float* x) {
+  const float a = amax(x, 32);
+  return a / 254.0f + a * kF16Rel;
 }
 
-class QuantRoundTrip : public ::testing::TestWithParam<DType> {};
+float bound_q4_0(const float* x) {
+  const float a = amax(x, 32);
+  return a / 8.0f + a * kF16Rel;
+}
+
+float bound_q8_k(const float* x) { return amax(x, 256) / 254.0f * 1.001f; }
+
+template <int kQ>
+float bound_qk_min(const float* x) {
+  const float q = kQ;
+  float rmax = 0.0f, mmax = 0.0f;
+  for (int s = 0; s < 8; ++s) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      lo = std::min(lo, x[32 * s + j]);
+      hi = std::max(hi, x[32 * s + j]);
+    }
+    rmax = std::max(rmax, hi - lo);
+    mmax = std::max(mmax, -lo);
+  }
+  const float ds = rmax / (63.0f * q), dm = mmax / 63.0f;
+  return (rmax / q + ds) / 2.0f + dm / 2.0f + q * ds / 2.0f + (rmax + mmax) * kF16Rel;
+}
+
+float bound_q6_k(const float* x) {
+  float a = 0.0f;
+  for (int s = 0; s < 16; ++s) a = std::max(a, amax(x + 16 * s, 16));
+  const float ds = a / (31.0f * 127.0f);
+  return (a / 31.0f + ds) / 2.0f + 31.0f * ds / 2.0f + a * kF16Rel;
+}
+
+// One row per dtype with conversions: the bound of its round trip for the elements of one
+// block (of max(block size, 32) elements) starting at x.
+struct RoundTripCase {
+  DType dtype;
+  float (*bound)(const float* x);
+};
+
+const RoundTripCase kRoundTrips[] = {
+    {DType::kF32, bound_f32},         {DType::kF16, bound_f16},   {DType::kBF16, bound_bf16},
+    {DType::kQ8_0, bound_q8_0},       {DType::kQ4_0, bound_q4_0}, {DType::kQ4_K, bound_qk_min<15>},
+    {DType::kQ5_K, bound_qk_min<31>}, {DType::kQ6_K, bound_q6_k}, {DType::kQ8_K, bound_q8_k},
+};
+
+TEST(QuantTest, EveryConvertibleDtypeHasARoundTripCase) {
+  for (const DTypeTraits& t : dtype_traits_all()) {
+    bool found = false;
+    for (const RoundTripCase& c : kRoundTrips) found = found || c.dtype == t.dtype;
+    EXPECT_TRUE(found) << dtype_name(t.dtype);
+  }
+  EXPECT_EQ(std::size(kRoundTrips), dtype_traits_all().size());
+}
+
+class QuantRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(QuantRoundTrip, ErrorWithinBound) {
-  const DType t = GetParam();
+  const DType t = GetParam().dtype;
   const int64_t bs = std::max<int64_t>(dtype_block_size(t), 32);
   const int64_t n = 4 * 256;
   for (uint32_t seed = 1; seed <= 4; ++seed) {
@@ -105,16 +130,7 @@ TEST_P(QuantRoundTrip, ErrorWithinBound) {
     x[300] = 3.0f;
     const std::vector<float> y = round_trip(t, x);
     for (int64_t b = 0; b < n; b += bs) {
-      float bound;
-      if (t == DType::kF32) {
-        bound = 0.0f;
-      } else if (t == DType::kF16) {
-        bound = amax(&x[b], static_cast<int>(bs)) / 2048.0f;  // half an ulp: 2^-11 relative
-      } else if (t == DType::kBF16) {
-        bound = amax(&x[b], static_cast<int>(bs)) / 256.0f;  // half an ulp: 2^-8 relative
-      } else {
-        bound = block_bound(t, &x[b]);
-      }
+      const float bound = GetParam().bound(&x[b]);
       for (int64_t i = b; i < b + bs; ++i) {
         ASSERT_LE(std::fabs(x[i] - y[i]), bound)
             << dtype_name(t) << " seed " << seed << " element " << i << " x " << x[i];
@@ -125,7 +141,7 @@ TEST_P(QuantRoundTrip, ErrorWithinBound) {
 }
 
 TEST_P(QuantRoundTrip, Deterministic) {
-  const DType t = GetParam();
+  const DType t = GetParam().dtype;
   const std::vector<float> x = random_row(512, 7, 1.0f);
   std::vector<uint8_t> a(dtype_row_bytes(t, 512), 0x11), b(dtype_row_bytes(t, 512), 0xee);
   quantize_row(t, x.data(), a.data(), 512);
@@ -133,11 +149,10 @@ TEST_P(QuantRoundTrip, Deterministic) {
   EXPECT_EQ(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                                           DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                                           DType::kQ8_K),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip, ::testing::ValuesIn(kRoundTrips),
+                         [](const auto& info) {
+                           return std::string(dtype_name(info.param.dtype));
+                         });
 
 TEST(QuantTest, CanConvert) {
   EXPECT_TRUE(dtype_can_convert(DType::kQ4_K));

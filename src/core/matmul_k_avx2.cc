@@ -1,0 +1,211 @@
+// AVX2 kernels of the K-quants against Q8_K activations, and the Q8_K activation quantiser.
+// Entered only after the run-time CPU check (matmul.cc); see matmul_avx2.h for the tiling and
+// its determinism rule.
+#include <immintrin.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "core/matmul_avx2.h"
+#include "core/quant_blocks.h"
+
+namespace strata::matmul_detail {
+namespace {
+
+using avx2::f16;
+using avx2::hsum;
+using avx2::load256;
+using avx2::prefetch_ahead;
+using avx2::run_rows;
+
+// ---- Q4_K / Q5_K weights against Q8_K activations ----
+
+// The 8 six-bit scales and mins of a super-block (kscale_min, four at a time).
+inline void unpack_scale_mins(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, q, 4);
+  std::memcpy(&u1, q + 4, 4);
+  std::memcpy(&u2, q + 8, 4);
+  const uint32_t s[2] = {u0 & 0x3f3f3f3fu, (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)};
+  const uint32_t m[2] = {u1 & 0x3f3f3f3fu, ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)};
+  std::memcpy(sc, s, 8);
+  std::memcpy(mn, m, 8);
+}
+
+// pshufb masks broadcasting 16-bit word s (0..7) of each 128-bit half over the half.
+constexpr std::array<std::array<uint8_t, 32>, 8> make_word_spread() {
+  std::array<std::array<uint8_t, 32>, 8> m{};
+  for (int s = 0; s < 8; ++s) {
+    for (int b = 0; b < 32; ++b) m[s][b] = static_cast<uint8_t>(2 * s + b % 2);
+  }
+  return m;
+}
+alignas(32) constexpr auto kWordSpread = make_word_spread();
+
+inline __m256i word_spread(__m256i v, int s) {
+  return _mm256_shuffle_epi8(
+      v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordSpread[s].data())));
+}
+
+template <bool kFive, typename Block>
+struct QKMinKernel {
+  static constexpr int kCols = 4;
+  template <int C>
+  static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
+    const Block* w = reinterpret_cast<const Block*>(wp);
+    const BlockQ8_K* x[C];
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]);
+      acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i bit = _mm256_set1_epi8(1);
+    const int64_t nb = k / kQKK;
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block& wb = w[b];
+      prefetch_ahead<sizeof(Block)>(&wb);
+      alignas(8) uint8_t sc[8], mn[8];
+      unpack_scale_mins(wb.scales, sc, mn);
+      // Each min twice, to pair with the two 16-element block sums of its sub-block.
+      const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+      const __m256i mins =
+          _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+      __m256i hbits;
+      if constexpr (kFive) hbits = load256(wb.qh);
+      __m256i sumi[C];
+      for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {  // 64 elements: sub-blocks 2j (low nibbles), 2j+1 (high)
+        const __m256i raw = load256(wb.qs + 32 * j);
+        __m256i ql = _mm256_and_si256(raw, m4);
+        __m256i qh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        if constexpr (kFive) {
+          ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(hbits, bit), 4));
+          qh = _mm256_or_si256(
+              qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), bit), 4));
+          hbits = _mm256_srli_epi16(hbits, 2);
+        }
+        const __m256i s_l = word_spread(sc16, 2 * j);
+        const __m256i s_h = word_spread(sc16, 2 * j + 1);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = x[c][b].qs + 64 * j;
+          const __m256i p_l = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, load256(y)), s_l);
+          const __m256i p_h = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, load256(y + 32)), s_h);
+          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p_l, p_h));
+        }
+      }
+      const float dw = f16(wb.d), dmw = f16(wb.dmin);
+      for (int c = 0; c < C; ++c) {
+        const __m256i pm = _mm256_madd_epi16(load256(x[c][b].bsums), mins);
+        const float dx = x[c][b].d;
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dw), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(-(dx * dmw)), _mm256_cvtepi32_ps(pm), acc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+};
+
+// ---- Q6_K weights against Q8_K activations ----
+
+// pshufb masks spreading scales (2i, 2i+1) over 8 bytes each.
+constexpr std::array<std::array<uint8_t, 16>, 8> make_scale_masks() {
+  std::array<std::array<uint8_t, 16>, 8> m{};
+  for (int i = 0; i < 8; ++i) {
+    for (int b = 0; b < 16; ++b) m[i][b] = static_cast<uint8_t>(2 * i + b / 8);
+  }
+  return m;
+}
+alignas(16) constexpr auto kScaleMasks = make_scale_masks();
+
+struct Q6KKernel {
+  static constexpr int kCols = 4;
+  // Quants stored as q + 32 in 0..63 feed maddubs unsigned; the 32 offset is taken out once
+  // per block through the Q8_K block sums: sum(s * 32 * y) = 32 * sum_g s_g * bsum_g.
+  template <int C>
+  static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(wp);
+    const BlockQ8_K* x[C];
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]);
+      acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m3 = _mm256_set1_epi8(0x03);
+    const int64_t nb = k / kQKK;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ6_K& wb = w[b];
+      prefetch_ahead<sizeof(BlockQ6_K)>(&wb);
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
+      __m256i sumi[C];
+      for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = load256(wb.ql + 64 * h);
+        const __m256i ql1 = load256(wb.ql + 64 * h + 32);
+        const __m256i qhv = load256(wb.qh + 32 * h);
+        for (int g = 0; g < 4; ++g) {
+          const __m256i lo_src = g % 2 == 0 ? ql0 : ql1;
+          const __m256i lo = g < 2 ? _mm256_and_si256(lo_src, m4)
+                                   : _mm256_and_si256(_mm256_srli_epi16(lo_src, 4), m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qhv, _mm_cvtsi32_si128(2 * g)), m3);
+          const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+          const __m128i pair = _mm_shuffle_epi8(
+              sc8, _mm_load_si128(reinterpret_cast<const __m128i*>(kScaleMasks[4 * h + g].data())));
+          const __m256i s = _mm256_cvtepi8_epi16(pair);
+          for (int c = 0; c < C; ++c) {
+            const __m256i p = _mm256_maddubs_epi16(q, load256(x[c][b].qs + 128 * h + 32 * g));
+            sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
+          }
+        }
+      }
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+      const float dw = f16(wb.d);
+      for (int c = 0; c < C; ++c) {
+        const __m256i off = _mm256_madd_epi16(load256(x[c][b].bsums), sc16);
+        const __m256i tot = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off, 5));
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(x[c][b].d * dw), _mm256_cvtepi32_ps(tot), acc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+};
+
+void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += kQKK) {
+    const float amax = avx2::abs_max(x, kQKK);
+    const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 s = _mm256_set1_ps(iscale);
+    for (int i = 0; i < kQKK; i += 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + i), avx2::quant32(x + i, s));
+    }
+    for (int g = 0; g < kQKK / 16; ++g) {
+      const __m128i v =
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(y[b].qs + 16 * g)));
+      const __m128i w = _mm_cvtepi8_epi16(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(y[b].qs + 16 * g + 8)));
+      __m128i s32 = _mm_madd_epi16(_mm_add_epi16(v, w), _mm_set1_epi16(1));
+      s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4e));
+      s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xb1));
+      y[b].bsums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(s32));
+    }
+    y[b].d = iscale != 0.0f ? 1.0f / iscale : 0.0f;
+  }
+}
+
+}  // namespace
+
+void quantize_act_q8_k_avx2(const float* x, void* dst, int64_t k) {
+  quantize_q8_k(x, static_cast<BlockQ8_K*>(dst), k / kQKK);
+}
+
+const MatmulKernel kQ4_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                run_rows<QKMinKernel<false, BlockQ4_K>>};
+const MatmulKernel kQ5_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                run_rows<QKMinKernel<true, BlockQ5_K>>};
+const MatmulKernel kQ6_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2, run_rows<Q6KKernel>};
+
+}  // namespace strata::matmul_detail
