@@ -12,10 +12,16 @@ namespace md = matmul_detail;
 
 constexpr int kScalar = static_cast<int>(Isa::kScalar);
 
-// One row per dtype strata has code for. The activation partners: the plain types multiply the
-// F32 activations directly; the 32-element block types take Q8_0 (same block size, so a block
-// pair is one scale product and an integer sum); the K-quants take Q8_K (a super-block of 256,
-// with the 16-element sums that pay for the mins).
+// One row per dtype strata has code for. The activation partners (`act`):
+//  - plain types multiply the F32 activations as given;
+//  - q8_0, q4_0, q5_0, iq4_nl take Q8_0: same 32-element blocks, so a block is one integer sum
+//    and one scale product;
+//  - q4_1, q5_1 take Q8_1 (Q8_0's values plus each block's sum): their min m adds
+//    m * d_x * sum(q_x) per block, which the sum gives without touching the elements;
+//  - the K-quants take Q8_K: 256-element super-blocks like theirs, with the 16-element sums
+//    that pay for the mins (q4_K, q5_K) and the bias (q6_K).
+// The kernels of the 32-element types after q4_0 read one column layout for both partners: the
+// Q8 values with their scales and block sums (matmul_internal.h).
 constinit const DTypeTraits kTraits[] = {
     {DType::kF32,
      DType::kF32,
@@ -60,7 +66,28 @@ constinit const DTypeTraits kTraits[] = {
      dequantize_row_q6_k,
      quantize_row_q6_k,
      {{.matmul = &md::kQ6_KRef}, {.matmul = &md::kQ6_KAvx2}}},
-    // Activation format only: conversions, no kernels.
+    {DType::kQ4_1,
+     DType::kQ8_1,
+     dequantize_row_q4_1,
+     quantize_row_q4_1,
+     {{.matmul = &md::kQ4_1Ref}, {.matmul = &md::kQ4_1Avx2}}},
+    {DType::kQ5_0,
+     DType::kQ8_0,
+     dequantize_row_q5_0,
+     quantize_row_q5_0,
+     {{.matmul = &md::kQ5_0Ref}, {.matmul = &md::kQ5_0Avx2}}},
+    {DType::kQ5_1,
+     DType::kQ8_1,
+     dequantize_row_q5_1,
+     quantize_row_q5_1,
+     {{.matmul = &md::kQ5_1Ref}, {.matmul = &md::kQ5_1Avx2}}},
+    {DType::kIQ4_NL,
+     DType::kQ8_0,
+     dequantize_row_iq4_nl,
+     quantize_row_iq4_nl,
+     {{.matmul = &md::kIQ4_NLRef}, {.matmul = &md::kIQ4_NLAvx2}}},
+    // Activation formats only: conversions, no kernels.
+    {DType::kQ8_1, DType::kQ8_1, dequantize_row_q8_1, quantize_row_q8_1, {}},
     {DType::kQ8_K, DType::kQ8_K, dequantize_row_q8_k, quantize_row_q8_k, {}},
 };
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/matmul_internal.h"
+#include "core/quant_blocks.h"
 #include "core/simd_avx2.h"
 
 namespace strata::matmul_detail::avx2 {
@@ -44,6 +45,28 @@ inline __m256i pair_sum(__m256i a, __m256i b) {
   const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88));
   const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xdd));
   return _mm256_add_epi32(even, odd);
+}
+
+// 16 bytes of nibbles -> 32 bytes: the low nibbles (elements 0..15), then the high ones.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+}
+
+// The 32 signed levels (kIQ4NLValues) of an IQ4_NL block or IQ4_XS sub-block's 16 bytes.
+inline __m256i iq4_values(const uint8_t* qs) {
+  const __m256i grid =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+  return _mm256_shuffle_epi8(grid, unpack_nibbles(qs));
+}
+
+// Sum of the 8 int32 lanes (exact).
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
 }
 
 // ---- Driver ----

@@ -59,6 +59,18 @@ void quantize_act_q8_0_avx2(const float* x, void* dst, int64_t k);
 size_t q8_k_column_bytes(int64_t k);
 void quantize_act_q8_k_avx2(const float* x, void* dst, int64_t k);
 
+// Q8 with block sums: the column of the q4_1 / q5_0 / q5_1 / iq4_nl kernels, scalar and AVX2.
+//   int8_t qs[k]     the quants of quantize_row_q8_0, block b at 32 * b
+//   float d[nb8]     block b's scale: the f16 value Q8_0 stores, as a float
+//   float s[nb8]     d[b] * sum(qs of block b): the sum Q8_1 carries, here in f32
+//   int32_t sum[nb8] sum(qs of block b) itself, for kernels that bias their quants
+// nb8 is the block count rounded up to 8, the number of blocks the AVX2 kernels take a step;
+// the padding is zero.
+int64_t q8_sum_padded_blocks(int64_t k);
+size_t q8_sum_column_bytes(int64_t k);
+void quantize_act_q8_sum_ref(const float* x, void* dst, int64_t k);
+void quantize_act_q8_sum_avx2(const float* x, void* dst, int64_t k);
+
 // The AVX2 Q4_0 kernel's activation column: the Q8_0 quantisation of x (same values as
 // quantize_row), regrouped by pairs of blocks (b, b + 1) so that one 256-bit weight register
 // holds the low (or high) nibbles of both blocks. An odd last block is paired with zeros.
@@ -83,8 +95,8 @@ size_t q4_0_pair_column_bytes(int64_t k);
 extern const MatmulKernel kF32Ref, kF16Ref, kBF16Ref;
 extern const MatmulKernel kF32Avx2, kF16Avx2, kBF16Avx2;
 // matmul_legacy_ref.cc / matmul_legacy_avx2.cc
-extern const MatmulKernel kQ8_0Ref, kQ4_0Ref;
-extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2;
+extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef;
+extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2, kIQ4_NLAvx2;
 // matmul_k_ref.cc / matmul_k_avx2.cc
 extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef;
 extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2;

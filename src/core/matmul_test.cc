@@ -19,23 +19,28 @@ namespace strata {
 namespace {
 
 // One row per dtype with kernels (checked against the dtype table below).
-//   mins: the dot product subtracts a min part computed apart from the scale part (see
-//         reference()), so its rounding error scales with the min offsets too.
+//   mins:    the dot product adds a min part computed apart from the scale part (see
+//            reference()), so its rounding error scales with the min offsets too.
+//   bitwise: the SIMD kernels repeat the scalar reference's operations in its order, so
+//            they must agree bit for bit; the others sum in another order (within tolerance).
 struct TypeCase {
   DType dtype;
   bool mins;
+  bool bitwise;
 };
 
 constexpr TypeCase kCases[] = {
-    {DType::kF32, false},  {DType::kF16, false}, {DType::kBF16, false}, {DType::kQ8_0, false},
-    {DType::kQ4_0, false}, {DType::kQ4_K, true}, {DType::kQ5_K, true},  {DType::kQ6_K, false},
+    {DType::kF32, false, false},  {DType::kF16, false, false},  {DType::kBF16, false, false},
+    {DType::kQ8_0, false, false}, {DType::kQ4_0, false, false}, {DType::kQ4_K, true, false},
+    {DType::kQ5_K, true, false},  {DType::kQ6_K, false, false}, {DType::kQ4_1, true, true},
+    {DType::kQ5_0, false, true},  {DType::kQ5_1, true, true},   {DType::kIQ4_NL, false, true},
 };
 
 const TypeCase& case_of(DType t) {
   for (const TypeCase& c : kCases) {
     if (c.dtype == t) return c;
   }
-  static const TypeCase kNone{DType::kF32, false};
+  static const TypeCase kNone{DType::kF32, false, false};
   ADD_FAILURE() << dtype_name(t) << " has no row in kCases";
   return kNone;
 }
@@ -71,11 +76,18 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 
 // W: n rows of k, quantised row by row; also kept dequantised for the references.
 struct Weights {
-  Weights(DType t, int64_t n, int64_t k, uint32_t seed) : dtype(t), n(n), k(k) {
+  // spread: every 32 elements scaled by another power of two (2^-4 .. 2^4), so that block
+  // scales span several binades.
+  Weights(DType t, int64_t n, int64_t k, uint32_t seed, bool spread = false)
+      : dtype(t), n(n), k(k) {
     row_bytes = dtype_row_bytes(t, k);
     bytes.resize(row_bytes * n);
     deq.resize(static_cast<size_t>(n * k));
-    const std::vector<float> src = random_vec(static_cast<size_t>(n * k), seed);
+    std::vector<float> src = random_vec(static_cast<size_t>(n * k), seed);
+    if (spread) {
+      for (size_t i = 0; i < src.size(); ++i)
+        src[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 9) - 4);
+    }
     for (int64_t r = 0; r < n; ++r) {
       quantize_row(t, &src[r * k], &bytes[r * row_bytes], k);
       dequantize_row(t, &bytes[r * row_bytes], &deq[r * k], k);
@@ -216,6 +228,10 @@ std::vector<int64_t> ks_for(DType t) {
     ks.push_back(7);
     ks.push_back(33);
   }
+  if (bs == 32) {  // block counts that are not a multiple of the 2- or 8-block SIMD steps
+    ks.push_back(3 * 32);
+    ks.push_back(25 * 32);
+  }
   return ks;
 }
 
@@ -267,6 +283,48 @@ TEST(MatmulTest, Avx2MatchesScalar) {
 
 // Two kernels of a dtype with the same column layout (the same act_column_bytes) must write
 // the same bytes: the SIMD quantiser is a faster way to the scalar one's result.
+// The kernels that repeat the reference's operations: bit for bit on odd shapes (block counts
+// that leave a partial SIMD step, odd n, every m from 1 to 17), several seeds, and weights with
+// a wide range of scales.
+TEST(MatmulTest, Avx2EqualsScalarBitwise) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
+  ThreadPool pool(2);
+  int checked = 0;
+  for (const TypeCase& tc : kCases) {
+    if (!tc.bitwise) continue;
+    ++checked;
+    const DType t = tc.dtype;
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      for (int64_t n : {1, 7, 33}) {
+        for (int64_t k : ks_for(t)) {
+          const Weights w(t, n, k, seed * 1000 + static_cast<uint32_t>(n + k), seed % 2 == 0);
+          const Acts x(k, 17, seed);
+          for (int64_t m = 1; m <= 17; ++m) {
+            std::vector<float> ys, yv;
+            {
+              IsaGuard g(Isa::kScalar);
+              ys = run(pool, w, x, m, x.data.data());
+            }
+            {
+              IsaGuard g(Isa::kAvx2);
+              yv = run(pool, w, x, m, x.data.data());
+            }
+            for (int64_t j = 0; j < m; ++j) {
+              for (int64_t r = 0; r < n; ++r) {
+                const float a = ys[j * (n + 1) + r], b = yv[j * (n + 1) + r];
+                ASSERT_TRUE(same_bits(a, b))
+                    << dtype_name(t) << " seed " << seed << " n " << n << " k " << k << " m " << m
+                    << " column " << j << " row " << r << ": " << a << " vs " << b;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {
   if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
   int compared = 0;

@@ -8,8 +8,13 @@
 
 namespace strata {
 
-inline constexpr int kQK8_0 = 32;  // elements per q8_0 / q4_0 block
+inline constexpr int kQK8_0 = 32;  // elements per block of the legacy formats
 inline constexpr int kQK4_0 = 32;
+inline constexpr int kQK4_1 = 32;
+inline constexpr int kQK5_0 = 32;
+inline constexpr int kQK5_1 = 32;
+inline constexpr int kQK8_1 = 32;
+inline constexpr int kQK4_NL = 32;
 inline constexpr int kQKK = 256;         // elements per K-quant super-block
 inline constexpr int kKScaleBytes = 12;  // 8 six-bit scales + 8 six-bit mins
 
@@ -23,6 +28,47 @@ struct BlockQ8_0 {
 struct BlockQ4_0 {
   uint16_t d;  // f16
   uint8_t qs[kQK4_0 / 2];
+};
+
+// x = q * d + m, q in 0..15, nibbles as Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;  // f16
+  uint16_t m;  // f16
+  uint8_t qs[kQK4_1 / 2];
+};
+
+// x = (q - 16) * d, q in 0..31: the low 4 bits as Q4_0's nibbles; bit 4 of element j is bit j
+// of qh read as a little-endian uint32.
+struct BlockQ5_0 {
+  uint16_t d;  // f16
+  uint8_t qh[4];
+  uint8_t qs[kQK5_0 / 2];
+};
+
+// x = q * d + m, q in 0..31 stored as in Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;  // f16
+  uint16_t m;  // f16
+  uint8_t qh[4];
+  uint8_t qs[kQK5_1 / 2];
+};
+
+// As Q8_0 plus s = d * sum(qs) (f16): GGML's activation format for Q4_1 / Q5_1.
+struct BlockQ8_1 {
+  uint16_t d;  // f16
+  uint16_t s;  // f16
+  int8_t qs[kQK8_1];
+};
+
+// The 16 levels of IQ4_NL (and IQ4_XS): a non-linear 4-bit grid, denser near zero, where
+// weights are.
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// x = d * kIQ4NLValues[q], nibbles as Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;  // f16
+  uint8_t qs[kQK4_NL / 2];
 };
 
 // 8 sub-blocks of 32: x = d * scale[s] * q - dmin * min[s], q in 0..15. Element e of the
@@ -67,7 +113,13 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(alignof(BlockQ8_0) == 2 && alignof(BlockQ4_K) == 2 && alignof(BlockQ6_K) == 2);
+static_assert(alignof(BlockQ5_0) == 2 && offsetof(BlockQ5_1, qh) == 4);
 
 // Scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block: the first four keep their
 // 6 bits in bytes 0..3 / 4..7; the last four keep their low 4 bits in bytes 8..11 and their top
