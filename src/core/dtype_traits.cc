@@ -18,8 +18,8 @@ constexpr int kScalar = static_cast<int>(Isa::kScalar);
 //    and one scale product;
 //  - q4_1, q5_1 take Q8_1 (Q8_0's values plus each block's sum): their min m adds
 //    m * d_x * sum(q_x) per block, which the sum gives without touching the elements;
-//  - the K-quants take Q8_K: 256-element super-blocks like theirs, with the 16-element sums
-//    that pay for the mins (q4_K, q5_K) and the bias (q6_K).
+//  - the K-quants and iq4_xs take Q8_K: 256-element super-blocks like theirs, with the
+//    16-element sums that pay for the mins (q2_K, q4_K, q5_K) and biases (q3_K, q6_K).
 // The kernels of the 32-element types after q4_0 read one column layout for both partners: the
 // Q8 values with their scales and block sums (matmul_internal.h).
 constinit const DTypeTraits kTraits[] = {
@@ -86,6 +86,21 @@ constinit const DTypeTraits kTraits[] = {
      dequantize_row_iq4_nl,
      quantize_row_iq4_nl,
      {{.matmul = &md::kIQ4_NLRef}, {.matmul = &md::kIQ4_NLAvx2}}},
+    {DType::kQ2_K,
+     DType::kQ8_K,
+     dequantize_row_q2_k,
+     quantize_row_q2_k,
+     {{.matmul = &md::kQ2_KRef}, {.matmul = &md::kQ2_KAvx2}}},
+    {DType::kQ3_K,
+     DType::kQ8_K,
+     dequantize_row_q3_k,
+     quantize_row_q3_k,
+     {{.matmul = &md::kQ3_KRef}, {.matmul = &md::kQ3_KAvx2}}},
+    {DType::kIQ4_XS,
+     DType::kQ8_K,
+     dequantize_row_iq4_xs,
+     quantize_row_iq4_xs,
+     {{.matmul = &md::kIQ4_XSRef}, {.matmul = &md::kIQ4_XSAvx2}}},
     // Activation formats only: conversions, no kernels.
     {DType::kQ8_1, DType::kQ8_1, dequantize_row_q8_1, quantize_row_q8_1, {}},
     {DType::kQ8_K, DType::kQ8_K, dequantize_row_q8_k, quantize_row_q8_k, {}},

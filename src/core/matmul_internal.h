@@ -98,7 +98,7 @@ extern const MatmulKernel kF32Avx2, kF16Avx2, kBF16Avx2;
 extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef;
 extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2, kIQ4_NLAvx2;
 // matmul_k_ref.cc / matmul_k_avx2.cc
-extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef;
-extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2;
+extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;
+extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2, kIQ4_XSAvx2;
 
 }  // namespace strata::matmul_detail

@@ -60,7 +60,7 @@ struct BlockQ8_1 {
   int8_t qs[kQK8_1];
 };
 
-// The 16 levels of IQ4_NL (and IQ4_XS): a non-linear 4-bit grid, denser near zero, where
+// The 16 levels of IQ4_NL and IQ4_XS: a non-linear 4-bit grid, denser near zero, where
 // weights are.
 inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
@@ -69,6 +69,35 @@ inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 struct BlockIQ4_NL {
   uint16_t d;  // f16
   uint8_t qs[kQK4_NL / 2];
+};
+
+// 16 sub-blocks of 16: x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q in 0..3.
+// Element e = 128h + 32j + l (h < 2, j < 4, l < 32) is bits 2j..2j+1 of qs[32h + l].
+struct BlockQ2_K {
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  uint16_t d;     // f16, scale of the scales
+  uint16_t dmin;  // f16, scale of the mins
+};
+
+// 16 sub-blocks of 16: x = d * (scale[s] - 32) * (q - 4), q in 0..7. The low 2 bits of q are
+// laid out as Q2_K's; bit 2 of element e = 128h + 32j + l is bit 4h + j of hmask[l]. The 6-bit
+// scales are packed as in q3_k_scale().
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[12];
+  uint16_t d;  // f16
+};
+
+// 8 sub-blocks of 32: x = d * (ls - 32) * kIQ4NLValues[q]; sub-block i has its nibbles in
+// qs[16i .. 16i + 16) as one Q4_0 block, and its 6-bit ls in a nibble of scales_l (low 4 bits)
+// and two bits of scales_h (high 2), see iq4_xs_scale().
+struct BlockIQ4_XS {
+  uint16_t d;  // f16
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
 };
 
 // 8 sub-blocks of 32: x = d * scale[s] * q - dmin * min[s], q in 0..15. Element e of the
@@ -118,8 +147,13 @@ static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(alignof(BlockQ8_0) == 2 && alignof(BlockQ4_K) == 2 && alignof(BlockQ6_K) == 2);
-static_assert(alignof(BlockQ5_0) == 2 && offsetof(BlockQ5_1, qh) == 4);
+static_assert(alignof(BlockQ5_0) == 2 && alignof(BlockQ3_K) == 2 && alignof(BlockIQ4_XS) == 2);
+static_assert(offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ2_K, d) == 80 &&
+              offsetof(BlockQ3_K, scales) == 96 && offsetof(BlockIQ4_XS, qs) == 8);
 
 // Scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block: the first four keep their
 // 6 bits in bytes 0..3 / 4..7; the last four keep their low 4 bits in bytes 8..11 and their top
@@ -132,6 +166,20 @@ inline void kscale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
     *scale = static_cast<uint8_t>((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4));
     *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
+}
+
+// The 6-bit scale (0..63, stored with a +32 bias) of sub-block s (0..15) of a Q3_K super-block:
+// low 4 bits in the low nibble of byte s (s < 8) or the high nibble of byte s - 8; high 2 bits
+// at bit 2 * (s / 4) of byte 8 + s % 4.
+inline int q3_k_scale(const uint8_t* q, int s) {
+  const int lo = s < 8 ? q[s] & 0xf : q[s - 8] >> 4;
+  const int hi = (q[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return lo | (hi << 4);
+}
+
+// The 6-bit ls (0..63) of sub-block i (0..7) of an IQ4_XS super-block.
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int i) {
+  return ((b.scales_l[i / 2] >> (4 * (i % 2))) & 0xf) | (((b.scales_h >> (2 * i)) & 3) << 4);
 }
 
 }  // namespace strata

@@ -1,6 +1,10 @@
-// Rows of the K-quant formats: 256-element super-blocks of 8 or 16 sub-blocks whose scales
-// (and mins) are themselves quantised against one f16 scale per super-block. q8_K is the
-// activation format of their dot products.
+// Rows of the K-quant formats (and IQ4_XS, built the same way): 256-element super-blocks of 8
+// or 16 sub-blocks whose scales (and mins) are themselves quantised against one f16 scale per
+// super-block. q8_K is the activation format of their dot products.
+//
+// The quantisers are simple deterministic fits (each sub-block's min/max or signed extreme,
+// scales relative to the super-block's largest), not GGML's searches: a little more error,
+// the same format.
 #include <cmath>
 #include <cstring>
 
@@ -13,7 +17,25 @@ namespace strata {
 namespace {
 
 using quant_util::abs_max;
+using quant_util::iq4_nearest;
 using quant_util::round_clamp;
+using quant_util::signed_max;
+
+// Packs 256 two-bit values the Q2_K / Q3_K way: element 128h + 32j + l in bits 2j..2j+1 of
+// byte 32h + l.
+void pack_2bit(const uint8_t* q, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* p = q + 128 * h + l;
+      qs[32 * h + l] =
+          static_cast<uint8_t>((p[0] & 3) | (p[32] & 3) << 2 | (p[64] & 3) << 4 | (p[96] & 3) << 6);
+    }
+  }
+}
+
+inline int unpack_2bit(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
 
 // Inverse of kscale_min().
 void pack_scale_mins(const uint8_t* ls, const uint8_t* lm, uint8_t* q) {
@@ -195,7 +217,161 @@ void dequantize_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
   }
 }
 
+// ---- Q2_K ----
+
+// Each 16-element sub-block spans [min(lo, 0), max(hi, 0)] with quants 0..3; 4-bit scales and
+// mins relative to the super-block's largest.
+void quantize_q2_k(const float* x, BlockQ2_K* y) {
+  float sub_scale[16], sub_min[16];
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      lo = std::fmin(lo, x[16 * s + j]);
+      hi = std::fmax(hi, x[16 * s + j]);
+    }
+    sub_scale[s] = (hi - lo) / 3.0f;
+    sub_min[s] = -lo;
+    max_scale = std::fmax(max_scale, sub_scale[s]);
+    max_min = std::fmax(max_min, sub_min[s]);
+  }
+  y->d = f32_to_f16(max_scale / 15.0f);
+  y->dmin = f32_to_f16(max_min / 15.0f);
+  const float d = f16_to_f32(y->d), dmin = f16_to_f32(y->dmin);
+  uint8_t q[kQKK];
+  for (int s = 0; s < 16; ++s) {
+    const int ls = d > 0.0f ? round_clamp(sub_scale[s] / d, 0.0f, 15.0f) : 0;
+    const int lm = dmin > 0.0f ? round_clamp(sub_min[s] / dmin, 0.0f, 15.0f) : 0;
+    y->scales[s] = static_cast<uint8_t>(ls | lm << 4);
+    const float step = d * ls, offset = dmin * lm;
+    for (int j = 0; j < 16; ++j) {
+      const float v = x[16 * s + j];
+      q[16 * s + j] =
+          step > 0.0f ? static_cast<uint8_t>(round_clamp((v + offset) / step, 0.0f, 3.0f)) : 0;
+    }
+  }
+  pack_2bit(q, y->qs);
+}
+
+// ---- Q3_K ----
+
+// Each 16-element sub-block maps its signed extreme to -4 (quants -4..3); the 6-bit signed
+// scales map the super-block's largest to -32.
+void quantize_q3_k(const float* x, BlockQ3_K* y) {
+  float sub[16];
+  float big = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    sub[s] = signed_max(x + 16 * s, 16) / -4.0f;
+    if (std::fabs(sub[s]) > std::fabs(big)) big = sub[s];
+  }
+  y->d = f32_to_f16(big / -32.0f);
+  const float d = f16_to_f32(y->d);
+  std::memset(y->scales, 0, sizeof y->scales);
+  std::memset(y->hmask, 0, sizeof y->hmask);
+  uint8_t q[kQKK];
+  for (int s = 0; s < 16; ++s) {
+    const int l = d != 0.0f ? round_clamp(sub[s] / d, -32.0f, 31.0f) : 0;
+    const int biased = l + 32;
+    y->scales[s % 8] |= static_cast<uint8_t>((biased & 0xf) << (4 * (s / 8)));
+    y->scales[8 + s % 4] |= static_cast<uint8_t>((biased >> 4) << (2 * (s / 4)));
+    const float step = d * l;
+    for (int j = 0; j < 16; ++j) {
+      const int v = step != 0.0f ? round_clamp(x[16 * s + j] / step, -4.0f, 3.0f) : 0;
+      q[16 * s + j] = static_cast<uint8_t>(v + 4);
+    }
+  }
+  for (int e = 0; e < kQKK; ++e) {
+    y->hmask[e % 32] |= static_cast<uint8_t>((q[e] >> 2) << (e / 32));
+  }
+  pack_2bit(q, y->qs);
+}
+
+// ---- IQ4_XS ----
+
+// Each 32-element sub-block maps its signed extreme to the grid's -127; the 6-bit signed
+// sub-block scales map the super-block's largest to -32; elements take the nearest level.
+void quantize_iq4_xs(const float* x, BlockIQ4_XS* y) {
+  float sub[8];
+  float big = 0.0f;
+  for (int i = 0; i < 8; ++i) {
+    sub[i] = signed_max(x + 32 * i, 32) / static_cast<float>(kIQ4NLValues[0]);
+    if (std::fabs(sub[i]) > std::fabs(big)) big = sub[i];
+  }
+  y->d = f32_to_f16(big / -32.0f);
+  const float d = f16_to_f32(y->d);
+  y->scales_h = 0;
+  std::memset(y->scales_l, 0, sizeof y->scales_l);
+  for (int i = 0; i < 8; ++i) {
+    const int l = d != 0.0f ? round_clamp(sub[i] / d, -32.0f, 31.0f) : 0;
+    const int biased = l + 32;
+    y->scales_l[i / 2] |= static_cast<uint8_t>((biased & 0xf) << (4 * (i % 2)));
+    y->scales_h |= static_cast<uint16_t>((biased >> 4) << (2 * i));
+    const float step = d * l;
+    const float id = step != 0.0f ? 1.0f / step : 0.0f;
+    uint8_t* qs = y->qs + 16 * i;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = iq4_nearest(x[32 * i + j] * id);
+      const int hi = iq4_nearest(x[32 * i + 16 + j] * id);
+      qs[j] = static_cast<uint8_t>(lo | hi << 4);
+    }
+  }
+}
+
 }  // namespace
+
+void quantize_row_q2_k(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ2_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i) quantize_q2_k(src + i * kQKK, y + i);
+}
+
+void dequantize_row_q2_k(const void* src, float* y, int64_t n) {
+  const auto* b = static_cast<const BlockQ2_K*>(src);
+  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
+    const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
+    for (int e = 0; e < kQKK; ++e) {
+      const uint8_t sc = b[i].scales[e / 16];
+      const float dl = d * (sc & 0xf), ml = dmin * (sc >> 4);
+      y[e] = dl * unpack_2bit(b[i].qs, e) - ml;
+    }
+  }
+}
+
+void quantize_row_q3_k(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ3_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i) quantize_q3_k(src + i * kQKK, y + i);
+}
+
+void dequantize_row_q3_k(const void* src, float* y, int64_t n) {
+  const auto* b = static_cast<const BlockQ3_K*>(src);
+  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
+    const float d = f16_to_f32(b[i].d);
+    for (int e = 0; e < kQKK; ++e) {
+      const float dl = d * (q3_k_scale(b[i].scales, e / 16) - 32);
+      const int q = unpack_2bit(b[i].qs, e) | ((b[i].hmask[e % 32] >> (e / 32)) & 1) << 2;
+      y[e] = dl * (q - 4);
+    }
+  }
+}
+
+void quantize_row_iq4_xs(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockIQ4_XS*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i) quantize_iq4_xs(src + i * kQKK, y + i);
+}
+
+void dequantize_row_iq4_xs(const void* src, float* y, int64_t n) {
+  const auto* b = static_cast<const BlockIQ4_XS*>(src);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    for (int s = 0; s < 8; ++s, y += 32) {
+      const float dl = d * (iq4_xs_scale(b[i], s) - 32);
+      const uint8_t* qs = b[i].qs + 16 * s;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * kIQ4NLValues[qs[j] & 0xf];
+        y[j + 16] = dl * kIQ4NLValues[qs[j] >> 4];
+      }
+    }
+  }
+}
 
 void quantize_row_q8_k(const float* src, void* dst, int64_t n) {
   const float* x = src;

@@ -45,5 +45,11 @@ void dequantize_row_q6_k(const void* src, float* dst, int64_t n);
 void quantize_row_q6_k(const float* src, void* dst, int64_t n);
 void dequantize_row_q8_k(const void* src, float* dst, int64_t n);
 void quantize_row_q8_k(const float* src, void* dst, int64_t n);
+void dequantize_row_q2_k(const void* src, float* dst, int64_t n);
+void quantize_row_q2_k(const float* src, void* dst, int64_t n);
+void dequantize_row_q3_k(const void* src, float* dst, int64_t n);
+void quantize_row_q3_k(const float* src, void* dst, int64_t n);
+void dequantize_row_iq4_xs(const void* src, float* dst, int64_t n);
+void quantize_row_iq4_xs(const float* src, void* dst, int64_t n);
 
 }  // namespace strata

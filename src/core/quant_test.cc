@@ -60,8 +60,17 @@ constexpr float kF16Rel = 1.0f / 1024.0f;
 //        6-bit scales relative to the largest: the step is off by at most dS/2 (dS = Rmax/(63Q)),
 //        the offset by dM/2 (dM = Mmax/63). An element rounds (step/2) or, past the grid's
 //        end, clamps (dM/2 + Q*dS/2). The sum of both is a safe bound.
+//  q2_K: the same with sub-blocks of 16, Q = 3 and 4-bit scales and mins (15 levels).
 //  q6_K: per sub-block of 16, step A/31 with quants -31..31; 8-bit scales relative to the
 //        largest, off by dS/2 (dS = Amax/(31*127)); rounding step/2 plus clamping 31*dS/2.
+//  q3_K: per sub-block of 16 with amax a, ideal step a/4 (extreme on -4, quants -4..3); the
+//        signed 6-bit scale has quantum D = Amax/128 and lands within 1.05 D of the ideal (half
+//        a quantum, or a whole one where +32 clamps to 31, plus the f16 error). An element
+//        rounds (step/2), clamps at +3 (step + 4 * 1.05 D) or at -4 (4 * 1.05 D), or, with a
+//        zero scale, is the whole a < 2 D: at most a/4 + 5.3 D.
+//  iq4_xs: per sub-block of 32 with amax a, ideal step a/127 and quantum D = Amax/(127*32),
+//        step within 1.05 D as for q3_K: rounding 12 steps, clamping 14 steps plus 127 * 1.05 D,
+//        a zero scale costs a < 64 D: at most 14 * (a/127 + 1.05 D) + 134 D.
 using Bound = float (*)(const float* x, int i);
 
 float bound_f32(const float*, int) { return 0.0f; }
@@ -118,6 +127,18 @@ float bound_q6_k(const float* x, int) {
   return (a / 31.0f + ds) / 2.0f + 31.0f * ds / 2.0f + a * kF16Rel;
 }
 
+float bound_q3_k(const float* x, int i) {
+  const float big = amax(x, 256), a = amax(x + i / 16 * 16, 16);
+  const float quantum = big / 128.0f;
+  return a / 4.0f + 5.3f * quantum + big * kF16Rel;
+}
+
+float bound_iq4_xs(const float* x, int i) {
+  const float big = amax(x, 256), a = amax(x + i / 32 * 32, 32);
+  const float quantum = big / (127.0f * 32.0f);
+  return 14.0f * (a / 127.0f + 1.05f * quantum) + 134.0f * quantum + big * kF16Rel;
+}
+
 // One row per dtype with conversions.
 struct RoundTripCase {
   DType dtype;
@@ -136,9 +157,12 @@ const RoundTripCase kRoundTrips[] = {
     {DType::kQ5_1, bound_min_max<31>},
     {DType::kIQ4_NL, bound_iq4_nl},
     {DType::kQ8_K, bound_q8_k},
+    {DType::kQ2_K, bound_qk_min<16, 3, 15>},
+    {DType::kQ3_K, bound_q3_k},
     {DType::kQ4_K, bound_qk_min<8, 15, 63>},
     {DType::kQ5_K, bound_qk_min<8, 31, 63>},
     {DType::kQ6_K, bound_q6_k},
+    {DType::kIQ4_XS, bound_iq4_xs},
 };
 
 TEST(QuantTest, EveryConvertibleDtypeHasARoundTripCase) {
@@ -189,8 +213,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip, ::testing::ValuesIn(kRoundTri
 
 TEST(QuantTest, CanConvert) {
   EXPECT_TRUE(dtype_can_convert(DType::kQ4_K));
-  EXPECT_TRUE(dtype_can_convert(DType::kQ4_1));
-  EXPECT_FALSE(dtype_can_convert(DType::kQ2_K));
+  EXPECT_TRUE(dtype_can_convert(DType::kQ2_K));
   EXPECT_TRUE(dtype_can_convert(DType::kQ8_1));  // an activation format: conversions only
   EXPECT_FALSE(dtype_info(DType::kQ8_1).has_kernels);
   EXPECT_FALSE(dtype_can_convert(DType::kIQ2_XXS));
@@ -377,6 +400,75 @@ TEST(QuantKnownBytes, IQ4_NL) {
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(y[i], kGrid[i] * 0.5f) << i;
     EXPECT_EQ(y[16 + i], kGrid[15 - i] * 0.5f) << i;
+  }
+}
+
+// Element e = 128h + 32j + l of a Q2_K / Q3_K super-block keeps its low 2 bits at bits 2j of
+// byte 32h + l.
+void hand_pack_2bit(const int* q, uint8_t* qs) {
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+    if (j == 0) qs[32 * h + l] = 0;
+    qs[32 * h + l] = static_cast<uint8_t>(qs[32 * h + l] | (q[e] & 3) << (2 * j));
+  }
+}
+
+TEST(QuantKnownBytes, Q2_K) {
+  uint8_t raw[84];
+  int q[256];
+  for (int e = 0; e < 256; ++e) q[e] = (e * 5 + e / 7) % 4;
+  for (int s = 0; s < 16; ++s) raw[s] = static_cast<uint8_t>(s | ((15 - s) << 4));  // scale | min
+  hand_pack_2bit(q, raw + 16);
+  raw[80] = 0x00, raw[81] = 0x3c;  // d = 1.0
+  raw[82] = 0x00, raw[83] = 0x38;  // dmin = 0.5
+  const auto y = dequant(DType::kQ2_K, raw, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * (e / 16) * q[e] - 0.5f * (15 - e / 16)) << e;
+  }
+}
+
+TEST(QuantKnownBytes, Q3_K) {
+  uint8_t raw[110] = {};
+  int q[256], sc[16];
+  for (int e = 0; e < 256; ++e) q[e] = (e * 3 + e / 11) % 8;  // 0..7, value q - 4
+  for (int s = 0; s < 16; ++s) sc[s] = (s * 13 + 5) % 64;     // 6 bits, value sc - 32
+  // hmask[l] bit (e / 32) is bit 2 of element e's quant (l = e % 32).
+  for (int e = 0; e < 256; ++e) raw[e % 32] |= static_cast<uint8_t>((q[e] >> 2) << (e / 32));
+  hand_pack_2bit(q, raw + 32);
+  // scales at 96: low nibbles of 0..7 in bytes 0..7, of 8..15 in their high nibbles; the top 2
+  // bits of scale s at bits 2 * (s / 4) of byte 8 + s % 4.
+  uint8_t* p = raw + 96;
+  for (int s = 0; s < 16; ++s) {
+    p[s % 8] |= static_cast<uint8_t>((sc[s] & 15) << (s < 8 ? 0 : 4));
+    p[8 + s % 4] |= static_cast<uint8_t>((sc[s] >> 4) << (2 * (s / 4)));
+  }
+  raw[108] = 0x00, raw[109] = 0x38;  // d = 0.5
+  const auto y = dequant(DType::kQ3_K, raw, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(y[e], 0.5f * (sc[e / 16] - 32) * (q[e] - 4)) << e;
+}
+
+TEST(QuantKnownBytes, IQ4_XS) {
+  uint8_t raw[136] = {0x00, 0x3c};  // d = 1.0
+  int ls[8];
+  uint16_t high = 0;
+  for (int i = 0; i < 8; ++i) {
+    ls[i] = (i * 23 + 7) % 64;
+    raw[4 + i / 2] |= static_cast<uint8_t>((ls[i] & 15) << (4 * (i % 2)));  // scales_l
+    high |= static_cast<uint16_t>((ls[i] >> 4) << (2 * i));                 // scales_h
+  }
+  raw[2] = static_cast<uint8_t>(high & 0xff);
+  raw[3] = static_cast<uint8_t>(high >> 8);
+  // Sub-block i: elements 32i + j (j < 16) in the low nibble of qs[16i + j], 32i + 16 + j in
+  // the high one; element e has level (e * 7) % 16.
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      raw[8 + 16 * i + j] =
+          static_cast<uint8_t>(((32 * i + j) * 7) % 16 | ((((32 * i + 16 + j) * 7) % 16) << 4));
+    }
+  }
+  const auto y = dequant(DType::kIQ4_XS, raw, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * (ls[e / 32] - 32) * kGrid[(e * 7) % 16]) << e;
   }
 }
 

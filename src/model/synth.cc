@@ -222,9 +222,10 @@ int64_t head_dim_of(const SynthParams& p) {
 // llama.cpp's llama_ftype for a file whose 2-D weights are all `t` (the K-quants: the "_S"
 // mix, in which every matrix has the one type). A dtype not listed writes 0.
 constexpr std::pair<DType, uint32_t> kFileTypes[] = {
-    {DType::kF32, 0},   {DType::kF16, 1},   {DType::kQ4_0, 2},    {DType::kQ4_1, 3},
-    {DType::kQ8_0, 7},  {DType::kQ5_0, 8},  {DType::kQ5_1, 9},    {DType::kQ4_K, 14},
-    {DType::kQ5_K, 16}, {DType::kQ6_K, 18}, {DType::kIQ4_NL, 25}, {DType::kBF16, 32},
+    {DType::kF32, 0},     {DType::kF16, 1},     {DType::kQ4_0, 2},  {DType::kQ4_1, 3},
+    {DType::kQ8_0, 7},    {DType::kQ5_0, 8},    {DType::kQ5_1, 9},  {DType::kQ2_K, 10},
+    {DType::kQ3_K, 11},   {DType::kQ4_K, 14},   {DType::kQ5_K, 16}, {DType::kQ6_K, 18},
+    {DType::kIQ4_NL, 25}, {DType::kIQ4_XS, 30}, {DType::kBF16, 32},
 };
 
 uint32_t file_type(DType t) {
