@@ -326,6 +326,27 @@ struct Q3KKernel {
 // maddubs pairs stay below 2 * 127 * 127), scaled per 32-element sub-block by madd.
 struct IQ4XSKernel {
   static constexpr int kCols = 4;
+
+  // The 8 signed sub-block scales (ls - 32) as words, in both 128-bit halves: low nibbles from
+  // scales_l (even sub-blocks in the low nibbles), top 2 bits from scales_h.
+  static __m256i scales(const BlockIQ4_XS& b) {
+    uint32_t l;
+    std::memcpy(&l, b.scales_l, 4);
+    const __m128i nib =
+        _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0f0f0f0fu)),
+                          _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0f0f0f0fu)));
+    const __m256i high =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h),
+                                           _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                         _mm256_set1_epi32(3));
+    const __m256i ls =
+        _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(high, 4)),
+                         _mm256_set1_epi32(32));
+    const __m128i words =
+        _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
+    return _mm256_broadcastsi128_si256(words);
+  }
+
   template <int C>
   static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
     const auto* w = reinterpret_cast<const BlockIQ4_XS*>(wp);
@@ -341,12 +362,7 @@ struct IQ4XSKernel {
     for (int64_t b = 0; b < k / kQKK; ++b) {
       const BlockIQ4_XS& wb = w[b];
       prefetch_ahead<sizeof(BlockIQ4_XS)>(&wb);
-      int16_t ls[8];
-      for (int s = 0; s < 8; ++s) {
-        ls[s] = static_cast<int16_t>((((wb.scales_l[s / 2] >> (4 * (s % 2))) & 0xf) |
-                                      (((wb.scales_h >> (2 * s)) & 3) << 4)) -
-                                     32);
-      }
+      const __m256i ls = scales(wb);
       __m256i isum[C];
       for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p and 2p + 1: 32 bytes of nibbles
@@ -358,7 +374,7 @@ struct IQ4XSKernel {
           const __m256i q = t == 0 ? _mm256_permute2x128_si256(lo, hi, 0x20)
                                    : _mm256_permute2x128_si256(lo, hi, 0x31);
           const __m256i a = _mm256_sign_epi8(q, q);
-          const __m256i scw = _mm256_set1_epi16(ls[2 * p + t]);
+          const __m256i scw = word_spread(ls, 2 * p + t);
           for (int c = 0; c < C; ++c) {
             const __m256i y = load256(x[c][b].qs + 64 * p + 32 * t);
             const __m256i prod = _mm256_maddubs_epi16(a, _mm256_sign_epi8(y, q));

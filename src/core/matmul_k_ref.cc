@@ -64,8 +64,24 @@ float dot_q6_k(const uint8_t* wp, const void* xp, int64_t k) {
   return sum;
 }
 
-inline int two_bits(const uint8_t* qs, int e) {
-  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+// Sums of q * y over each 16-element sub-block of a Q2_K / Q3_K super-block, with q the 2-bit
+// quant from qs plus, for Q3_K, 4 * (hmask bit) - 4. Element e = 128h + 32j + l is bits 2j of
+// qs[32h + l] and bit 4h + j of hmask[l]; it is in sub-block 8h + 2j + l / 16.
+template <bool kQ3>
+void sub_block_sums(const uint8_t* qs, const uint8_t* hmask, const int8_t* y, int* sub) {
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 4; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        int acc = 0;  // a local: stores through `sub` could alias the int8 inputs
+        for (int l = 16 * half; l < 16 * half + 16; ++l) {
+          int q = (qs[32 * h + l] >> (2 * j)) & 3;
+          if constexpr (kQ3) q += 4 * ((hmask[l] >> (4 * h + j)) & 1) - 4;
+          acc += q * y[128 * h + 32 * j + l];
+        }
+        sub[8 * h + 2 * j + half] = acc;
+      }
+    }
+  }
 }
 
 // sum_s (scales[s] & 15) * (q . y)_s minus the mins' part (scales[s] >> 4) * sum(y)_s; each
@@ -75,11 +91,11 @@ float dot_q2_k(const uint8_t* wp, const void* xp, int64_t k) {
   const auto* x = static_cast<const BlockQ8_K*>(xp);
   float sum = 0.0f;
   for (int64_t b = 0; b < k / kQKK; ++b) {
+    int sub[16];
+    sub_block_sums<false>(w[b].qs, nullptr, x[b].qs, sub);
     int isum = 0, msum = 0;
     for (int s = 0; s < 16; ++s) {
-      int sub = 0;
-      for (int t = 0; t < 16; ++t) sub += two_bits(w[b].qs, 16 * s + t) * x[b].qs[16 * s + t];
-      isum += (w[b].scales[s] & 0xf) * sub;
+      isum += (w[b].scales[s] & 0xf) * sub[s];
       msum += (w[b].scales[s] >> 4) * x[b].bsums[s];
     }
     const float d = x[b].d * f16_to_f32(w[b].d);
@@ -94,16 +110,10 @@ float dot_q3_k(const uint8_t* wp, const void* xp, int64_t k) {
   const auto* x = static_cast<const BlockQ8_K*>(xp);
   float sum = 0.0f;
   for (int64_t b = 0; b < k / kQKK; ++b) {
+    int sub[16];
+    sub_block_sums<true>(w[b].qs, w[b].hmask, x[b].qs, sub);
     int isum = 0;
-    for (int s = 0; s < 16; ++s) {
-      int sub = 0;
-      for (int t = 0; t < 16; ++t) {
-        const int e = 16 * s + t;
-        const int q = two_bits(w[b].qs, e) | ((w[b].hmask[e % 32] >> (e / 32)) & 1) << 2;
-        sub += (q - 4) * x[b].qs[e];
-      }
-      isum += (q3_k_scale(w[b].scales, s) - 32) * sub;
-    }
+    for (int s = 0; s < 16; ++s) isum += (q3_k_scale(w[b].scales, s) - 32) * sub[s];
     sum += x[b].d * f16_to_f32(w[b].d) * static_cast<float>(isum);
   }
   return sum;

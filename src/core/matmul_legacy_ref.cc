@@ -89,7 +89,9 @@ float dot_q8_sum(const uint8_t* wp, const void* xp, int64_t k) {
   float lane[8] = {};
   for (int64_t b = 0; b < k / 32; ++b) {
     int isum = 0;
-    for (int j = 0; j < 32; ++j) isum += V::value(w[b], j) * xq[32 * b + j];
+    for (int j = 0; j < 16; ++j) {
+      isum += V::value(w[b], j) * xq[32 * b + j] + V::value(w[b], j + 16) * xq[32 * b + j + 16];
+    }
     float t = f16_to_f32(w[b].d) * xd[b] * static_cast<float>(isum);
     if constexpr (V::kMin) t = t + f16_to_f32(w[b].m) * xs[b];
     lane[b % 8] += t;
