@@ -40,7 +40,7 @@ void print_gen_usage() {
       ")\n"
       "  --n-ctx N           context length (default 2048)\n"
       "  --head-dim N        per-head width (default n-embd / n-head)\n"
-      "  --dtype T           f32 | f16 | bf16 | q8_0 | q4_0 | q4_K | q5_K | q6_K (default f32)\n"
+      "  --dtype T           %s (default f32)\n"
       "  --seed N            weight seed (default 1); same options, same bytes\n"
       "  --rope-freq-base F  default 10000 for llama, 1e6 for qwen\n"
       "  --rms-eps F         default 1e-5 for llama, 1e-6 for qwen\n"
@@ -55,7 +55,7 @@ void print_gen_usage() {
       "  --swa N             gemma2/gemma3 sliding window (default 4096 / 512)\n"
       "  --attn-softcap F    gemma2 attention soft-cap (default 50)\n"
       "  --final-softcap F   gemma2 logit soft-cap (default 30)\n",
-      arch_names().c_str(), kSynthMinVocab);
+      arch_names().c_str(), kSynthMinVocab, dtype_names_with_kernels(" | ").c_str());
 }
 
 // Printable, bounded form of a string from the file.

@@ -1,13 +1,15 @@
 // Element types and their storage: the GGML type ids and block layouts that GGUF files use.
 //
 // Every type GGUF can name is listed so that a file can be parsed and described; only some
-// have kernels (`dtype_has_kernels`). A quantised type stores `block_size` elements in
-// `block_bytes` bytes; a row of n elements needs n to be a multiple of the block size.
+// have kernels (`has_kernels`, from the dtype table of core/dtype_traits.h). A quantised type
+// stores `block_size` elements in `block_bytes` bytes; a row of n elements needs n to be a multiple
+// of the block size.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace strata {
@@ -67,6 +69,10 @@ inline bool dtype_is_quantized(DType t) { return dtype_info(t).block_size > 1; }
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers
 // that handle untrusted shapes, asserted here).
 size_t dtype_row_bytes(DType t, int64_t n);
+
+// The names of the dtypes with kernels, in table order, joined by `separator`: what error
+// messages and help texts list as supported.
+std::string dtype_names_with_kernels(std::string_view separator = ", ");
 
 // Parses a name as `strata gguf gen --dtype` takes it ("q8_0", "Q4_K", "f16"...).
 std::optional<DType> dtype_from_name(std::string_view name);

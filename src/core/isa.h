@@ -5,6 +5,7 @@
 namespace strata {
 
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+inline constexpr int kIsaLevels = 3;
 
 Isa isa_best_supported();
 Isa isa_active();

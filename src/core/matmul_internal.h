@@ -1,57 +1,75 @@
-// Shared by matmul.cc and its per-ISA kernel files: the prepared arguments of one call and
-// the entry points of each path. Not part of the public interface.
+// Shared by matmul.cc, the dtype table and the kernel files: the prepared arguments of one call,
+// the activation column layouts and the kernels of each dtype family. Not part of the public
+// interface.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "core/dtype_traits.h"
 
 namespace strata::matmul_detail {
 
-// The activation format a weight dtype's dot product consumes: kQ8_0, kQ8_K, or kF32 (the
-// activations are used as given).
-DType activation_dtype(DType w);
-
 struct MatmulArgs {
-  DType dtype;
   const uint8_t* w;  // row r at w + r * w_row_bytes
   size_t w_row_bytes;
   int64_t k;
   int64_t m;
-  const float* x;  // F32 activations, column j at x + j * x_stride (used for kF32 activations)
+  const float* x;  // F32 activations, column j at x + j * x_stride
   size_t x_stride;
-  const uint8_t* xq;  // quantised activations, column j at xq + j * xq_col_bytes
-  size_t xq_col_bytes;
-  float* y;  // y[j * y_stride + r]
+  const uint8_t* xq;    // the kernel's activation columns, column j at xq + j * xq_col_bytes;
+  size_t xq_col_bytes;  // nullptr when the kernel reads x as given
+  float* y;             // y[j * y_stride + r]
   size_t y_stride;
+
+  // What the kernel reads for column j: its own activation column, or the F32 one.
+  const void* column(int64_t j) const {
+    return xq != nullptr ? static_cast<const void*>(xq + j * xq_col_bytes)
+                         : static_cast<const void*>(x + j * x_stride);
+  }
 };
 
-// Compute y for the rows [r0, r1) and every column. Each output element's value depends only
-// on its weight row and its activation column (never on m, the tile or the row range).
-void matmul_rows_ref(const MatmulArgs& a, int64_t r0, int64_t r1);
-void matmul_rows_avx2(const MatmulArgs& a, int64_t r0, int64_t r1);
+// The scalar reference kernel of a dot product `dot(weight row, activation column, k)`. Each
+// output element's value depends only on its weight row and its activation column (never on
+// m, the tile or the row range).
+template <float (*kDot)(const uint8_t* w, const void* x, int64_t k)>
+void rows_ref(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* w = a.w + r * a.w_row_bytes;
+    for (int64_t j = 0; j < a.m; ++j) a.y[j * a.y_stride + r] = kDot(w, a.column(j), a.k);
+  }
+}
 
-// A Q8_0 activation column is its blocks followed (4-byte aligned) by their scales as floats,
+// ---- Activation columns ----
+
+// Q8_0: the blocks of quantize_row_q8_0 followed (4-byte aligned) by their scales as floats,
 // so that the SIMD kernels do not convert an f16 scale per block per weight row. The scales
 // are spread by pairs of blocks (b, b + 1) over 8 floats, [d_b d_b d_b1 d_b1] twice, the lane
 // order in which the AVX2 kernel sums a pair; an odd last block is paired with a zero scale.
-inline size_t q8_0_scales_offset(int64_t k) {
-  return (static_cast<size_t>(k / 32) * 34 + 3) & ~size_t{3};
-}
-inline size_t q8_0_column_bytes(int64_t k) {
-  return q8_0_scales_offset(k) + static_cast<size_t>((k / 32 + 1) / 2) * 32;
-}
+size_t q8_0_scales_offset(int64_t k);
+size_t q8_0_column_bytes(int64_t k);
 inline void q8_0_set_scale(float* scales, int64_t b, float d) {
   float* s = scales + 8 * (b / 2) + 2 * (b % 2);
   s[0] = s[1] = s[4] = s[5] = d;
 }
+void quantize_act_q8_0_ref(const float* x, void* dst, int64_t k);
+void quantize_act_q8_0_avx2(const float* x, void* dst, int64_t k);
 
-// Quantises one activation column of k elements to `act` (kQ8_0 with its float scales, or
-// kQ8_K). The AVX2 version
-// produces the same bytes as quantize_row (tested), so both paths see identical activations.
-void quantize_activation_ref(DType act, const float* x, void* dst, int64_t k);
-void quantize_activation_avx2(DType act, const float* x, void* dst, int64_t k);
+// Q8_K: the blocks of quantize_row_q8_k, nothing else.
+size_t q8_k_column_bytes(int64_t k);
+void quantize_act_q8_k_avx2(const float* x, void* dst, int64_t k);
+
+// Q8 with block sums: the column of the q4_1 / q5_0 / q5_1 / iq4_nl kernels, scalar and AVX2.
+//   int8_t qs[k]     the quants of quantize_row_q8_0, block b at 32 * b
+//   float d[nb8]     block b's scale: the f16 value Q8_0 stores, as a float
+//   float s[nb8]     d[b] * sum(qs of block b): the sum Q8_1 carries, here in f32
+//   int32_t sum[nb8] sum(qs of block b) itself, for kernels that bias their quants
+// nb8 is the block count rounded up to 8, the number of blocks the AVX2 kernels take a step;
+// the padding is zero.
+int64_t q8_sum_padded_blocks(int64_t k);
+size_t q8_sum_column_bytes(int64_t k);
+void quantize_act_q8_sum_ref(const float* x, void* dst, int64_t k);
+void quantize_act_q8_sum_avx2(const float* x, void* dst, int64_t k);
 
 // The AVX2 Q4_0 kernel's activation column: the Q8_0 quantisation of x (same values as
 // quantize_row), regrouped by pairs of blocks (b, b + 1) so that one 256-bit weight register
@@ -69,10 +87,18 @@ struct Q4_0ActPair {
   int32_t off[8];
 };
 static_assert(sizeof(Q4_0ActPair) == 128);
+size_t q4_0_pair_column_bytes(int64_t k);
 
-inline size_t q4_0_act_column_bytes(int64_t k) {
-  return static_cast<size_t>((k / 32 + 1) / 2) * sizeof(Q4_0ActPair);
-}
-void pack_q4_0_activation_avx2(const float* x, void* dst, int64_t k);
+// ---- Kernels, one per (dtype, level) that has one ----
+
+// matmul_float_ref.cc / matmul_float_avx2.cc
+extern const MatmulKernel kF32Ref, kF16Ref, kBF16Ref;
+extern const MatmulKernel kF32Avx2, kF16Avx2, kBF16Avx2;
+// matmul_legacy_ref.cc / matmul_legacy_avx2.cc
+extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef;
+extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2, kIQ4_NLAvx2;
+// matmul_k_ref.cc / matmul_k_avx2.cc
+extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;
+extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2, kIQ4_XSAvx2;
 
 }  // namespace strata::matmul_detail

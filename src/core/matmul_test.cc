@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype_traits.h"
 #include "core/fp16.h"
 #include "core/isa.h"
 #include "core/matmul_internal.h"
@@ -17,10 +18,45 @@
 namespace strata {
 namespace {
 
-using matmul_detail::activation_dtype;
+// One row per dtype with kernels (checked against the dtype table below).
+//   mins:    the dot product adds a min part computed apart from the scale part (see
+//            reference()), so its rounding error scales with the min offsets too.
+//   bitwise: the SIMD kernels repeat the scalar reference's operations in its order, so
+//            they must agree bit for bit; the others sum in another order (within tolerance).
+struct TypeCase {
+  DType dtype;
+  bool mins;
+  bool bitwise;
+};
 
-constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                            DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr TypeCase kCases[] = {
+    {DType::kF32, false, false},  {DType::kF16, false, false},  {DType::kBF16, false, false},
+    {DType::kQ8_0, false, false}, {DType::kQ4_0, false, false}, {DType::kQ4_K, true, false},
+    {DType::kQ5_K, true, false},  {DType::kQ6_K, false, false}, {DType::kQ4_1, true, true},
+    {DType::kQ5_0, false, true},  {DType::kQ5_1, true, true},   {DType::kIQ4_NL, false, true},
+    {DType::kQ2_K, true, true},   {DType::kQ3_K, false, true},  {DType::kIQ4_XS, false, true},
+};
+
+const TypeCase& case_of(DType t) {
+  for (const TypeCase& c : kCases) {
+    if (c.dtype == t) return c;
+  }
+  static const TypeCase kNone{DType::kF32, false, false};
+  ADD_FAILURE() << dtype_name(t) << " has no row in kCases";
+  return kNone;
+}
+
+DType activation_dtype(DType t) { return dtype_traits(t)->act; }
+
+TEST(MatmulTest, EveryDtypeWithKernelsHasACase) {
+  size_t with_kernels = 0;
+  for (const DTypeTraits& t : dtype_traits_all()) {
+    if (!dtype_info(t.dtype).has_kernels) continue;
+    ++with_kernels;
+    EXPECT_EQ(case_of(t.dtype).dtype, t.dtype);
+  }
+  EXPECT_EQ(with_kernels, std::size(kCases));
+}
 
 class IsaGuard {
  public:
@@ -41,11 +77,18 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 
 // W: n rows of k, quantised row by row; also kept dequantised for the references.
 struct Weights {
-  Weights(DType t, int64_t n, int64_t k, uint32_t seed) : dtype(t), n(n), k(k) {
+  // spread: every 32 elements scaled by another power of two (2^-4 .. 2^4), so that block
+  // scales span several binades.
+  Weights(DType t, int64_t n, int64_t k, uint32_t seed, bool spread = false)
+      : dtype(t), n(n), k(k) {
     row_bytes = dtype_row_bytes(t, k);
     bytes.resize(row_bytes * n);
     deq.resize(static_cast<size_t>(n * k));
-    const std::vector<float> src = random_vec(static_cast<size_t>(n * k), seed);
+    std::vector<float> src = random_vec(static_cast<size_t>(n * k), seed);
+    if (spread) {
+      for (size_t i = 0; i < src.size(); ++i)
+        src[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 9) - 4);
+    }
     for (int64_t r = 0; r < n; ++r) {
       quantize_row(t, &src[r * k], &bytes[r * row_bytes], k);
       dequantize_row(t, &bytes[r * row_bytes], &deq[r * k], k);
@@ -93,7 +136,8 @@ TEST(MatmulTest, BitwiseIndependentOfBatchAndThreads) {
   const int64_t n = 131, max_m = 17;
   for (Isa isa : isas()) {
     IsaGuard guard(isa);
-    for (DType t : kTypes) {
+    for (const TypeCase& tc : kCases) {
+      const DType t = tc.dtype;
       const int64_t bs = dtype_block_size(t);
       const int64_t k = bs == kQKK ? 1280 : bs == kQK8_0 ? 1312 : 1283;
       const Weights w(t, n, k, 11);
@@ -135,7 +179,7 @@ struct Expect {
 Expect reference(const Weights& w, const Acts& x, int64_t m) {
   Expect e;
   const DType act = activation_dtype(w.dtype);
-  const bool mins = w.dtype == DType::kQ4_K || w.dtype == DType::kQ5_K;
+  const bool mins = case_of(w.dtype).mins;
   std::vector<float> xd(static_cast<size_t>(w.k));
   std::vector<uint8_t> xq(dtype_row_bytes(act, w.k));
   for (int64_t j = 0; j < m; ++j) {
@@ -185,13 +229,18 @@ std::vector<int64_t> ks_for(DType t) {
     ks.push_back(7);
     ks.push_back(33);
   }
+  if (bs == 32) {  // block counts that are not a multiple of the 2- or 8-block SIMD steps
+    ks.push_back(3 * 32);
+    ks.push_back(25 * 32);
+  }
   return ks;
 }
 
 TEST(MatmulTest, EveryPathMatchesDequantisedReference) {
   ThreadPool pool(2);
   for (Isa isa : isas()) {
-    for (DType t : kTypes) {
+    for (const TypeCase& tc : kCases) {
+      const DType t = tc.dtype;
       for (int64_t n : {1, 3, 17, 67}) {
         for (int64_t k : ks_for(t)) {
           for (int64_t m : {1, 4, 17}) check_against_reference(isa, t, n, k, m, pool);
@@ -205,7 +254,8 @@ TEST(MatmulTest, EveryPathMatchesDequantisedReference) {
 TEST(MatmulTest, Avx2MatchesScalar) {
   if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
   ThreadPool pool(2);
-  for (DType t : kTypes) {
+  for (const TypeCase& tc : kCases) {
+    const DType t = tc.dtype;
     for (int64_t n : {1, 3, 17, 67}) {
       for (int64_t k : ks_for(t)) {
         const Weights w(t, n, k, 5);
@@ -232,24 +282,78 @@ TEST(MatmulTest, Avx2MatchesScalar) {
   }
 }
 
+// Two kernels of a dtype with the same column layout (the same act_column_bytes) must write
+// the same bytes: the SIMD quantiser is a faster way to the scalar one's result.
+// The kernels that repeat the reference's operations: bit for bit on odd shapes (block counts
+// that leave a partial SIMD step, odd n, every m from 1 to 17), several seeds, and weights with
+// a wide range of scales.
+TEST(MatmulTest, Avx2EqualsScalarBitwise) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
+  ThreadPool pool(2);
+  int checked = 0;
+  for (const TypeCase& tc : kCases) {
+    if (!tc.bitwise) continue;
+    ++checked;
+    const DType t = tc.dtype;
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      for (int64_t n : {1, 7, 33}) {
+        for (int64_t k : ks_for(t)) {
+          const Weights w(t, n, k, seed * 1000 + static_cast<uint32_t>(n + k), seed % 2 == 0);
+          const Acts x(k, 17, seed);
+          for (int64_t m = 1; m <= 17; ++m) {
+            std::vector<float> ys, yv;
+            {
+              IsaGuard g(Isa::kScalar);
+              ys = run(pool, w, x, m, x.data.data());
+            }
+            {
+              IsaGuard g(Isa::kAvx2);
+              yv = run(pool, w, x, m, x.data.data());
+            }
+            for (int64_t j = 0; j < m; ++j) {
+              for (int64_t r = 0; r < n; ++r) {
+                const float a = ys[j * (n + 1) + r], b = yv[j * (n + 1) + r];
+                ASSERT_TRUE(same_bits(a, b))
+                    << dtype_name(t) << " seed " << seed << " n " << n << " k " << k << " m " << m
+                    << " column " << j << " row " << r << ": " << a << " vs " << b;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {
   if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
-  for (DType act : {DType::kQ8_0, DType::kQ8_K}) {
+  int compared = 0;
+  for (const TypeCase& tc : kCases) {
+    const DTypeTraits& traits = *dtype_traits(tc.dtype);
+    const MatmulKernel* ref = dtype_matmul_kernel(traits, Isa::kScalar);
+    const MatmulKernel* simd = dtype_matmul_kernel(traits, Isa::kAvx2);
+    if (ref->act_column_bytes == nullptr || ref == simd ||
+        ref->act_column_bytes != simd->act_column_bytes) {
+      continue;
+    }
+    ++compared;
+    const int64_t bs = dtype_block_size(traits.act);
     for (uint32_t seed = 0; seed < 8; ++seed) {
-      // An odd number of Q8_0 blocks in every other case: the paired scales' zero tail.
-      const int64_t k = act == DType::kQ8_0 && seed % 2 == 1 ? 1312 : 1280;
+      // An odd number of 32-element blocks in every other case (the paired scales' zero tail).
+      const int64_t k = bs == 32 && seed % 2 == 1 ? 1312 : 1280;
       std::vector<float> x = random_vec(k, seed);
       for (float& v : x) v *= std::ldexp(1.0f, static_cast<int>(seed) * 3 - 12);
       std::fill(x.begin(), x.begin() + 256, 0.0f);                              // an all-zero block
       for (int i = 256; i < 288; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;  // exact ties
-      const size_t bytes =
-          act == DType::kQ8_0 ? matmul_detail::q8_0_column_bytes(k) : dtype_row_bytes(act, k);
+      const size_t bytes = ref->act_column_bytes(k);
       std::vector<uint8_t> a(bytes, 0), b(bytes, 0);
-      matmul_detail::quantize_activation_ref(act, x.data(), a.data(), k);
-      matmul_detail::quantize_activation_avx2(act, x.data(), b.data(), k);
-      ASSERT_EQ(a, b) << dtype_name(act) << " seed " << seed;
+      ref->quantize_activation(x.data(), a.data(), k);
+      simd->quantize_activation(x.data(), b.data(), k);
+      ASSERT_EQ(a, b) << dtype_name(tc.dtype) << " seed " << seed;
     }
   }
+  EXPECT_GT(compared, 0);
 }
 
 // The regrouped Q4_0 activations hold exactly the Q8_0 quantisation, and their offsets add up
@@ -262,8 +366,9 @@ TEST(MatmulTest, Avx2Q4_0ActivationPairsHoldQ8_0) {
     std::fill(x.begin(), x.begin() + 32, 0.0f);
     std::vector<BlockQ8_0> q(static_cast<size_t>(nb));
     quantize_row(DType::kQ8_0, x.data(), q.data(), k);
-    std::vector<uint8_t> packed(matmul_detail::q4_0_act_column_bytes(k), 0xee);
-    matmul_detail::pack_q4_0_activation_avx2(x.data(), packed.data(), k);
+    const MatmulKernel& kernel = matmul_detail::kQ4_0Avx2;
+    std::vector<uint8_t> packed(kernel.act_column_bytes(k), 0xee);
+    kernel.quantize_activation(x.data(), packed.data(), k);
     ASSERT_EQ(packed.size(), static_cast<size_t>((nb + 1) / 2) * 128);
     for (int64_t b = 0; b < (nb + 1) / 2 * 2; ++b) {
       matmul_detail::Q4_0ActPair pair;

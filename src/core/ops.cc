@@ -8,10 +8,9 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/fp16.h"
+#include "core/dtype_traits.h"
 #include "core/isa.h"
 #include "core/ops_internal.h"
-#include "core/quant.h"
 
 namespace strata {
 namespace {
@@ -81,24 +80,14 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
 
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
               const int32_t* ids, int64_t n_ids, float* y, size_t y_stride) {
-  const bool avx2 = use_avx2();
+  const DTypeTraits* traits = dtype_traits(dtype);
+  STRATA_CHECK(traits != nullptr, "get_rows: dtype has no conversion");
+  const RowToFloat to_float = dtype_to_float(*traits, isa_active());
   pool.parallel_for(n_ids, row_grain(n), [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const auto* src =
           static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * row_bytes;
-      float* dst = y + i * y_stride;
-      if (dtype == DType::kF32) {
-        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      } else if (dtype == DType::kF16) {
-        const auto* h = reinterpret_cast<const uint16_t*>(src);
-        if (avx2) {
-          internal::avx2::f16_to_f32_row(h, dst, n);
-        } else {
-          for (int64_t j = 0; j < n; ++j) dst[j] = f16_to_f32(h[j]);
-        }
-      } else {
-        dequantize_row(dtype, src, dst, n);
-      }
+      to_float(src, y + i * y_stride, n);
     }
   });
 }
@@ -108,19 +97,11 @@ void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes
               size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows) {
   STRATA_CHECK(dst_dtype == DType::kF32 || dst_dtype == DType::kF16,
                "set_rows: destination must be f32 or f16");
-  const bool avx2 = use_avx2();
+  const RowFromFloat from_float = dtype_from_float(*dtype_traits(dst_dtype), isa_active());
   pool.parallel_for(n_rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       auto* d = static_cast<uint8_t*>(dst) + static_cast<size_t>(idx[i]) * dst_row_bytes;
-      const float* s = src + i * src_stride;
-      if (dst_dtype == DType::kF32) {
-        std::memcpy(d, s, static_cast<size_t>(n) * sizeof(float));
-      } else if (avx2) {
-        internal::avx2::f32_to_f16_row(s, reinterpret_cast<uint16_t*>(d), n);
-      } else {
-        auto* h = reinterpret_cast<uint16_t*>(d);
-        for (int64_t j = 0; j < n; ++j) h[j] = f32_to_f16(s[j]);
-      }
+      from_float(src + i * src_stride, d, n);
     }
   });
 }

@@ -415,22 +415,6 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
   }
 }
 
-void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16(x + i));
-  for (; i < n; ++i) y[i] = f16_to_f32(x[i]);
-}
-
-void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h =
-        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
-  }
-  for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
-}
-
 // The first index of the maximum, as the scalar loop `if (x[i] > best)` from best = -inf
 // finds it: NaNs are skipped (max_ps returns its second operand when the first is NaN), and a
 // row with nothing above -inf gives 0.

@@ -80,8 +80,6 @@ void swiglu(const float* gate, size_t gate_stride, const float* up, size_t up_st
             size_t y_stride, int64_t n, int64_t rows);
 void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t tok_stride,
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
-void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
-void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 int32_t argmax_row(const float* x, int64_t n);
 
 // Attention of token t for the query heads [h0, h1), which must share one kv head.

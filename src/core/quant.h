@@ -1,5 +1,7 @@
-// Quantisation: the GGUF block layouts, and conversion of rows to and from float.
-// These are the scalar references; they define the formats bit for bit as GGML does.
+// Quantisation: conversion of rows of any dtype strata has code for to and from float.
+// These are the scalar references; they define the formats bit for bit as GGML does (block
+// layouts in quant_blocks.h) and never depend on the instruction set, so a file written on one
+// machine has the same bytes as on any other.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +11,8 @@
 
 namespace strata {
 
-// True for the dtypes whose rows can be converted (dtype_info(t).has_kernels).
+// True for the dtypes whose rows can be converted: every dtype with kernels
+// (dtype_info(t).has_kernels), and the activation formats of the dot products (q8_K...).
 bool dtype_can_convert(DType t);
 
 // dst[0..n) = src row of n elements. n must be a multiple of the block size.

@@ -8,8 +8,10 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype_traits.h"
 #include "core/fp16.h"
 #include "core/quant_blocks.h"
+#include "core/quant_rows.h"
 
 namespace strata {
 namespace {
@@ -41,61 +43,141 @@ float amax(const float* x, int n) {
 // range) and float arithmetic.
 constexpr float kF16Rel = 1.0f / 1024.0f;
 
-// The bound of each type's round trip, for the elements of one block starting at x.
-// Derivations:
-//  q8_0: step d = amax/127; rounding costs d/2, the f16 d adds up to 127 * |d - f16(d)|.
+// The bound of each type's round trip for element i of the block (of max(block size, 32)
+// elements) starting at x. Derivations:
+//  q8_0/q8_1: step d = amax/127; rounding costs d/2, the f16 d adds up to 127 * |d - f16(d)|.
 //  q4_0: d = amax/8 with the signed extreme at -8; the opposite extreme can only reach +7,
 //        so it clamps with an error of up to d; everything else rounds (d/2).
+//  q5_0: the same with 16 levels a side: amax/16.
+//  q4_1/q5_1: min/max fit of the block, step R/Q (Q = 15 or 31) against the stored f16 step
+//        and min: rounding R/(2Q); a clamp at either end costs at most the f16 errors,
+//        Q*|d - f16(d)| + |min - f16(min)| <= (R + |min|) 2^-11.
+//  iq4_nl: d = amax/127 with the signed extreme on the grid's -127. Neighbouring levels are at
+//        most 24 apart (89..113), so rounding costs 12d; the other side can reach +127 where
+//        the grid stops at 113: a clamp of 14d.
 //  q8_K: float d = amax/127, rounding only: d/2.
 //  q4_K/q5_K: per sub-block of 32 range R (including 0) and min M; step R/Q (Q = 15 or 31).
 //        6-bit scales relative to the largest: the step is off by at most dS/2 (dS = Rmax/(63Q)),
 //        the offset by dM/2 (dM = Mmax/63). An element rounds (step/2) or, past the grid's
 //        end, clamps (dM/2 + Q*dS/2). The sum of both is a safe bound.
+//  q2_K: the same with sub-blocks of 16, Q = 3 and 4-bit scales and mins (15 levels).
 //  q6_K: per sub-block of 16, step A/31 with quants -31..31; 8-bit scales relative to the
 //        largest, off by dS/2 (dS = Amax/(31*127)); rounding step/2 plus clamping 31*dS/2.
-float block_bound(DType t, const float* x) {
-  switch (t) {
-    case DType::kQ8_0: {
-      const float a = amax(x, 32);
-      return a / 254.0f + a * kF16Rel;
-    }
-    case DType::kQ4_0: {
-      const float a = amax(x, 32);
-      return a / 8.0f + a * kF16Rel;
-    }
-    case DType::kQ8_K:
-      return amax(x, 256) / 254.0f * 1.001f;
-    case DType::kQ4_K:
-    case DType::kQ5_K: {
-      const float q = t == DType::kQ4_K ? 15.0f : 31.0f;
-      float rmax = 0.0f, mmax = 0.0f;
-      for (int s = 0; s < 8; ++s) {
-        float lo = 0.0f, hi = 0.0f;
-        for (int j = 0; j < 32; ++j) {
-          lo = std::min(lo, x[32 * s + j]);
-          hi = std::max(hi, x[32 * s + j]);
-        }
-        rmax = std::max(rmax, hi - lo);
-        mmax = std::max(mmax, -lo);
-      }
-      const float ds = rmax / (63.0f * q), dm = mmax / 63.0f;
-      return (rmax / q + ds) / 2.0f + dm / 2.0f + q * ds / 2.0f + (rmax + mmax) * kF16Rel;
-    }
-    case DType::kQ6_K: {
-      float a = 0.0f;
-      for (int s = 0; s < 16; ++s) a = std::max(a, amax(x + 16 * s, 16));
-      const float ds = a / (31.0f * 127.0f);
-      return (a / 31.0f + ds) / 2.0f + 31.0f * ds / 2.0f + a * kF16Rel;
-    }
-    default:
-      return 0.0f;
-  }
+//  q3_K: per sub-block of 16 with amax a, ideal step a/4 (extreme on -4, quants -4..3); the
+//        signed 6-bit scale has quantum D = Amax/128 and lands within 1.05 D of the ideal (half
+//        a quantum, or a whole one where +32 clamps to 31, plus the f16 error). An element
+//        rounds (step/2), clamps at +3 (step + 4 * 1.05 D) or at -4 (4 * 1.05 D), or, with a
+//        zero scale, is the whole a < 2 D: at most a/4 + 5.3 D.
+//  iq4_xs: per sub-block of 32 with amax a, ideal step a/127 and quantum D = Amax/(127*32),
+//        step within 1.05 D as for q3_K: rounding 12 steps, clamping 14 steps plus 127 * 1.05 D,
+//        a zero scale costs a < 64 D: at most 14 * (a/127 + 1.05 D) + 134 D.
+using Bound = float (*)(const float* x, int i);
+
+float bound_f32(const float*, int) { return 0.0f; }
+float bound_f16(const float* x, int) { return amax(x, 32) / 2048.0f; }  // half an ulp: 2^-11
+float bound_bf16(const float* x, int) { return amax(x, 32) / 256.0f; }  // half an ulp: 2^-8
+
+float bound_q8_0(const float* x, int) {
+  const float a = amax(x, 32);
+  return a / 254.0f + a * kF16Rel;
 }
 
-class QuantRoundTrip : public ::testing::TestWithParam<DType> {};
+template <int kSide>
+float bound_symmetric(const float* x, int) {
+  const float a = amax(x, 32);
+  return a / kSide + a * kF16Rel;
+}
+
+template <int kQ>
+float bound_min_max(const float* x, int) {
+  const float lo = *std::min_element(x, x + 32), hi = *std::max_element(x, x + 32);
+  return (hi - lo) / (2.0f * kQ) + (hi - lo + std::fabs(lo)) * kF16Rel;
+}
+
+float bound_iq4_nl(const float* x, int) {
+  const float a = amax(x, 32);
+  return 14.0f * a / 127.0f + a * kF16Rel;
+}
+
+float bound_q8_k(const float* x, int) { return amax(x, 256) / 254.0f * 1.001f; }
+
+// kSub sub-blocks of 256 / kSub elements, quants 0..kQ, scales and mins of kLevels levels.
+template <int kSub, int kQ, int kLevels>
+float bound_qk_min(const float* x, int) {
+  const int len = 256 / kSub;
+  const float q = kQ;
+  float rmax = 0.0f, mmax = 0.0f;
+  for (int s = 0; s < kSub; ++s) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int j = 0; j < len; ++j) {
+      lo = std::min(lo, x[len * s + j]);
+      hi = std::max(hi, x[len * s + j]);
+    }
+    rmax = std::max(rmax, hi - lo);
+    mmax = std::max(mmax, -lo);
+  }
+  const float ds = rmax / (kLevels * q), dm = mmax / kLevels;
+  return (rmax / q + ds) / 2.0f + dm / 2.0f + q * ds / 2.0f + (rmax + mmax) * kF16Rel;
+}
+
+float bound_q6_k(const float* x, int) {
+  float a = 0.0f;
+  for (int s = 0; s < 16; ++s) a = std::max(a, amax(x + 16 * s, 16));
+  const float ds = a / (31.0f * 127.0f);
+  return (a / 31.0f + ds) / 2.0f + 31.0f * ds / 2.0f + a * kF16Rel;
+}
+
+float bound_q3_k(const float* x, int i) {
+  const float big = amax(x, 256), a = amax(x + i / 16 * 16, 16);
+  const float quantum = big / 128.0f;
+  return a / 4.0f + 5.3f * quantum + big * kF16Rel;
+}
+
+float bound_iq4_xs(const float* x, int i) {
+  const float big = amax(x, 256), a = amax(x + i / 32 * 32, 32);
+  const float quantum = big / (127.0f * 32.0f);
+  return 14.0f * (a / 127.0f + 1.05f * quantum) + 134.0f * quantum + big * kF16Rel;
+}
+
+// One row per dtype with conversions.
+struct RoundTripCase {
+  DType dtype;
+  Bound bound;
+};
+
+const RoundTripCase kRoundTrips[] = {
+    {DType::kF32, bound_f32},
+    {DType::kF16, bound_f16},
+    {DType::kBF16, bound_bf16},
+    {DType::kQ8_0, bound_q8_0},
+    {DType::kQ8_1, bound_q8_0},
+    {DType::kQ4_0, bound_symmetric<8>},
+    {DType::kQ5_0, bound_symmetric<16>},
+    {DType::kQ4_1, bound_min_max<15>},
+    {DType::kQ5_1, bound_min_max<31>},
+    {DType::kIQ4_NL, bound_iq4_nl},
+    {DType::kQ8_K, bound_q8_k},
+    {DType::kQ2_K, bound_qk_min<16, 3, 15>},
+    {DType::kQ3_K, bound_q3_k},
+    {DType::kQ4_K, bound_qk_min<8, 15, 63>},
+    {DType::kQ5_K, bound_qk_min<8, 31, 63>},
+    {DType::kQ6_K, bound_q6_k},
+    {DType::kIQ4_XS, bound_iq4_xs},
+};
+
+TEST(QuantTest, EveryConvertibleDtypeHasARoundTripCase) {
+  for (const DTypeTraits& t : dtype_traits_all()) {
+    bool found = false;
+    for (const RoundTripCase& c : kRoundTrips) found = found || c.dtype == t.dtype;
+    EXPECT_TRUE(found) << dtype_name(t.dtype);
+  }
+  EXPECT_EQ(std::size(kRoundTrips), dtype_traits_all().size());
+}
+
+class QuantRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(QuantRoundTrip, ErrorWithinBound) {
-  const DType t = GetParam();
+  const DType t = GetParam().dtype;
   const int64_t bs = std::max<int64_t>(dtype_block_size(t), 32);
   const int64_t n = 4 * 256;
   for (uint32_t seed = 1; seed <= 4; ++seed) {
@@ -105,17 +187,8 @@ TEST_P(QuantRoundTrip, ErrorWithinBound) {
     x[300] = 3.0f;
     const std::vector<float> y = round_trip(t, x);
     for (int64_t b = 0; b < n; b += bs) {
-      float bound;
-      if (t == DType::kF32) {
-        bound = 0.0f;
-      } else if (t == DType::kF16) {
-        bound = amax(&x[b], static_cast<int>(bs)) / 2048.0f;  // half an ulp: 2^-11 relative
-      } else if (t == DType::kBF16) {
-        bound = amax(&x[b], static_cast<int>(bs)) / 256.0f;  // half an ulp: 2^-8 relative
-      } else {
-        bound = block_bound(t, &x[b]);
-      }
       for (int64_t i = b; i < b + bs; ++i) {
+        const float bound = GetParam().bound(&x[b], static_cast<int>(i - b));
         ASSERT_LE(std::fabs(x[i] - y[i]), bound)
             << dtype_name(t) << " seed " << seed << " element " << i << " x " << x[i];
       }
@@ -125,7 +198,7 @@ TEST_P(QuantRoundTrip, ErrorWithinBound) {
 }
 
 TEST_P(QuantRoundTrip, Deterministic) {
-  const DType t = GetParam();
+  const DType t = GetParam().dtype;
   const std::vector<float> x = random_row(512, 7, 1.0f);
   std::vector<uint8_t> a(dtype_row_bytes(t, 512), 0x11), b(dtype_row_bytes(t, 512), 0xee);
   quantize_row(t, x.data(), a.data(), 512);
@@ -133,15 +206,17 @@ TEST_P(QuantRoundTrip, Deterministic) {
   EXPECT_EQ(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                                           DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                                           DType::kQ8_K),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip, ::testing::ValuesIn(kRoundTrips),
+                         [](const auto& info) {
+                           return std::string(dtype_name(info.param.dtype));
+                         });
 
 TEST(QuantTest, CanConvert) {
   EXPECT_TRUE(dtype_can_convert(DType::kQ4_K));
-  EXPECT_FALSE(dtype_can_convert(DType::kQ2_K));
+  EXPECT_TRUE(dtype_can_convert(DType::kQ2_K));
+  EXPECT_TRUE(dtype_can_convert(DType::kQ8_1));  // an activation format: conversions only
+  EXPECT_FALSE(dtype_info(DType::kQ8_1).has_kernels);
+  EXPECT_FALSE(dtype_can_convert(DType::kIQ2_XXS));
 }
 
 // ---- Hand-built blocks: the expectation comes from the format's definition, not the code ----
@@ -271,6 +346,146 @@ TEST(QuantKnownBytes, Q8_KBsums) {
       EXPECT_EQ(blk.bsums[g], sum) << g;
     }
     EXPECT_EQ(std::abs(peak), 127);  // the largest element uses the full range
+  }
+}
+
+TEST(QuantKnownBytes, Q4_1) {
+  BlockQ4_1 b;
+  b.d = 0x3800;  // 0.5
+  b.m = 0xbc00;  // -1.0
+  for (int i = 0; i < 16; ++i) b.qs[i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+  const auto y = dequant(DType::kQ4_1, &b, 32);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(y[i], i * 0.5f - 1.0f) << i;
+    EXPECT_EQ(y[16 + i], (15 - i) * 0.5f - 1.0f) << i;
+  }
+}
+
+// Element j has quant (7j + 3) % 32: its low 4 bits are nibbles as in Q4_0, bit 4 is bit j of
+// qh (a little-endian 32-bit word).
+void hand_pack_q5(uint8_t* qs, uint8_t* qh) {
+  uint32_t high = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (7 * j + 3) % 32, hi = (7 * (j + 16) + 3) % 32;
+    qs[j] = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
+    high |= static_cast<uint32_t>(lo >> 4) << j | static_cast<uint32_t>(hi >> 4) << (j + 16);
+  }
+  for (int i = 0; i < 4; ++i) qh[i] = static_cast<uint8_t>(high >> (8 * i));
+}
+
+TEST(QuantKnownBytes, Q5_0AndQ5_1) {
+  BlockQ5_0 a;
+  a.d = 0x4000;  // 2.0
+  hand_pack_q5(a.qs, a.qh);
+  BlockQ5_1 b;
+  b.d = 0x3400;  // 0.25
+  b.m = 0x3c00;  // 1.0
+  hand_pack_q5(b.qs, b.qh);
+  const auto y0 = dequant(DType::kQ5_0, &a, 32);
+  const auto y1 = dequant(DType::kQ5_1, &b, 32);
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_EQ(y0[j], ((7 * j + 3) % 32 - 16) * 2.0f) << j;
+    EXPECT_EQ(y1[j], ((7 * j + 3) % 32) * 0.25f + 1.0f) << j;
+  }
+}
+
+// The published IQ4_NL grid, written out here independently of quant_blocks.h.
+constexpr int kGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                           1,    13,   25,  38,  53,  69,  89,  113};
+
+TEST(QuantKnownBytes, IQ4_NL) {
+  uint8_t raw[18] = {0x00, 0x38};  // d = 0.5
+  for (int i = 0; i < 16; ++i) raw[2 + i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+  const auto y = dequant(DType::kIQ4_NL, raw, 32);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(y[i], kGrid[i] * 0.5f) << i;
+    EXPECT_EQ(y[16 + i], kGrid[15 - i] * 0.5f) << i;
+  }
+}
+
+// Element e = 128h + 32j + l of a Q2_K / Q3_K super-block keeps its low 2 bits at bits 2j of
+// byte 32h + l.
+void hand_pack_2bit(const int* q, uint8_t* qs) {
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+    if (j == 0) qs[32 * h + l] = 0;
+    qs[32 * h + l] = static_cast<uint8_t>(qs[32 * h + l] | (q[e] & 3) << (2 * j));
+  }
+}
+
+TEST(QuantKnownBytes, Q2_K) {
+  uint8_t raw[84];
+  int q[256];
+  for (int e = 0; e < 256; ++e) q[e] = (e * 5 + e / 7) % 4;
+  for (int s = 0; s < 16; ++s) raw[s] = static_cast<uint8_t>(s | ((15 - s) << 4));  // scale | min
+  hand_pack_2bit(q, raw + 16);
+  raw[80] = 0x00, raw[81] = 0x3c;  // d = 1.0
+  raw[82] = 0x00, raw[83] = 0x38;  // dmin = 0.5
+  const auto y = dequant(DType::kQ2_K, raw, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * (e / 16) * q[e] - 0.5f * (15 - e / 16)) << e;
+  }
+}
+
+TEST(QuantKnownBytes, Q3_K) {
+  uint8_t raw[110] = {};
+  int q[256], sc[16];
+  for (int e = 0; e < 256; ++e) q[e] = (e * 3 + e / 11) % 8;  // 0..7, value q - 4
+  for (int s = 0; s < 16; ++s) sc[s] = (s * 13 + 5) % 64;     // 6 bits, value sc - 32
+  // hmask[l] bit (e / 32) is bit 2 of element e's quant (l = e % 32).
+  for (int e = 0; e < 256; ++e) raw[e % 32] |= static_cast<uint8_t>((q[e] >> 2) << (e / 32));
+  hand_pack_2bit(q, raw + 32);
+  // scales at 96: low nibbles of 0..7 in bytes 0..7, of 8..15 in their high nibbles; the top 2
+  // bits of scale s at bits 2 * (s / 4) of byte 8 + s % 4.
+  uint8_t* p = raw + 96;
+  for (int s = 0; s < 16; ++s) {
+    p[s % 8] |= static_cast<uint8_t>((sc[s] & 15) << (s < 8 ? 0 : 4));
+    p[8 + s % 4] |= static_cast<uint8_t>((sc[s] >> 4) << (2 * (s / 4)));
+  }
+  raw[108] = 0x00, raw[109] = 0x38;  // d = 0.5
+  const auto y = dequant(DType::kQ3_K, raw, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(y[e], 0.5f * (sc[e / 16] - 32) * (q[e] - 4)) << e;
+}
+
+TEST(QuantKnownBytes, IQ4_XS) {
+  uint8_t raw[136] = {0x00, 0x3c};  // d = 1.0
+  int ls[8];
+  uint16_t high = 0;
+  for (int i = 0; i < 8; ++i) {
+    ls[i] = (i * 23 + 7) % 64;
+    raw[4 + i / 2] |= static_cast<uint8_t>((ls[i] & 15) << (4 * (i % 2)));  // scales_l
+    high |= static_cast<uint16_t>((ls[i] >> 4) << (2 * i));                 // scales_h
+  }
+  raw[2] = static_cast<uint8_t>(high & 0xff);
+  raw[3] = static_cast<uint8_t>(high >> 8);
+  // Sub-block i: elements 32i + j (j < 16) in the low nibble of qs[16i + j], 32i + 16 + j in
+  // the high one; element e has level (e * 7) % 16.
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      raw[8 + 16 * i + j] =
+          static_cast<uint8_t>(((32 * i + j) * 7) % 16 | ((((32 * i + 16 + j) * 7) % 16) << 4));
+    }
+  }
+  const auto y = dequant(DType::kIQ4_XS, raw, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * (ls[e / 32] - 32) * kGrid[(e * 7) % 16]) << e;
+  }
+}
+
+TEST(QuantKnownBytes, Q8_1CarriesTheBlockSum) {
+  const std::vector<float> x = random_row(64, 5, 1.0f);
+  BlockQ8_1 b[2];
+  BlockQ8_0 ref[2];
+  quantize_row(DType::kQ8_1, x.data(), b, 64);
+  quantize_row(DType::kQ8_0, x.data(), ref, 64);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(b[i].d, ref[i].d);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      EXPECT_EQ(b[i].qs[j], ref[i].qs[j]);
+      sum += b[i].qs[j];
+    }
+    EXPECT_EQ(b[i].s, f32_to_f16(f16_to_f32(b[i].d) * static_cast<float>(sum)));
   }
 }
 

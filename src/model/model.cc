@@ -37,8 +37,7 @@ Result<const GgufTensorInfo*> bind(const GgufFile& f, const std::string& name,
   }
   if (!dtype_info(t->dtype).has_kernels) {
     return unsupported("tensor " + name + " has dtype " + std::string(dtype_name(t->dtype)) +
-                       ", which has no kernels (supported: f32, f16, bf16, q8_0, q4_0, q4_K, "
-                       "q5_K, q6_K)");
+                       ", which has no kernels (supported: " + dtype_names_with_kernels() + ")");
   }
   return t;
 }

@@ -221,28 +221,20 @@ int64_t head_dim_of(const SynthParams& p) {
   return p.head_dim != 0 ? p.head_dim : (p.n_head > 0 ? p.n_embd / p.n_head : 0);
 }
 
-// llama.cpp's llama_ftype for a file whose 2-D weights are all `t`.
+// llama.cpp's llama_ftype for a file whose 2-D weights are all `t` (the K-quants: the "_S"
+// mix, in which every matrix has the one type). A dtype not listed writes 0.
+constexpr std::pair<DType, uint32_t> kFileTypes[] = {
+    {DType::kF32, 0},     {DType::kF16, 1},     {DType::kQ4_0, 2},  {DType::kQ4_1, 3},
+    {DType::kQ8_0, 7},    {DType::kQ5_0, 8},    {DType::kQ5_1, 9},  {DType::kQ2_K, 10},
+    {DType::kQ3_K, 11},   {DType::kQ4_K, 14},   {DType::kQ5_K, 16}, {DType::kQ6_K, 18},
+    {DType::kIQ4_NL, 25}, {DType::kIQ4_XS, 30}, {DType::kBF16, 32},
+};
+
 uint32_t file_type(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return 0;
-    case DType::kF16:
-      return 1;
-    case DType::kQ4_0:
-      return 2;
-    case DType::kQ8_0:
-      return 7;
-    case DType::kQ4_K:
-      return 14;  // Q4_K_S: every matrix q4_K
-    case DType::kQ5_K:
-      return 16;  // Q5_K_S
-    case DType::kQ6_K:
-      return 18;
-    case DType::kBF16:
-      return 32;
-    default:
-      return 0;
+  for (const auto& [dtype, ftype] : kFileTypes) {
+    if (dtype == t) return ftype;
   }
+  return 0;
 }
 
 // Llama 3.1's per-frequency divisors as its converter computes them (rope type llama3: factor
@@ -324,9 +316,9 @@ Status synth_validate(const SynthParams& p) {
     return invalid_argument("rope_freq_base and rms_eps must be finite and non-negative");
   }
   const DTypeInfo& info = dtype_info(p.dtype);
-  if (!info.has_kernels || !dtype_can_convert(p.dtype)) {
-    return unsupported("dtype " + std::string(info.name) +
-                       " has no kernels (use f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K)");
+  if (!info.has_kernels) {
+    return unsupported("dtype " + std::string(info.name) + " has no kernels (use one of " +
+                       dtype_names_with_kernels() + ")");
   }
   const std::pair<const char*, int64_t> rows[] = {
       {"token_embd.weight", p.n_embd},

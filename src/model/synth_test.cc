@@ -186,8 +186,10 @@ TEST(Synth, TiedOutputOmitsOutputWeight) {
 // the blocks were written in the layout the dequantiser reads.
 TEST(Synth, EveryDtypeParsesWithExpectedStatistics) {
   const std::pair<DType, uint32_t> cases[] = {
-      {DType::kF32, 0},  {DType::kF16, 1},   {DType::kBF16, 32}, {DType::kQ8_0, 7},
-      {DType::kQ4_0, 2}, {DType::kQ4_K, 14}, {DType::kQ5_K, 16}, {DType::kQ6_K, 18}};
+      {DType::kF32, 0},   {DType::kF16, 1},   {DType::kBF16, 32},  {DType::kQ8_0, 7},
+      {DType::kQ4_0, 2},  {DType::kQ4_K, 14}, {DType::kQ5_K, 16},  {DType::kQ6_K, 18},
+      {DType::kQ4_1, 3},  {DType::kQ5_0, 8},  {DType::kQ5_1, 9},   {DType::kIQ4_NL, 25},
+      {DType::kQ2_K, 10}, {DType::kQ3_K, 11}, {DType::kIQ4_XS, 30}};
   for (const auto& [dtype, ftype] : cases) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
     const GgufFile f = synth_parse(small("llama", dtype));
@@ -324,8 +326,8 @@ TEST(Synth, ValidationNamesTheProblem) {
   p = small("llama");
   p.n_vocab = 100;
   expect_invalid(p, {"n_vocab", "100", "260"});
-  p = small("llama", DType::kQ4_1);
-  expect_invalid(p, {"q4_1", "kernels"});
+  p = small("llama", DType::kIQ2_XXS);
+  expect_invalid(p, {"iq2_xxs", "kernels", "q4_K", "iq4_xs"});
   p = small("gpt9");
   expect_invalid(p, {"gpt9"});
   p = small("llama");
@@ -351,7 +353,8 @@ TEST(Synth, CommandGenAndInfo) {
   expect_shape(*f, "blk.0.ffn_down.weight", DType::kQ8_0, {128, 64});
   EXPECT_EQ(f->get_strings("tokenizer.ggml.tokens").value().size(), 300u);
   EXPECT_EQ(std::system((bin + " gguf info " + path + " > /dev/null").c_str()), 0);
-  EXPECT_NE(std::system((bin + " gguf gen -o " + path + " --dtype q4_1 2> /dev/null").c_str()), 0);
+  EXPECT_NE(std::system((bin + " gguf gen -o " + path + " --dtype iq2_xxs 2> /dev/null").c_str()),
+            0);
   EXPECT_NE(std::system((bin + " gguf info " + path + ".absent 2> /dev/null").c_str()), 0);
   std::remove(path.c_str());
 }

@@ -4,19 +4,24 @@
 Architectures: llama, qwen2, qwen3, phi3, gemma2, gemma3, with their rope variants (NeoX
 pairs, partial rotary, linear scaling, Llama 3.1 frequency divisors, YaRN, LongRoPE).
 
-It shares no code with strata (its own GGUF parser, its own maths in float64), so agreement
-between the two is evidence that both implement the model as llama.cpp does. It is slow and
-meant for tiny models such as stories260K.
+It shares no code with strata (its own GGUF parser, its own maths in float64, quantised
+tensors dequantised by gguf_quants.py from the published block layouts), so agreement between
+the two is evidence that both implement the model as llama.cpp does. It is slow and meant for
+tiny models such as stories260K.
 
 usage: llama_ref.py MODEL.gguf --ids "1 403 407" [--generate N] [--logits OUT]
   --generate N  greedy continuation, prints the generated ids on one line
   --logits OUT  writes the logits of every input position as strata logits does
 """
 import argparse
+import os
 import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_quants  # noqa: E402  (beside this file)
 
 GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
                10: "<Q", 11: "<q", 12: "<d"}
@@ -74,10 +79,13 @@ def load(path):
     base = (r.pos + align - 1) // align * align
     tensors = {}
     for name, ne, dtype, off in infos:
-        if dtype != 0:
-            raise SystemExit("reference supports f32 tensors only (%s has type %d)" % (name, dtype))
         count = int(np.prod(ne))
-        arr = np.frombuffer(data, dtype="<f4", count=count, offset=base + off)
+        if dtype == 0:
+            arr = np.frombuffer(data, dtype="<f4", count=count, offset=base + off)
+        elif dtype in gguf_quants.TYPES:
+            arr = gguf_quants.dequantize(dtype, memoryview(data)[base + off:], count)
+        else:
+            raise SystemExit("reference cannot read %s (%s)" % (name, gguf_quants.type_name(dtype)))
         # GGUF ne[0] is the fastest dimension: numpy shape is reversed.
         tensors[name] = arr.reshape(list(reversed(ne))).astype(np.float64)
     return kv, tensors

@@ -1,0 +1,71 @@
+// A model file whose weights use a dtype strata has no kernels for is refused at load with a
+// message naming the tensor and the dtype and listing what is supported, from the dtype table.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/model.h"
+#include "model/synth.h"
+
+namespace strata {
+namespace {
+
+// Rewrites the dtype of tensor `name` in the tensor infos of a GGUF held in memory: after the
+// name (u64 length, bytes) come n_dims (u32), ne (u64 each) and the dtype (u32).
+bool set_tensor_dtype(std::vector<char>& file, const std::string& name, uint32_t dtype) {
+  std::string key(8, '\0');
+  const uint64_t len = name.size();
+  std::memcpy(key.data(), &len, 8);
+  key += name;
+  const auto it = std::search(file.begin(), file.end(), key.begin(), key.end());
+  if (it == file.end()) return false;
+  size_t pos = static_cast<size_t>(it - file.begin()) + key.size();
+  uint32_t n_dims;
+  std::memcpy(&n_dims, &file[pos], 4);
+  pos += 4 + 8 * static_cast<size_t>(n_dims);
+  std::memcpy(&file[pos], &dtype, 4);
+  return true;
+}
+
+TEST(ModelDtype, UnsupportedWeightDtypeNamesTensorAndSupportedTypes) {
+  SynthParams p;
+  p.n_embd = 256;
+  p.n_layer = 1;
+  p.n_ff = 512;
+  p.dtype = DType::kQ3_K;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_model_dtype_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  ASSERT_TRUE(synth_write(p, path).is_ok());
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // iq3_s has q3_K's block size and bytes (256 elements in 110), so the file stays valid.
+    ASSERT_EQ(dtype_block_bytes(DType::kIQ3_S), dtype_block_bytes(DType::kQ3_K));
+    ASSERT_TRUE(
+        set_tensor_dtype(bytes, "blk.0.ffn_up.weight", static_cast<uint32_t>(DType::kIQ3_S)));
+    std::ofstream(path, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  Result<std::unique_ptr<Model>> m = Model::open(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(m.is_ok());
+  const std::string msg = m.status().message();
+  for (const char* word : {"blk.0.ffn_up.weight", "iq3_s", "q3_K", "q2_K", "iq4_xs", "q4_1"}) {
+    EXPECT_NE(msg.find(word), std::string::npos) << msg << " lacks " << word;
+  }
+  const size_t list = msg.find("supported:");
+  ASSERT_NE(list, std::string::npos) << msg;
+  EXPECT_EQ(msg.find("iq3_s", list), std::string::npos) << "iq3_s listed as supported: " << msg;
+}
+
+}  // namespace
+}  // namespace strata
