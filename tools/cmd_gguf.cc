@@ -51,6 +51,8 @@ void print_gen_usage() {
       "  --rope-factor F     rope.scaling.factor\n"
       "  --rope-orig-ctx N   rope.scaling.original_context_length\n"
       "  --rope-attn-factor F  rope.scaling.attn_factor\n"
+      "  --mix M             q4_K_M | q5_K_M | q3_K_M: llama-quantize's type per tensor\n"
+      "                      (overrides --dtype)\n"
       "  --rope-freqs        a Llama 3.1 rope_freqs.weight (frequency divisors 1..8)\n"
       "  --swa N             gemma2/gemma3 sliding window (default 4096 / 512)\n"
       "  --attn-softcap F    gemma2 attention soft-cap (default 50)\n"
@@ -221,7 +223,8 @@ int gen(const Args& args) {
                "--rope-attn-factor",
                "--swa",
                "--attn-softcap",
-               "--final-softcap"},
+               "--final-softcap",
+               "--mix"},
               {"-h|--help", "--tied", "--rope-freqs"});
   if (Status s = flags.parse(args); !s.is_ok()) return fail("gguf gen", s);
   if (flags.has("--help")) {
@@ -239,6 +242,7 @@ int gen(const Args& args) {
   p.tied_output = flags.has("--tied");
   p.rope_freqs = flags.has("--rope-freqs");
   p.rope_scaling = flags.get_or("--rope-scaling", "");
+  p.mix = flags.get_or("--mix", "");
   // Ranges here only keep values in int64; synth_validate applies the real limits.
   constexpr int64_t kBig = int64_t{1} << 40;
   struct IntFlag {
@@ -289,7 +293,8 @@ int gen(const Args& args) {
   std::printf("wrote %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", n_vocab %" PRId64
               ", %s, %zu tensors, %" PRIu64 " bytes (%.2f MiB)\n",
               out->c_str(), p.arch.c_str(), p.n_layer, p.n_embd, p.n_vocab,
-              std::string(dtype_name(p.dtype)).c_str(), w->n_tensors(), size, size / 1048576.0);
+              (p.mix.empty() ? std::string(dtype_name(p.dtype)) : p.mix).c_str(), w->n_tensors(),
+              size, size / 1048576.0);
   return 0;
 }
 

@@ -230,6 +230,43 @@ constexpr std::pair<DType, uint32_t> kFileTypes[] = {
     {DType::kIQ4_NL, 25}, {DType::kIQ4_XS, 30}, {DType::kBF16, 32},
 };
 
+// llama-quantize's mixes, as llama_tensor_get_type assigns types for llama-family models.
+// use_more_bits: the first and last eighth of the layers and every third one between.
+bool use_more_bits(int64_t il, int64_t n) {
+  return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
+}
+
+struct Mix {
+  std::string_view name;
+  uint32_t file_type;  // llama_ftype
+  DType base;
+  // attn_v and ffn_down of layer il of n; attn_output.
+  DType (*attn_v)(int64_t il, int64_t n);
+  DType (*ffn_down)(int64_t il, int64_t n);
+  DType attn_output;
+};
+
+constexpr Mix kMixes[] = {
+    {"q4_K_M", 15, DType::kQ4_K,
+     [](int64_t il, int64_t n) { return use_more_bits(il, n) ? DType::kQ6_K : DType::kQ4_K; },
+     [](int64_t il, int64_t n) { return use_more_bits(il, n) ? DType::kQ6_K : DType::kQ4_K; },
+     DType::kQ4_K},
+    {"q5_K_M", 17, DType::kQ5_K,
+     [](int64_t il, int64_t n) { return use_more_bits(il, n) ? DType::kQ6_K : DType::kQ5_K; },
+     [](int64_t il, int64_t n) { return use_more_bits(il, n) ? DType::kQ6_K : DType::kQ5_K; },
+     DType::kQ5_K},
+    {"q3_K_M", 12, DType::kQ3_K,
+     [](int64_t il, int64_t) { return il < 2 ? DType::kQ5_K : DType::kQ4_K; },
+     [](int64_t il, int64_t n) { return il < n / 16 ? DType::kQ5_K : DType::kQ4_K; }, DType::kQ4_K},
+};
+
+const Mix* find_mix(std::string_view name) {
+  for (const Mix& m : kMixes) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
 uint32_t file_type(DType t) {
   for (const auto& [dtype, ftype] : kFileTypes) {
     if (dtype == t) return ftype;
@@ -315,7 +352,11 @@ Status synth_validate(const SynthParams& p) {
       !std::isfinite(p.rms_eps)) {
     return invalid_argument("rope_freq_base and rms_eps must be finite and non-negative");
   }
-  const DTypeInfo& info = dtype_info(p.dtype);
+  const Mix* mix = p.mix.empty() ? nullptr : find_mix(p.mix);
+  if (!p.mix.empty() && mix == nullptr) {
+    return invalid_argument("mix '" + p.mix + "' is not one of q4_K_M, q5_K_M, q3_K_M");
+  }
+  const DTypeInfo& info = dtype_info(mix != nullptr ? DType::kQ6_K : p.dtype);  // widest block
   if (!info.has_kernels) {
     return unsupported("dtype " + std::string(info.name) + " has no kernels (use one of " +
                        dtype_names_with_kernels() + ")");
@@ -346,8 +387,21 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   GgufWriter w;
   w.set_string("general.architecture", a);
   w.set_string("general.name", "synthetic-" + a);
-  w.set_u32("general.file_type", file_type(p.dtype));
-  if (dtype_is_quantized(p.dtype)) w.set_u32("general.quantization_version", 2);
+  const Mix* mix = p.mix.empty() ? nullptr : find_mix(p.mix);
+  w.set_u32("general.file_type", mix != nullptr ? mix->file_type : file_type(p.dtype));
+  if (mix != nullptr || dtype_is_quantized(p.dtype)) {
+    w.set_u32("general.quantization_version", 2);
+  }
+  // The type of each matrix: p.dtype, or the mix's rule for it.
+  auto matrix_dtype = [&](LayerTensor id, int64_t il) {
+    if (mix == nullptr) return p.dtype;
+    if (id == LayerTensor::kWv) return mix->attn_v(il, p.n_layer);
+    if (id == LayerTensor::kWDown) return mix->ffn_down(il, p.n_layer);
+    if (id == LayerTensor::kWo) return mix->attn_output;
+    return mix->base;
+  };
+  const DType embd_dtype = mix != nullptr ? mix->base : p.dtype;
+  const DType output_dtype = mix != nullptr ? DType::kQ6_K : p.dtype;
   w.set_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx));
   w.set_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
   w.set_u32(a + ".block_count", static_cast<uint32_t>(p.n_layer));
@@ -439,7 +493,7 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   hp.n_head_kv = p.n_head_kv;
   hp.head_dim = hd;
   hp.n_ff = p.n_ff;
-  STRATA_RETURN_IF_ERROR(add("token_embd.weight", p.dtype, {p.n_embd, p.n_vocab}, embd));
+  STRATA_RETURN_IF_ERROR(add("token_embd.weight", embd_dtype, {p.n_embd, p.n_vocab}, embd));
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     for (const LayerTensorSpec& spec : arch_find(a)->layer_tensors) {
@@ -450,7 +504,8 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
         const Init init = spec.role == TensorRole::kNorm ? norm : bias;
         STRATA_RETURN_IF_ERROR(add(name, DType::kF32, {ne0}, init));
       } else {
-        STRATA_RETURN_IF_ERROR(add(name, p.dtype, {ne0, dim_value(spec.ne1, hp)}, matrix(ne0)));
+        STRATA_RETURN_IF_ERROR(
+            add(name, matrix_dtype(spec.id, l), {ne0, dim_value(spec.ne1, hp)}, matrix(ne0)));
       }
     }
   }
@@ -480,7 +535,8 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
     STRATA_RETURN_IF_ERROR(add_factors("rope_factors_short.weight", shrt));
   }
   if (!p.tied_output) {
-    STRATA_RETURN_IF_ERROR(add("output.weight", p.dtype, {p.n_embd, p.n_vocab}, matrix(p.n_embd)));
+    STRATA_RETURN_IF_ERROR(
+        add("output.weight", output_dtype, {p.n_embd, p.n_vocab}, matrix(p.n_embd)));
   }
   return w;
 }

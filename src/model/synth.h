@@ -27,6 +27,10 @@ struct SynthParams {
   int64_t n_ctx = 2048;
   int64_t head_dim = 0;       // 0: n_embd / n_head
   DType dtype = DType::kF32;  // of the 2-D weights; norms and biases are always F32
+  // A llama-quantize mix instead of one dtype: "q4_K_M", "q5_K_M" or "q3_K_M" (its base type
+  // for most matrices, q6_K for the output and, on some layers, attn_v and ffn_down, by
+  // llama.cpp's rules). Empty: every matrix is `dtype`.
+  std::string mix;
   uint64_t seed = 1;
   double rope_freq_base = 0;  // 0: 10000 for llama, 1e6 for qwen
   double rms_eps = 0;         // 0: 1e-5 for llama, 1e-6 for qwen

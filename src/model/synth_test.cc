@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -357,6 +358,49 @@ TEST(Synth, CommandGenAndInfo) {
             0);
   EXPECT_NE(std::system((bin + " gguf info " + path + ".absent 2> /dev/null").c_str()), 0);
   std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// gguf gen --mix gives every tensor the type llama-quantize gave it in the files llama.cpp wrote
+// for the same shape (n_embd 256, 2 layers, n_ff 768, rope_freqs aside).
+TEST(SynthMix, TypesOfEveryTensorAsLlamaQuantize) {
+  const std::string dir = std::string(STRATA_SHARED_DIR) + "/models/llamacpp-written";
+  for (const auto& [mix, file] : {std::pair<std::string, std::string>{"q4_K_M", "Q4_K_M"},
+                                  {"q5_K_M", "Q5_K_M"},
+                                  {"q3_K_M", "Q3_K_M"}}) {
+    const std::string path = dir + "/llama31-" + file + ".gguf";
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+    auto theirs = GgufFile::open(path);
+    ASSERT_TRUE(theirs.is_ok()) << theirs.status().message();
+    SynthParams p;
+    p.n_embd = 256;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 768;
+    p.n_vocab = 512;
+    p.mix = mix;
+    const std::string ours_path =
+        (std::filesystem::temp_directory_path() / ("strata_mix_" + mix + ".gguf")).string();
+    ASSERT_TRUE(synth_write(p, ours_path).is_ok());
+    auto ours = GgufFile::open(ours_path);
+    std::filesystem::remove(ours_path);
+    ASSERT_TRUE(ours.is_ok()) << ours.status().message();
+    int compared = 0;
+    for (const GgufTensorInfo& t : theirs->tensors()) {
+      if (t.name == "rope_freqs.weight") continue;
+      const GgufTensorInfo* o = ours->tensor(t.name);
+      ASSERT_NE(o, nullptr) << mix << ": " << t.name << " missing";
+      EXPECT_EQ(dtype_name(o->dtype), dtype_name(t.dtype)) << mix << ": " << t.name;
+      ++compared;
+    }
+    EXPECT_EQ(compared, 21) << mix;
+  }
 }
 
 }  // namespace
