@@ -35,6 +35,21 @@ build() {  # name, sources..., -- libs...
   "$cxx" "${flags[@]}" "$@" -o "$out/$name"
 }
 
+# src/core as objects (the dtype table pulls in the kernels), each SIMD file with its flags as
+# CMakeLists.txt gives them; prints the object paths.
+core_objects() {
+  mkdir -p "$out/core"
+  local src obj extra
+  for src in src/core/*.cc; do
+    case $src in *_test.cc | *_fuzz.cc) continue ;; esac
+    obj="$out/core/$(basename "${src%.cc}").o"
+    extra=()
+    case $src in *_avx2.cc) extra=(-mavx2 -mfma -mf16c) ;; esac
+    "$cxx" "${flags[@]}" -ffp-contract=off "${extra[@]}" -c "$src" -o "$obj" >&2 || return 1
+    echo "$obj"
+  done
+}
+
 # A valid graph as a seed, so that the fuzzer starts past the header checks: out = a + b over
 # 8 floats (layout in src/graph/serialize.h).
 seed_graph() {
@@ -59,8 +74,10 @@ for t in "${targets[@]}"; do
       bin=protocol_fuzz
       ;;
     graph)
+      core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
+      mapfile -t core <"$out/core.list"
       build graph_fuzz src/graph/serialize_fuzz.cc src/graph/serialize.cc src/graph/graph.cc \
-        src/graph/op_table.cc src/core/dtype.cc
+        src/graph/op_table.cc "${core[@]}" -lpthread
       seed_graph "$corpus/seed-add"
       bin=graph_fuzz
       ;;

@@ -22,7 +22,7 @@ constexpr int kScalar = static_cast<int>(Isa::kScalar);
 //    16-element sums that pay for the mins (q2_K, q4_K, q5_K) and biases (q3_K, q6_K).
 // The kernels of the 32-element types after q4_0 read one column layout for both partners: the
 // Q8 values with their scales and block sums (matmul_internal.h).
-constinit const DTypeTraits kTraits[] = {
+constexpr DTypeTraits kTraits[] = {
     {DType::kF32,
      DType::kF32,
      dequantize_row_f32,
