@@ -2,16 +2,10 @@
 // Never use them on data that came from a file, a socket or a request: return a Status.
 #pragma once
 
-#include <cstdio>
-#include <cstdlib>
-
 namespace strata::detail {
-[[noreturn]] inline void check_failed(const char* expr, const char* file, int line,
-                                      const char* msg) {
-  std::fprintf(stderr, "strata: check failed at %s:%d: %s%s%s\n", file, line, expr,
-               msg[0] ? " — " : "", msg);
-  std::abort();
-}
+// Out of line (core/check.cc, compiled for the baseline ISA): an inline copy emitted by a
+// file compiled with -mavx2 could be the one the linker keeps for every caller.
+[[noreturn]] void check_failed(const char* expr, const char* file, int line, const char* msg);
 }  // namespace strata::detail
 
 #define STRATA_CHECK(cond, ...)                                                             \
