@@ -11,11 +11,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "loader.h"
-#include "server/chat_format.h"
-#include "server/group.h"
-#include "server/http.h"
-#include "server/metrics.h"
-#include "server/workers.h"
+#include "server/server.h"
 
 namespace strata::tools {
 namespace {
@@ -99,96 +95,40 @@ int cmd_serve(const Args& args) {
     std::printf("%s", kHelp);
     return 0;
   }
+  server::ServerOptions options;
   auto port = flags.get_int("--port", 8080, 0, 65535);
   if (!port) return fail("serve", port.status());
   auto n_slots = flags.get_int("-np", 1, 1, 4096);
   if (!n_slots) return fail("serve", n_slots.status());
   auto n_groups = flags.get_int("--pipeline-groups", 1, 1, 64);
   if (!n_groups) return fail("serve", n_groups.status());
-  if (*n_groups > *n_slots) {
-    return fail("serve", invalid_argument("--pipeline-groups " + std::to_string(*n_groups) +
-                                          " needs at least as many slots (-np " +
-                                          std::to_string(*n_slots) + ")"));
-  }
-  auto n_http = flags.get_int("--threads-http", std::max<int64_t>(8, 2 * *n_slots + 2), 1, 1024);
+  auto n_http = flags.get_int("--threads-http", 0, 0, 1024);
   if (!n_http) return fail("serve", n_http.status());
+  auto load = load_options(flags);
+  if (!load) return fail("serve", load.status());
+  options.load = std::move(*load);
+  options.n_slots = static_cast<int32_t>(*n_slots);
+  options.n_groups = static_cast<int32_t>(*n_groups);
+  options.http.host = flags.get_or("--host", "127.0.0.1");
+  options.http.port = static_cast<int>(*port);
+  if (flags.has("--api-key")) options.http.api_keys = {*flags.get("--api-key")};
+  options.http.n_threads = static_cast<int>(*n_http);
+  options.alias = flags.get_or("--alias", "");
+  options.chat_template = flags.get_or("--chat-template", "");
 
-  // Slots of group g: an even share, the first groups taking the remainder.
-  std::vector<int32_t> slots_of;
-  for (int64_t g = 0; g < *n_groups; ++g) {
-    slots_of.push_back(static_cast<int32_t>(*n_slots / *n_groups + (g < *n_slots % *n_groups)));
-  }
-  auto loaded = load_model(flags, *n_groups == 1 ? static_cast<int32_t>(*n_slots) : slots_of[0]);
-  if (!loaded) return fail("serve", loaded.status());
-  const ContextParams base = loaded->context->params();
-  const int64_t n_ctx_slot = base.n_ctx / *n_slots;
-  if (n_ctx_slot < 2) {
-    return fail("serve", invalid_argument("-c " + std::to_string(base.n_ctx) + " leaves " +
-                                          std::to_string(n_ctx_slot) + " cells to each of " +
-                                          std::to_string(*n_slots) + " slots (need 2 or more)"));
-  }
-
-  // Split over workers: their RPC counters join /metrics, and a lost one fails requests fast.
-  server::RemoteWorkers workers(*loaded->engine);
-  server::Metrics metrics;
-  if (!workers.empty()) {
-    metrics.add_hook([&workers](std::string& out) { workers.render_metrics(out); });
-  }
-  std::vector<std::unique_ptr<server::PipelineGroup>> groups;
-  for (int64_t g = 0; g < *n_groups; ++g) {
-    std::unique_ptr<Context> ctx;
-    if (*n_groups == 1) {
-      ctx = std::move(loaded->context);
-    } else {
-      // Each group gets its slots' share of the context; the KV memory in total is unchanged.
-      ContextParams cp = base;
-      cp.n_seq = slots_of[g];
-      cp.n_ctx = n_ctx_slot * slots_of[g];
-      cp.n_ctx_seq = n_ctx_slot;
-      auto c = Context::create(*loaded->engine, cp);
-      if (!c) return fail("serve", c.status());
-      ctx = std::move(*c);
-    }
-    server::GroupParams gp;
-    gp.n_slots = slots_of[g];
-    gp.n_ctx_slot = static_cast<int32_t>(n_ctx_slot);
-    gp.n_batch = base.n_batch;
-    gp.publish_cache = *n_groups > 1;
-    groups.push_back(std::make_unique<server::PipelineGroup>(static_cast<int32_t>(g),
-                                                             std::move(ctx), gp, metrics));
-  }
-  loaded->context.reset();
-
-  const Model& model = loaded->engine->model();
-  auto chat = server::chat_formatter_for(model, flags.get_or("--chat-template", ""));
-  if (!chat) return fail("serve", chat.status());
-
-  server::ServerOptions options;
-  options.host = flags.get_or("--host", "127.0.0.1");
-  options.port = static_cast<int>(*port);
-  options.api_key = flags.get_or("--api-key", "");
-  options.model_path = *flags.get("-m");
-  const size_t slash = options.model_path.find_last_of('/');
-  options.model_name =
-      flags.get_or("--alias", slash == std::string::npos ? options.model_path
-                                                         : options.model_path.substr(slash + 1));
-  options.n_threads_http = static_cast<int>(*n_http);
-  if (!workers.empty()) options.backend_status = [&workers] { return workers.status(); };
-
+  ProgressBar bar("loading " + options.load.model_path);
+  options.load.progress = [&bar](uint64_t done, uint64_t total) { bar.update(done, total); };
+  auto server = server::Server::create(options);
+  if (!server) return fail("serve", server.status());
   // A client that disconnects must fail a write, not kill the process.
   signal(SIGPIPE, SIG_IGN);
-  for (auto& g : groups) g->start();
-  server::HttpServer http(options, model, groups, std::move(*chat), metrics);
-  if (Status s = http.bind(); !s) return fail("serve", s);
-  signals.start([&http] { http.stop(); });
-  std::printf(
-      "strata serve: listening on http://%s:%d (%lld slots, %lld pipeline groups, %lld "
-      "cells per slot)\n",
-      options.host.c_str(), http.port(), static_cast<long long>(*n_slots),
-      static_cast<long long>(*n_groups), static_cast<long long>(n_ctx_slot));
+  if (Status s = (*server)->bind(); !s) return fail("serve", s);
+  server::Server& srv = **server;
+  signals.start([&srv] { srv.stop(); });
+  std::printf("strata serve: listening on http://%s:%d (%s)\n", options.http.host.c_str(),
+              srv.port(), srv.summary().c_str());
   std::fflush(stdout);
-  const bool ok = http.listen();
-  for (auto& g : groups) g->stop();
+  const bool ok = srv.listen();
   std::printf("strata serve: stopped\n");
   return ok ? 0 : 1;
 }
