@@ -11,6 +11,8 @@ std::string error_type(int status) {
       return "authentication_error";
     case 404:
       return "not_found_error";
+    case 501:
+      return "not_supported_error";  // llama-server's type for an endpoint that is off
     case 503:
       return "unavailable_error";
     default:
@@ -230,10 +232,12 @@ std::string error_body(const ApiError& e) {
   return dump(j);
 }
 
-std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint64_t random_seed,
+std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
+                                         const RequestDefaults& defaults, uint64_t random_seed,
                                          CompletionRequest& out) {
   if (!b.is_object()) return bad("the request body must be a JSON object");
   out.endpoint = endpoint;
+  out.params = defaults.params;
   if (auto it = b.find("model"); it != b.end() && !it->is_null()) {
     if (!it->is_string()) return bad("'model' must be a string, not " + shown(*it));
     out.model = it->get<std::string>();
@@ -258,13 +262,19 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint6
   v = s.repeat_last_n;
   if (auto e = read_int(b, "repeat_last_n", -1, kSamplerMaxRepeatLastN, v)) return e;
   s.repeat_last_n = static_cast<int32_t>(v);
-  // -1 (llama-server's "random") or no seed: a fresh seed per request, as OpenAI clients expect.
+  // -1 (llama-server's "random") or no seed: the server's --seed, else a fresh seed per
+  // request, as OpenAI clients expect.
   v = -1;
   if (auto e = read_int(b, "seed", -1, INT64_MAX, v)) return e;
-  out.seeded = v >= 0;
-  s.seed = v >= 0 ? static_cast<uint64_t>(v) : random_seed;
+  if (v >= 0) {
+    out.seeded = true;
+    s.seed = static_cast<uint64_t>(v);
+  } else {
+    out.seeded = defaults.seeded;
+    s.seed = defaults.seeded ? defaults.params.sampling.seed : random_seed;
+  }
 
-  v = -1;
+  v = p.n_predict;
   const char* length_key = endpoint == Endpoint::kNative ? "n_predict" : "max_tokens";
   if (auto e = read_int(b, length_key, -1, INT32_MAX, v)) return e;
   if (endpoint == Endpoint::kChat && b.contains("max_completion_tokens")) {

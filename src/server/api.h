@@ -50,9 +50,21 @@ struct CompletionRequest {
   bool seeded = false;         // the request chose its seed
 };
 
-// Parses and validates a request body; `random_seed` is used when the request has no seed.
-std::optional<ApiError> parse_completion(const Json& body, Endpoint endpoint, uint64_t random_seed,
+// What a request gets for the fields it leaves out (the server's sampling flags).
+struct RequestDefaults {
+  GenParams params;
+  bool seeded = false;  // params.sampling.seed is the server's --seed; else a fresh one
+};
+
+// Parses and validates a request body; `random_seed` is used when neither the request nor the
+// defaults fix the seed.
+std::optional<ApiError> parse_completion(const Json& body, Endpoint endpoint,
+                                         const RequestDefaults& defaults, uint64_t random_seed,
                                          CompletionRequest& out);
+inline std::optional<ApiError> parse_completion(const Json& body, Endpoint endpoint,
+                                                uint64_t random_seed, CompletionRequest& out) {
+  return parse_completion(body, endpoint, RequestDefaults{}, random_seed, out);
+}
 
 // What one choice produced, gathered from its events.
 struct ChoiceResult {

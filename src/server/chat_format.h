@@ -30,7 +30,20 @@ class ChatFormatter {
   ChatTemplate tmpl_;
 };
 
+// How the server was told to format chats (--chat-template[-file], --jinja,
+// --chat-template-kwargs). This is where the Jinja engine plugs in: a template's text (or, with
+// jinja, the model's own template) goes to it; names go to the named families.
+struct ChatTemplateChoice {
+  std::string name_or_text;  // "": the model's own template
+  bool jinja = true;
+  std::string kwargs_json = "{}";  // extra template variables, a JSON object
+};
+
 Result<std::unique_ptr<ChatFormatter>> chat_formatter_for(const Model& model,
-                                                          std::string_view override_name);
+                                                          const ChatTemplateChoice& choice);
+inline Result<std::unique_ptr<ChatFormatter>> chat_formatter_for(const Model& model,
+                                                                 std::string_view override_name) {
+  return chat_formatter_for(model, ChatTemplateChoice{std::string(override_name)});
+}
 
 }  // namespace strata::server

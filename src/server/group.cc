@@ -39,7 +39,8 @@ struct PipelineGroup::Slot {
   int32_t choice = 0;
   std::vector<Slot*> followers;
   std::optional<Sampler> sampler;
-  int32_t pending = -1;  // sampled, not yet in the KV
+  std::vector<float> biased;  // F32 [n_vocab]: logits plus the request's logit_bias
+  int32_t pending = -1;       // sampled, not yet in the KV
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
   int32_t n_in_batch = 0;
@@ -345,7 +346,13 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     finish(s, "length");
     return;
   }
-  const int32_t token = s.sampler->sample(logits);
+  const float* row = logits;
+  if (!gp.logit_bias.empty()) {
+    s.biased.assign(logits, logits + ctx_->n_vocab());
+    for (const TokenBias& b : gp.logit_bias) s.biased[static_cast<size_t>(b.token)] += b.bias;
+    row = s.biased.data();
+  }
+  const int32_t token = s.sampler->sample(row);
   s.sampler->accept(token);
   ++s.n_generated;
   metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
@@ -359,12 +366,13 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   }
   Event e;
   e.index = s.choice;
+  e.ids.push_back(token);
   if (gp.logprobs) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
   StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
   e.text = std::move(out.text);
-  if (!e.text.empty() || !e.tokens.empty()) task.channel->push(std::move(e));
+  task.channel->push(std::move(e));
   if (out.stopped) {
     s.utf8 = Utf8Stream();
     finish(s, "stop");
@@ -400,6 +408,12 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   done.n_prompt = static_cast<int32_t>(task.prompt.size());
   done.n_cached = s.active->n_cached;
   done.n_generated = s.n_generated;
+  const Clock::time_point now = Clock::now();
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  done.prompt_ms = ms((s.n_generated > 0 ? s.t_first : now) - task.t_arrival);
+  done.predicted_ms = s.n_generated > 0 ? ms(now - s.t_first) : 0.0;
   if (s.n_generated > 1) {
     metrics_.tpot_seconds.observe(seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
   }

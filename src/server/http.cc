@@ -39,21 +39,50 @@ void send_error(Response& res, const ApiError& e) {
 
 void send_json(Response& res, const Json& j) { res.set_content(dump(j), "application/json"); }
 
+namespace {
+
 // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (16 connecting at once)
 // overflows it and connections fail. Listening again on the bound socket raises the backlog.
-class HttpServer::Listener : public httplib::Server {
+template <typename Base>
+class Listener : public Base {
  public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+  using Base::Base;
+  void raise_backlog(int n) { ::listen(this->svr_sock_, n); }
 };
 
-HttpServer::HttpServer(HttpOptions options, Dispatcher& dispatcher)
-    : options_(std::move(options)), http_(std::make_unique<Listener>()) {
+template <typename Base, typename... A>
+std::unique_ptr<httplib::Server> make_listener(std::function<void(int)>& raise, A&&... a) {
+  auto l = std::make_unique<Listener<Base>>(std::forward<A>(a)...);
+  raise = [p = l.get()](int n) { p->raise_backlog(n); };
+  return l;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpOptions options, Dispatcher& dispatcher, Log* log)
+    : options_(std::move(options)), log_(log) {
+  const bool tls = !options_.ssl_key_file.empty() || !options_.ssl_cert_file.empty();
+  if (tls) {
+    if (options_.ssl_key_file.empty() || options_.ssl_cert_file.empty()) {
+      setup_error_ = invalid_argument("HTTPS needs both --ssl-key-file and --ssl-cert-file");
+    }
+    http_ = make_listener<httplib::SSLServer>(raise_backlog_, options_.ssl_cert_file.c_str(),
+                                              options_.ssl_key_file.c_str());
+    if (setup_error_.is_ok() && !http_->is_valid()) {
+      setup_error_ = invalid_argument("cannot use the certificate '" + options_.ssl_cert_file +
+                                      "' with the key '" + options_.ssl_key_file +
+                                      "' (both must be PEM files, the key the certificate's)");
+    }
+  } else {
+    http_ = make_listener<httplib::Server>(raise_backlog_);
+  }
   install(dispatcher.routes());
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 Status HttpServer::bind() {
+  if (!setup_error_.is_ok()) return setup_error_;
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
     if (port_ <= 0) return unavailable("cannot listen on " + options_.host + " (any port)");
@@ -63,7 +92,7 @@ Status HttpServer::bind() {
     }
     port_ = options_.port;
   }
-  http_->raise_backlog(kListenBacklog);
+  raise_backlog_(kListenBacklog);
   return Status::ok();
 }
 
@@ -78,6 +107,25 @@ void HttpServer::install(std::vector<Route> routes) {
   // cpp-httplib takes ownership of the queue it is handed as a raw pointer.
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_read_timeout(options_.timeout_seconds, 0);
+  http_->set_write_timeout(options_.timeout_seconds, 0);
+  if (options_.reuse_port) {
+    http_->set_socket_options([](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof yes);
+    });
+  }
+  if (!options_.static_path.empty() &&
+      !http_->set_mount_point(options_.api_prefix + "/", options_.static_path)) {
+    setup_error_ = invalid_argument("--path: '" + options_.static_path + "' is not a folder");
+  }
+  if (log_ != nullptr && log_->enabled(LogLevel::kTrace)) {
+    http_->set_logger([this](const Request& req, const Response& res) {
+      log_->write(LogLevel::kTrace, req.method + " " + req.path + " " + std::to_string(res.status) +
+                                        " " + req.remote_addr);
+    });
+  }
   http_->set_error_handler(
       httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;
@@ -119,15 +167,16 @@ void HttpServer::install(std::vector<Route> routes) {
         inner(req, res);
       };
     }
+    const std::string path = options_.api_prefix + r.path;
     switch (r.method) {
       case Route::Method::kGet:
-        http_->Get(r.path, handler);
+        http_->Get(path, handler);
         break;
       case Route::Method::kPost:
-        http_->Post(r.path, handler);
+        http_->Post(path, handler);
         break;
       case Route::Method::kDelete:
-        http_->Delete(r.path, handler);
+        http_->Delete(path, handler);
         break;
     }
   }

@@ -4,12 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "server/dispatcher.h"
+#include "server/log.h"
+
+namespace httplib {
+class Server;
+}  // namespace httplib
 
 namespace strata::server {
 
@@ -24,12 +30,20 @@ struct HttpOptions {
   std::vector<std::string> api_keys;
   int n_threads = 8;
   size_t max_body_bytes = kMaxBodyBytes;
+  // HTTPS when both are set (PEM files).
+  std::string ssl_key_file;
+  std::string ssl_cert_file;
+  int timeout_seconds = 3600;  // read and write timeout of a connection
+  std::string api_prefix;      // served under this path ("/api"), without a trailing slash
+  std::string static_path;     // files served from this folder at /
+  bool reuse_port = false;
 };
 
 class HttpServer {
  public:
   // The dispatcher outlives the server.
-  HttpServer(HttpOptions options, Dispatcher& dispatcher);
+  // The dispatcher and the log outlive the server; log may be null.
+  HttpServer(HttpOptions options, Dispatcher& dispatcher, Log* log);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -44,8 +58,10 @@ class HttpServer {
   void install(std::vector<Route> routes);
 
   HttpOptions options_;
-  class Listener;
-  std::unique_ptr<Listener> http_;
+  Log* log_;
+  std::unique_ptr<httplib::Server> http_;
+  std::function<void(int)> raise_backlog_;
+  Status setup_error_;
   int port_ = 0;
 };
 

@@ -88,8 +88,21 @@ std::vector<Route> ModelDispatcher::routes() {
       {M::kPost, "/detokenize", A::kKeyed,
        [this](const Request& req, Response& res) { detokenize(req, res); }},
       {M::kGet, "/props", A::kKeyed, [this](const Request&, Response& res) { props(res); }},
-      {M::kGet, "/slots", A::kKeyed, [this](const Request&, Response& res) { slots(res); }},
-      {M::kGet, "/metrics", A::kKeyed, [this](const Request&, Response& res) { metrics(res); }},
+      {M::kGet, "/slots", A::kKeyed,
+       [this](const Request&, Response& res) {
+         if (!serving_.endpoint_slots) {
+           return send_error(res, ApiError{501, "the /slots endpoint is off (start with --slots)"});
+         }
+         slots(res);
+       }},
+      {M::kGet, "/metrics", A::kKeyed,
+       [this](const Request&, Response& res) {
+         if (!serving_.endpoint_metrics) {
+           return send_error(res,
+                             ApiError{501, "the /metrics endpoint is off (start with --metrics)"});
+         }
+         metrics(res);
+       }},
   };
 }
 
@@ -105,6 +118,9 @@ void ModelDispatcher::health(Response& res) {
 }
 
 bool ModelDispatcher::model_known(const std::string& name) const {
+  for (const std::string& a : serving_.aliases) {
+    if (name == a) return true;
+  }
   return name == serving_.model_name || name == serving_.model_path ||
          name == base_name(serving_.model_path);
 }
@@ -165,7 +181,8 @@ void ModelDispatcher::generate(const Request& req, Response& res, Endpoint endpo
   if (body.is_discarded())
     return send_error(res, ApiError{400, "the request body is not valid JSON"});
   CompletionRequest creq;
-  if (auto e = parse_completion(body, endpoint, fresh_seed(), creq)) return send_error(res, *e);
+  if (auto e = parse_completion(body, endpoint, serving_.defaults, fresh_seed(), creq))
+    return send_error(res, *e);
   if (creq.model && !model_known(*creq.model)) {
     return send_error(res,
                       ApiError{404, "model '" + *creq.model + "' not found; this server has '" +

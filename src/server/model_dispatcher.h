@@ -19,13 +19,23 @@
 #include "server/chat_format.h"
 #include "server/dispatcher.h"
 #include "server/group.h"
+#include "server/log.h"
 #include "server/metrics.h"
 
 namespace strata::server {
 
 struct ModelServing {
-  std::string model_name;  // --alias, or the model file's name
+  std::string model_name;            // the first --alias, or the model file's name
+  std::vector<std::string> aliases;  // names the model also answers to
+  std::vector<std::string> tags;
   std::string model_path;
+  RequestDefaults defaults;
+  bool endpoint_slots = true;
+  bool endpoint_metrics = false;
+  bool endpoint_props = false;
+  bool spm_infill = false;
+  std::string slot_save_path;
+  Log* log = nullptr;
   // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
   // fails, generation requests get 503 with its message at once and /health answers 503.
   std::function<Status()> backend_status;

@@ -34,6 +34,10 @@ Server::~Server() = default;
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   if (o.n_slots < 1) return invalid_argument("-np must be at least 1");
   if (o.n_groups < 1) return invalid_argument("--pipeline-groups must be at least 1");
+  STRATA_RETURN_IF_ERROR(o.defaults.sampling.validate());
+  for (const TokenBias& b : o.defaults.logit_bias) {
+    if (b.token < 0) return invalid_argument("--logit-bias: a token id is negative");
+  }
   if (o.n_groups > o.n_slots) {
     return invalid_argument("--pipeline-groups " + std::to_string(o.n_groups) +
                             " needs at least as many slots (-np " + std::to_string(o.n_slots) +
@@ -47,6 +51,13 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     slots_of.push_back(o.n_slots / o.n_groups + (g < o.n_slots % o.n_groups));
   }
   STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(o.load, o.n_groups == 1 ? o.n_slots : slots_of[0]));
+  const int32_t n_vocab = p->loaded.engine->model().tokenizer().n_vocab();
+  for (const TokenBias& b : o.defaults.logit_bias) {
+    if (b.token >= n_vocab) {
+      return invalid_argument("--logit-bias: token " + std::to_string(b.token) +
+                              " is outside the vocabulary of " + std::to_string(n_vocab));
+    }
+  }
   const ContextParams base = p->loaded.context->params();
   const int64_t n_ctx_slot = base.n_ctx / o.n_slots;
   if (n_ctx_slot < 2) {
@@ -78,20 +89,34 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     gp.n_ctx_slot = static_cast<int32_t>(n_ctx_slot);
     gp.n_batch = base.n_batch;
     gp.publish_cache = o.n_groups > 1;
+    gp.cache_similarity = o.slot_prompt_similarity;
     p->groups.push_back(std::make_unique<PipelineGroup>(g, std::move(ctx), gp, p->metrics));
   }
   p->loaded.context.reset();
 
   const Model& model = p->loaded.engine->model();
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatFormatter> chat,
-                          chat_formatter_for(model, o.chat_template));
+  ChatTemplateChoice choice;
+  choice.name_or_text = o.chat_template;
+  choice.jinja = o.jinja;
+  choice.kwargs_json = o.chat_template_kwargs;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatFormatter> chat, chat_formatter_for(model, choice));
 
   ModelServing serving;
   serving.model_path = o.load.model_path;
   const size_t slash = serving.model_path.find_last_of('/');
-  serving.model_name = !o.alias.empty()             ? o.alias
+  serving.model_name = !o.aliases.empty()           ? o.aliases[0]
                        : slash == std::string::npos ? serving.model_path
                                                     : serving.model_path.substr(slash + 1);
+  serving.aliases = o.aliases;
+  serving.tags = o.tags;
+  serving.defaults.params = o.defaults;
+  serving.defaults.seeded = o.default_seeded;
+  serving.endpoint_slots = o.endpoint_slots;
+  serving.endpoint_metrics = o.endpoint_metrics;
+  serving.endpoint_props = o.endpoint_props;
+  serving.spm_infill = o.spm_infill;
+  serving.slot_save_path = o.slot_save_path;
+  serving.log = o.log.get();
   if (!p->workers->empty()) {
     serving.backend_status = [w = p->workers.get()] { return w->status(); };
   }
@@ -100,7 +125,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
                                                     std::move(chat), p->metrics);
   HttpOptions http = o.http;
   if (http.n_threads <= 0) http.n_threads = std::max(8, 2 * o.n_slots + 2);
-  p->http = std::make_unique<HttpServer>(http, *p->dispatcher);
+  p->http = std::make_unique<HttpServer>(http, *p->dispatcher, o.log.get());
   return std::unique_ptr<Server>(new Server(std::move(p)));
 }
 
