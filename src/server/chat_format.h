@@ -23,6 +23,13 @@ class ChatFormatter {
   // conversation the template cannot express is an error for the request.
   Result<std::vector<int32_t>> prompt(const std::vector<ChatTurn>& turns,
                                       const Tokenizer& tok) const;
+  // The conversation as the template renders it (what /apply-template answers), and its ids.
+  Result<std::string> render(const std::vector<ChatTurn>& turns) const {
+    return tmpl_.render(turns, true);
+  }
+  std::vector<int32_t> tokenize(const std::string& rendered, const Tokenizer& tok) const {
+    return tmpl_.tokenize(tok, rendered);
+  }
   // End-of-turn texts, added to a chat request's stop strings.
   std::vector<std::string> stop_strings() const { return tmpl_.stop_strings(); }
 

@@ -21,6 +21,7 @@
 #include "server/group.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/slot_store.h"
 
 namespace strata::server {
 
@@ -35,7 +36,11 @@ struct ModelServing {
   bool endpoint_props = false;
   bool spm_infill = false;
   std::string slot_save_path;
+  SlotStore* slot_store = nullptr;  // null: slot actions answer 501
   Log* log = nullptr;
+  // Vertex AI prediction (AIP_MODE=PREDICTION): routes of their own; "" when off.
+  std::string aip_health_route;
+  std::string aip_predict_route;
   // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
   // fails, generation requests get 503 with its message at once and /health answers 503.
   std::function<Status()> backend_status;
@@ -52,17 +57,37 @@ class ModelDispatcher : public Dispatcher {
   void stop() override;
 
  private:
-  void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  std::optional<ApiError> make_task(const CompletionRequest& creq, Task& task);
+  // A request made ready to post: its task and what the response needs.
+  struct Prepared {
+    CompletionRequest creq;
+    Task task;
+    ResponseMeta meta;
+  };
+  // Parses `body` for `endpoint` and builds its task; the ApiError is the answer otherwise.
+  std::optional<ApiError> prepare(const Json& body, Endpoint endpoint, Prepared& out);
+  std::optional<ApiError> prompt_ids(const CompletionRequest& creq, std::vector<int32_t>& ids,
+                                     std::string& text);
+  std::optional<ApiError> infill_ids(const CompletionRequest& creq, std::vector<int32_t>& ids);
+  // Waits for every choice of a posted task; polls the connection (when `req` is given) and
+  // cancels the task once its client is gone.
+  std::optional<ApiError> collect(Prepared& p, const httplib::Request* req,
+                                  std::vector<ChoiceResult>& choices);
   PipelineGroup& pick_group(const std::vector<int32_t>& prompt);
+
+  // Endpoints (model_dispatcher.cc: generation; model_endpoints.cc: the rest).
+  void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  void stream(Prepared p, httplib::Response& res);
+  void aip_predict(const httplib::Request& req, httplib::Response& res);
   void health(httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
+  void apply_template(const httplib::Request& req, httplib::Response& res);
   void props(httplib::Response& res);
-  void slots(httplib::Response& res);
+  void props_post(const httplib::Request& req, httplib::Response& res);
+  void slots(const httplib::Request& req, httplib::Response& res);
+  void slot_action(const httplib::Request& req, httplib::Response& res);
   void metrics(httplib::Response& res);
   void models(httplib::Response& res);
-  bool model_known(const std::string& name) const;
 
   ModelServing serving_;
   const Model& model_;

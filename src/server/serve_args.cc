@@ -1,5 +1,6 @@
 #include "server/serve_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -1521,6 +1522,23 @@ Result<ArgReport> parse_serve_args(const std::vector<std::string>& args, const E
                             " and -ctv " + out.cache_type_v + " differ");
   }
   out.options.load.kv_dtype = out.cache_type_k == "f32" ? DType::kF32 : DType::kF16;
+  // Vertex AI runs the container with AIP_MODE=PREDICTION and names the port and routes.
+  const char* aip = env ? env("AIP_MODE") : nullptr;
+  if (aip != nullptr && std::string(aip) == "PREDICTION") {
+    auto route = [&env](const char* name, const char* fallback) {
+      const char* v = env(name);
+      return std::string(v != nullptr && *v == '/' ? v : fallback);
+    };
+    out.options.aip_health_route = route("AIP_HEALTH_ROUTE", "/health");
+    out.options.aip_predict_route = route("AIP_PREDICT_ROUTE", "/predict");
+    const bool port_given = env("LLAMA_ARG_PORT") != nullptr ||
+                            std::find(args.begin(), args.end(), "--port") != args.end();
+    if (const char* port = env("AIP_HTTP_PORT"); port != nullptr && !port_given) {
+      Result<int64_t> p = parse_arg_int(port, 0, 65535);
+      if (!p) return invalid_argument("AIP_HTTP_PORT: " + p.status().message());
+      out.options.http.port = static_cast<int>(*p);
+    }
+  }
   if (out.options.n_groups > out.options.n_slots) {
     return invalid_argument("--pipeline-groups " + std::to_string(out.options.n_groups) +
                             " needs at least as many slots (-np " +

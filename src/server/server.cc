@@ -117,6 +117,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   serving.spm_infill = o.spm_infill;
   serving.slot_save_path = o.slot_save_path;
   serving.log = o.log.get();
+  serving.aip_health_route = o.aip_health_route;
+  serving.aip_predict_route = o.aip_predict_route;
   if (!p->workers->empty()) {
     serving.backend_status = [w = p->workers.get()] { return w->status(); };
   }

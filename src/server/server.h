@@ -53,6 +53,11 @@ struct ServerOptions {
   int32_t n_keep = 0;               // tokens of the prompt a context shift keeps
   std::optional<bool> kv_unified;   // one KV pool for all slots (unset: per slot)
 
+  // Vertex AI prediction routes (AIP_MODE=PREDICTION, AIP_HEALTH_ROUTE, AIP_PREDICT_ROUTE);
+  // empty: off.
+  std::string aip_health_route;
+  std::string aip_predict_route;
+
   std::shared_ptr<Log> log;  // null: no log
 };
 
