@@ -39,7 +39,9 @@ struct PipelineGroup::Slot {
   int32_t choice = 0;
   std::vector<Slot*> followers;
   std::optional<Sampler> sampler;
-  int32_t pending = -1;  // sampled, not yet in the KV
+  std::vector<float> biased;        // F32 [n_vocab]: logits plus the request's logit_bias
+  const char* stop_type = "limit";  // why generation ended: eos, word or limit
+  int32_t pending = -1;             // sampled, not yet in the KV
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
   int32_t n_in_batch = 0;
@@ -345,7 +347,13 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     finish(s, "length");
     return;
   }
-  const int32_t token = s.sampler->sample(logits);
+  const float* row = logits;
+  if (!gp.logit_bias.empty()) {
+    s.biased.assign(logits, logits + ctx_->n_vocab());
+    for (const TokenBias& b : gp.logit_bias) s.biased[static_cast<size_t>(b.token)] += b.bias;
+    row = s.biased.data();
+  }
+  const int32_t token = s.sampler->sample(row);
   s.sampler->accept(token);
   ++s.n_generated;
   metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
@@ -354,19 +362,22 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     metrics_.ttft_seconds.observe(seconds(s.t_first - task.t_arrival));
   }
   if (tok_.is_eog(token) && !gp.ignore_eos) {
+    s.stop_type = "eos";
     finish(s, "stop");
     return;
   }
   Event e;
   e.index = s.choice;
+  e.ids.push_back(token);
   if (gp.logprobs) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
   StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
   e.text = std::move(out.text);
-  if (!e.text.empty() || !e.tokens.empty()) task.channel->push(std::move(e));
+  task.channel->push(std::move(e));
   if (out.stopped) {
     s.utf8 = Utf8Stream();
+    s.stop_type = "word";
     finish(s, "stop");
     return;
   }
@@ -388,6 +399,7 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   text.text = std::move(out.text);
   if (out.stopped) {
     finish_reason = "stop";
+    s.stop_type = "word";
   } else {
     text.text += s.stop.flush();
   }
@@ -400,6 +412,18 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   done.n_prompt = static_cast<int32_t>(task.prompt.size());
   done.n_cached = s.active->n_cached;
   done.n_generated = s.n_generated;
+  done.stop_type = s.stop_type;
+  s.stop_type = "limit";
+  const Clock::time_point now = Clock::now();
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  done.prompt_ms = ms((s.n_generated > 0 ? s.t_first : now) - task.t_arrival);
+  done.predicted_ms = s.n_generated > 0 ? ms(now - s.t_first) : 0.0;
+  metrics_.prompt_us.fetch_add(static_cast<uint64_t>(done.prompt_ms * 1000),
+                               std::memory_order_relaxed);
+  metrics_.predicted_us.fetch_add(static_cast<uint64_t>(done.predicted_ms * 1000),
+                                  std::memory_order_relaxed);
   if (s.n_generated > 1) {
     metrics_.tpot_seconds.observe(seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
   }

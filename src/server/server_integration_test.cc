@@ -226,7 +226,11 @@ TEST_F(ServerTest, Errors) {
   expect_error(post(s, "/v1/completions", R"({"prompt": "x", "top_p": 2})"), 400);
   expect_error(post(s, "/v1/completions", R"({"prompt": "x", "temperature": -1})"), 400);
   expect_error(post(s, "/v1/completions", R"({"prompt": "x", "n": 3})"), 400);
-  expect_error(post(s, "/v1/completions", R"({"prompt": "x", "model": "gpt-9"})"), 404);
+  // One model is served: any `model` name is answered (OpenAI SDKs send their own).
+  const Reply any_model =
+      post(s, "/v1/completions", R"({"prompt": "x", "model": "gpt-4o", "max_tokens": 2})");
+  EXPECT_EQ(any_model.status, 200) << any_model.raw;
+  EXPECT_EQ(any_model.body.value("model", ""), "gpt-4o");
   std::string long_prompt;
   for (int i = 0; i < 400; ++i) long_prompt += "word ";
   expect_error(post(s, "/v1/completions", Json{{"prompt", long_prompt}}.dump()), 400);
@@ -428,6 +432,163 @@ TEST_F(ServerTest, StoriesGreedyStory) {
   // The story the independent reference gives for this prompt (tests/integration/stories.sh).
   const std::string text = completion_text(s, "Once upon a time", 16);
   EXPECT_EQ(text.rfind(", there was a little girl named Lily", 0), 0u) << text;
+}
+
+}  // namespace
+}  // namespace strata::server::itest
+
+namespace strata::server::itest {
+namespace {
+
+// The paths llama-server serves without /v1 answer like their /v1 twins.
+TEST_F(ServerTest, RoutesWithAndWithoutV1) {
+  ServerProcess s(args({}));
+  const std::string body = R"({"prompt": "Once", "max_tokens": 4, "temperature": 0})";
+  const Reply a = post(s, "/v1/completions", body);
+  const Reply b = post(s, "/completions", body);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_EQ(a.body["choices"][0]["text"], b.body["choices"][0]["text"]);
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                              "temperature": 0})";
+  const Reply c = post(s, "/v1/chat/completions", chat);
+  const Reply d = post(s, "/chat/completions", chat);
+  ASSERT_EQ(c.status, 200) << c.raw;
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(c.body["choices"][0]["message"]["content"], d.body["choices"][0]["message"]["content"]);
+  EXPECT_EQ(get(s, "/v1/health").status, 200);
+  EXPECT_EQ(get(s, "/models").status, 200);
+}
+
+TEST_F(ServerTest, ResponseFieldsAsLlamaServerReturnsThem) {
+  ServerProcess s(args({}));
+  const Reply n = post(s, "/completion", R"({"prompt": "Once upon", "n_predict": 4,
+                          "temperature": 0, "n_probs": 2, "return_tokens": true})");
+  ASSERT_EQ(n.status, 200) << n.raw;
+  const Json& j = n.body;
+  ASSERT_TRUE(j["tokens"].is_array());
+  EXPECT_EQ(j["tokens"].size(), 4u);
+  EXPECT_EQ(j["tokens_predicted"], 4);
+  EXPECT_EQ(j["stop_type"], "limit");
+  EXPECT_TRUE(j["stopped_limit"].get<bool>());
+  EXPECT_EQ(j["generation_settings"]["n_predict"], 4);
+  EXPECT_EQ(j["generation_settings"]["n_probs"], 2);
+  EXPECT_EQ(j["timings"]["predicted_n"], 4);
+  EXPECT_GT(j["timings"]["predicted_ms"].get<double>(), 0.0);
+  ASSERT_EQ(j["completion_probabilities"].size(), 4u);
+  const Json& p0 = j["completion_probabilities"][0];
+  EXPECT_EQ(p0["id"], j["tokens"][0]);
+  EXPECT_TRUE(p0["bytes"].is_array());
+  EXPECT_EQ(p0["top_logprobs"].size(), 2u);
+  EXPECT_TRUE(p0["top_logprobs"][0].contains("bytes"));
+  // The pieces' bytes spell the content.
+  std::string spelled;
+  for (const Json& p : j["completion_probabilities"]) {
+    for (const Json& byte : p["bytes"]) spelled += static_cast<char>(byte.get<int>());
+  }
+  EXPECT_EQ(spelled, j["content"].get<std::string>());
+
+  const Reply o = post(s, "/v1/chat/completions", R"({"messages": [{"role": "user",
+                          "content": "hi"}], "max_tokens": 3, "model": "gpt-4o"})");
+  ASSERT_EQ(o.status, 200) << o.raw;
+  EXPECT_TRUE(o.body.contains("system_fingerprint"));
+  EXPECT_EQ(o.body["timings"]["predicted_n"], 3);
+  EXPECT_EQ(o.body["model"], "gpt-4o");
+}
+
+TEST_F(ServerTest, LogitBiasSteersGreedyOutput) {
+  ServerProcess s(args({}));
+  const std::string base = R"({"prompt": "Once upon", "n_predict": 6, "temperature": 0,
+                              "return_tokens": true)";
+  const Reply plain = post(s, "/completion", base + "}");
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  const int first = plain.body["tokens"][0].get<int>();
+  // Banned ([[id, false]]): the greedy choice can no longer be that token.
+  const Reply banned =
+      post(s, "/completion", base + R"(, "logit_bias": [[)" + std::to_string(first) + ", false]]}");
+  ASSERT_EQ(banned.status, 200) << banned.raw;
+  for (const Json& t : banned.body["tokens"]) EXPECT_NE(t.get<int>(), first);
+  // A huge bias ({"id": bias}, OpenAI's form with a string key) makes it every token.
+  const Reply forced = post(s, "/v1/completions",
+                            R"({"prompt": "Once upon", "max_tokens": 3, "temperature": 0,
+                                "logit_bias": {"300": 1000}})");
+  ASSERT_EQ(forced.status, 200) << forced.raw;
+  const Reply tok = post(s, "/detokenize", R"({"tokens": [300, 300, 300]})");
+  EXPECT_EQ(forced.body["choices"][0]["text"], tok.body["content"]);
+  // A string token: its pieces' ids get the bias.
+  const Reply by_text = post(s, "/completion", base + R"(, "logit_bias": [["the", false]]})");
+  EXPECT_EQ(by_text.status, 200) << by_text.raw;
+  expect_error(post(s, "/completion", base + R"(, "logit_bias": [[999999, 1]]})"), 400);
+}
+
+TEST_F(ServerTest, ApplyTemplatePropsSlotsAndMetricsNames) {
+  ServerProcess s(args({"-np", "2", "--props"}));
+  const Reply t =
+      post(s, "/apply-template", R"({"messages": [{"role": "user", "content": "hello there"}]})");
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find("hello there"), std::string::npos);
+  const Reply props = get(s, "/props");
+  ASSERT_EQ(props.status, 200);
+  EXPECT_EQ(props.body["total_slots"], 2);
+  EXPECT_TRUE(props.body["default_generation_settings"]["params"].contains("temperature"));
+  EXPECT_EQ(post(s, "/props", "{}").status, 200);
+  EXPECT_EQ(get(s, "/slots").body.size(), 2u);
+  // Slot files need --slot-save-path and the engine's store.
+  expect_error(post(s, "/slots/0?action=save", R"({"filename": "a.bin"})"), 501);
+  expect_error(post(s, "/slots/0?action=explode", "{}"), 400);
+  expect_error(post(s, "/slots/9?action=erase", "{}"), 400);
+  expect_error(post(s, "/slots/0?action=erase", "{}"), 501);
+  completion_text(s, "warm", 2);
+  const std::string m = get(s, "/metrics").raw;
+  for (const char* name : {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
+                           "llamacpp:n_decode_total", "strata_requests_total"}) {
+    EXPECT_NE(m.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(ServerTest, EndpointsOffUnlessAsked) {
+  ServerProcess s(args({"--no-slots"}), {{"LLAMA_ARG_ENDPOINT_METRICS", "0"}});
+  // --metrics is on the helper's command line, and the command line wins.
+  EXPECT_EQ(get(s, "/metrics").status, 200);
+  expect_error(get(s, "/slots"), 501);
+  expect_error(post(s, "/props", "{}"), 501);
+}
+
+TEST_F(ServerTest, InfillNeedsFimTokens) {
+  ServerProcess s(args({}));
+  // The synthetic vocabulary has no FIM tokens: a clear 501, not a made-up prompt.
+  expect_error(post(s, "/infill", R"J({"input_prefix": "def f(", "input_suffix": ")"})J"), 501);
+}
+
+TEST_F(ServerTest, VertexAiPredictionRoutes) {
+  ServerProcess s(args({}), {{"AIP_MODE", "PREDICTION"},
+                             {"AIP_PREDICT_ROUTE", "/v1/endpoints/e:predict"},
+                             {"AIP_HEALTH_ROUTE", "/ping"}});
+  EXPECT_EQ(get(s, "/ping").status, 200);
+  const Reply r = post(s, "/v1/endpoints/e:predict",
+                       R"({"instances": [{"prompt": "Once"}, {"messages": [{"role": "user",
+                          "content": "hi"}]}], "parameters": {"max_tokens": 2,
+                          "temperature": 0}})");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["predictions"].size(), 2u);
+  EXPECT_EQ(r.body["predictions"][0]["object"], "text_completion");
+  EXPECT_EQ(r.body["predictions"][1]["object"], "chat.completion");
+  EXPECT_EQ(r.body["predictions"][0]["usage"]["completion_tokens"], 2);
+}
+
+TEST_F(ServerTest, ApiKeyAsBearerOrXApiKey) {
+  ServerProcess s(args({"--api-key", "k1,k2"}));
+  httplib::Client c("127.0.0.1", s.port());
+  auto r1 = c.Post("/tokenize", {{"X-Api-Key", "k2"}}, R"({"content": "a"})", "application/json");
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->status, 200);
+  auto r2 = c.Post("/tokenize", {{"Authorization", "Bearer k1"}}, R"({"content": "a"})",
+                   "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 200);
+  auto r3 = c.Post("/tokenize", {{"X-Api-Key", "k3"}}, R"({"content": "a"})", "application/json");
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(r3->status, 401);
 }
 
 }  // namespace
