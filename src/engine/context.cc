@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
+#include "core/check.h"
 #include "engine/graph_builder.h"
 
 namespace strata {
@@ -88,6 +90,11 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   }
   if (engine.model().rope_uses_tables()) {
     STRATA_RETURN_IF_ERROR(ctx->upload_rope_tables());
+    const std::array<RopeTable, 2> tables =
+        engine.model().rope_tables(p.n_ctx_seq > 0 ? p.n_ctx_seq : p.n_ctx);
+    ctx->fingerprint_ = seq_state_fingerprint(engine.model(), p.kv_dtype, &tables);
+  } else {
+    ctx->fingerprint_ = seq_state_fingerprint(engine.model(), p.kv_dtype, nullptr);
   }
   return ctx;
 }
@@ -164,7 +171,8 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
   std::vector<int32_t> out_rows;
   for (int64_t i = 0; i < T; ++i) {
     const int32_t seq = batch.seq[begin + i];
-    STRATA_ASSIGN_OR_RETURN(kv_idx[i], cells_.append(seq, batch.pos[begin + i]));
+    STRATA_ASSIGN_OR_RETURN(kv_idx[i],
+                            cells_.append(seq, batch.pos[begin + i], batch.tokens[begin + i]));
     if (list_of_seq[seq] < 0) {
       list_of_seq[seq] = static_cast<int32_t>(lists.size());
       lists.push_back(seq);
@@ -304,6 +312,115 @@ Status Context::drain() {
     }
   }
   return first;
+}
+
+// --- Sequence state ------------------------------------------------------------------------
+
+Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,
+                              const uint8_t* write_from) {
+  // Cells taken one after the other sit side by side: one region per run of consecutive cells.
+  struct Run {
+    int32_t cell, pos, len;
+  };
+  std::vector<Run> runs;
+  const std::vector<int32_t>& cells = cells_.cells(seq);
+  for (int32_t p = 0; p < static_cast<int32_t>(cells.size()); ++p) {
+    if (!runs.empty() && runs.back().cell + runs.back().len == cells[p]) {
+      ++runs.back().len;
+    } else {
+      runs.push_back({cells[p], p, 1});
+    }
+  }
+  const uint64_t row = layout.row_bytes;
+  // A remote stream sends its queued reads or writes as one batched message: keep each under
+  // the protocol's region count and a size a worker takes without strain.
+  constexpr size_t kMaxRegions = 4096;
+  constexpr uint64_t kMaxBatchBytes = uint64_t{64} << 20;
+  for (auto& rt : stages_) {
+    size_t regions = 0;
+    uint64_t batch_bytes = 0;
+    const int64_t n_layers = rt->stage->layer_end - rt->stage->layer_begin;
+    for (int64_t li = 0; li < n_layers; ++li) {
+      const uint64_t layer = static_cast<uint64_t>(rt->stage->layer_begin + li);
+      for (int kv = 0; kv < 2; ++kv) {
+        const TensorRef& cache = kv == 0 ? rt->k_cache[li] : rt->v_cache[li];
+        const uint64_t host = kv == 0 ? layout.k_offset(layer) : layout.v_offset(layer);
+        for (const Run& r : runs) {
+          const uint64_t bytes = row * static_cast<uint64_t>(r.len);
+          const TensorRef region =
+              make_tensor(cache.buffer, cache.offset + row * static_cast<uint64_t>(r.cell),
+                          DType::kI8, static_cast<int64_t>(bytes));
+          const uint64_t at = host + row * static_cast<uint64_t>(r.pos);
+          if (read_into != nullptr) {
+            rt->stream->get_tensor(region, read_into + at, bytes);
+          } else {
+            rt->stream->set_tensor(region, write_from + at, bytes);
+          }
+          batch_bytes += bytes;
+          if (++regions >= kMaxRegions || batch_bytes >= kMaxBatchBytes) {
+            rt->stream->flush();
+            regions = 0;
+            batch_bytes = 0;
+          }
+        }
+      }
+    }
+    rt->stream->flush();
+  }
+  return drain();
+}
+
+Result<std::vector<uint8_t>> Context::seq_state_save(int32_t seq) {
+  static_assert(std::endian::native == std::endian::little, "states are little-endian");
+  if (seq < 0 || seq >= params_.n_seq) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(params_.n_seq) + ")");
+  }
+  const uint32_t n = static_cast<uint32_t>(cells_.seq_len(seq));
+  std::vector<uint8_t> state = seq_state_alloc(fingerprint_, n);
+  const SeqStateLayout layout{n, seq_state_row_bytes(fingerprint_)};
+  std::memcpy(state.data() + layout.tokens_offset(), cells_.tokens(seq).data(), 4 * size_t{n});
+  STRATA_RETURN_IF_ERROR(transfer_rows(seq, layout, state.data(), nullptr));
+  seq_state_seal(fingerprint_, n, state);
+  return state;
+}
+
+uint64_t Context::seq_state_max_bytes() const {
+  return kSeqStateHeaderBytes +
+         seq_state_payload_bytes(fingerprint_, static_cast<uint64_t>(params_.n_ctx));
+}
+
+Status Context::seq_state_restore(int32_t seq, std::span<const uint8_t> state) {
+  if (seq < 0 || seq >= params_.n_seq) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(params_.n_seq) + ")");
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      const SeqStateHeader h,
+      seq_state_check(state, fingerprint_, static_cast<uint32_t>(params_.n_ctx)));
+  // The cells the sequence frees by being replaced, plus the free ones, must hold the state.
+  int64_t own = 0;
+  for (int32_t c : cells_.cells(seq)) own += cells_.refs(c) == 1 ? 1 : 0;
+  if (cells_.n_free() + own < h.n_tokens) {
+    return out_of_range("a state of " + std::to_string(h.n_tokens) +
+                        " tokens needs as many KV cells, " + std::to_string(cells_.n_free() + own) +
+                        " are free");
+  }
+  cells_.seq_truncate(seq, 0);
+  const SeqStateLayout layout{h.n_tokens, seq_state_row_bytes(fingerprint_)};
+  const uint8_t* tokens = state.data() + layout.tokens_offset();
+  for (uint32_t i = 0; i < h.n_tokens; ++i) {
+    int32_t t;
+    std::memcpy(&t, tokens + 4 * size_t{i}, 4);
+    Result<int32_t> cell = cells_.append(seq, static_cast<int32_t>(i), t);
+    STRATA_CHECK(cell.is_ok(), "cells counted free above");
+  }
+  Status s = transfer_rows(seq, layout, nullptr, state.data());
+  if (!s.is_ok()) {
+    cells_.seq_truncate(seq, 0);
+    return s.with_context("restoring sequence " + std::to_string(seq));
+  }
+  return Status::ok();
 }
 
 }  // namespace strata

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/batch.h"
 #include "engine/engine.h"
 #include "engine/kv_cells.h"
+#include "engine/seq_state.h"
 
 namespace strata {
 
@@ -41,10 +43,24 @@ class Context {
   const ContextParams& params() const { return params_; }
   const Model& model() const { return engine_.model(); }
   int32_t seq_len(int32_t seq) const { return cells_.seq_len(seq); }
+  // The tokens whose KV the sequence holds, from position 0.
+  const std::vector<int32_t>& seq_tokens(int32_t seq) const { return cells_.tokens(seq); }
   void seq_truncate(int32_t seq, int32_t p0) { cells_.seq_truncate(seq, p0); }
   void seq_copy(int32_t src, int32_t dst, int32_t n) { cells_.seq_copy(src, dst, n); }
   void clear() { cells_.clear(); }
   int64_t kv_used() const { return cells_.n_used(); }
+
+  // The state of sequence `seq` (its tokens and the K/V rows of every layer, read back from
+  // every stage's device) in the format of engine/seq_state.h.
+  Result<std::vector<uint8_t>> seq_state_save(int32_t seq);
+  // Replaces sequence `seq` by a saved state. The bytes are untrusted: they are checked whole
+  // (format, checksums, that they come from this model with this KV dtype, that they fit)
+  // before the cache is touched, and a refused state leaves the sequence as it was. If a
+  // device fails while the rows are written, the sequence is left empty.
+  Status seq_state_restore(int32_t seq, std::span<const uint8_t> state);
+  // The largest state this context can restore (for reading files: refuse larger ones unread).
+  uint64_t seq_state_max_bytes() const;
+  const SeqStateFingerprint& fingerprint() const { return fingerprint_; }
 
  private:
   struct StageRuntime;
@@ -62,6 +78,10 @@ class Context {
   // stages fail because they waited on it).
   Status drain();
   Status upload_rope_tables();
+  // Copies the K/V rows of `seq` between the stages' caches and a state laid out as `layout`
+  // says: reads them into `read_into`, or (when it is null) writes them from `write_from`.
+  Status transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,
+                       const uint8_t* write_from);
 
   std::vector<uint8_t> inputs_;  // host staging of a micro-batch's inputs
   // The hidden state moves between stages by asynchronous copy (each stage waits for the
@@ -69,6 +89,7 @@ class Context {
   // (STRATA_RPC_NO_ASYNC_COPY=1), every stage is synchronised before the next one starts.
   bool async_copy_ = true;
   float rope_mscale_[2] = {1.0f, 1.0f};
+  SeqStateFingerprint fingerprint_;
 };
 
 }  // namespace strata
