@@ -314,6 +314,108 @@ Status Context::drain() {
   return first;
 }
 
+// --- Context shift ---------------------------------------------------------------------------
+
+Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
+  if (seq < 0 || seq >= params_.n_seq) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(params_.n_seq) + ")");
+  }
+  const int32_t len = cells_.seq_len(seq);
+  if (n_keep < 0 || n_discard < 1 || n_keep > len - n_discard) {
+    return invalid_argument("shift of sequence " + std::to_string(seq) + " (" +
+                            std::to_string(len) + " positions): keep " + std::to_string(n_keep) +
+                            ", discard " + std::to_string(n_discard) +
+                            " must have keep >= 0, discard >= 1, keep + discard <= length");
+  }
+  for (const auto& rt : stages_) {
+    const Stage& st = *rt->stage;
+    if (st.layer_end > st.layer_begin &&
+        !st.device->caps().ops.test(static_cast<uint32_t>(Op::kRopeShift))) {
+      return unsupported(st.device->info().name +
+                         " cannot run op 'rope_shift' (context shift): update its worker");
+    }
+  }
+  // Copy on write needs a free cell per shared cell that moves; the discarded cells held by
+  // this sequence alone come free first.
+  const std::vector<int32_t>& list = cells_.cells(seq);
+  int64_t shared = 0, freed = 0;
+  for (int32_t p = n_keep; p < len; ++p) {
+    const bool own = cells_.refs(list[p]) == 1;
+    if (p < n_keep + n_discard) {
+      freed += own ? 1 : 0;
+    } else {
+      shared += own ? 0 : 1;
+    }
+  }
+  if (shared > cells_.n_free() + freed) {
+    return out_of_range("shift of sequence " + std::to_string(seq) + ": " + std::to_string(shared) +
+                        " cells shared with other sequences need copies, " +
+                        std::to_string(cells_.n_free() + freed) + " cells are free");
+  }
+
+  cells_.seq_remove(seq, n_keep, n_keep + n_discard);
+  std::vector<int32_t> copy_src, copy_dst;
+  const int32_t new_len = cells_.seq_len(seq);
+  for (int32_t p = n_keep; p < new_len; ++p) {
+    if (cells_.refs(cells_.cells(seq)[p]) == 1) continue;
+    Result<std::pair<int32_t, int32_t>> moved = cells_.seq_unshare(seq, p);
+    STRATA_CHECK(moved.is_ok(), "cells counted free above");
+    copy_src.push_back(moved->first);
+    copy_dst.push_back(moved->second);
+  }
+  const std::vector<int32_t> cells(cells_.cells(seq).begin() + n_keep, cells_.cells(seq).end());
+  if (cells.empty()) return Status::ok();
+  const std::vector<int32_t> delta(cells.size(), -n_discard);
+
+  const int64_t n = static_cast<int64_t>(cells.size());
+  const int64_t n_copies = static_cast<int64_t>(copy_src.size());
+  const uint64_t at_dst = align_up(4 * static_cast<uint64_t>(n_copies));
+  const uint64_t at_cells = at_dst + at_dst;
+  const uint64_t at_delta = at_cells + align_up(4 * static_cast<uint64_t>(n));
+  const uint64_t blob = at_delta + align_up(4 * static_cast<uint64_t>(n));
+  inputs_.assign(blob, 0);
+  std::memcpy(inputs_.data(), copy_src.data(), 4 * copy_src.size());
+  std::memcpy(inputs_.data() + at_dst, copy_dst.data(), 4 * copy_dst.size());
+  std::memcpy(inputs_.data() + at_cells, cells.data(), 4 * cells.size());
+  std::memcpy(inputs_.data() + at_delta, delta.data(), 4 * delta.size());
+
+  Status failed;
+  for (size_t si = 0; si < stages_.size() && failed.is_ok(); ++si) {
+    StageRuntime& rt = *stages_[si];
+    const Stage& st = *rt.stage;
+    if (st.layer_end == st.layer_begin) continue;
+    failed = rt.ensure(rt.io, blob);
+    if (!failed.is_ok()) break;
+    const uint64_t io = rt.io->handle();
+    ShiftTensors t;
+    t.n_copies = n_copies;
+    t.copy_src = make_tensor(io, 0, DType::kI32, std::max<int64_t>(n_copies, 1));
+    t.copy_dst = make_tensor(io, at_dst, DType::kI32, std::max<int64_t>(n_copies, 1));
+    t.cells = make_tensor(io, at_cells, DType::kI32, n);
+    t.delta = make_tensor(io, at_delta, DType::kI32, n);
+    t.k_cache = rt.k_cache;
+    t.v_cache = rt.v_cache;
+    for (int kind = 0; kind < 2; ++kind) t.rope_rates[kind] = rt.rope_rates[kind];
+    GraphBuilder b;
+    build_stage_shift_graph(b, engine_.model(), st.layer_begin, st.layer_end, t);
+    failed = rt.ensure(rt.scratch, b.plan(kAlign));
+    if (!failed.is_ok()) break;
+    rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(blob)),
+                          inputs_.data(), blob);
+    rt.stream->compute(std::make_shared<const Graph>(b.finish(rt.scratch->handle())));
+    rt.stream->flush();
+  }
+  // Every stage shifts its own layers: they run side by side, and all must have finished.
+  const Status drained = drain();
+  if (failed.is_ok()) failed = drained;
+  if (!failed.is_ok()) {
+    cells_.seq_truncate(seq, n_keep);
+    return failed.with_context("shifting sequence " + std::to_string(seq));
+  }
+  return Status::ok();
+}
+
 // --- Sequence state ------------------------------------------------------------------------
 
 Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,

@@ -50,6 +50,13 @@ class Context {
   void clear() { cells_.clear(); }
   int64_t kv_used() const { return cells_.n_used(); }
 
+  // Context shift: drops positions [n_keep, n_keep + n_discard) of `seq` and moves the later
+  // ones down by n_discard, their keys re-rotated on every stage (op rope_shift), so that the
+  // sequence holds positions 0..len-1 again. Cells shared with other sequences are copied first:
+  // the others keep theirs as they were. A refused call changes nothing; if a device fails
+  // during the shift, the sequence is cut back to its first n_keep positions.
+  Status seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard);
+
   // The state of sequence `seq` (its tokens and the K/V rows of every layer, read back from
   // every stage's device) in the format of engine/seq_state.h.
   Result<std::vector<uint8_t>> seq_state_save(int32_t seq);

@@ -114,8 +114,9 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
   std::string lacking;
   for (size_t si = 0; si < engine->stages_.size(); ++si) {
     const Stage& s = engine->stages_[si];
-    STRATA_ASSIGN_OR_RETURN(DeviceCaps need, stage_graph_needs(*model, s.layer_begin, s.layer_end,
-                                                               s.first, s.last, options.kv_dtype));
+    STRATA_ASSIGN_OR_RETURN(DeviceCaps need,
+                            stage_graph_needs(*model, s.layer_begin, s.layer_end, s.first, s.last,
+                                              options.kv_dtype, options.context_shift));
     const std::string missing = caps_missing(need, s.device->caps());
     if (!missing.empty()) {
       lacking += "\n  " + stage_label(s, infos[device_of[si]]) + ": cannot run " + missing;

@@ -34,6 +34,9 @@ struct EngineOptions {
   int64_t n_ctx = 0;
   DType kv_dtype = DType::kF16;
   int64_t n_batch = 512;
+  // The contexts will shift sequences (Context::seq_shift): a device that cannot run the shift's
+  // graph (an older worker without rope_shift) is refused at split time too.
+  bool context_shift = false;
 };
 
 // Memory a stage needs on its device.

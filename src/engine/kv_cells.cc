@@ -80,4 +80,21 @@ void KvCells::seq_copy(int32_t src, int32_t dst, int32_t n) {
   }
 }
 
+void KvCells::seq_remove(int32_t seq, int32_t p0, int32_t p1) {
+  STRATA_CHECK(seq >= 0 && seq < n_seq() && 0 <= p0 && p0 <= p1 && p1 <= seq_len(seq));
+  Seq& s = seqs_[seq];
+  for (int32_t p = p0; p < p1; ++p) release(s.cells[p]);
+  s.cells.erase(s.cells.begin() + p0, s.cells.begin() + p1);
+  s.tokens.erase(s.tokens.begin() + p0, s.tokens.begin() + p1);
+}
+
+Result<std::pair<int32_t, int32_t>> KvCells::seq_unshare(int32_t seq, int32_t pos) {
+  STRATA_CHECK(seq >= 0 && seq < n_seq() && pos >= 0 && pos < seq_len(seq));
+  const int32_t old = seqs_[seq].cells[pos];
+  STRATA_ASSIGN_OR_RETURN(const int32_t cell, take_free());
+  seqs_[seq].cells[pos] = cell;
+  release(old);
+  return std::make_pair(old, cell);
+}
+
 }  // namespace strata

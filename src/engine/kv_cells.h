@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -35,6 +36,12 @@ class KvCells {
   void seq_truncate(int32_t seq, int32_t p0);
   // dst becomes the first n positions of src, sharing its cells.
   void seq_copy(int32_t src, int32_t dst, int32_t n);
+  // Drops positions [p0, p1) of seq; the positions after them move down by p1 - p0. Only the
+  // bookkeeping: the caller re-rotates the moved keys (Context::seq_shift).
+  void seq_remove(int32_t seq, int32_t p0, int32_t p1);
+  // Gives position `pos` of seq a cell of its own in place of a shared one (copy on write);
+  // returns (old cell, new cell), or an error when no cell is free.
+  Result<std::pair<int32_t, int32_t>> seq_unshare(int32_t seq, int32_t pos);
   void clear();
 
  private:
