@@ -472,14 +472,14 @@ Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t
   return drain();
 }
 
-Result<std::vector<uint8_t>> Context::seq_state_save(int32_t seq) {
+Result<HostBytes> Context::seq_state_save(int32_t seq) {
   static_assert(std::endian::native == std::endian::little, "states are little-endian");
   if (seq < 0 || seq >= params_.n_seq) {
     return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
                         std::to_string(params_.n_seq) + ")");
   }
   const uint32_t n = static_cast<uint32_t>(cells_.seq_len(seq));
-  std::vector<uint8_t> state = seq_state_alloc(fingerprint_, n);
+  HostBytes state = seq_state_alloc(fingerprint_, n);
   const SeqStateLayout layout{n, seq_state_row_bytes(fingerprint_)};
   std::memcpy(state.data() + layout.tokens_offset(), cells_.tokens(seq).data(), 4 * size_t{n});
   STRATA_RETURN_IF_ERROR(transfer_rows(seq, layout, state.data(), nullptr));

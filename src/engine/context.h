@@ -59,7 +59,7 @@ class Context {
 
   // The state of sequence `seq` (its tokens and the K/V rows of every layer, read back from
   // every stage's device) in the format of engine/seq_state.h.
-  Result<std::vector<uint8_t>> seq_state_save(int32_t seq);
+  Result<HostBytes> seq_state_save(int32_t seq);
   // Replaces sequence `seq` by a saved state. The bytes are untrusted: they are checked whole
   // (format, checksums, that they come from this model with this KV dtype, that they fit)
   // before the cache is touched, and a refused state leaves the sequence as it was. If a

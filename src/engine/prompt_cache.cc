@@ -24,8 +24,8 @@ void PromptCache::clear() {
   bytes_ = 0;
 }
 
-bool PromptCache::insert(std::vector<int32_t> tokens, std::vector<uint8_t> state) {
-  Entry e{std::move(tokens), std::make_shared<const std::vector<uint8_t>>(std::move(state))};
+bool PromptCache::insert(std::vector<int32_t> tokens, HostBytes state) {
+  Entry e{std::move(tokens), std::make_shared<const HostBytes>(std::move(state))};
   const uint64_t cost = e.cost();
   if (cost > max_bytes_) return false;
   for (auto it = entries_.begin(); it != entries_.end();) {

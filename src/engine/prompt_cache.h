@@ -6,7 +6,8 @@
 // belongs to one thread (a pipeline group's decode thread, like its context); a server with
 // several groups gives each a cache of its own share of the memory.
 //
-// Bound: the bytes of every state plus 4 per key token never exceed max_bytes; the least
+// Bound: the memory of every state (host_alloc_bytes) plus 4 bytes per key token never exceed
+// max_bytes; the least
 // recently stored or found entries go first. Non-goals: sharing states between groups,
 // compression, spilling to disk.
 #pragma once
@@ -18,6 +19,8 @@
 #include <span>
 #include <vector>
 
+#include "core/host_bytes.h"
+
 namespace strata {
 
 class PromptCache {
@@ -28,12 +31,12 @@ class PromptCache {
   // stay within the bound. Entries whose tokens are a prefix of `tokens` are dropped (this one
   // serves every prompt they would); if an entry's tokens already extend `tokens`, that entry
   // is kept instead. Returns false when the state alone is larger than the bound (not kept).
-  bool insert(std::vector<int32_t> tokens, std::vector<uint8_t> state);
+  bool insert(std::vector<int32_t> tokens, HostBytes state);
 
   struct Hit {
-    std::shared_ptr<const std::vector<uint8_t>> state;  // stays valid after later inserts
-    size_t n_tokens = 0;                                // tokens of the stored sequence
-    size_t n_match = 0;                                 // leading tokens it shares with the prompt
+    std::shared_ptr<const HostBytes> state;  // stays valid after later inserts
+    size_t n_tokens = 0;                     // tokens of the stored sequence
+    size_t n_match = 0;                      // leading tokens it shares with the prompt
   };
   // The entry sharing the longest prefix with `prompt`, if that prefix has at least
   // max(min_match, 1) tokens; it becomes the most recently used.
@@ -47,8 +50,8 @@ class PromptCache {
  private:
   struct Entry {
     std::vector<int32_t> tokens;
-    std::shared_ptr<const std::vector<uint8_t>> state;
-    uint64_t cost() const { return state->size() + 4 * tokens.size(); }
+    std::shared_ptr<const HostBytes> state;
+    uint64_t cost() const { return host_alloc_bytes(state->size()) + 4 * tokens.size(); }
   };
   void erase(std::list<Entry>::iterator it);
 

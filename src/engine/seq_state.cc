@@ -166,8 +166,8 @@ uint64_t seq_state_payload_bytes(const SeqStateFingerprint& fp, uint64_t n_token
   return add_sat(mul_sat(4, n_tokens), mul_sat(rows, seq_state_row_bytes(fp)));
 }
 
-std::vector<uint8_t> seq_state_alloc(const SeqStateFingerprint& fp, uint32_t n_tokens) {
-  return std::vector<uint8_t>(kSeqStateHeaderBytes + seq_state_payload_bytes(fp, n_tokens), 0);
+HostBytes seq_state_alloc(const SeqStateFingerprint& fp, uint32_t n_tokens) {
+  return HostBytes(kSeqStateHeaderBytes + seq_state_payload_bytes(fp, n_tokens), 0);
 }
 
 void seq_state_seal(const SeqStateFingerprint& fp, uint32_t n_tokens, std::span<uint8_t> state) {
@@ -316,13 +316,13 @@ Status seq_state_write_file(const std::string& path, std::span<const uint8_t> st
   return Status::ok();
 }
 
-Result<std::vector<uint8_t>> seq_state_read_file(const std::string& path, uint64_t max_bytes) {
+Result<HostBytes> seq_state_read_file(const std::string& path, uint64_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error("cannot open " + path);
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) return io_error("cannot stat " + path + ": " + ec.message());
-  std::vector<uint8_t> bytes(std::min<uint64_t>(size, kSeqStateHeaderBytes));
+  HostBytes bytes(std::min<uint64_t>(size, kSeqStateHeaderBytes));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!in) return io_error("cannot read " + path);
   Result<SeqStateHeader> h = seq_state_parse_header(bytes);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_bytes.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -79,7 +80,7 @@ struct SeqStateLayout {
 };
 
 // A zeroed state of n_tokens for `fp`, to fill at the layout's offsets and then seal.
-std::vector<uint8_t> seq_state_alloc(const SeqStateFingerprint& fp, uint32_t n_tokens);
+HostBytes seq_state_alloc(const SeqStateFingerprint& fp, uint32_t n_tokens);
 // Writes the header (with both checksums) of a filled state.
 void seq_state_seal(const SeqStateFingerprint& fp, uint32_t n_tokens, std::span<uint8_t> state);
 
@@ -97,6 +98,6 @@ Result<SeqStateHeader> seq_state_check(std::span<const uint8_t> bytes,
 // Writes a state to `path` through a temporary file and a rename, so that a reader never sees
 // half a file. Reads one back, refusing a file longer than max_bytes before reading it whole.
 Status seq_state_write_file(const std::string& path, std::span<const uint8_t> state);
-Result<std::vector<uint8_t>> seq_state_read_file(const std::string& path, uint64_t max_bytes);
+Result<HostBytes> seq_state_read_file(const std::string& path, uint64_t max_bytes);
 
 }  // namespace strata

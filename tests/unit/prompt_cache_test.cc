@@ -19,7 +19,7 @@ std::vector<int32_t> seq(int32_t first, size_t n) {
   return v;
 }
 
-std::vector<uint8_t> blob(size_t n, uint8_t fill) { return std::vector<uint8_t>(n, fill); }
+HostBytes blob(size_t n, uint8_t fill) { return HostBytes(n, fill); }
 
 TEST(PromptCache, KeepsWithinItsBoundEvictingTheLeastRecentlyUsed) {
   PromptCache cache(1000);
@@ -72,7 +72,7 @@ TEST(PromptCache, FindsTheLongestSharedPrefixAndDropsSubsumedEntries) {
   EXPECT_FALSE(cache.lookup(seq(900, 4)).has_value());
 
   // A longer state of the first prompt replaces it; a shorter one is served by the longer.
-  const std::shared_ptr<const std::vector<uint8_t>> kept = hit->state;
+  const std::shared_ptr<const HostBytes> kept = hit->state;
   cache.insert(seq(0, 12), blob(10, 3));
   EXPECT_EQ(cache.size(), 2u);
   EXPECT_EQ((*cache.lookup(seq(0, 30))->state)[0], 3);

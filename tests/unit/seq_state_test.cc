@@ -127,7 +127,7 @@ std::vector<uint8_t> continue_greedy(Context& ctx, int32_t seq, int32_t next, in
 // A context whose sequence 1 holds a prompt (interleaved with sequence 0's) and a state of it.
 struct Saved {
   std::unique_ptr<Context> ctx;
-  std::vector<uint8_t> state;
+  HostBytes state;
   std::vector<uint8_t> reference;  // the continuation of sequence 1 after the save
 };
 
@@ -215,7 +215,7 @@ TEST(SeqState, RestoresAcrossAStageOnAWorker) {
 }
 
 // The sequence a refused state was meant for still holds its tokens and continues as before.
-void expect_untouched(Context& ctx, const std::vector<uint8_t>& bad, const char* what) {
+void expect_untouched(Context& ctx, const HostBytes& bad, const char* what) {
   SCOPED_TRACE(what);
   ASSERT_EQ(ctx.seq_len(0), 13);
   const Status s = ctx.seq_state_restore(0, bad);
@@ -239,11 +239,11 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
   };
   for (size_t len : {size_t{0}, size_t{7}, kSeqStateHeaderBytes - 1, kSeqStateHeaderBytes,
                      kSeqStateHeaderBytes + 50, s.state.size() - 1}) {
-    const std::vector<uint8_t> cut(s.state.begin(), s.state.begin() + static_cast<ptrdiff_t>(len));
+    const HostBytes cut(s.state.begin(), s.state.begin() + static_cast<ptrdiff_t>(len));
     expect_untouched(*ctx, cut, "truncated");
     EXPECT_NE(message(cut).find("truncated"), std::string::npos) << len << ": " << message(cut);
   }
-  std::vector<uint8_t> longer = s.state;
+  HostBytes longer = s.state;
   longer.push_back(0);
   EXPECT_NE(message(longer).find("trailing bytes"), std::string::npos) << message(longer);
 
@@ -253,15 +253,15 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
        {size_t{0}, size_t{9}, size_t{17}, size_t{26}, size_t{40}, size_t{65}, size_t{93},
         size_t{100}, size_t{121}, size_t{126}, size_t{130}, kSeqStateHeaderBytes + 3,
         kSeqStateHeaderBytes + 29 * 4 + 100, s.state.size() - 1}) {
-    std::vector<uint8_t> flipped = s.state;
+    HostBytes flipped = s.state;
     flipped[at] ^= 0x10;
     expect_untouched(*ctx, flipped, "bit flip");
   }
-  std::vector<uint8_t> payload_flip = s.state;
+  HostBytes payload_flip = s.state;
   payload_flip.back() ^= 1;
   EXPECT_NE(message(payload_flip).find("payload checksum"), std::string::npos)
       << message(payload_flip);
-  std::vector<uint8_t> header_flip = s.state;
+  HostBytes header_flip = s.state;
   header_flip[70] ^= 1;
   EXPECT_NE(message(header_flip).find("header checksum"), std::string::npos)
       << message(header_flip);
