@@ -62,34 +62,15 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
   const char* no_async = std::getenv("STRATA_RPC_NO_ASYNC_COPY");
   ctx->async_copy_ = no_async == nullptr || std::string(no_async) != "1";
-  const HParams& hp = engine.model().hparams();
-  ctx->n_vocab_ = hp.n_vocab;
-  const uint64_t row = dtype_row_bytes(p.kv_dtype, hp.n_embd_kv());
+  ctx->n_vocab_ = engine.model().hparams().n_vocab;
   for (const Stage& s : engine.stages()) {
     auto rt = std::make_unique<StageRuntime>();
     rt->stage = &s;
     rt->stream = s.device->create_stream();
-    const int64_t n_layers = s.layer_end - s.layer_begin;
-    const uint64_t per_cache = align_up(row * static_cast<uint64_t>(p.n_ctx));
-    if (n_layers > 0) {
-      auto kv = s.device->alloc_buffer(per_cache * 2 * static_cast<uint64_t>(n_layers));
-      if (!kv.is_ok()) {
-        return kv.status().with_context("KV cache of " + std::to_string(n_layers) + " layers on " +
-                                        s.device->info().name);
-      }
-      rt->kv = std::move(kv).value();
-      for (int64_t l = 0; l < n_layers; ++l) {
-        const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
-        rt->k_cache.push_back(
-            make_tensor(rt->kv->handle(), off, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
-        rt->v_cache.push_back(
-            make_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
-      }
-    }
     ctx->stages_.push_back(std::move(rt));
   }
+  STRATA_RETURN_IF_ERROR(ctx->alloc_buffers());
   if (engine.model().rope_uses_tables()) {
-    STRATA_RETURN_IF_ERROR(ctx->upload_rope_tables());
     const std::array<RopeTable, 2> tables =
         engine.model().rope_tables(p.n_ctx_seq > 0 ? p.n_ctx_seq : p.n_ctx);
     ctx->fingerprint_ = seq_state_fingerprint(engine.model(), p.kv_dtype, &tables);
@@ -97,6 +78,69 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
     ctx->fingerprint_ = seq_state_fingerprint(engine.model(), p.kv_dtype, nullptr);
   }
   return ctx;
+}
+
+// The KV cache of every stage, and the rope tables: what a context holds on its devices beside
+// the step buffers, which grow on demand.
+Status Context::alloc_buffers() {
+  const HParams& hp = engine_.model().hparams();
+  const ContextParams& p = params_;
+  const uint64_t row = dtype_row_bytes(p.kv_dtype, hp.n_embd_kv());
+  for (auto& rt : stages_) {
+    const Stage& s = *rt->stage;
+    const int64_t n_layers = s.layer_end - s.layer_begin;
+    const uint64_t per_cache = align_up(row * static_cast<uint64_t>(p.n_ctx));
+    if (n_layers == 0) continue;
+    auto kv = s.device->alloc_buffer(per_cache * 2 * static_cast<uint64_t>(n_layers));
+    if (!kv.is_ok()) {
+      return kv.status().with_context("KV cache of " + std::to_string(n_layers) + " layers on " +
+                                      s.device->info().name);
+    }
+    rt->kv = std::move(kv).value();
+    rt->k_cache.clear();
+    rt->v_cache.clear();
+    for (int64_t l = 0; l < n_layers; ++l) {
+      const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
+      rt->k_cache.push_back(
+          make_tensor(rt->kv->handle(), off, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+      rt->v_cache.push_back(
+          make_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+    }
+  }
+  if (engine_.model().rope_uses_tables()) STRATA_RETURN_IF_ERROR(upload_rope_tables());
+  return Status::ok();
+}
+
+void Context::sleep() {
+  (void)drain();
+  cells_.clear();
+  for (auto& rt : stages_) {
+    rt->kv.reset();
+    rt->k_cache.clear();
+    rt->v_cache.clear();
+    rt->io.reset();
+    rt->scratch.reset();
+    rt->rope.reset();
+    rt->hidden = {};
+  }
+  asleep_ = true;
+}
+
+Status Context::wake() {
+  if (!asleep_) return Status::ok();
+  if (engine_.asleep()) return unavailable("the engine is asleep: wake it first");
+  Status s = alloc_buffers();
+  if (!s.is_ok()) {
+    for (auto& rt : stages_) rt->kv.reset();
+    return s;
+  }
+  asleep_ = false;
+  return Status::ok();
+}
+
+Status Context::check_awake() const {
+  if (asleep_ || engine_.asleep()) return unavailable("the model is asleep (idle): wake it first");
+  return Status::ok();
 }
 
 // The tables depend on the longest sequence (LongRoPE's short or long factors), so they belong
@@ -126,6 +170,7 @@ Status Context::upload_rope_tables() {
 }
 
 Status Context::decode(const Batch& batch) {
+  STRATA_RETURN_IF_ERROR(check_awake());
   const int64_t n = batch.size();
   if (n == 0) return invalid_argument("empty batch");
   if (static_cast<int64_t>(batch.pos.size()) != n || static_cast<int64_t>(batch.seq.size()) != n ||
@@ -321,6 +366,7 @@ Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
     return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
                         std::to_string(params_.n_seq) + ")");
   }
+  STRATA_RETURN_IF_ERROR(check_awake());
   const int32_t len = cells_.seq_len(seq);
   if (n_keep < 0 || n_discard < 1 || n_keep > len - n_discard) {
     return invalid_argument("shift of sequence " + std::to_string(seq) + " (" +
@@ -420,6 +466,7 @@ Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
 
 Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,
                               const uint8_t* write_from) {
+  STRATA_RETURN_IF_ERROR(check_awake());
   // Cells taken one after the other sit side by side: one region per run of consecutive cells.
   struct Run {
     int32_t cell, pos, len;

@@ -69,6 +69,13 @@ class Context {
   uint64_t seq_state_max_bytes() const;
   const SeqStateFingerprint& fingerprint() const { return fingerprint_; }
 
+  // Sleep: frees the KV cache and the step buffers on every device and empties every sequence
+  // (save what should survive first). Until wake() allocates them again, decode and the
+  // sequence operations fail with kUnavailable. Before Engine::sleep, after Engine::wake.
+  void sleep();
+  Status wake();
+  bool asleep() const { return asleep_; }
+
  private:
   struct StageRuntime;
   Context(const Engine& engine, const ContextParams& p);
@@ -84,7 +91,9 @@ class Context {
   // Ends every stage's queued work; returns the first error in stage order (the cause: later
   // stages fail because they waited on it).
   Status drain();
+  Status alloc_buffers();
   Status upload_rope_tables();
+  Status check_awake() const;
   // Copies the K/V rows of `seq` between the stages' caches and a state laid out as `layout`
   // says: reads them into `read_into`, or (when it is null) writes them from `write_from`.
   Status transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,
@@ -97,6 +106,7 @@ class Context {
   bool async_copy_ = true;
   float rope_mscale_[2] = {1.0f, 1.0f};
   SeqStateFingerprint fingerprint_;
+  bool asleep_ = false;
 };
 
 }  // namespace strata

@@ -618,4 +618,27 @@ std::pair<uint64_t, size_t> PipelineGroup::cache_ram_use() {
   return use;
 }
 
+Status PipelineGroup::sleep() {
+  Status out;
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    if (!waiting_.empty() || busy_.load(std::memory_order_relaxed) > 0) {
+      out = unavailable("pipeline group " + std::to_string(index_) + " is busy");
+      return;
+    }
+    for (auto& s : slots_) {
+      cache_ram_store(*s, 0);
+      s->cache.clear();
+      publish(*s);
+    }
+    ctx_->sleep();
+  }));
+  return out;
+}
+
+Status PipelineGroup::wake() {
+  Status out;
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] { out = ctx_->wake(); }));
+  return out;
+}
+
 }  // namespace strata::server

@@ -104,6 +104,15 @@ class PipelineGroup {
   // Stored prompt states (cache_ram_bytes), read on the decode thread: bytes and entries.
   std::pair<uint64_t, size_t> cache_ram_use();
 
+  // Sleep (--sleep-idle-seconds), on the decode thread: the context frees its device memory
+  // and the slots forget their prompts (stored in the RAM cache first, when there is one, so
+  // that they come back without being evaluated again). Refused while a request is queued or
+  // running. The server puts every group to sleep, then the engine (Engine::sleep); before
+  // the next request it wakes the engine, then every group. A request that reaches a
+  // sleeping group fails with 503.
+  Status sleep();
+  Status wake();
+
  private:
   struct Slot;
   struct Active;

@@ -259,5 +259,26 @@ TEST(GroupSlots, ContextShiftGoesOnPastTheSlotWithTheSameTokensInAnyCompany) {
   EXPECT_EQ(collect(*ch[1]).tokens.size(), 50u);
 }
 
+TEST(GroupSlots, SleepsAndWakesWithItsPromptsInTheRamCache) {
+  auto e = make_engine(model_path());
+  const std::vector<int32_t> a = prompt(9, 25);
+  GroupParams p = params(2, 64);
+  p.cache_ram_bytes = 16 << 20;
+  Group g(*e, p);
+  const Output first = generate(*g.group, a, 6);
+  ASSERT_EQ(first.tokens.size(), 6u);
+
+  ASSERT_TRUE(g.group->sleep().is_ok());
+  e->sleep();
+  const Output refused = generate(*g.group, a, 6);
+  EXPECT_NE(refused.error.find("asleep"), std::string::npos) << refused.error;
+  ASSERT_TRUE(e->wake().is_ok());
+  ASSERT_TRUE(g.group->wake().is_ok());
+  EXPECT_EQ(g.group->slot_views()[0].n_cached, 0) << "the context forgot its sequences";
+  const Output again = generate(*g.group, a, 6);
+  EXPECT_EQ(again.tokens, first.tokens);
+  EXPECT_EQ(again.n_cached, 24) << "the prompt came back from the RAM cache";
+}
+
 }  // namespace
 }  // namespace strata::server
