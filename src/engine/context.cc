@@ -503,7 +503,9 @@ Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t
           if (read_into != nullptr) {
             rt->stream->get_tensor(region, read_into + at, bytes);
           } else {
-            rt->stream->set_tensor(region, write_from + at, bytes);
+            // Read when the write leaves, not copied now: the state outlives the drain below,
+            // and a remote stream would otherwise copy every row into its staging first.
+            rt->stream->set_tensor_after(region, write_from + at, bytes, Event());
           }
           batch_bytes += bytes;
           if (++regions >= kMaxRegions || batch_bytes >= kMaxBatchBytes) {

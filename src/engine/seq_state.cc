@@ -252,6 +252,12 @@ Result<SeqStateHeader> seq_state_parse_header(std::span<const uint8_t> bytes) {
   out.payload_bytes = get_u64(h + 16);
   out.payload_hash = get_u64(h + 24);
   const uint64_t want = seq_state_payload_bytes(fp, out.n_tokens);
+  if (want == UINT64_MAX) {
+    return invalid_argument("state sizes overflow: " + std::to_string(out.n_tokens) +
+                            " tokens of " + std::to_string(fp.n_layer) + " layers of " +
+                            std::to_string(fp.n_head_kv) + " x " + std::to_string(fp.head_dim) +
+                            " values");
+  }
   if (out.payload_bytes != want) {
     return invalid_argument("state field 'payload_bytes' = " + std::to_string(out.payload_bytes) +
                             ", its " + std::to_string(out.n_tokens) + " tokens of " +

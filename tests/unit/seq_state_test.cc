@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "backend/cpu_backend.h"
+#include "core/rng.h"
 #include "engine/context.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
@@ -303,6 +304,29 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
 
   // After every refusal the context goes on as if nothing happened.
   EXPECT_EQ(continue_greedy(*ctx, 0, 9, 3), before);
+}
+
+// Random damage (flipped bytes, cuts, both) never crashes and is always refused.
+TEST(SeqState, RandomDamageIsRefused) {
+  auto e = local_engine(model_file("llama"));
+  ASSERT_TRUE(e);
+  Saved s = save_one(*e);
+  auto ctx = context(*e);
+  prefill(*ctx, {prompt(1, 13)});
+  Rng rng(99);
+  for (int i = 0; i < 300; ++i) {
+    HostBytes bad = s.state;
+    const int flips = 1 + static_cast<int>(rng.next() % 4);
+    for (int f = 0; f < flips; ++f) {
+      // Mostly the header, where every field is checked by name.
+      const size_t at =
+          rng.next() % 2 == 0 ? rng.next() % kSeqStateHeaderBytes : rng.next() % bad.size();
+      bad[at] ^= static_cast<uint8_t>(1 + rng.next() % 255);
+    }
+    if (rng.next() % 4 == 0) bad.resize(rng.next() % bad.size());
+    ASSERT_FALSE(ctx->seq_state_restore(0, bad).is_ok()) << "damage " << i;
+    ASSERT_EQ(ctx->seq_tokens(0), prompt(1, 13));
+  }
 }
 
 TEST(SeqState, FilesRoundTripAndLargeOnesAreRefusedUnread) {
