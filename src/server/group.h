@@ -95,9 +95,9 @@ class PipelineGroup {
   size_t cache_match(const std::vector<int32_t>& prompt) const;
 
   // Slot actions, by slot id within the group. Each runs on the decode thread between steps
-  // (the caller waits); a slot that is serving a request is refused, as is every action once
-  // the group stops. A file that is truncated, corrupt or from another model is refused and
-  // the slot keeps what it held. `path` is used as given: the caller confines it.
+  // (the caller waits; call after start()); a slot that is serving a request is refused, as is
+  // every action once the group stops. A file that is truncated, corrupt or from another model is
+  // refused and the slot keeps what it held. `path` is used as given: the caller confines it.
   Result<SlotFileResult> slot_save(int32_t id, const std::string& path);
   Result<SlotFileResult> slot_restore(int32_t id, const std::string& path);
   Result<SlotFileResult> slot_erase(int32_t id);
@@ -134,7 +134,8 @@ class PipelineGroup {
   Result<Slot*> idle_slot(int32_t id);
   // Context shift of a full slot; false when nothing can be dropped.
   Result<bool> shift(Slot& slot);
-  // Stores the state of what the slot holds past its first `keep` tokens before they go.
+  // Before the slot gives up what it holds past its first `keep` tokens: its whole state into
+  // the RAM cache.
   void cache_ram_store(Slot& slot, size_t keep);
   // Restores the stored state that best matches the prompt when it beats `keep`; returns
   // the tokens the slot now holds of the prompt.
