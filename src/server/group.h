@@ -25,6 +25,7 @@
 #include "model/tokenizer.h"
 #include "model/utf8.h"
 #include "server/metrics.h"
+#include "server/slot_store.h"
 #include "server/stop.h"
 #include "server/task.h"
 
@@ -52,12 +53,6 @@ struct GroupParams {
 };
 
 // What a slot file action did (/slots/{id}?action=save|restore|erase).
-struct SlotFileResult {
-  int32_t n_tokens = 0;  // saved, restored or erased
-  uint64_t n_bytes = 0;  // written or read
-  double ms = 0;
-};
-
 // What /slots shows of a slot; read without locks.
 struct SlotView {
   int32_t id = 0;

@@ -198,6 +198,9 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
   if (serving_.backend_status) {
     if (Status s = serving_.backend_status(); !s.is_ok()) return ApiError{503, s.message()};
   }
+  if (serving_.before_work) {
+    if (Status s = serving_.before_work(); !s.is_ok()) return ApiError{503, s.message()};
+  }
   std::vector<int32_t> ids;
   std::string text;
   if (auto e = prompt_ids(creq, ids, text)) return e;

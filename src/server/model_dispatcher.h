@@ -44,6 +44,11 @@ struct ModelServing {
   // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
   // fails, generation requests get 503 with its message at once and /health answers 503.
   std::function<Status()> backend_status;
+  // Called before a request that needs the model (generation, slot actions): wakes it from
+  // --sleep-idle-seconds; its error is a 503. Null: nothing to do.
+  std::function<Status()> before_work;
+  // Whether the model sleeps now (GET /props "is_sleeping"); null: never.
+  std::function<bool()> is_sleeping;
 };
 
 class ModelDispatcher : public Dispatcher {

@@ -155,7 +155,7 @@ void ModelDispatcher::props(Response& res) {
                   {"bos_token", piece(tok_.bos())},
                   {"eos_token", piece(tok_.eos())},
                   {"modalities", {{"vision", false}, {"audio", false}}},
-                  {"is_sleeping", false},
+                  {"is_sleeping", serving_.is_sleeping ? serving_.is_sleeping() : false},
                   {"endpoint_slots", serving_.endpoint_slots},
                   {"endpoint_metrics", serving_.endpoint_metrics},
                   {"endpoint_props", serving_.endpoint_props},
@@ -239,6 +239,11 @@ void ModelDispatcher::slot_action(const Request& req, Response& res) {
   }
   if (serving_.slot_store == nullptr) {
     return send_error(res, ApiError{501, "slot " + action + " is not supported by this build"});
+  }
+  if (serving_.before_work) {
+    if (Status s = serving_.before_work(); !s.is_ok()) {
+      return send_error(res, ApiError{503, s.message()});
+    }
   }
   const int32_t slot = static_cast<int32_t>(id);
   const std::string path = serving_.slot_save_path + "/" + filename;

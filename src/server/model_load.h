@@ -30,6 +30,8 @@ struct LoadOptions {
   // (or free memory) decides alone.
   std::optional<int64_t> n_gpu_layers;
   bool use_mmap = true;
+  // Workers must run the key re-rotation of a context shift (checked when the split is made).
+  bool context_shift = false;
   ProgressFn progress;
 };
 

@@ -110,8 +110,8 @@ void add_common_rows(std::vector<Row>& t) {
                "0",
                "prompt tokens a context shift keeps",
                S::kCommon,
-               E::kPending,
-               kEngine,
+               E::kApplied,
+               "",
                "0",
                int_to(STRATA_FIELD(options.n_keep), -1, kMaxI32)});
   ignored(t, {"--swa-full"}, K::kSwitch, "the KV cache keeps every position of every layer",

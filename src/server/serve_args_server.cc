@@ -18,8 +18,8 @@ void add_server_rows(std::vector<Row>& t) {
                "8192",
                "host cache of evicted prompts (-1: no limit, 0: off)",
                S::kServer,
-               E::kPending,
-               kEngine,
+               E::kApplied,
+               "",
                nullptr,
                int_to(STRATA_FIELD(options.cache_ram_mib), -1, int64_t{1} << 40)});
   t.push_back({{"-kvu", "--kv-unified"},
@@ -57,8 +57,8 @@ void add_server_rows(std::vector<Row>& t) {
                "off",
                "when a sequence fills its context, drop its oldest half and go on",
                S::kServer,
-               E::kPending,
-               kEngine,
+               E::kApplied,
+               "",
                "false",
                bool_to(STRATA_FIELD(options.context_shift))});
   ignored(t, {"-r", "--reverse-prompt"}, K::kValue, "an interactive-mode setting; use 'stop'",
@@ -411,8 +411,8 @@ void add_server_rows(std::vector<Row>& t) {
                "",
                "folder of /slots/{id}?action=save|restore files",
                S::kServer,
-               E::kPending,
-               "saving a slot needs the engine's slot store, not in this build",
+               E::kApplied,
+               "",
                nullptr,
                string_to(STRATA_FIELD(options.slot_save_path))});
   ignored(t, {"--media-path"}, K::kValue, "strata has no multimodal input", nullptr, S::kServer);
@@ -535,8 +535,8 @@ void add_server_rows(std::vector<Row>& t) {
        "-1",
        "free the model's memory after this idle time, reload on the next request (-1: never)",
        S::kServer,
-       E::kPending,
-       kEngine,
+       E::kApplied,
+       "",
        "-1",
        int_to(STRATA_FIELD(options.sleep_idle_seconds), -1, int64_t{1} << 40)});
   ignored(t, {"--log-prompts-dir"}, K::kValue, "prompts are not logged", nullptr, S::kServer);

@@ -114,11 +114,15 @@ TEST(ServeArgs, InertValuesOfIgnoredAndPendingFlagsAreNotReported) {
   ASSERT_TRUE(p.report.is_ok());
   // What strata does anyway: never a context shift, always continuous batching, no warm-up.
   EXPECT_TRUE(p.report->notes.empty());
-  Parsed q = parse({"--context-shift"});
+  Parsed q = parse({"--context-shift", "--cache-ram", "64"});
   ASSERT_TRUE(q.report.is_ok());
-  ASSERT_EQ(q.report->notes.size(), 1u);
-  EXPECT_NE(q.report->notes[0].find("not applied"), std::string::npos);
+  EXPECT_TRUE(q.report->notes.empty()) << "applied flags need no note";
   EXPECT_TRUE(q.args.options.context_shift);
+  EXPECT_EQ(q.args.options.cache_ram_mib, 64);
+  Parsed r = parse({"--kv-unified"});
+  ASSERT_TRUE(r.report.is_ok());
+  ASSERT_EQ(r.report->notes.size(), 1u);
+  EXPECT_NE(r.report->notes[0].find("not applied"), std::string::npos);
 }
 
 TEST(ServeArgs, UnknownAndRefusedFlagsAreErrors) {

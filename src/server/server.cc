@@ -4,6 +4,7 @@
 
 #include "server/chat_format.h"
 #include "server/group.h"
+#include "server/group_services.h"
 #include "server/metrics.h"
 #include "server/model_dispatcher.h"
 #include "server/workers.h"
@@ -17,6 +18,8 @@ struct Server::Parts {
   std::unique_ptr<RemoteWorkers> workers;
   Metrics metrics;
   std::vector<std::unique_ptr<PipelineGroup>> groups;
+  std::unique_ptr<GroupSlotStore> slot_store;
+  std::unique_ptr<IdleSleeper> sleeper;
   std::unique_ptr<ModelDispatcher> dispatcher;
   std::unique_ptr<HttpServer> http;
   int32_t n_slots = 0;
@@ -24,6 +27,7 @@ struct Server::Parts {
 
   ~Parts() {
     http.reset();
+    sleeper.reset();
     if (dispatcher) dispatcher->stop();
   }
 };
@@ -50,7 +54,9 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   for (int32_t g = 0; g < o.n_groups; ++g) {
     slots_of.push_back(o.n_slots / o.n_groups + (g < o.n_slots % o.n_groups));
   }
-  STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(o.load, o.n_groups == 1 ? o.n_slots : slots_of[0]));
+  LoadOptions load = o.load;
+  load.context_shift = o.context_shift;
+  STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(load, o.n_groups == 1 ? o.n_slots : slots_of[0]));
   const int32_t n_vocab = p->loaded.engine->model().tokenizer().n_vocab();
   for (const TokenBias& b : o.defaults.logit_bias) {
     if (b.token >= n_vocab) {
@@ -90,6 +96,15 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     gp.n_batch = base.n_batch;
     gp.publish_cache = o.n_groups > 1;
     gp.cache_similarity = o.slot_prompt_similarity;
+    gp.context_shift = o.context_shift;
+    gp.n_keep = o.n_keep;
+    // --cache-ram is for the whole server: each group gets its slots' share.
+    if (o.cache_ram_mib < 0) {
+      gp.cache_ram_bytes = UINT64_MAX;
+    } else {
+      gp.cache_ram_bytes = (static_cast<uint64_t>(o.cache_ram_mib) << 20) /
+                           static_cast<uint64_t>(o.n_slots) * static_cast<uint64_t>(slots_of[g]);
+    }
     p->groups.push_back(std::make_unique<PipelineGroup>(g, std::move(ctx), gp, p->metrics));
   }
   p->loaded.context.reset();
@@ -123,6 +138,14 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     serving.backend_status = [w = p->workers.get()] { return w->status(); };
   }
   for (auto& g : p->groups) g->start();
+  p->slot_store = std::make_unique<GroupSlotStore>(p->groups);
+  serving.slot_store = p->slot_store.get();
+  if (o.sleep_idle_seconds > 0) {
+    p->sleeper = std::make_unique<IdleSleeper>(std::chrono::seconds(o.sleep_idle_seconds),
+                                               *p->loaded.engine, p->groups);
+    serving.before_work = [s = p->sleeper.get()] { return s->begin(); };
+    serving.is_sleeping = [s = p->sleeper.get()] { return s->asleep(); };
+  }
   p->dispatcher = std::make_unique<ModelDispatcher>(std::move(serving), model, p->groups,
                                                     std::move(chat), p->metrics);
   HttpOptions http = o.http;

@@ -533,11 +533,13 @@ TEST_F(ServerTest, ApplyTemplatePropsSlotsAndMetricsNames) {
   EXPECT_TRUE(props.body["default_generation_settings"]["params"].contains("temperature"));
   EXPECT_EQ(post(s, "/props", "{}").status, 200);
   EXPECT_EQ(get(s, "/slots").body.size(), 2u);
-  // Slot files need --slot-save-path and the engine's store.
+  // Slot files need --slot-save-path; erasing does not.
   expect_error(post(s, "/slots/0?action=save", R"({"filename": "a.bin"})"), 501);
   expect_error(post(s, "/slots/0?action=explode", "{}"), 400);
   expect_error(post(s, "/slots/9?action=erase", "{}"), 400);
-  expect_error(post(s, "/slots/0?action=erase", "{}"), 501);
+  const Reply erased = post(s, "/slots/0?action=erase", "{}");
+  EXPECT_EQ(erased.status, 200) << erased.raw;
+  EXPECT_EQ(erased.body["id_slot"], 0);
   completion_text(s, "warm", 2);
   const std::string m = get(s, "/metrics").raw;
   for (const char* name : {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
@@ -593,3 +595,117 @@ TEST_F(ServerTest, ApiKeyAsBearerOrXApiKey) {
 
 }  // namespace
 }  // namespace strata::server::itest
+
+namespace strata::server {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace itest;
+
+// The continuation of a prompt with cache_prompt on: its text and how many prompt tokens came
+// from the slot's cache.
+std::pair<std::string, int> cached_completion(const ServerProcess& s, const std::string& prompt) {
+  const Json body = {{"prompt", prompt},
+                     {"n_predict", 12},
+                     {"temperature", 0},
+                     {"cache_prompt", true},
+                     {"id_slot", 0}};
+  Reply r = post(s, "/completion", body.dump());
+  EXPECT_EQ(r.status, 200) << r.raw;
+  if (r.status != 200) return {"", -1};
+  return {r.body["content"].get<std::string>(), r.body.value("tokens_cached", -1)};
+}
+
+class ServerSlotsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("strata_slots_test_" + std::to_string(getpid()));
+    fs::create_directories(dir_ / "slots");
+    model_ = (dir_ / "synth.gguf").string();
+    ASSERT_EQ(run_command({STRATA_BINARY, "gguf", "gen", "-o", model_}), 0);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::vector<std::string> args(std::vector<std::string> more) const {
+    std::vector<std::string> a = {"-m", model_, "-t", "1", "-c", "1024", "-np", "1"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  fs::path dir_;
+  std::string model_;
+};
+
+// Save, erase, restore: the next turn's greedy text is byte for byte that of a server that
+// never lost the slot, and its prompt comes from the restored cache. A truncated file and
+// another model's file are refused and the slot stays usable.
+TEST_F(ServerSlotsTest, SaveEraseRestoreContinuesIdentically) {
+  const std::string turn1 = "Once upon a time the little girl";
+  std::string reply1, reference;
+  {
+    ServerProcess fresh(args({}));
+    reply1 = cached_completion(fresh, turn1).first;
+    reference = cached_completion(fresh, turn1 + reply1 + " and then").first;
+  }
+  ServerProcess s(args({"--slot-save-path", (dir_ / "slots").string()}));
+  EXPECT_EQ(cached_completion(s, turn1).first, reply1);
+  const Reply saved = post(s, "/slots/0?action=save", R"({"filename": "turn1.bin"})");
+  ASSERT_EQ(saved.status, 200) << saved.raw;
+  EXPECT_GT(saved.body["n_saved"].get<int>(), 0);
+  ASSERT_EQ(post(s, "/slots/0?action=erase", "{}").status, 200);
+  const Reply restored = post(s, "/slots/0?action=restore", R"({"filename": "turn1.bin"})");
+  ASSERT_EQ(restored.status, 200) << restored.raw;
+  EXPECT_EQ(restored.body["n_restored"], saved.body["n_saved"]);
+  const auto [text, cached] = cached_completion(s, turn1 + reply1 + " and then");
+  EXPECT_EQ(text, reference);
+  EXPECT_GT(cached, 0) << "the restored prompt was not reused";
+
+  // A truncated copy and a file of another model: clear errors, the slot goes on.
+  const fs::path file = dir_ / "slots" / "turn1.bin";
+  fs::copy_file(file, dir_ / "slots" / "cut.bin");
+  fs::resize_file(dir_ / "slots" / "cut.bin", fs::file_size(file) / 2);
+  const Reply cut = post(s, "/slots/0?action=restore", R"({"filename": "cut.bin"})");
+  EXPECT_EQ(cut.status, 400) << cut.raw;
+  const std::string other = (dir_ / "other.gguf").string();
+  ASSERT_EQ(run_command({STRATA_BINARY, "gguf", "gen", "-o", other, "--seed", "9"}), 0);
+  {
+    std::vector<std::string> a = args({"--slot-save-path", (dir_ / "slots").string()});
+    a[1] = other;
+    ServerProcess o(a);
+    cached_completion(o, turn1);
+    ASSERT_EQ(post(o, "/slots/0?action=save", R"({"filename": "other.bin"})").status, 200);
+  }
+  const Reply foreign = post(s, "/slots/0?action=restore", R"({"filename": "other.bin"})");
+  EXPECT_EQ(foreign.status, 400) << foreign.raw;
+  EXPECT_NE(foreign.raw.find("model"), std::string::npos) << foreign.raw;
+  EXPECT_EQ(cached_completion(s, turn1).first, reply1) << "the slot must stay usable";
+  EXPECT_EQ(post(s, "/slots/0?action=restore", R"({"filename": "../x.bin"})").status, 400);
+}
+
+// --sleep-idle-seconds frees the model when idle and the next request wakes it with the same
+// output; --context-shift lets a request run past its slot's context.
+TEST_F(ServerSlotsTest, SleepWakeAndContextShift) {
+  ServerProcess s(args({"--sleep-idle-seconds", "1"}));
+  const std::string before = completion_text(s, "Hello world", 8);
+  EXPECT_EQ(get(s, "/props").body["is_sleeping"], false);
+  bool slept = false;
+  for (int i = 0; i < 100 && !slept; ++i) {  // 1 s idle, then the sleeper's next check
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    slept = get(s, "/props").body["is_sleeping"] == true;
+  }
+  EXPECT_TRUE(slept) << "idle for 10 s and still awake";
+  EXPECT_EQ(completion_text(s, "Hello world", 8), before) << "after waking";
+  EXPECT_EQ(get(s, "/props").body["is_sleeping"], false);
+
+  ServerProcess shift(args({"-c", "64", "--context-shift", "--keep", "4"}));
+  const Json body = {
+      {"prompt", "Hello"}, {"n_predict", 120}, {"temperature", 0}, {"ignore_eos", true}};
+  const Reply r = post(shift, "/completion", body.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["tokens_predicted"], 120) << "the slot holds 64: the context was shifted";
+  ServerProcess no_shift(args({"-c", "64"}));
+  const Reply stopped = post(no_shift, "/completion", body.dump());
+  ASSERT_EQ(stopped.status, 200) << stopped.raw;
+  EXPECT_LT(stopped.body["tokens_predicted"].get<int>(), 120);
+}
+
+}  // namespace
+}  // namespace strata::server
