@@ -317,6 +317,13 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   }
   if (endpoint == Endpoint::kChat) {
     if (auto e = read_messages(b, out.messages)) return e;
+    out.reply.reasoning = defaults.reasoning;
+    if (auto it = b.find("reasoning_format"); it != b.end() && !it->is_null()) {
+      if (!it->is_string()) return bad("'reasoning_format' must be a string");
+      Result<ReasoningFormat> f = reasoning_format_from_name(it->get<std::string>());
+      if (!f) return bad("'reasoning_format': " + f.status().message());
+      out.reply.reasoning = *f;
+    }
   } else if (endpoint == Endpoint::kInfill) {
     if (auto e = read_infill(b, out)) return e;
   } else {
@@ -533,7 +540,10 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                    {"logprobs", logprobs_json(req, c.tokens, tok)},
                    {"finish_reason", c.finish_reason}};
     if (req.endpoint == Endpoint::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      auto [message, finish] =
+          chat_message_json(req, c.text, c.finish_reason, meta.id + "-" + std::to_string(i) + "-");
+      choice["message"] = std::move(message);
+      choice["finish_reason"] = finish;
     } else {
       choice["text"] = c.text;
     }
@@ -547,6 +557,63 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
           {"system_fingerprint", kSystemFingerprint},
           {"usage", usage_json(meta, n_generated)},
           {"timings", timings}};
+}
+
+namespace {
+
+Json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool with_index) {
+  Json out = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) call["index"] = first_index + i;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::pair<Json, std::string> chat_message_json(const CompletionRequest& req,
+                                               const std::string& text,
+                                               const std::string& finish_reason,
+                                               const std::string& call_id_prefix) {
+  ParsedReply r = parse_reply(text, req.reply, false);
+  tool_call_ids_fill(r.tool_calls, call_id_prefix);
+  Json m = {{"role", "assistant"}};
+  // An assistant message that only calls tools has a null content, as OpenAI sends it.
+  m["content"] = r.content.empty() && !r.tool_calls.empty() ? Json(nullptr) : Json(r.content);
+  if (!r.reasoning.empty()) m["reasoning_content"] = r.reasoning;
+  std::string finish = finish_reason;
+  if (!r.tool_calls.empty()) {
+    m["tool_calls"] = tool_calls_json(r.tool_calls, 0, false);
+    if (finish == "stop") finish = "tool_calls";
+  }
+  return {std::move(m), finish};
+}
+
+Json chat_delta_chunk(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,
+                      const ReplyDelta& d, const std::vector<TokenOut>& tokens,
+                      const std::string& finish_reason, bool first, const Tokenizer& tok) {
+  Json delta = Json::object();
+  if (first) delta["role"] = "assistant";
+  if (!d.content.empty() || (first && finish_reason.empty() && d.empty())) {
+    delta["content"] = d.content;
+  }
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.tool_calls.empty())
+    delta["tool_calls"] = tool_calls_json(d.tool_calls, d.first_tool_index, true);
+  Json choice = {{"index", index},
+                 {"delta", std::move(delta)},
+                 {"finish_reason", finish_reason.empty() ? Json(nullptr) : Json(finish_reason)},
+                 {"logprobs", tokens.empty() ? Json(nullptr) : logprobs_json(req, tokens, tok)}};
+  return {{"id", meta.id},
+          {"object", "chat.completion.chunk"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", kSystemFingerprint},
+          {"choices", Json::array({std::move(choice)})}};
 }
 
 Json chunk_json(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,

@@ -11,6 +11,7 @@
 
 #include "model/tokenizer.h"
 #include "server/chat_format.h"
+#include "server/reply_parse.h"
 #include "server/task.h"
 
 namespace strata::server {
@@ -62,6 +63,9 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool seeded = false;         // the request chose its seed
+  // Chat: how the reply is split into content, reasoning and tool calls (reply_parse.h); the
+  // dispatcher completes it from the rendered prompt and the template.
+  ReplyParseOptions reply;
   bool return_tokens = false;  // native: the generated ids in `tokens`
   // /infill
   std::string input_prefix;
@@ -73,6 +77,7 @@ struct CompletionRequest {
 struct RequestDefaults {
   GenParams params;
   bool seeded = false;  // params.sampling.seed is the server's --seed; else a fresh one
+  ReasoningFormat reasoning = ReasoningFormat::kAuto;  // --reasoning-format
 };
 
 // Parses and validates a request body; `random_seed` is used when neither the request nor the
@@ -129,6 +134,18 @@ Json usage_json(const ResponseMeta& meta, int32_t n_generated);
 // The full (non-streamed) response body.
 Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                    const std::vector<ChoiceResult>& choices, const Tokenizer& tok);
+// A chat reply split as req.reply says: the assistant message ({role, content,
+// reasoning_content, tool_calls}) and the finish reason ("tool_calls" when it called tools).
+// `call_id_prefix` names calls that their format gives no id.
+std::pair<Json, std::string> chat_message_json(const CompletionRequest& req,
+                                               const std::string& text,
+                                               const std::string& finish_reason,
+                                               const std::string& call_id_prefix);
+// One streamed chat chunk made of a reply delta (reply_parse.h).
+Json chat_delta_chunk(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,
+                      const ReplyDelta& delta, const std::vector<TokenOut>& tokens,
+                      const std::string& finish_reason, bool first, const Tokenizer& tok);
+
 // One streamed chunk: text and tokens of choice `index`, and its finish_reason when it is done.
 Json chunk_json(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,
                 const std::string& text, const std::vector<TokenOut>& tokens,

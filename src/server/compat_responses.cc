@@ -198,7 +198,8 @@ Json chat_to_response(const Json& completion, const std::string& id, int64_t cre
     const std::string text = msg.contains("content") && msg["content"].is_string()
                                  ? msg["content"].get<std::string>()
                                  : "";
-    if (!text.empty() || !msg.contains("tool_calls")) {
+    // An empty message only when there is nothing else to say (as the stream has none either).
+    if (!text.empty() || (reasoning.empty() && !msg.contains("tool_calls"))) {
       output.push_back(message_item("msg_" + id, text, "completed"));
     }
     if (msg.contains("tool_calls") && msg["tool_calls"].is_array()) {

@@ -29,7 +29,10 @@ struct StreamState {
   CompletionRequest req;
   ResponseMeta meta;
   std::shared_ptr<ResultChannel> channel;
+  std::shared_ptr<StreamWriter> writer;
   std::vector<bool> first;
+  std::vector<std::string> texts;    // chat: each choice's text so far
+  std::vector<ReplyStream> replies;  // chat: each choice's reply parser
   int32_t n_done = 0;
   int32_t n_generated = 0;
   double prompt_ms = 0;
@@ -41,6 +44,13 @@ bool write_event(httplib::DataSink& sink, const std::string& data) {
   const std::string s = "data: " + data + "\n\n";
   return sink.write(s.data(), s.size());
 }
+
+// OpenAI's stream: each chunk a data line, [DONE] at the end.
+class OpenAiWriter : public StreamWriter {
+ public:
+  bool chunk(httplib::DataSink& sink, const Json& c) override { return write_event(sink, dump(c)); }
+  bool end(httplib::DataSink& sink) override { return write_event(sink, "[DONE]"); }
+};
 
 }  // namespace
 
@@ -78,6 +88,9 @@ std::vector<Route> ModelDispatcher::routes() {
   auto no_req = [this](void (ModelDispatcher::*f)(Response&)) {
     return [this, f](const Request&, Response& res) { (this->*f)(res); };
   };
+  auto count = [this](int kind) {
+    return [this, kind](const Request& req, Response& res) { count_tokens(req, res, kind); };
+  };
   // Paths as llama-server serves them, with and without /v1. Tool calls, /v1/messages and
   // /v1/responses join as rows of their own (generation routes over the same prepare/collect).
   std::vector<Route> r = {
@@ -99,6 +112,11 @@ std::vector<Route> ModelDispatcher::routes() {
       {M::kGet, "/slots", A::kKeyed, with_req(&ModelDispatcher::slots)},
       {M::kPost, R"(/slots/(-?\d+))", A::kKeyed, with_req(&ModelDispatcher::slot_action)},
       {M::kGet, "/metrics", A::kKeyed, no_req(&ModelDispatcher::metrics)},
+      {M::kPost, "/v1/messages", A::kKeyed, with_req(&ModelDispatcher::messages)},
+      {M::kPost, "/v1/responses", A::kKeyed, with_req(&ModelDispatcher::responses)},
+      {M::kPost, "/v1/messages/count_tokens", A::kKeyed, count(0)},
+      {M::kPost, "/v1/responses/input_tokens", A::kKeyed, count(1)},
+      {M::kPost, "/v1/chat/completions/input_tokens", A::kKeyed, count(2)},
   };
   if (!serving_.aip_predict_route.empty()) {
     r.push_back({M::kGet, serving_.aip_health_route, A::kPublic, no_req(&ModelDispatcher::health)});
@@ -216,6 +234,11 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
   task.params = creq.params;
   if (endpoint == Endpoint::kChat) {
     for (std::string& s : chat_->stop_strings()) task.params.stop.push_back(std::move(s));
+    // A template that opens <think> for the model (DeepSeek R1, Qwen3 with thinking on): the
+    // reply starts as reasoning without an opening tag.
+    std::string_view tail = text;
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
+    creq.reply.thinking_forced_open = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
   }
   task.channel = std::make_shared<ResultChannel>();
   ResponseMeta& meta = out.meta;
@@ -363,12 +386,19 @@ void ModelDispatcher::aip_predict(const Request& req, Response& res) {
   send_json(res, {{"predictions", predictions}});
 }
 
-void ModelDispatcher::stream(Prepared p, Response& res) {
+void ModelDispatcher::stream(Prepared p, Response& res, std::shared_ptr<StreamWriter> writer) {
   auto state = std::make_shared<StreamState>();
   state->req = std::move(p.creq);
   state->meta = p.meta;
   state->channel = p.task.channel;
+  state->writer = writer ? std::move(writer) : std::make_shared<OpenAiWriter>();
   state->first.assign(state->req.params.n, true);
+  if (state->req.endpoint == Endpoint::kChat) {
+    state->texts.resize(state->req.params.n);
+    for (int32_t i = 0; i < state->req.params.n; ++i) {
+      state->replies.emplace_back(state->req.reply, state->meta.id + "-" + std::to_string(i) + "-");
+    }
+  }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -384,9 +414,20 @@ void ModelDispatcher::stream(Prepared p, Response& res) {
           sink.done();
           return ok;
         }
-        if (!e->text.empty() || !e->tokens.empty()) {
-          ok = write_event(sink, dump(chunk_json(st.req, st.meta, e->index, e->text, e->tokens,
-                                                 e->ids, "", st.first.at(e->index), tok_)));
+        const bool chat = st.req.endpoint == Endpoint::kChat;
+        if ((!e->text.empty() || !e->tokens.empty()) && chat) {
+          // The reply so far, re-parsed: content, reasoning and whole tool calls as deltas.
+          st.texts.at(e->index) += e->text;
+          const ReplyDelta d = st.replies.at(e->index).update(st.texts[e->index], false);
+          if (!d.empty() || !e->tokens.empty() || st.first.at(e->index)) {
+            ok = st.writer->chunk(sink, chat_delta_chunk(st.req, st.meta, e->index, d, e->tokens,
+                                                         "", st.first[e->index], tok_));
+            st.first[e->index] = false;
+          }
+        } else if (!e->text.empty() || !e->tokens.empty()) {
+          const Json c = chunk_json(st.req, st.meta, e->index, e->text, e->tokens, e->ids, "",
+                                    st.first.at(e->index), tok_);
+          ok = native ? write_event(sink, dump(c)) : st.writer->chunk(sink, c);
           st.first[e->index] = false;
         }
         if (ok && e->kind == Event::Kind::kDone) {
@@ -419,25 +460,36 @@ void ModelDispatcher::stream(Prepared p, Response& res) {
                                                                  st.meta.model)},
                                        {"timings", timings}}));
           } else {
-            Json chunk = chunk_json(st.req, st.meta, e->index, "", {}, {}, e->finish_reason,
-                                    st.first.at(e->index), tok_);
+            Json chunk;
+            if (chat) {
+              ReplyStream& reply = st.replies.at(e->index);
+              const ReplyDelta d = reply.update(st.texts.at(e->index), true);
+              const std::string finish =
+                  !reply.sent().tool_calls.empty() && e->finish_reason == "stop" ? "tool_calls"
+                                                                                 : e->finish_reason;
+              chunk = chat_delta_chunk(st.req, st.meta, e->index, d, {}, finish,
+                                       st.first.at(e->index), tok_);
+            } else {
+              chunk = chunk_json(st.req, st.meta, e->index, "", {}, {}, e->finish_reason,
+                                 st.first.at(e->index), tok_);
+            }
             chunk["timings"] = timings;
-            ok = write_event(sink, dump(chunk));
+            ok = st.writer->chunk(sink, chunk);
           }
           st.first[e->index] = false;
           if (ok && st.n_done == static_cast<int32_t>(st.first.size())) {
             if (!native && st.req.include_usage) {
-              ok = write_event(sink, dump(Json{{"id", st.meta.id},
-                                               {"object", st.req.endpoint == Endpoint::kChat
-                                                              ? "chat.completion.chunk"
-                                                              : "text_completion"},
-                                               {"created", st.meta.created},
-                                               {"model", st.meta.model},
-                                               {"system_fingerprint", kSystemFingerprint},
-                                               {"choices", Json::array()},
-                                               {"usage", usage_json(st.meta, st.n_generated)}}));
+              ok = st.writer->chunk(
+                  sink, Json{{"id", st.meta.id},
+                             {"object", st.req.endpoint == Endpoint::kChat ? "chat.completion.chunk"
+                                                                           : "text_completion"},
+                             {"created", st.meta.created},
+                             {"model", st.meta.model},
+                             {"system_fingerprint", kSystemFingerprint},
+                             {"choices", Json::array()},
+                             {"usage", usage_json(st.meta, st.n_generated)}});
             }
-            if (ok && !native) ok = write_event(sink, "[DONE]");
+            if (ok && !native) ok = st.writer->end(sink);
             st.finished = true;
             sink.done();
           }

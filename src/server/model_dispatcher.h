@@ -23,6 +23,10 @@
 #include "server/metrics.h"
 #include "server/slot_store.h"
 
+namespace httplib {
+class DataSink;
+}  // namespace httplib
+
 namespace strata::server {
 
 struct ModelServing {
@@ -49,6 +53,15 @@ struct ModelServing {
   std::function<Status()> before_work;
   // Whether the model sleeps now (GET /props "is_sleeping"); null: never.
   std::function<bool()> is_sleeping;
+};
+
+// How a stream of chat or completion chunks goes on the wire: OpenAI's data lines, or the
+// typed events of Anthropic's Messages and OpenAI's Responses APIs made from the same chunks.
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  virtual bool chunk(httplib::DataSink& sink, const Json& chunk) = 0;
+  virtual bool end(httplib::DataSink& sink) = 0;
 };
 
 class ModelDispatcher : public Dispatcher {
@@ -81,7 +94,12 @@ class ModelDispatcher : public Dispatcher {
 
   // Endpoints (model_dispatcher.cc: generation; model_endpoints.cc: the rest).
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  void stream(Prepared p, httplib::Response& res);
+  void stream(Prepared p, httplib::Response& res, std::shared_ptr<StreamWriter> writer = nullptr);
+  // Anthropic Messages and OpenAI Responses over the chat path, and token counts
+  // (model_compat.cc).
+  void messages(const httplib::Request& req, httplib::Response& res);
+  void responses(const httplib::Request& req, httplib::Response& res);
+  void count_tokens(const httplib::Request& req, httplib::Response& res, int kind);
   void aip_predict(const httplib::Request& req, httplib::Response& res);
   void health(httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);

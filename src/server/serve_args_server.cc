@@ -445,9 +445,9 @@ void add_server_rows(std::vector<Row>& t) {
                "auto",
                "none, deepseek, deepseek-legacy or auto: where <think> text goes",
                S::kServer,
-               E::kPending,
-               "reasoning is not split from content in this build",
-               "none",
+               E::kApplied,
+               "",
+               nullptr,
                one_of(STRATA_FIELD(options.reasoning_format),
                       {"none", "deepseek", "deepseek-legacy", "auto"})});
   t.push_back({{"-rea", "--reasoning"},

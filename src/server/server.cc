@@ -126,6 +126,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   serving.tags = o.tags;
   serving.defaults.params = o.defaults;
   serving.defaults.seeded = o.default_seeded;
+  STRATA_ASSIGN_OR_RETURN(serving.defaults.reasoning,
+                          reasoning_format_from_name(o.reasoning_format));
   serving.endpoint_slots = o.endpoint_slots;
   serving.endpoint_metrics = o.endpoint_metrics;
   serving.endpoint_props = o.endpoint_props;

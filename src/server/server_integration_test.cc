@@ -616,6 +616,142 @@ std::pair<std::string, int> cached_completion(const ServerProcess& s, const std:
   return {r.body["content"].get<std::string>(), r.body.value("tokens_cached", -1)};
 }
 
+// A template that opens <think> for the model (DeepSeek R1's): the reply is reasoning until
+// </think>, split out as reasoning_content unless the request or --reasoning-format says none.
+TEST_F(ServerTest, ChatReasoningIsSplitFromContent) {
+  ServerProcess s(args({"--chat-template", "deepseek-r1"}));
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "think"}], "max_tokens": 12, "temperature": 0)";
+  const Reply split = post(s, "/v1/chat/completions", body + "}");
+  ASSERT_EQ(split.status, 200) << split.raw;
+  const Json& m = split.body["choices"][0]["message"];
+  const std::string reasoning = m.value("reasoning_content", "");
+  EXPECT_FALSE(reasoning.empty()) << split.raw;
+  EXPECT_EQ(m["content"], "");
+  const Reply raw = post(s, "/v1/chat/completions", body + R"(, "reasoning_format": "none"})");
+  ASSERT_EQ(raw.status, 200) << raw.raw;
+  // The raw text, less the whitespace a split trims off the reasoning.
+  const std::string raw_text = raw.body["choices"][0]["message"]["content"];
+  EXPECT_EQ(raw_text.substr(raw_text.find_first_not_of(" \n")), reasoning);
+  EXPECT_FALSE(raw.body["choices"][0]["message"].contains("reasoning_content"));
+  expect_error(post(s, "/v1/chat/completions", body + R"(, "reasoning_format": "yes"})"), 400);
+
+  // Streamed: the reasoning deltas add up to the collected reasoning.
+  const Reply streamed = post(s, "/v1/chat/completions", body + R"(, "stream": true})");
+  bool done = false;
+  std::string sum;
+  std::string content;
+  for (const Json& e : sse_events(streamed.raw, &done)) {
+    sum += e["choices"][0]["delta"].value("reasoning_content", "");
+    content += e["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(sum, reasoning);
+  EXPECT_EQ(content, "");
+
+  ServerProcess none(args({"--chat-template", "deepseek-r1", "--reasoning-format", "none"}));
+  EXPECT_EQ(post(none, "/v1/chat/completions", body + "}").body["choices"][0]["message"]["content"],
+            raw_text);
+}
+
+// Anthropic's Messages API answers what the chat path answers, collected and streamed, and
+// counts the same prompt tokens.
+TEST_F(ServerTest, AnthropicMessagesOverTheChatPath) {
+  ServerProcess s(args({"-np", "2"}));
+  const std::string chat_body =
+      R"({"messages": [{"role": "system", "content": "be brief"},
+                       {"role": "user", "content": "hello"}], "max_tokens": 10,
+          "temperature": 0})";
+  const Reply chat = post(s, "/v1/chat/completions", chat_body);
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  const std::string text = chat.body["choices"][0]["message"]["content"];
+  const std::string body =
+      R"({"model": "claude-sonnet-4-5", "system": "be brief", "max_tokens": 10,
+          "temperature": 0, "messages": [{"role": "user", "content": [{"type": "text",
+          "text": "hello"}]}])";
+  const Reply msg = post(s, "/v1/messages", body + "}");
+  ASSERT_EQ(msg.status, 200) << msg.raw;
+  EXPECT_EQ(msg.body["type"], "message");
+  EXPECT_EQ(msg.body["role"], "assistant");
+  EXPECT_EQ(msg.body["content"][0]["type"], "text");
+  EXPECT_EQ(msg.body["content"][0]["text"], text);
+  EXPECT_EQ(msg.body["stop_reason"], "max_tokens");
+  EXPECT_EQ(msg.body["usage"]["output_tokens"], 10);
+  EXPECT_EQ(msg.body["usage"]["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+
+  const Reply streamed = post(s, "/v1/messages", body + R"(, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  bool done = false;
+  std::vector<std::string> types;
+  std::string sum;
+  for (const Json& e : sse_events(streamed.raw, &done)) {
+    types.push_back(e["type"]);
+    if (e["type"] == "content_block_delta") sum += e["delta"]["text"].get<std::string>();
+  }
+  EXPECT_FALSE(done);  // Anthropic's stream has no [DONE]
+  ASSERT_GE(types.size(), 5u);
+  EXPECT_EQ(types.front(), "message_start");
+  EXPECT_EQ(types[1], "content_block_start");
+  EXPECT_EQ(types[types.size() - 3], "content_block_stop");
+  EXPECT_EQ(types[types.size() - 2], "message_delta");
+  EXPECT_EQ(types.back(), "message_stop");
+  EXPECT_EQ(sum, text);
+
+  const Reply count = post(s, "/v1/messages/count_tokens", body + "}");
+  ASSERT_EQ(count.status, 200) << count.raw;
+  EXPECT_EQ(count.body["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+  const Reply chat_count = post(s, "/v1/chat/completions/input_tokens", chat_body);
+  EXPECT_EQ(chat_count.body["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+
+  // Errors come in Anthropic's shape.
+  const Reply bad = post(s, "/v1/messages", R"({"max_tokens": 5, "messages": "hello"})");
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["type"], "error");
+  EXPECT_EQ(bad.body["error"]["type"], "invalid_request_error");
+}
+
+// OpenAI's Responses API likewise.
+TEST_F(ServerTest, OpenAiResponsesOverTheChatPath) {
+  ServerProcess s(args({}));
+  const Reply chat = post(s, "/v1/chat/completions",
+                          R"({"messages": [{"role": "system", "content": "be brief"},
+                                           {"role": "user", "content": "hello"}],
+                              "max_tokens": 10, "temperature": 0})");
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  const std::string text = chat.body["choices"][0]["message"]["content"];
+  const std::string body = R"({"model": "gpt-5", "instructions": "be brief", "input": "hello",
+                               "max_output_tokens": 10, "temperature": 0)";
+  const Reply r = post(s, "/v1/responses", body + "}");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["object"], "response");
+  EXPECT_EQ(r.body["status"], "incomplete");
+  EXPECT_EQ(r.body["incomplete_details"]["reason"], "max_output_tokens");
+  ASSERT_EQ(r.body["output"].size(), 1u) << r.raw;
+  EXPECT_EQ(r.body["output"][0]["type"], "message");
+  EXPECT_EQ(r.body["output"][0]["content"][0]["text"], text);
+  EXPECT_EQ(r.body["usage"]["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+
+  const Reply streamed = post(s, "/v1/responses", body + R"(, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  bool done = false;
+  std::string sum;
+  std::vector<Json> events = sse_events(streamed.raw, &done);
+  ASSERT_GE(events.size(), 3u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["sequence_number"], i);
+    if (events[i]["type"] == "response.output_text.delta") sum += events[i]["delta"];
+  }
+  EXPECT_EQ(events.front()["type"], "response.created");
+  EXPECT_EQ(events.back()["type"], "response.incomplete");
+  EXPECT_EQ(events.back()["response"]["output"][0]["content"][0]["text"], text);
+  EXPECT_EQ(sum, text);
+
+  const Reply count = post(s, "/v1/responses/input_tokens", body + "}");
+  ASSERT_EQ(count.status, 200) << count.raw;
+  EXPECT_EQ(count.body["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+  expect_error(post(s, "/v1/responses", R"({"input": 5})"), 400);
+}
+
 class ServerSlotsTest : public ::testing::Test {
  protected:
   void SetUp() override {

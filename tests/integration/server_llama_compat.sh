@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # llama-server's own command lines, environment and curl examples (from its README) against
 # `strata serve` on 127.0.0.1 over a synthetic model; HTTPS with a throw-away certificate; and
-# the official OpenAI Node SDK when node and the npm registry are at hand.
+# the official OpenAI and Anthropic Node SDKs when node and the npm registry are at hand.
 set -eu
 strata=$1
 shared=$2
@@ -104,18 +104,19 @@ curl -sk -o /dev/null -w '%{http_code}' "$url/v1/models" | grep -q 401 || fail "
 curl -sfk -H "X-Api-Key: secret" "$url/v1/models" >/dev/null || fail "X-Api-Key over TLS"
 stop_last
 
-echo "OpenAI Node SDK"
+echo "OpenAI and Anthropic Node SDKs"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "SKIP: node or npm is absent"
 else
-  sdk=$(dirname "$strata")/node-openai
+  sdk=$(dirname "$strata")/node-sdk
   mkdir -p "$sdk"
-  if [ ! -d "$sdk/node_modules/openai" ] &&
-     ! (cd "$sdk" && timeout 300 npm install --no-audit --no-fund --silent openai >/dev/null 2>&1); then
-    echo "SKIP: npm could not install openai (no registry?)"
+  if { [ ! -d "$sdk/node_modules/openai" ] || [ ! -d "$sdk/node_modules/@anthropic-ai/sdk" ]; } &&
+     ! (cd "$sdk" && timeout 300 npm install --no-audit --no-fund --silent openai \
+          @anthropic-ai/sdk >/dev/null 2>&1); then
+    echo "SKIP: npm could not install the SDKs (no registry?)"
   else
     start sdk -m "$model" -np 2 --port 0 --api-key sk-test
-    cat >"$tmp/sdk.mjs" <<'JS'
+    cat >"$sdk/openai_check.mjs" <<'JS'
 import OpenAI from "openai";
 const client = new OpenAI({ baseURL: process.env.BASE + "/v1", apiKey: "sk-test" });
 const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
@@ -132,10 +133,47 @@ for await (const part of stream) streamed += part.choices[0]?.delta?.content ?? 
 check(streamed === chat.choices[0].message.content, "streamed chat equals the collected one");
 const models = await client.models.list();
 check(models.data.length === 1, "models");
-console.log("openai sdk: completions, chat, streaming, models ok");
+// The Responses API: the SDK's output_text helper, and its streaming events.
+const resp = await client.responses.create({
+  model: "gpt-5", input: "hi", max_output_tokens: 5, temperature: 0 });
+check(resp.output_text === chat.choices[0].message.content, "responses output_text");
+let rs = "";
+let final = null;
+const rstream = await client.responses.create({
+  model: "gpt-5", input: [{ role: "user", content: "hi" }], max_output_tokens: 5,
+  temperature: 0, stream: true });
+for await (const ev of rstream) {
+  if (ev.type === "response.output_text.delta") rs += ev.delta;
+  if (ev.type === "response.incomplete" || ev.type === "response.completed") final = ev.response;
+}
+check(rs === resp.output_text && final && final.usage.output_tokens === 5, "responses stream");
+console.log("openai sdk: completions, chat, streaming, models, responses ok");
 JS
-    cp "$tmp/sdk.mjs" "$sdk/sdk_check.mjs"
-    (cd "$sdk" && BASE=$url node sdk_check.mjs) || fail "OpenAI Node SDK"
+    cat >"$sdk/anthropic_check.mjs" <<'JS'
+import Anthropic from "@anthropic-ai/sdk";
+const client = new Anthropic({ baseURL: process.env.BASE, apiKey: "sk-test" });
+const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
+const params = { model: "claude-sonnet-4-5", max_tokens: 6, temperature: 0, system: "brief",
+                 messages: [{ role: "user", content: "hi" }] };
+const msg = await client.messages.create(params);
+check(msg.type === "message" && msg.content[0].type === "text", "messages.create");
+check(msg.stop_reason === "max_tokens" && msg.usage.output_tokens === 6, "stop and usage");
+const stream = client.messages.stream(params);
+let text = "";
+stream.on("text", (t) => { text += t; });
+const final = await stream.finalMessage();
+check(text === msg.content[0].text && final.content[0].text === text, "messages.stream");
+const count = await client.messages.countTokens({ model: params.model, system: params.system,
+                                                  messages: params.messages });
+check(count.input_tokens === msg.usage.input_tokens, "countTokens");
+let failed = false;
+try { await client.messages.create({ ...params, messages: "not a list" }); }
+catch (e) { failed = e.status === 400; }
+check(failed, "a bad request is a 400 the SDK raises");
+console.log("anthropic sdk: messages, stream, count_tokens, errors ok");
+JS
+    (cd "$sdk" && BASE=$url node openai_check.mjs) || fail "OpenAI Node SDK"
+    (cd "$sdk" && BASE=$url node anthropic_check.mjs) || fail "Anthropic Node SDK"
     stop_last
   fi
 fi
