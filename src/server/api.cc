@@ -132,44 +132,6 @@ std::optional<ApiError> read_prompt(const Json& b, CompletionRequest& out) {
   return bad("'prompt' must be a string or an array of token ids, not " + shown(*it));
 }
 
-std::optional<ApiError> read_messages(const Json& b, std::vector<ChatTurn>& out) {
-  auto it = b.find("messages");
-  if (it == b.end() || it->is_null()) return bad("'messages' is required");
-  if (!it->is_array() || it->empty()) return bad("'messages' must be a non-empty array");
-  if (it->size() > kMaxMessages) {
-    return bad("'messages' has " + std::to_string(it->size()) + " entries; the limit is " +
-               std::to_string(kMaxMessages));
-  }
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& m = (*it)[i];
-    const std::string where = "'messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return bad(where + "' must be an object");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return bad(where + ".role' must be a string");
-    ChatTurn turn;
-    turn.role = role->get<std::string>();
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      // An assistant turn that only called tools has no content.
-    } else if (content->is_string()) {
-      turn.content = content->get<std::string>();
-    } else if (content->is_array()) {
-      for (const Json& part : *content) {
-        auto type = part.is_object() ? part.find("type") : part.end();
-        if (!part.is_object() || type == part.end() || *type != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
-          return bad(where + ".content' parts must be {\"type\": \"text\", \"text\": ...}");
-        }
-        turn.content += part["text"].get<std::string>();
-      }
-    } else {
-      return bad(where + ".content' must be a string or an array of text parts");
-    }
-    out.push_back(std::move(turn));
-  }
-  return std::nullopt;
-}
-
 std::optional<ApiError> read_string(const Json& b, const char* key, std::string& out) {
   auto it = b.find(key);
   if (it == b.end() || it->is_null()) return std::nullopt;
@@ -316,7 +278,7 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
     out.model = it->get<std::string>();
   }
   if (endpoint == Endpoint::kChat) {
-    if (auto e = read_messages(b, out.messages)) return e;
+    if (std::optional<std::string> e = read_chat_request(b, out.chat)) return bad(*e);
     out.reply.reasoning = defaults.reasoning;
     if (auto it = b.find("reasoning_format"); it != b.end() && !it->is_null()) {
       if (!it->is_string()) return bad("'reasoning_format' must be a string");

@@ -44,8 +44,9 @@ TEST(ServerApi, ChatMessagesAndTopLogprobs) {
                                                      {"type": "text", "text": "b"}]}],
                         "logprobs": true, "top_logprobs": 4, "max_completion_tokens": 3})",
                      Endpoint::kChat, r));
-  ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[1].content, "ab");
+  ASSERT_EQ(r.chat.turns.size(), 2u);
+  EXPECT_EQ(r.chat.turns[1].content, "ab");
+  EXPECT_EQ(r.chat.messages[1]["content"], "ab");
   EXPECT_EQ(r.params.sampling.n_probs, 4);
   EXPECT_EQ(r.params.n_predict, 3);
 }
