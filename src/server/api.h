@@ -108,6 +108,8 @@ struct ChoiceResult {
   std::vector<int32_t> ids;
   std::string finish_reason;
   std::string stop_type;
+  std::string stopping_word;
+  bool truncated = false;
   int32_t n_generated = 0;
   double prompt_ms = 0;
   double predicted_ms = 0;

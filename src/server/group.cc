@@ -42,6 +42,8 @@ struct PipelineGroup::Slot {
   std::optional<Sampler> sampler;
   std::vector<float> biased;        // F32 [n_vocab]: logits plus the request's logit_bias
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
+  std::string stopping_word;        // the stop string, when a word ended it
+  bool truncated = false;           // the context was shifted during this request
   int32_t pending = -1;             // sampled, not yet in the KV
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
@@ -392,6 +394,7 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   if (out.stopped) {
     s.utf8 = Utf8Stream();
     s.stop_type = "word";
+    s.stopping_word = std::move(out.word);
     finish(s, "stop");
     return;
   }
@@ -424,6 +427,7 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   if (out.stopped) {
     finish_reason = "stop";
     s.stop_type = "word";
+    s.stopping_word = std::move(out.word);
   } else {
     text.text += s.stop.flush();
   }
@@ -437,7 +441,11 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   done.n_cached = s.active->n_cached;
   done.n_generated = s.n_generated;
   done.stop_type = s.stop_type;
+  done.stopping_word = std::move(s.stopping_word);
+  done.truncated = s.truncated;
   s.stop_type = "limit";
+  s.stopping_word.clear();
+  s.truncated = false;
   const Clock::time_point now = Clock::now();
   const auto ms = [](Clock::duration d) {
     return std::chrono::duration<double, std::milli>(d).count();
@@ -495,6 +503,7 @@ Result<bool> PipelineGroup::shift(Slot& s) {
   s.cache = ctx_->seq_tokens(s.id);
   publish(s);
   if (!st.is_ok()) return st;
+  s.truncated = true;
   return true;
 }
 

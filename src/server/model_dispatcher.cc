@@ -315,6 +315,8 @@ std::optional<ApiError> ModelDispatcher::collect(Prepared& p, const Request* req
     if (e->kind == Event::Kind::kDone) {
       c.finish_reason = e->finish_reason;
       c.stop_type = e->stop_type;
+      c.stopping_word = e->stopping_word;
+      c.truncated = e->truncated;
       c.n_generated = e->n_generated;
       c.prompt_ms = e->prompt_ms;
       c.predicted_ms = e->predicted_ms;
@@ -458,14 +460,14 @@ void ModelDispatcher::stream(Prepared p, Response& res, std::shared_ptr<StreamWr
                                        {"model", st.meta.model},
                                        {"finish_reason", e->finish_reason},
                                        {"stop_type", e->stop_type},
-                                       {"stopping_word", ""},
+                                       {"stopping_word", e->stopping_word},
                                        {"stopped_eos", e->stop_type == "eos"},
                                        {"stopped_word", e->stop_type == "word"},
                                        {"stopped_limit", e->stop_type == "limit"},
                                        {"tokens_predicted", e->n_generated},
                                        {"tokens_evaluated", st.meta.n_prompt},
                                        {"tokens_cached", st.meta.n_cached},
-                                       {"truncated", false},
+                                       {"truncated", e->truncated},
                                        {"generation_settings",
                                         generation_settings_json(st.req.params, true, st.meta.n_ctx,
                                                                  st.meta.model)},
