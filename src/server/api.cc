@@ -339,6 +339,18 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   if (auto e = read_bool(b, "cache_prompt", p.cache_prompt)) return e;
   if (auto e = read_bool(b, "stream", out.stream)) return e;
   if (auto e = read_bool(b, "return_tokens", out.return_tokens)) return e;
+  v = 0;
+  if (auto e = read_int(b, "t_max_predict_ms", 0, INT32_MAX, v)) return e;
+  p.t_max_predict_ms = v;
+  if (auto it = b.find("response_fields"); it != b.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() > 256) {
+      return bad("'response_fields' must be an array of at most 256 field names");
+    }
+    for (const Json& f : *it) {
+      if (!f.is_string()) return bad("'response_fields' entries must be strings");
+      out.response_fields.push_back(f.get<std::string>());
+    }
+  }
   if (auto it = b.find("logit_bias"); it != b.end() && !it->is_null()) {
     if (auto e = parse_logit_bias(*it, tok, p.logit_bias)) return e;
   }
@@ -459,6 +471,30 @@ Json usage_json(const ResponseMeta& meta, int32_t n_generated) {
           {"prompt_tokens_details", {{"cached_tokens", meta.n_cached}}}};
 }
 
+namespace {
+
+// llama-server's response_fields: only the named fields; "a/b" takes field b of object a and
+// puts it at the top under the name "a/b". A missing field is left out.
+Json select_fields(const Json& j, const std::vector<std::string>& fields) {
+  Json out = Json::object();
+  for (const std::string& path : fields) {
+    const Json* at = &j;
+    size_t start = 0;
+    while (at != nullptr) {
+      const size_t slash = path.find('/', start);
+      const std::string key = path.substr(start, slash - start);
+      auto it = at->is_object() ? at->find(key) : at->end();
+      at = it == at->end() ? nullptr : &*it;
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    if (at != nullptr) out[path] = *at;
+  }
+  return out;
+}
+
+}  // namespace
+
 Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                    const std::vector<ChoiceResult>& choices, const Tokenizer& tok) {
   int32_t n_generated = 0;
@@ -493,7 +529,7 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                generation_settings_json(req.params, req.stream, meta.n_ctx, meta.model)},
               {"timings", timings}};
     if (req.params.logprobs) j["completion_probabilities"] = logprobs_json(req, c.tokens, tok);
-    return j;
+    return req.response_fields.empty() ? j : select_fields(j, req.response_fields);
   }
   Json out_choices = Json::array();
   for (size_t i = 0; i < choices.size(); ++i) {

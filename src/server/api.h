@@ -67,6 +67,8 @@ struct CompletionRequest {
   // dispatcher completes it from the rendered prompt and the template.
   ReplyParseOptions reply;
   bool return_tokens = false;  // native: the generated ids in `tokens`
+  // native, collected: only these fields of the response ("a/b": field b of a, at the top)
+  std::vector<std::string> response_fields;
   // /infill
   std::string input_prefix;
   std::string input_suffix;

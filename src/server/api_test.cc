@@ -51,6 +51,17 @@ TEST(ServerApi, ChatMessagesAndTopLogprobs) {
   EXPECT_EQ(r.params.n_predict, 3);
 }
 
+TEST(ServerApi, NativeLimitsAndFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse(R"({"prompt": "x", "t_max_predict_ms": 250, "response_fields": ["content"]})",
+                     Endpoint::kNative, r));
+  EXPECT_EQ(r.params.t_max_predict_ms, 250);
+  EXPECT_EQ(r.response_fields, (std::vector<std::string>{"content"}));
+  CompletionRequest bad;
+  EXPECT_TRUE(parse(R"({"prompt": "x", "t_max_predict_ms": -1})", Endpoint::kNative, bad));
+  EXPECT_TRUE(parse(R"({"prompt": "x", "response_fields": "content"})", Endpoint::kNative, bad));
+}
+
 TEST(ServerApi, ErrorsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"prompt": "x", "temperature": "hot"})", "temperature"},

@@ -44,6 +44,7 @@ struct PipelineGroup::Slot {
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
   std::string stopping_word;        // the stop string, when a word ended it
   bool truncated = false;           // the context was shifted during this request
+  bool seen_newline = false;        // a newline has been sent (t_max_predict_ms)
   int32_t pending = -1;             // sampled, not yet in the KV
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
@@ -389,6 +390,7 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
   StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
+  s.seen_newline = s.seen_newline || out.text.find('\n') != std::string::npos;
   e.text = std::move(out.text);
   task.channel->push(std::move(e));
   if (out.stopped) {
@@ -399,6 +401,11 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     return;
   }
   if (gp.n_predict > 0 && s.n_generated >= gp.n_predict) {
+    finish(s, "length");
+    return;
+  }
+  if (gp.t_max_predict_ms > 0 && s.seen_newline &&
+      ms_since(s.t_first) > static_cast<double>(gp.t_max_predict_ms)) {
     finish(s, "length");
     return;
   }
@@ -446,6 +453,7 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   s.stop_type = "limit";
   s.stopping_word.clear();
   s.truncated = false;
+  s.seen_newline = false;
   const Clock::time_point now = Clock::now();
   const auto ms = [](Clock::duration d) {
     return std::chrono::duration<double, std::milli>(d).count();

@@ -496,6 +496,13 @@ TEST_F(ServerTest, ResponseFieldsAsLlamaServerReturnsThem) {
   }
   EXPECT_EQ(spelled, j["content"].get<std::string>());
 
+  // response_fields: only those, nested ones lifted to the top under their path.
+  const Reply f = post(s, "/completion", R"({"prompt": "Once upon", "n_predict": 4,
+      "temperature": 0, "response_fields": ["content", "generation_settings/n_predict",
+      "absent", "timings/absent"]})");
+  ASSERT_EQ(f.status, 200) << f.raw;
+  EXPECT_EQ(f.body, (Json{{"content", j["content"]}, {"generation_settings/n_predict", 4}}));
+
   const Reply o = post(s, "/v1/chat/completions", R"({"messages": [{"role": "user",
                           "content": "hi"}], "max_tokens": 3, "model": "gpt-4o"})");
   ASSERT_EQ(o.status, 200) << o.raw;

@@ -40,6 +40,9 @@ struct GenParams {
   bool cache_prompt = true;
   bool logprobs = false;  // report the chosen tokens' log-probabilities (and n_probs alternatives)
   std::vector<TokenBias> logit_bias;  // ids checked against the vocabulary by the parser
+  // llama-server's t_max_predict_ms: once a newline has been generated, generation ends (as a
+  // length limit) when this many ms have passed since the first token. 0: no limit.
+  int64_t t_max_predict_ms = 0;
 };
 
 // One generated token with what `logprobs` reports.
