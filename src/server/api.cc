@@ -132,44 +132,6 @@ std::optional<ApiError> read_prompt(const Json& b, CompletionRequest& out) {
   return bad("'prompt' must be a string or an array of token ids, not " + shown(*it));
 }
 
-std::optional<ApiError> read_messages(const Json& b, std::vector<ChatTurn>& out) {
-  auto it = b.find("messages");
-  if (it == b.end() || it->is_null()) return bad("'messages' is required");
-  if (!it->is_array() || it->empty()) return bad("'messages' must be a non-empty array");
-  if (it->size() > kMaxMessages) {
-    return bad("'messages' has " + std::to_string(it->size()) + " entries; the limit is " +
-               std::to_string(kMaxMessages));
-  }
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& m = (*it)[i];
-    const std::string where = "'messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return bad(where + "' must be an object");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return bad(where + ".role' must be a string");
-    ChatTurn turn;
-    turn.role = role->get<std::string>();
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
-      // An assistant turn that only called tools has no content.
-    } else if (content->is_string()) {
-      turn.content = content->get<std::string>();
-    } else if (content->is_array()) {
-      for (const Json& part : *content) {
-        auto type = part.is_object() ? part.find("type") : part.end();
-        if (!part.is_object() || type == part.end() || *type != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
-          return bad(where + ".content' parts must be {\"type\": \"text\", \"text\": ...}");
-        }
-        turn.content += part["text"].get<std::string>();
-      }
-    } else {
-      return bad(where + ".content' must be a string or an array of text parts");
-    }
-    out.push_back(std::move(turn));
-  }
-  return std::nullopt;
-}
-
 std::optional<ApiError> read_string(const Json& b, const char* key, std::string& out) {
   auto it = b.find(key);
   if (it == b.end() || it->is_null()) return std::nullopt;
@@ -316,7 +278,7 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
     out.model = it->get<std::string>();
   }
   if (endpoint == Endpoint::kChat) {
-    if (auto e = read_messages(b, out.messages)) return e;
+    if (std::optional<std::string> e = read_chat_request(b, out.chat)) return bad(*e);
     out.reply.reasoning = defaults.reasoning;
     if (auto it = b.find("reasoning_format"); it != b.end() && !it->is_null()) {
       if (!it->is_string()) return bad("'reasoning_format' must be a string");
@@ -377,6 +339,18 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   if (auto e = read_bool(b, "cache_prompt", p.cache_prompt)) return e;
   if (auto e = read_bool(b, "stream", out.stream)) return e;
   if (auto e = read_bool(b, "return_tokens", out.return_tokens)) return e;
+  v = 0;
+  if (auto e = read_int(b, "t_max_predict_ms", 0, INT32_MAX, v)) return e;
+  p.t_max_predict_ms = v;
+  if (auto it = b.find("response_fields"); it != b.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() > 256) {
+      return bad("'response_fields' must be an array of at most 256 field names");
+    }
+    for (const Json& f : *it) {
+      if (!f.is_string()) return bad("'response_fields' entries must be strings");
+      out.response_fields.push_back(f.get<std::string>());
+    }
+  }
   if (auto it = b.find("logit_bias"); it != b.end() && !it->is_null()) {
     if (auto e = parse_logit_bias(*it, tok, p.logit_bias)) return e;
   }
@@ -497,6 +471,30 @@ Json usage_json(const ResponseMeta& meta, int32_t n_generated) {
           {"prompt_tokens_details", {{"cached_tokens", meta.n_cached}}}};
 }
 
+namespace {
+
+// llama-server's response_fields: only the named fields; "a/b" takes field b of object a and
+// puts it at the top under the name "a/b". A missing field is left out.
+Json select_fields(const Json& j, const std::vector<std::string>& fields) {
+  Json out = Json::object();
+  for (const std::string& path : fields) {
+    const Json* at = &j;
+    size_t start = 0;
+    while (at != nullptr) {
+      const size_t slash = path.find('/', start);
+      const std::string key = path.substr(start, slash - start);
+      auto it = at->is_object() ? at->find(key) : at->end();
+      at = it == at->end() ? nullptr : &*it;
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    if (at != nullptr) out[path] = *at;
+  }
+  return out;
+}
+
+}  // namespace
+
 Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                    const std::vector<ChoiceResult>& choices, const Tokenizer& tok) {
   int32_t n_generated = 0;
@@ -517,21 +515,21 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
               {"stop", true},
               {"finish_reason", c.finish_reason},
               {"stop_type", c.stop_type},
-              {"stopping_word", ""},
+              {"stopping_word", c.stopping_word},
               {"stopped_eos", c.stop_type == "eos"},
               {"stopped_word", c.stop_type == "word"},
               {"stopped_limit", c.stop_type == "limit"},
               {"tokens_predicted", c.n_generated},
               {"tokens_evaluated", meta.n_prompt},
               {"tokens_cached", meta.n_cached},
-              {"truncated", false},
+              {"truncated", c.truncated},
               {"has_new_line", c.text.find('\n') != std::string::npos},
               {"prompt", meta.prompt_text},
               {"generation_settings",
                generation_settings_json(req.params, req.stream, meta.n_ctx, meta.model)},
               {"timings", timings}};
     if (req.params.logprobs) j["completion_probabilities"] = logprobs_json(req, c.tokens, tok);
-    return j;
+    return req.response_fields.empty() ? j : select_fields(j, req.response_fields);
   }
   Json out_choices = Json::array();
   for (size_t i = 0; i < choices.size(); ++i) {

@@ -11,6 +11,7 @@
 
 #include "model/tokenizer.h"
 #include "server/chat_format.h"
+#include "server/chat_request.h"
 #include "server/reply_parse.h"
 #include "server/task.h"
 
@@ -22,7 +23,6 @@ using Json = nlohmann::json;
 // text at every token, and every reported alternative costs work per token.
 inline constexpr size_t kMaxStops = 16;
 inline constexpr size_t kMaxStopBytes = 1024;
-inline constexpr size_t kMaxMessages = 4096;
 inline constexpr int32_t kMaxCompletionLogprobs = 5;  // OpenAI's limit for completions
 
 struct ApiError {
@@ -58,7 +58,7 @@ struct CompletionRequest {
   std::string prompt_text;          // when the prompt is text
   std::vector<int32_t> prompt_ids;  // when the prompt is token ids
   bool prompt_is_ids = false;
-  std::vector<ChatTurn> messages;
+  ChatRequest chat;  // chat: the conversation, tools and template options
   GenParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -67,6 +67,8 @@ struct CompletionRequest {
   // dispatcher completes it from the rendered prompt and the template.
   ReplyParseOptions reply;
   bool return_tokens = false;  // native: the generated ids in `tokens`
+  // native, collected: only these fields of the response ("a/b": field b of a, at the top)
+  std::vector<std::string> response_fields;
   // /infill
   std::string input_prefix;
   std::string input_suffix;
@@ -108,6 +110,8 @@ struct ChoiceResult {
   std::vector<int32_t> ids;
   std::string finish_reason;
   std::string stop_type;
+  std::string stopping_word;
+  bool truncated = false;
   int32_t n_generated = 0;
   double prompt_ms = 0;
   double predicted_ms = 0;

@@ -44,10 +44,22 @@ TEST(ServerApi, ChatMessagesAndTopLogprobs) {
                                                      {"type": "text", "text": "b"}]}],
                         "logprobs": true, "top_logprobs": 4, "max_completion_tokens": 3})",
                      Endpoint::kChat, r));
-  ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[1].content, "ab");
+  ASSERT_EQ(r.chat.turns.size(), 2u);
+  EXPECT_EQ(r.chat.turns[1].content, "ab");
+  EXPECT_EQ(r.chat.messages[1]["content"], "ab");
   EXPECT_EQ(r.params.sampling.n_probs, 4);
   EXPECT_EQ(r.params.n_predict, 3);
+}
+
+TEST(ServerApi, NativeLimitsAndFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse(R"({"prompt": "x", "t_max_predict_ms": 250, "response_fields": ["content"]})",
+                     Endpoint::kNative, r));
+  EXPECT_EQ(r.params.t_max_predict_ms, 250);
+  EXPECT_EQ(r.response_fields, (std::vector<std::string>{"content"}));
+  CompletionRequest bad;
+  EXPECT_TRUE(parse(R"({"prompt": "x", "t_max_predict_ms": -1})", Endpoint::kNative, bad));
+  EXPECT_TRUE(parse(R"({"prompt": "x", "response_fields": "content"})", Endpoint::kNative, bad));
 }
 
 TEST(ServerApi, ErrorsNameTheField) {

@@ -42,6 +42,9 @@ struct PipelineGroup::Slot {
   std::optional<Sampler> sampler;
   std::vector<float> biased;        // F32 [n_vocab]: logits plus the request's logit_bias
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
+  std::string stopping_word;        // the stop string, when a word ended it
+  bool truncated = false;           // the context was shifted during this request
+  bool seen_newline = false;        // a newline has been sent (t_max_predict_ms)
   int32_t pending = -1;             // sampled, not yet in the KV
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
@@ -387,15 +390,22 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
   StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
+  s.seen_newline = s.seen_newline || out.text.find('\n') != std::string::npos;
   e.text = std::move(out.text);
   task.channel->push(std::move(e));
   if (out.stopped) {
     s.utf8 = Utf8Stream();
     s.stop_type = "word";
+    s.stopping_word = std::move(out.word);
     finish(s, "stop");
     return;
   }
   if (gp.n_predict > 0 && s.n_generated >= gp.n_predict) {
+    finish(s, "length");
+    return;
+  }
+  if (gp.t_max_predict_ms > 0 && s.seen_newline &&
+      ms_since(s.t_first) > static_cast<double>(gp.t_max_predict_ms)) {
     finish(s, "length");
     return;
   }
@@ -424,6 +434,7 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   if (out.stopped) {
     finish_reason = "stop";
     s.stop_type = "word";
+    s.stopping_word = std::move(out.word);
   } else {
     text.text += s.stop.flush();
   }
@@ -437,7 +448,12 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   done.n_cached = s.active->n_cached;
   done.n_generated = s.n_generated;
   done.stop_type = s.stop_type;
+  done.stopping_word = std::move(s.stopping_word);
+  done.truncated = s.truncated;
   s.stop_type = "limit";
+  s.stopping_word.clear();
+  s.truncated = false;
+  s.seen_newline = false;
   const Clock::time_point now = Clock::now();
   const auto ms = [](Clock::duration d) {
     return std::chrono::duration<double, std::milli>(d).count();
@@ -495,6 +511,7 @@ Result<bool> PipelineGroup::shift(Slot& s) {
   s.cache = ctx_->seq_tokens(s.id);
   publish(s);
   if (!st.is_ok()) return st;
+  s.truncated = true;
   return true;
 }
 

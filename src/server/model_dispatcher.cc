@@ -137,12 +137,22 @@ void ModelDispatcher::health(Response& res) {
   send_json(res, {{"status", "ok"}});
 }
 
+std::optional<ApiError> ModelDispatcher::render_chat(const CompletionRequest& creq,
+                                                     std::string& text) const {
+  const ChatRequest& chat = creq.chat;
+  if (chat.needs_tools_template || !chat.tools.empty()) {
+    return ApiError{400, "tools and tool messages need a Jinja chat template (--jinja)"};
+  }
+  Result<std::string> rendered = chat_->render(chat.turns);
+  if (!rendered) return ApiError{400, "'messages': " + rendered.status().message()};
+  text = std::move(*rendered);
+  return std::nullopt;
+}
+
 std::optional<ApiError> ModelDispatcher::prompt_ids(const CompletionRequest& creq,
                                                     std::vector<int32_t>& ids, std::string& text) {
   if (creq.endpoint == Endpoint::kChat) {
-    Result<std::string> rendered = chat_->render(creq.messages);
-    if (!rendered) return ApiError{400, "'messages': " + rendered.status().message()};
-    text = *rendered;
+    if (auto e = render_chat(creq, text)) return e;
     ids = chat_->tokenize(text, tok_);
   } else if (creq.endpoint == Endpoint::kInfill) {
     if (auto e = infill_ids(creq, ids)) return e;
@@ -239,6 +249,7 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
     std::string_view tail = text;
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
     creq.reply.thinking_forced_open = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
+    creq.reply.parallel_tool_calls = creq.chat.parallel_tool_calls;
   }
   task.channel = std::make_shared<ResultChannel>();
   ResponseMeta& meta = out.meta;
@@ -304,6 +315,8 @@ std::optional<ApiError> ModelDispatcher::collect(Prepared& p, const Request* req
     if (e->kind == Event::Kind::kDone) {
       c.finish_reason = e->finish_reason;
       c.stop_type = e->stop_type;
+      c.stopping_word = e->stopping_word;
+      c.truncated = e->truncated;
       c.n_generated = e->n_generated;
       c.prompt_ms = e->prompt_ms;
       c.predicted_ms = e->predicted_ms;
@@ -447,14 +460,14 @@ void ModelDispatcher::stream(Prepared p, Response& res, std::shared_ptr<StreamWr
                                        {"model", st.meta.model},
                                        {"finish_reason", e->finish_reason},
                                        {"stop_type", e->stop_type},
-                                       {"stopping_word", ""},
+                                       {"stopping_word", e->stopping_word},
                                        {"stopped_eos", e->stop_type == "eos"},
                                        {"stopped_word", e->stop_type == "word"},
                                        {"stopped_limit", e->stop_type == "limit"},
                                        {"tokens_predicted", e->n_generated},
                                        {"tokens_evaluated", st.meta.n_prompt},
                                        {"tokens_cached", st.meta.n_cached},
-                                       {"truncated", false},
+                                       {"truncated", e->truncated},
                                        {"generation_settings",
                                         generation_settings_json(st.req.params, true, st.meta.n_ctx,
                                                                  st.meta.model)},

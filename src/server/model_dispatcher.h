@@ -93,6 +93,9 @@ class ModelDispatcher : public Dispatcher {
   PipelineGroup& pick_group(const std::vector<int32_t>& prompt);
 
   // Endpoints (model_dispatcher.cc: generation; model_endpoints.cc: the rest).
+  // The prompt text of a chat request: its messages, tools and template options through the
+  // chat template.
+  std::optional<ApiError> render_chat(const CompletionRequest& creq, std::string& text) const;
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void stream(Prepared p, httplib::Response& res, std::shared_ptr<StreamWriter> writer = nullptr);
   // Anthropic Messages and OpenAI Responses over the chat path, and token counts

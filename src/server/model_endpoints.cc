@@ -94,12 +94,12 @@ void ModelDispatcher::detokenize(const Request& req, Response& res) {
 void ModelDispatcher::apply_template(const Request& req, Response& res) {
   Json body = parse_object(req, res);
   if (body.is_null()) return;
+  // The body of a chat request: messages, tools and template options render as they would.
   CompletionRequest creq;
-  Json chat = {{"messages", body.contains("messages") ? body["messages"] : Json(nullptr)}};
-  if (auto e = parse_completion(chat, Endpoint::kChat, 0, creq)) return send_error(res, *e);
-  Result<std::string> text = chat_->render(creq.messages);
-  if (!text) return send_error(res, ApiError{400, "'messages': " + text.status().message()});
-  send_json(res, {{"prompt", *text}});
+  if (auto e = parse_completion(body, Endpoint::kChat, 0, creq)) return send_error(res, *e);
+  std::string text;
+  if (auto e = render_chat(creq, text)) return send_error(res, *e);
+  send_json(res, {{"prompt", text}});
 }
 
 void ModelDispatcher::models(Response& res) {

@@ -536,6 +536,7 @@ ParsedReply parse_reply(std::string_view text, const ReplyParseOptions& o, bool 
       parse_deepseek_r1(c);
       break;
   }
+  if (!o.parallel_tool_calls && out.tool_calls.size() > 1) out.tool_calls.resize(1);
   return out;
 }
 

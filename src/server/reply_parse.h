@@ -66,6 +66,8 @@ struct ReplyParseOptions {
   // The prompt ended inside <think> (DeepSeek R1 and Qwen3 templates open it for the model):
   // the text starts as reasoning without an opening tag.
   bool thinking_forced_open = false;
+  // false: only the first tool call is kept (the request's parallel_tool_calls).
+  bool parallel_tool_calls = true;
 };
 
 // `text` is what the model generated (stop strings removed). With `partial`, the text may end

@@ -274,6 +274,26 @@ TEST(ReplyParse, FormatFromTheTemplate) {
   EXPECT_EQ(tool_call_format_detect("{% if tools %}{{ tools | tojson }}{% endif %}"), F::kHermes);
 }
 
+// parallel_tool_calls: false keeps the first call, whole and streamed.
+TEST(ReplyParse, OneCallUnlessParallel) {
+  const std::string text =
+      "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+      "{\"name\": \"b\", \"arguments\": {}}\n</tool_call>";
+  ReplyParseOptions o;
+  o.tools = F::kHermes;
+  EXPECT_EQ(parse_reply(text, o, false).tool_calls.size(), 2u);
+  o.parallel_tool_calls = false;
+  const ParsedReply one = parse_reply(text, o, false);
+  ASSERT_EQ(one.tool_calls.size(), 1u);
+  EXPECT_EQ(one.tool_calls[0].name, "a");
+  ReplyStream stream(o, "call_");
+  size_t sent = 0;
+  for (size_t n = 0; n <= text.size(); ++n) {
+    sent += stream.update(std::string_view(text).substr(0, n), n == text.size()).tool_calls.size();
+  }
+  EXPECT_EQ(sent, 1u);
+}
+
 TEST(ReplyParse, ReasoningFormatNames) {
   EXPECT_EQ(*reasoning_format_from_name("deepseek"), R::kDeepseek);
   EXPECT_EQ(*reasoning_format_from_name("none"), R::kNone);

@@ -146,6 +146,14 @@ TEST_F(ServerTest, StopStrings) {
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body["choices"][0]["text"], expected);
   EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+  // llama-server's native form names the stop string.
+  const Reply native =
+      post(s, "/completion",
+           Json{{"prompt", "once upon"}, {"n_predict", 32}, {"temperature", 0}, {"stop", {stop}}}
+               .dump());
+  EXPECT_EQ(native.body["content"], expected);
+  EXPECT_EQ(native.body["stop_type"], "word");
+  EXPECT_EQ(native.body["stopping_word"], stop);
 
   body["stream"] = true;
   body["stop"] = stop;
@@ -487,6 +495,13 @@ TEST_F(ServerTest, ResponseFieldsAsLlamaServerReturnsThem) {
     for (const Json& byte : p["bytes"]) spelled += static_cast<char>(byte.get<int>());
   }
   EXPECT_EQ(spelled, j["content"].get<std::string>());
+
+  // response_fields: only those, nested ones lifted to the top under their path.
+  const Reply f = post(s, "/completion", R"({"prompt": "Once upon", "n_predict": 4,
+      "temperature": 0, "response_fields": ["content", "generation_settings/n_predict",
+      "absent", "timings/absent"]})");
+  ASSERT_EQ(f.status, 200) << f.raw;
+  EXPECT_EQ(f.body, (Json{{"content", j["content"]}, {"generation_settings/n_predict", 4}}));
 
   const Reply o = post(s, "/v1/chat/completions", R"({"messages": [{"role": "user",
                           "content": "hi"}], "max_tokens": 3, "model": "gpt-4o"})");
@@ -837,7 +852,11 @@ TEST_F(ServerSlotsTest, SleepWakeAndContextShift) {
   const Reply r = post(shift, "/completion", body.dump());
   ASSERT_EQ(r.status, 200) << r.raw;
   EXPECT_EQ(r.body["tokens_predicted"], 120) << "the slot holds 64: the context was shifted";
+  EXPECT_EQ(r.body["truncated"], true);
   ServerProcess no_shift(args({"-c", "64"}));
+  EXPECT_EQ(
+      post(no_shift, "/completion", R"({"prompt": "Hello", "n_predict": 4})").body["truncated"],
+      false);
   const Reply stopped = post(no_shift, "/completion", body.dump());
   ASSERT_EQ(stopped.status, 200) << stopped.raw;
   EXPECT_LT(stopped.body["tokens_predicted"].get<int>(), 120);

@@ -20,10 +20,18 @@ StopMatcher::Out StopMatcher::push(std::string_view text) {
   }
   // The earliest complete stop string wins.
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  const std::string* word = nullptr;
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first) {
+      first = at;
+      word = &s;
+    }
+  }
   if (first != std::string::npos) {
     out.text = held_.substr(0, first);
     out.stopped = true;
+    out.word = *word;
     held_.clear();
     return out;
   }

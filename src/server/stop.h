@@ -16,6 +16,7 @@ class StopMatcher {
   struct Out {
     std::string text;      // safe to send now
     bool stopped = false;  // a stop string was found; `text` ends just before it
+    std::string word;      // that stop string
   };
   // Appends generated text (complete UTF-8 characters) and returns what may be sent.
   Out push(std::string_view text);

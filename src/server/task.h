@@ -40,6 +40,9 @@ struct GenParams {
   bool cache_prompt = true;
   bool logprobs = false;  // report the chosen tokens' log-probabilities (and n_probs alternatives)
   std::vector<TokenBias> logit_bias;  // ids checked against the vocabulary by the parser
+  // llama-server's t_max_predict_ms: once a newline has been generated, generation ends (as a
+  // length limit) when this many ms have passed since the first token. 0: no limit.
+  int64_t t_max_predict_ms = 0;
 };
 
 // One generated token with what `logprobs` reports.
@@ -61,9 +64,11 @@ struct Event {
   int32_t n_prompt = 0;
   int32_t n_cached = 0;  // prompt tokens whose KV was reused
   int32_t n_generated = 0;
-  std::string stop_type;    // eos, word or limit
-  double prompt_ms = 0;     // from arrival to the first generated token (queue and prompt)
-  double predicted_ms = 0;  // from the first generated token to the last
+  std::string stop_type;      // eos, word or limit
+  std::string stopping_word;  // the stop string that ended it (stop_type word)
+  bool truncated = false;     // context shift dropped part of the sequence
+  double prompt_ms = 0;       // from arrival to the first generated token (queue and prompt)
+  double predicted_ms = 0;    // from the first generated token to the last
   // kError
   int http_status = 500;
   std::string error;
