@@ -1,5 +1,5 @@
-// The parser's class, shared by its files: statements (parser.cc) and expressions
-// (parse_expression.cc).
+// The parser's class, shared by its files: statements (parser.cc), expressions
+// (parse_expression.cc) and name resolution (resolve.cc).
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,9 @@
 
 namespace strata::jinja {
 
+// Resolves the filter and test names of a parsed body (see parser.h).
+Status resolve_names(Body& body, std::string_view source);
+
 class Parser {
  public:
   Parser(std::string_view source, std::vector<Token> tokens, const ParseOptions& options)
@@ -20,6 +23,7 @@ class Parser {
   Result<Body> run() {
     STRATA_ASSIGN_OR_RETURN(Body body, subparse({}));
     if (cur().kind != TokenKind::kEof) return fail(cur(), "unexpected " + describe(cur()));
+    STRATA_RETURN_IF_ERROR(resolve_names(body, src_));
     return body;
   }
 
