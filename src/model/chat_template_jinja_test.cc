@@ -13,6 +13,7 @@
 
 #include "jinja/json.h"
 #include "model/chat_template.h"
+#include "model/chat_template_test_util.h"
 #include "model/gguf.h"
 #include "model/synth.h"
 #include "model/tokenizer.h"
@@ -20,143 +21,19 @@
 namespace strata {
 namespace {
 
-namespace fs = std::filesystem;
+using chat_test::conversations;
+using chat_test::Conversations;
+using chat_test::find_source;
+using chat_test::fixed_now;
+using chat_test::Source;
+using chat_test::template_sources;
 using jinja::Dict;
 using jinja::Value;
-
-const std::string kShared = STRATA_SHARED_DIR;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// 2024-07-26 12:00:00: the reference's strftime_now date.
-std::tm fixed_now() {
-  std::tm t{};
-  t.tm_year = 124;
-  t.tm_mon = 6;
-  t.tm_mday = 26;
-  t.tm_hour = 12;
-  t.tm_wday = 5;
-  t.tm_yday = 207;
-  return t;
-}
-
-struct Source {
-  std::string label;
-  std::string text;
-  std::string bos;
-  std::string eos;
-};
-
-// BOS / EOS texts of the models these templates come from.
-void special_tokens(const std::string& label, std::string& bos, std::string& eos) {
-  struct Row {
-    const char* marker;
-    const char* bos;
-    const char* eos;
-  };
-  const Row rows[] = {
-      {"Qwen", "", "<|im_end|>"},
-      {"deepseek", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"},
-      {"gemma", "<bos>", "<eos>"},
-      {"Llama", "<|begin_of_text|>", "<|eot_id|>"},
-      {"Phi", "<s>", "<|endoftext|>"},
-      {"Mistral", "<s>", "</s>"},
-  };
-  bos = "<s>";
-  eos = "</s>";
-  for (const Row& r : rows) {
-    if (label.find(r.marker) != std::string::npos) {
-      bos = r.bos;
-      eos = r.eos;
-    }
-  }
-}
-
-// Every template to check: the shared files, the GGUFs that carry one, and gguf gen's.
-std::vector<Source> template_sources(int& gguf_files, int& gguf_templates) {
-  std::vector<Source> out;
-  const std::string dir = kShared + "/templates";
-  if (fs::is_directory(dir)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().extension() == ".jinja") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const fs::path& p : files) {
-      Source s{p.filename().string(), slurp(p.string()), "", ""};
-      special_tokens(s.label, s.bos, s.eos);
-      out.push_back(std::move(s));
-    }
-  }
-  gguf_files = 0;
-  gguf_templates = 0;
-  if (fs::is_directory(kShared)) {
-    for (const auto& e : fs::recursive_directory_iterator(kShared)) {
-      if (e.path().extension() != ".gguf") continue;
-      ++gguf_files;
-      Result<GgufFile> f = GgufFile::open(e.path().string());
-      if (!f || f->find("tokenizer.chat_template") == nullptr) continue;
-      Result<std::string> text = f->get_string("tokenizer.chat_template");
-      if (!text) continue;
-      ++gguf_templates;
-      out.push_back({e.path().filename().string(), *text, "<s>", "</s>"});
-    }
-  }
-  SynthParams p;
-  p.arch = "qwen2";
-  p.n_embd = 64;
-  p.n_head = 2;
-  p.n_head_kv = 1;
-  p.n_ff = 128;
-  p.n_layer = 1;
-  const std::string path = ::testing::TempDir() + "/chat_template_jinja_synth.gguf";
-  if (synth_write(p, path).is_ok()) {
-    Result<GgufFile> f = GgufFile::open(path);
-    if (f && f->find("tokenizer.chat_template") != nullptr) {
-      out.push_back(
-          {"gguf gen (qwen2)", *f->get_string("tokenizer.chat_template"), "", "<|im_end|>"});
-    }
-    std::remove(path.c_str());
-  }
-  return out;
-}
-
-struct Conversations {
-  Value tools;
-  std::vector<std::pair<std::string, Value>> chats;
-};
-
-Conversations conversations() {
-  Conversations c;
-  Result<Value> v =
-      jinja::parse_json(slurp(STRATA_SOURCE_DIR "/tests/reference/chat_conversations.json"), 64);
-  EXPECT_TRUE(v.is_ok()) << v.status().message();
-  if (!v || !v->is_dict()) return c;
-  c.tools = *v->as_dict().find("tools");
-  for (const auto& [name, chat] : v->as_dict().find("conversations")->as_dict().items()) {
-    c.chats.emplace_back(name.as_string(), chat);
-  }
-  return c;
-}
-
-const Source* find_source(const std::vector<Source>& sources, std::string_view marker) {
-  for (const Source& s : sources) {
-    if (s.label.find(marker) != std::string::npos) return &s;
-  }
-  return nullptr;
-}
 
 // An OpenAI client sends tool call arguments as a string of JSON; Llama 3.1 writes
 // `arguments | tojson` and needs the object. As llama-server, the string becomes the object.
 TEST(ChatTemplateJinja, ObjectArgumentsPolyfill) {
-  int n = 0;
-  int m = 0;
-  const std::vector<Source> sources = template_sources(n, m);
+  const std::vector<Source> sources = template_sources().templates;
   const Source* llama = find_source(sources, "Llama-3.1");
   const Source* qwen3 = find_source(sources, "Qwen3");
   if (llama == nullptr || qwen3 == nullptr) GTEST_SKIP() << "no Llama 3.1 / Qwen3 template";
@@ -191,9 +68,7 @@ TEST(ChatTemplateJinja, ObjectArgumentsPolyfill) {
 }
 
 TEST(ChatTemplateJinja, CapsOfRealTemplates) {
-  int n = 0;
-  int m = 0;
-  const std::vector<Source> sources = template_sources(n, m);
+  const std::vector<Source> sources = template_sources().templates;
   struct Want {
     const char* marker;
     bool system, tools, tool_calls, parallel, responses;
@@ -219,9 +94,7 @@ TEST(ChatTemplateJinja, CapsOfRealTemplates) {
 }
 
 TEST(ChatTemplateJinja, DateAndOptions) {
-  int n = 0;
-  int m = 0;
-  const std::vector<Source> sources = template_sources(n, m);
+  const std::vector<Source> sources = template_sources().templates;
   const Source* llama32 = find_source(sources, "Llama-3.2");
   if (llama32 == nullptr) GTEST_SKIP() << "no Llama 3.2 template";
   Result<ChatTemplate> t = ChatTemplate::from_jinja(llama32->text, llama32->bos, llama32->eos);
@@ -287,9 +160,7 @@ TEST(ChatTemplateJinja, NamedFamiliesTakeStructuredMessages) {
 // The named families were written to render as their Jinja templates do: now the Jinja engine
 // checks them, on the conversations both can express.
 TEST(ChatTemplateJinja, NamedFamiliesRenderAsTheirTemplates) {
-  int n = 0;
-  int m = 0;
-  const std::vector<Source> sources = template_sources(n, m);
+  const std::vector<Source> sources = template_sources().templates;
   const Conversations conv = conversations();
   int compared = 0;
   for (const Source& src : sources) {
@@ -320,7 +191,7 @@ TEST(ChatTemplateJinja, NamedFamiliesRenderAsTheirTemplates) {
       }
     }
   }
-  if (compared == 0) GTEST_SKIP() << "no templates under " << kShared;
+  if (compared == 0) GTEST_SKIP() << "no templates under " << chat_test::kShared;
 }
 
 // llama-server's choice of template: --jinja (default) renders the model's own; a file or a

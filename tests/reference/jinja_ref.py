@@ -64,10 +64,21 @@ def make_env(now):
     return env
 
 
+_compiled = {}
+
+
+def compile_template(source, now):
+    """Compiles each (template, date) once: a chat test renders one template many times."""
+    key = (source, now)
+    if key not in _compiled:
+        _compiled[key] = make_env(now).from_string(source)
+    return _compiled[key]
+
+
 def render(case):
     now = datetime.datetime(*case.get("now", [2024, 7, 26, 12, 0, 0]))
     try:
-        template = make_env(now).from_string(case["template"])
+        template = compile_template(case["template"], now)
         return {"ok": template.render(**case.get("context", {}))}
     except Exception as e:  # every failure is a result to compare, not a crash of the script
         return {"error": f"{type(e).__name__}: {e}"}
