@@ -2,7 +2,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/dtype.h"
@@ -56,8 +59,29 @@ void print_gen_usage() {
       "  --rope-freqs        a Llama 3.1 rope_freqs.weight (frequency divisors 1..8)\n"
       "  --swa N             gemma2/gemma3 sliding window (default 4096 / 512)\n"
       "  --attn-softcap F    gemma2 attention soft-cap (default 50)\n"
-      "  --final-softcap F   gemma2 logit soft-cap (default 30)\n",
+      "  --final-softcap F   gemma2 logit soft-cap (default 30)\n"
+      "  --script FILE       a JSON array of strings: the model says them, one token each,\n"
+      "                      then EOS, whatever the prompt (llama; needs n-embd >= n-vocab)\n",
       arch_names().c_str(), kSynthMinVocab, dtype_names_with_kernels(" | ").c_str());
+}
+
+// --script FILE: a JSON array of strings.
+Result<std::vector<std::string>> read_script(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error("--script: cannot read '" + path + "'");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) {
+    return invalid_argument("--script '" + path + "' is not a JSON array of strings");
+  }
+  std::vector<std::string> pieces;
+  for (const nlohmann::json& piece : j) {
+    if (!piece.is_string()) {
+      return invalid_argument("--script '" + path + "': element " + std::to_string(pieces.size()) +
+                              " is not a string");
+    }
+    pieces.push_back(piece.get<std::string>());
+  }
+  return pieces;
 }
 
 // Printable, bounded form of a string from the file.
@@ -224,7 +248,8 @@ int gen(const Args& args) {
                "--swa",
                "--attn-softcap",
                "--final-softcap",
-               "--mix"},
+               "--mix",
+               "--script"},
               {"-h|--help", "--tied", "--rope-freqs"});
   if (Status s = flags.parse(args); !s.is_ok()) return fail("gguf gen", s);
   if (flags.has("--help")) {
@@ -243,6 +268,11 @@ int gen(const Args& args) {
   p.rope_freqs = flags.has("--rope-freqs");
   p.rope_scaling = flags.get_or("--rope-scaling", "");
   p.mix = flags.get_or("--mix", "");
+  if (std::optional<std::string> script = flags.get("--script")) {
+    Result<std::vector<std::string>> pieces = read_script(*script);
+    if (!pieces.is_ok()) return fail("gguf gen", pieces.status());
+    p.script = std::move(*pieces);
+  }
   // Ranges here only keep values in int64; synth_validate applies the real limits.
   constexpr int64_t kBig = int64_t{1} << 40;
   struct IntFlag {

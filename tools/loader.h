@@ -8,6 +8,7 @@
 #include "engine/context.h"
 #include "engine/engine.h"
 #include "flags.h"
+#include "server/model_load.h"
 
 namespace strata::tools {
 
@@ -16,10 +17,10 @@ std::vector<std::string> model_flags();
 // The switches (flags without a value) every model-running command takes.
 std::vector<std::string> model_switches();
 
-struct Loaded {
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<Context> context;
-};
+using server::Loaded;
+
+// The model flags as options of the library's loader.
+Result<server::LoadOptions> load_options(const Flags& flags);
 
 // Opens -m, places it on the devices (-t threads on the CPU) and makes a context of -c cells
 // (default: the training context, at most 4096) for n_seq sequences.

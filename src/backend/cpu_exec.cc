@@ -1,4 +1,5 @@
 // Graph execution on host memory: resolve and bounds-check every tensor, then run the kernels.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include "core/ops.h"
 #include "core/ops_act.h"
 #include "core/rope_rates.h"
+#include "core/rope_shift.h"
 #include "graph/op_table.h"
 
 namespace strata {
@@ -136,6 +138,31 @@ Status exec_rope_rates(const ExecNode& e) {
   return Status::ok();
 }
 
+Status exec_rope_shift(const ExecNode& e) {
+  const TensorRef& cache = e.T(0);
+  const int64_t m = e.T(1).ne[0];
+  STRATA_RETURN_IF_ERROR(check_indices(e.I(1), m, cache.ne[1], "cells"));
+  // Rows are rotated in parallel: a cell listed twice would be written by two threads.
+  std::vector<int32_t> sorted(e.I(1), e.I(1) + m);
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return invalid_argument("cells: a cell is listed twice");
+  }
+  RopeShiftArgs a;
+  a.dtype = cache.dtype;
+  a.cache = e.P(0);
+  a.row_bytes = cache.nb[1];
+  a.head_dim = e.node.iparams[2];
+  a.n_head = cache.ne[0] / a.head_dim;
+  a.n_rot = e.node.iparams[0];
+  a.mode = static_cast<RopeMode>(e.node.iparams[1]);
+  a.rates = e.node.src[3] >= 0 ? e.F(3) : nullptr;
+  a.freq_base = e.node.fparams[0];
+  a.freq_scale = e.node.fparams[1];
+  rope_shift(e.pool, a, e.I(1), e.I(2), m);
+  return Status::ok();
+}
+
 Status exec_scale(const ExecNode& e) {
   if (!rows_uniform(e.T(0)) || !rows_uniform(e.out())) return invalid_argument("rows not uniform");
   scale(e.pool, e.F(0), floats(e.T(0).nb[1]), e.node.fparams[0], e.y(), floats(e.out().nb[1]),
@@ -221,14 +248,23 @@ struct ExecRow {
   OpExec run;
 };
 constexpr ExecRow kExecRows[] = {
-    {Op::kGetRows, exec_get_rows}, {Op::kRmsNorm, exec_rms_norm},
-    {Op::kAdd, exec_add},          {Op::kMul, exec_mul},
-    {Op::kMulMat, exec_mul_mat},   {Op::kRope, exec_rope},
-    {Op::kSetRows, exec_set_rows}, {Op::kAttention, exec_attention},
-    {Op::kSwiglu, exec_swiglu},    {Op::kArgmax, exec_argmax},
-    {Op::kCopy, exec_copy},        {Op::kRopeRates, exec_rope_rates},
-    {Op::kScale, exec_scale},      {Op::kGeglu, exec_geglu},
-    {Op::kSoftcap, exec_softcap},  {Op::kAttentionExt, exec_attention_ext},
+    {Op::kGetRows, exec_get_rows},
+    {Op::kRmsNorm, exec_rms_norm},
+    {Op::kAdd, exec_add},
+    {Op::kMul, exec_mul},
+    {Op::kMulMat, exec_mul_mat},
+    {Op::kRope, exec_rope},
+    {Op::kSetRows, exec_set_rows},
+    {Op::kAttention, exec_attention},
+    {Op::kSwiglu, exec_swiglu},
+    {Op::kArgmax, exec_argmax},
+    {Op::kCopy, exec_copy},
+    {Op::kRopeRates, exec_rope_rates},
+    {Op::kScale, exec_scale},
+    {Op::kGeglu, exec_geglu},
+    {Op::kSoftcap, exec_softcap},
+    {Op::kAttentionExt, exec_attention_ext},
+    {Op::kRopeShift, exec_rope_shift},
 };
 
 constexpr std::array<OpExec, kOpIdLimit> make_exec_table() {

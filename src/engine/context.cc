@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
+#include "core/check.h"
 #include "engine/graph_builder.h"
 
 namespace strata {
@@ -60,36 +62,85 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
   const char* no_async = std::getenv("STRATA_RPC_NO_ASYNC_COPY");
   ctx->async_copy_ = no_async == nullptr || std::string(no_async) != "1";
-  const HParams& hp = engine.model().hparams();
-  ctx->n_vocab_ = hp.n_vocab;
-  const uint64_t row = dtype_row_bytes(p.kv_dtype, hp.n_embd_kv());
+  ctx->n_vocab_ = engine.model().hparams().n_vocab;
   for (const Stage& s : engine.stages()) {
     auto rt = std::make_unique<StageRuntime>();
     rt->stage = &s;
     rt->stream = s.device->create_stream();
-    const int64_t n_layers = s.layer_end - s.layer_begin;
-    const uint64_t per_cache = align_up(row * static_cast<uint64_t>(p.n_ctx));
-    if (n_layers > 0) {
-      auto kv = s.device->alloc_buffer(per_cache * 2 * static_cast<uint64_t>(n_layers));
-      if (!kv.is_ok()) {
-        return kv.status().with_context("KV cache of " + std::to_string(n_layers) + " layers on " +
-                                        s.device->info().name);
-      }
-      rt->kv = std::move(kv).value();
-      for (int64_t l = 0; l < n_layers; ++l) {
-        const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
-        rt->k_cache.push_back(
-            make_tensor(rt->kv->handle(), off, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
-        rt->v_cache.push_back(
-            make_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
-      }
-    }
     ctx->stages_.push_back(std::move(rt));
   }
+  STRATA_RETURN_IF_ERROR(ctx->alloc_buffers());
   if (engine.model().rope_uses_tables()) {
-    STRATA_RETURN_IF_ERROR(ctx->upload_rope_tables());
+    const std::array<RopeTable, 2> tables =
+        engine.model().rope_tables(p.n_ctx_seq > 0 ? p.n_ctx_seq : p.n_ctx);
+    ctx->fingerprint_ = seq_state_fingerprint(engine.model(), p.kv_dtype, &tables);
+  } else {
+    ctx->fingerprint_ = seq_state_fingerprint(engine.model(), p.kv_dtype, nullptr);
   }
   return ctx;
+}
+
+// The KV cache of every stage, and the rope tables: what a context holds on its devices beside
+// the step buffers, which grow on demand.
+Status Context::alloc_buffers() {
+  const HParams& hp = engine_.model().hparams();
+  const ContextParams& p = params_;
+  const uint64_t row = dtype_row_bytes(p.kv_dtype, hp.n_embd_kv());
+  for (auto& rt : stages_) {
+    const Stage& s = *rt->stage;
+    const int64_t n_layers = s.layer_end - s.layer_begin;
+    const uint64_t per_cache = align_up(row * static_cast<uint64_t>(p.n_ctx));
+    if (n_layers == 0) continue;
+    auto kv = s.device->alloc_buffer(per_cache * 2 * static_cast<uint64_t>(n_layers));
+    if (!kv.is_ok()) {
+      return kv.status().with_context("KV cache of " + std::to_string(n_layers) + " layers on " +
+                                      s.device->info().name);
+    }
+    rt->kv = std::move(kv).value();
+    rt->k_cache.clear();
+    rt->v_cache.clear();
+    for (int64_t l = 0; l < n_layers; ++l) {
+      const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
+      rt->k_cache.push_back(
+          make_tensor(rt->kv->handle(), off, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+      rt->v_cache.push_back(
+          make_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+    }
+  }
+  if (engine_.model().rope_uses_tables()) STRATA_RETURN_IF_ERROR(upload_rope_tables());
+  return Status::ok();
+}
+
+void Context::sleep() {
+  (void)drain();
+  cells_.clear();
+  for (auto& rt : stages_) {
+    rt->kv.reset();
+    rt->k_cache.clear();
+    rt->v_cache.clear();
+    rt->io.reset();
+    rt->scratch.reset();
+    rt->rope.reset();
+    rt->hidden = {};
+  }
+  asleep_ = true;
+}
+
+Status Context::wake() {
+  if (!asleep_) return Status::ok();
+  if (engine_.asleep()) return unavailable("the engine is asleep: wake it first");
+  Status s = alloc_buffers();
+  if (!s.is_ok()) {
+    for (auto& rt : stages_) rt->kv.reset();
+    return s;
+  }
+  asleep_ = false;
+  return Status::ok();
+}
+
+Status Context::check_awake() const {
+  if (asleep_ || engine_.asleep()) return unavailable("the model is asleep (idle): wake it first");
+  return Status::ok();
 }
 
 // The tables depend on the longest sequence (LongRoPE's short or long factors), so they belong
@@ -119,6 +170,7 @@ Status Context::upload_rope_tables() {
 }
 
 Status Context::decode(const Batch& batch) {
+  STRATA_RETURN_IF_ERROR(check_awake());
   const int64_t n = batch.size();
   if (n == 0) return invalid_argument("empty batch");
   if (static_cast<int64_t>(batch.pos.size()) != n || static_cast<int64_t>(batch.seq.size()) != n ||
@@ -164,7 +216,8 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
   std::vector<int32_t> out_rows;
   for (int64_t i = 0; i < T; ++i) {
     const int32_t seq = batch.seq[begin + i];
-    STRATA_ASSIGN_OR_RETURN(kv_idx[i], cells_.append(seq, batch.pos[begin + i]));
+    STRATA_ASSIGN_OR_RETURN(kv_idx[i],
+                            cells_.append(seq, batch.pos[begin + i], batch.tokens[begin + i]));
     if (list_of_seq[seq] < 0) {
       list_of_seq[seq] = static_cast<int32_t>(lists.size());
       lists.push_back(seq);
@@ -304,6 +357,221 @@ Status Context::drain() {
     }
   }
   return first;
+}
+
+// --- Context shift ---------------------------------------------------------------------------
+
+Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
+  if (seq < 0 || seq >= params_.n_seq) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(params_.n_seq) + ")");
+  }
+  STRATA_RETURN_IF_ERROR(check_awake());
+  const int32_t len = cells_.seq_len(seq);
+  if (n_keep < 0 || n_discard < 1 || n_keep > len - n_discard) {
+    return invalid_argument("shift of sequence " + std::to_string(seq) + " (" +
+                            std::to_string(len) + " positions): keep " + std::to_string(n_keep) +
+                            ", discard " + std::to_string(n_discard) +
+                            " must have keep >= 0, discard >= 1, keep + discard <= length");
+  }
+  for (const auto& rt : stages_) {
+    const Stage& st = *rt->stage;
+    if (st.layer_end > st.layer_begin &&
+        !st.device->caps().ops.test(static_cast<uint32_t>(Op::kRopeShift))) {
+      return unsupported(st.device->info().name +
+                         " cannot run op 'rope_shift' (context shift): update its worker");
+    }
+  }
+  // Copy on write needs a free cell per shared cell that moves; the discarded cells held by
+  // this sequence alone come free first.
+  const std::vector<int32_t>& list = cells_.cells(seq);
+  int64_t shared = 0, freed = 0;
+  for (int32_t p = n_keep; p < len; ++p) {
+    const bool own = cells_.refs(list[p]) == 1;
+    if (p < n_keep + n_discard) {
+      freed += own ? 1 : 0;
+    } else {
+      shared += own ? 0 : 1;
+    }
+  }
+  if (shared > cells_.n_free() + freed) {
+    return out_of_range("shift of sequence " + std::to_string(seq) + ": " + std::to_string(shared) +
+                        " cells shared with other sequences need copies, " +
+                        std::to_string(cells_.n_free() + freed) + " cells are free");
+  }
+
+  cells_.seq_remove(seq, n_keep, n_keep + n_discard);
+  std::vector<int32_t> copy_src, copy_dst;
+  const int32_t new_len = cells_.seq_len(seq);
+  for (int32_t p = n_keep; p < new_len; ++p) {
+    if (cells_.refs(cells_.cells(seq)[p]) == 1) continue;
+    Result<std::pair<int32_t, int32_t>> moved = cells_.seq_unshare(seq, p);
+    STRATA_CHECK(moved.is_ok(), "cells counted free above");
+    copy_src.push_back(moved->first);
+    copy_dst.push_back(moved->second);
+  }
+  const std::vector<int32_t> cells(cells_.cells(seq).begin() + n_keep, cells_.cells(seq).end());
+  if (cells.empty()) return Status::ok();
+  const std::vector<int32_t> delta(cells.size(), -n_discard);
+
+  const int64_t n = static_cast<int64_t>(cells.size());
+  const int64_t n_copies = static_cast<int64_t>(copy_src.size());
+  const uint64_t at_dst = align_up(4 * static_cast<uint64_t>(n_copies));
+  const uint64_t at_cells = at_dst + at_dst;
+  const uint64_t at_delta = at_cells + align_up(4 * static_cast<uint64_t>(n));
+  const uint64_t blob = at_delta + align_up(4 * static_cast<uint64_t>(n));
+  inputs_.assign(blob, 0);
+  std::memcpy(inputs_.data(), copy_src.data(), 4 * copy_src.size());
+  std::memcpy(inputs_.data() + at_dst, copy_dst.data(), 4 * copy_dst.size());
+  std::memcpy(inputs_.data() + at_cells, cells.data(), 4 * cells.size());
+  std::memcpy(inputs_.data() + at_delta, delta.data(), 4 * delta.size());
+
+  Status failed;
+  for (size_t si = 0; si < stages_.size() && failed.is_ok(); ++si) {
+    StageRuntime& rt = *stages_[si];
+    const Stage& st = *rt.stage;
+    if (st.layer_end == st.layer_begin) continue;
+    failed = rt.ensure(rt.io, blob);
+    if (!failed.is_ok()) break;
+    const uint64_t io = rt.io->handle();
+    ShiftTensors t;
+    t.n_copies = n_copies;
+    t.copy_src = make_tensor(io, 0, DType::kI32, std::max<int64_t>(n_copies, 1));
+    t.copy_dst = make_tensor(io, at_dst, DType::kI32, std::max<int64_t>(n_copies, 1));
+    t.cells = make_tensor(io, at_cells, DType::kI32, n);
+    t.delta = make_tensor(io, at_delta, DType::kI32, n);
+    t.k_cache = rt.k_cache;
+    t.v_cache = rt.v_cache;
+    for (int kind = 0; kind < 2; ++kind) t.rope_rates[kind] = rt.rope_rates[kind];
+    GraphBuilder b;
+    build_stage_shift_graph(b, engine_.model(), st.layer_begin, st.layer_end, t);
+    failed = rt.ensure(rt.scratch, b.plan(kAlign));
+    if (!failed.is_ok()) break;
+    rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(blob)),
+                          inputs_.data(), blob);
+    rt.stream->compute(std::make_shared<const Graph>(b.finish(rt.scratch->handle())));
+    rt.stream->flush();
+  }
+  // Every stage shifts its own layers: they run side by side, and all must have finished.
+  const Status drained = drain();
+  if (failed.is_ok()) failed = drained;
+  if (!failed.is_ok()) {
+    cells_.seq_truncate(seq, n_keep);
+    return failed.with_context("shifting sequence " + std::to_string(seq));
+  }
+  return Status::ok();
+}
+
+// --- Sequence state ------------------------------------------------------------------------
+
+Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,
+                              const uint8_t* write_from) {
+  STRATA_RETURN_IF_ERROR(check_awake());
+  // Cells taken one after the other sit side by side: one region per run of consecutive cells.
+  struct Run {
+    int32_t cell, pos, len;
+  };
+  std::vector<Run> runs;
+  const std::vector<int32_t>& cells = cells_.cells(seq);
+  for (int32_t p = 0; p < static_cast<int32_t>(cells.size()); ++p) {
+    if (!runs.empty() && runs.back().cell + runs.back().len == cells[p]) {
+      ++runs.back().len;
+    } else {
+      runs.push_back({cells[p], p, 1});
+    }
+  }
+  const uint64_t row = layout.row_bytes;
+  // A remote stream sends its queued reads or writes as one batched message: keep each under
+  // the protocol's region count and a size a worker takes without strain.
+  constexpr size_t kMaxRegions = 4096;
+  constexpr uint64_t kMaxBatchBytes = uint64_t{64} << 20;
+  for (auto& rt : stages_) {
+    size_t regions = 0;
+    uint64_t batch_bytes = 0;
+    const int64_t n_layers = rt->stage->layer_end - rt->stage->layer_begin;
+    for (int64_t li = 0; li < n_layers; ++li) {
+      const uint64_t layer = static_cast<uint64_t>(rt->stage->layer_begin + li);
+      for (int kv = 0; kv < 2; ++kv) {
+        const TensorRef& cache = kv == 0 ? rt->k_cache[li] : rt->v_cache[li];
+        const uint64_t host = kv == 0 ? layout.k_offset(layer) : layout.v_offset(layer);
+        for (const Run& r : runs) {
+          const uint64_t bytes = row * static_cast<uint64_t>(r.len);
+          const TensorRef region =
+              make_tensor(cache.buffer, cache.offset + row * static_cast<uint64_t>(r.cell),
+                          DType::kI8, static_cast<int64_t>(bytes));
+          const uint64_t at = host + row * static_cast<uint64_t>(r.pos);
+          if (read_into != nullptr) {
+            rt->stream->get_tensor(region, read_into + at, bytes);
+          } else {
+            // Read when the write leaves, not copied now: the state outlives the drain below,
+            // and a remote stream would otherwise copy every row into its staging first.
+            rt->stream->set_tensor_after(region, write_from + at, bytes, Event());
+          }
+          batch_bytes += bytes;
+          if (++regions >= kMaxRegions || batch_bytes >= kMaxBatchBytes) {
+            rt->stream->flush();
+            regions = 0;
+            batch_bytes = 0;
+          }
+        }
+      }
+    }
+    rt->stream->flush();
+  }
+  return drain();
+}
+
+Result<HostBytes> Context::seq_state_save(int32_t seq) {
+  static_assert(std::endian::native == std::endian::little, "states are little-endian");
+  if (seq < 0 || seq >= params_.n_seq) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(params_.n_seq) + ")");
+  }
+  const uint32_t n = static_cast<uint32_t>(cells_.seq_len(seq));
+  HostBytes state = seq_state_alloc(fingerprint_, n);
+  const SeqStateLayout layout{n, seq_state_row_bytes(fingerprint_)};
+  std::memcpy(state.data() + layout.tokens_offset(), cells_.tokens(seq).data(), 4 * size_t{n});
+  STRATA_RETURN_IF_ERROR(transfer_rows(seq, layout, state.data(), nullptr));
+  seq_state_seal(fingerprint_, n, state);
+  return state;
+}
+
+uint64_t Context::seq_state_max_bytes() const {
+  return kSeqStateHeaderBytes +
+         seq_state_payload_bytes(fingerprint_, static_cast<uint64_t>(params_.n_ctx));
+}
+
+Status Context::seq_state_restore(int32_t seq, std::span<const uint8_t> state) {
+  if (seq < 0 || seq >= params_.n_seq) {
+    return out_of_range("sequence id " + std::to_string(seq) + " outside [0, " +
+                        std::to_string(params_.n_seq) + ")");
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      const SeqStateHeader h,
+      seq_state_check(state, fingerprint_, static_cast<uint32_t>(params_.n_ctx)));
+  // The cells the sequence frees by being replaced, plus the free ones, must hold the state.
+  int64_t own = 0;
+  for (int32_t c : cells_.cells(seq)) own += cells_.refs(c) == 1 ? 1 : 0;
+  if (cells_.n_free() + own < h.n_tokens) {
+    return out_of_range("a state of " + std::to_string(h.n_tokens) +
+                        " tokens needs as many KV cells, " + std::to_string(cells_.n_free() + own) +
+                        " are free");
+  }
+  cells_.seq_truncate(seq, 0);
+  const SeqStateLayout layout{h.n_tokens, seq_state_row_bytes(fingerprint_)};
+  const uint8_t* tokens = state.data() + layout.tokens_offset();
+  for (uint32_t i = 0; i < h.n_tokens; ++i) {
+    int32_t t;
+    std::memcpy(&t, tokens + 4 * size_t{i}, 4);
+    Result<int32_t> cell = cells_.append(seq, static_cast<int32_t>(i), t);
+    STRATA_CHECK(cell.is_ok(), "cells counted free above");
+  }
+  Status s = transfer_rows(seq, layout, nullptr, state.data());
+  if (!s.is_ok()) {
+    cells_.seq_truncate(seq, 0);
+    return s.with_context("restoring sequence " + std::to_string(seq));
+  }
+  return Status::ok();
 }
 
 }  // namespace strata

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/batch.h"
 #include "engine/engine.h"
 #include "engine/kv_cells.h"
+#include "engine/seq_state.h"
 
 namespace strata {
 
@@ -41,10 +43,38 @@ class Context {
   const ContextParams& params() const { return params_; }
   const Model& model() const { return engine_.model(); }
   int32_t seq_len(int32_t seq) const { return cells_.seq_len(seq); }
+  // The tokens whose KV the sequence holds, from position 0.
+  const std::vector<int32_t>& seq_tokens(int32_t seq) const { return cells_.tokens(seq); }
   void seq_truncate(int32_t seq, int32_t p0) { cells_.seq_truncate(seq, p0); }
   void seq_copy(int32_t src, int32_t dst, int32_t n) { cells_.seq_copy(src, dst, n); }
   void clear() { cells_.clear(); }
   int64_t kv_used() const { return cells_.n_used(); }
+
+  // Context shift: drops positions [n_keep, n_keep + n_discard) of `seq` and moves the later
+  // ones down by n_discard, their keys re-rotated on every stage (op rope_shift), so that the
+  // sequence holds positions 0..len-1 again. Cells shared with other sequences are copied first:
+  // the others keep theirs as they were. A refused call changes nothing; if a device fails
+  // during the shift, the sequence is cut back to its first n_keep positions.
+  Status seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard);
+
+  // The state of sequence `seq` (its tokens and the K/V rows of every layer, read back from
+  // every stage's device) in the format of engine/seq_state.h.
+  Result<HostBytes> seq_state_save(int32_t seq);
+  // Replaces sequence `seq` by a saved state. The bytes are untrusted: they are checked whole
+  // (format, checksums, that they come from this model with this KV dtype, that they fit)
+  // before the cache is touched, and a refused state leaves the sequence as it was. If a
+  // device fails while the rows are written, the sequence is left empty.
+  Status seq_state_restore(int32_t seq, std::span<const uint8_t> state);
+  // The largest state this context can restore (for reading files: refuse larger ones unread).
+  uint64_t seq_state_max_bytes() const;
+  const SeqStateFingerprint& fingerprint() const { return fingerprint_; }
+
+  // Sleep: frees the KV cache and the step buffers on every device and empties every sequence
+  // (save what should survive first). Until wake() allocates them again, decode and the
+  // sequence operations fail with kUnavailable. Before Engine::sleep, after Engine::wake.
+  void sleep();
+  Status wake();
+  bool asleep() const { return asleep_; }
 
  private:
   struct StageRuntime;
@@ -61,7 +91,13 @@ class Context {
   // Ends every stage's queued work; returns the first error in stage order (the cause: later
   // stages fail because they waited on it).
   Status drain();
+  Status alloc_buffers();
   Status upload_rope_tables();
+  Status check_awake() const;
+  // Copies the K/V rows of `seq` between the stages' caches and a state laid out as `layout`
+  // says: reads them into `read_into`, or (when it is null) writes them from `write_from`.
+  Status transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,
+                       const uint8_t* write_from);
 
   std::vector<uint8_t> inputs_;  // host staging of a micro-batch's inputs
   // The hidden state moves between stages by asynchronous copy (each stage waits for the
@@ -69,6 +105,8 @@ class Context {
   // (STRATA_RPC_NO_ASYNC_COPY=1), every stage is synchronised before the next one starts.
   bool async_copy_ = true;
   float rope_mscale_[2] = {1.0f, 1.0f};
+  SeqStateFingerprint fingerprint_;
+  bool asleep_ = false;
 };
 
 }  // namespace strata

@@ -114,8 +114,9 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
   std::string lacking;
   for (size_t si = 0; si < engine->stages_.size(); ++si) {
     const Stage& s = engine->stages_[si];
-    STRATA_ASSIGN_OR_RETURN(DeviceCaps need, stage_graph_needs(*model, s.layer_begin, s.layer_end,
-                                                               s.first, s.last, options.kv_dtype));
+    STRATA_ASSIGN_OR_RETURN(DeviceCaps need,
+                            stage_graph_needs(*model, s.layer_begin, s.layer_end, s.first, s.last,
+                                              options.kv_dtype, options.context_shift));
     const std::string missing = caps_missing(need, s.device->caps());
     if (!missing.empty()) {
       lacking += "\n  " + stage_label(s, infos[device_of[si]]) + ": cannot run " + missing;
@@ -156,15 +157,36 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
         report);
   }
 
-  for (Stage& s : engine->stages_) {
-    auto w = DeviceWeights::load(*model, *s.device, s.layer_begin, s.layer_end, s.first, s.last,
-                                 options.use_mmap, options.progress);
-    if (!w.is_ok()) return w.status();
-    s.weights = std::move(w).value();
-  }
   engine->model_ = std::move(model);
   engine->devices_ = std::move(devices);
+  engine->options_ = options;
+  STRATA_RETURN_IF_ERROR(engine->load_weights());
   return engine;
+}
+
+Status Engine::load_weights() {
+  for (Stage& s : stages_) {
+    auto w = DeviceWeights::load(*model_, *s.device, s.layer_begin, s.layer_end, s.first, s.last,
+                                 options_.use_mmap, options_.progress);
+    if (!w.is_ok()) {
+      for (Stage& t : stages_) t.weights.reset();
+      return w.status();
+    }
+    s.weights = std::move(w).value();
+  }
+  return Status::ok();
+}
+
+void Engine::sleep() {
+  for (Stage& s : stages_) s.weights.reset();
+  asleep_ = true;
+}
+
+Status Engine::wake() {
+  if (!asleep_) return Status::ok();
+  STRATA_RETURN_IF_ERROR(load_weights());
+  asleep_ = false;
+  return Status::ok();
 }
 
 }  // namespace strata

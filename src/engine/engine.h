@@ -34,6 +34,9 @@ struct EngineOptions {
   int64_t n_ctx = 0;
   DType kv_dtype = DType::kF16;
   int64_t n_batch = 512;
+  // The contexts will shift sequences (Context::seq_shift): a device that cannot run the shift's
+  // graph (an older worker without rope_shift) is refused at split time too.
+  bool context_shift = false;
 };
 
 // Memory a stage needs on its device.
@@ -55,8 +58,21 @@ class Engine {
   const Model& model() const { return *model_; }
   const std::vector<Stage>& stages() const { return stages_; }
 
+  // Sleep (llama-server's --sleep-idle-seconds): frees every stage's weights on its device (a
+  // worker's buffers, a CPU copy; weights used in place in the file's mapping are page cache
+  // and stay mapped). Every context of the engine must be asleep first (Context::sleep), and
+  // nothing may use the engine until wake() has placed the weights again (a worker that keeps
+  // a blob cache gets only the hashes). Not thread-safe: the caller has stopped every context.
+  void sleep();
+  Status wake();
+  bool asleep() const { return asleep_; }
+
  private:
   Engine() = default;
+  Status load_weights();
+
+  EngineOptions options_;
+  bool asleep_ = false;
   std::unique_ptr<Model> model_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<Stage> stages_;

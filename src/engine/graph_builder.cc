@@ -57,4 +57,41 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
   if (hp.final_softcap > 0) b.node(Op::kSoftcap, out, {out}, {}, {hp.final_softcap});
 }
 
+void build_stage_shift_graph(GraphBuilder& b, const Model& model, int64_t layer_begin,
+                             int64_t layer_end, const ShiftTensors& io) {
+  const HParams& hp = model.hparams();
+  const int32_t n_rot = static_cast<int32_t>(hp.n_rot);
+  const int32_t mode = static_cast<int32_t>(hp.rope_mode);
+  const int32_t hd = static_cast<int32_t>(hp.head_dim);
+  const int32_t cells = b.external(io.cells);
+  const int32_t delta = b.external(io.delta);
+  int32_t copy_src = -1, copy_dst = -1;
+  if (io.n_copies > 0) {
+    copy_src = b.external(io.copy_src);
+    copy_dst = b.external(io.copy_dst);
+  }
+  int32_t rates[2] = {-1, -1};
+  if (model.rope_uses_tables()) {
+    for (int kind = 0; kind < 2; ++kind) rates[kind] = b.external(io.rope_rates[kind]);
+  }
+  for (int64_t il = layer_begin; il < layer_end; ++il) {
+    const size_t li = static_cast<size_t>(il - layer_begin);
+    const int32_t k = b.external(io.k_cache[li]);
+    if (io.n_copies > 0) {
+      for (const int32_t cache : {k, b.external(io.v_cache[li])}) {
+        const int32_t rows = b.node(
+            Op::kGetRows, b.scratch(DType::kF32, hp.n_embd_kv(), io.n_copies), {cache, copy_src});
+        b.node(Op::kSetRows, cache, {cache, rows, copy_dst});
+      }
+    }
+    const int kind = hp.rope_kind(il);
+    if (rates[kind] >= 0) {
+      b.node(Op::kRopeShift, k, {k, cells, delta, rates[kind]}, {n_rot, mode, hd});
+    } else {
+      b.node(Op::kRopeShift, k, {k, cells, delta}, {n_rot, mode, hd},
+             {hp.rope_base(kind), hp.rope_scale(kind)});
+    }
+  }
+}
+
 }  // namespace strata

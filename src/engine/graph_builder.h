@@ -28,6 +28,23 @@ struct StageTensors {
   float rope_mscale[2] = {1.0f, 1.0f};
 };
 
+// What the shift graph of a stage touches (Context::seq_shift), on the stage's device.
+struct ShiftTensors {
+  int64_t n_copies = 0;  // shared cells copied to cells of their own first (copy on write)
+  TensorRef copy_src;    // I32 [n_copies]
+  TensorRef copy_dst;    // I32 [n_copies]
+  TensorRef cells;       // I32 [n]: the cells whose keys turn
+  TensorRef delta;       // I32 [n]: by how many positions
+  std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: [n_embd_kv, n_cells]
+  TensorRef rope_rates[2];                  // as in StageTensors, when Model::rope_uses_tables()
+};
+
+// Appends the shift of layers [layer_begin, layer_end) to `b`: the copies (K and V rows, through
+// f32, which is exact for f16 and f32 caches), then every layer's keys re-rotated with that
+// layer's rope (the kind LayerGraph::rope uses).
+void build_stage_shift_graph(GraphBuilder& b, const Model& model, int64_t layer_begin,
+                             int64_t layer_end, const ShiftTensors& io);
+
 // Appends the stage's nodes to `b`. Layers [layer_begin, layer_end); the first stage starts
 // with the embedding lookup, the last ends with the output norm and projection.
 void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights& w,

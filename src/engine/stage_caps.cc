@@ -75,10 +75,32 @@ Graph planning_graph(const Model& model, const DeviceWeights& w, int64_t layer_b
   return b.finish(/*scratch_buffer=*/3);
 }
 
+// The shift graph of the stage, with one copied cell so that the copy's ops are in it.
+Graph planning_shift_graph(const Model& model, int64_t layer_begin, int64_t layer_end,
+                           DType kv_dtype) {
+  const HParams& hp = model.hparams();
+  constexpr uint64_t kIo = 2;
+  ShiftTensors io;
+  io.n_copies = 1;
+  io.copy_src = make_tensor(kIo, 0, DType::kI32, 1);
+  io.copy_dst = make_tensor(kIo, 0, DType::kI32, 1);
+  io.cells = make_tensor(kIo, 0, DType::kI32, 1);
+  io.delta = make_tensor(kIo, 0, DType::kI32, 1);
+  for (TensorRef& rates : io.rope_rates) rates = make_tensor(kIo, 0, DType::kF32, hp.n_rot / 2);
+  for (int64_t il = layer_begin; il < layer_end; ++il) {
+    io.k_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), 2));
+    io.v_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), 2));
+  }
+  GraphBuilder b;
+  build_stage_shift_graph(b, model, layer_begin, layer_end, io);
+  b.plan();
+  return b.finish(/*scratch_buffer=*/3);
+}
+
 }  // namespace
 
 Result<DeviceCaps> stage_graph_needs(const Model& model, int64_t layer_begin, int64_t layer_end,
-                                     bool first, bool last, DType kv_dtype) {
+                                     bool first, bool last, DType kv_dtype, bool shift) {
   PlanningDevice device;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWeights> w,
                           DeviceWeights::load(model, device, layer_begin, layer_end, first, last,
@@ -87,6 +109,12 @@ Result<DeviceCaps> stage_graph_needs(const Model& model, int64_t layer_begin, in
   for (const auto& [n_tokens, n_outputs] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}}) {
     const DeviceCaps one = graph_needs(planning_graph(model, *w, layer_begin, layer_end, first,
                                                       last, kv_dtype, n_tokens, n_outputs));
+    need.ops |= one.ops;
+    need.weight_dtypes |= one.weight_dtypes;
+  }
+  if (shift && layer_end > layer_begin) {
+    const DeviceCaps one =
+        graph_needs(planning_shift_graph(model, layer_begin, layer_end, kv_dtype));
     need.ops |= one.ops;
     need.weight_dtypes |= one.weight_dtypes;
   }

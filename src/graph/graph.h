@@ -44,6 +44,10 @@ enum class Op : uint32_t {
   kSoftcap = 15,    // src0 F32 [n, r]; f0 cap > 0 -> F32 [n, r] = cap * tanh(x / cap)
   kAttentionExt = 16,  // as kAttention; i1 sliding window in cells (0: none), f1 score
                        // soft-cap (0: none)
+  kRopeShift = 17,     // src0 K cache F16/F32 [n_heads*hd, cells], src1 I32 [m] cells (distinct),
+                       // src2 I32 [m] position deltas, src3 F32 [n_rot/2] rates or none; i0 n_rot,
+                       // i1 mode, i2 hd; f0 freq_base, f1 freq_scale (without rates); rotates
+                       // the listed rows by their delta; out is src0 (written in place)
 };
 
 // The op's name from the op table (graph/op_table.h); "unknown" for a value without a row.

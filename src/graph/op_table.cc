@@ -160,6 +160,34 @@ Status validate_attention_ext(const NodeView& n) {
   return need(cap >= 0 && std::isfinite(cap), "the soft-cap must be finite and >= 0");
 }
 
+Status validate_rope_shift(const NodeView& n) {
+  const TensorRef& cache = n.src(0);
+  const int32_t n_rot = n.node.iparams[0];
+  const int32_t mode = n.node.iparams[1];
+  const int32_t hd = n.node.iparams[2];
+  STRATA_RETURN_IF_ERROR(need((cache.dtype == DType::kF16 || is_f32(cache)) &&
+                                  cache.rows_contiguous() && cache.ne[2] == 1 && cache.ne[3] == 1 &&
+                                  n.node.out == n.node.src[0],
+                              "rope_shift: cache f16/f32 [n, cells] with packed rows, in place"));
+  STRATA_RETURN_IF_ERROR(need(hd > 0 && cache.ne[0] % hd == 0, "hd must divide the row length"));
+  STRATA_RETURN_IF_ERROR(
+      need(n_rot > 0 && n_rot <= hd && n_rot % 2 == 0, "n_rot must be even and in (0, hd]"));
+  STRATA_RETURN_IF_ERROR(need(mode == 0 || mode == 2, "rope mode 0 or 2"));
+  STRATA_RETURN_IF_ERROR(need(is_i32(n.src(1)) && n.src(1).contiguous() && is_i32(n.src(2)) &&
+                                  n.src(2).contiguous() && n.src(1).n_rows() == 1 &&
+                                  n.src(2).n_elements() == n.src(1).ne[0],
+                              "cells and deltas must be i32 [m] alike"));
+  if (n.has_src(3)) {
+    const TensorRef& rates = n.src(3);
+    return need(
+        is_f32(rates) && rates.contiguous() && rates.n_rows() == 1 && rates.ne[0] == n_rot / 2,
+        "rates must be f32 [n_rot / 2]");
+  }
+  return need(
+      std::isfinite(n.node.fparams[0]) && n.node.fparams[0] > 0 && std::isfinite(n.node.fparams[1]),
+      "freq_base must be finite and > 0, freq_scale finite");
+}
+
 Status validate_argmax(const NodeView& n) {
   const TensorRef& out = n.out();
   return need(is_f32(n.src(0)) && is_i32(out) && out.ne[0] == n.src(0).n_rows() && out.contiguous(),
@@ -174,6 +202,7 @@ Status validate_copy(const NodeView& n) {
 // --- The table --------------------------------------------------------------------------------
 
 constexpr uint32_t kOptional1 = 1u << 1;
+constexpr uint32_t kOptional3 = 1u << 3;
 
 constexpr OpInfo kOps[] = {
     // op, name, inputs, optional inputs, weight input, validator
@@ -193,6 +222,7 @@ constexpr OpInfo kOps[] = {
     {Op::kGeglu, "geglu", 2, 0, -1, validate_swiglu},
     {Op::kSoftcap, "softcap", 1, 0, -1, validate_softcap},
     {Op::kAttentionExt, "attention_ext", 5, 0, -1, validate_attention_ext},
+    {Op::kRopeShift, "rope_shift", 4, kOptional3, -1, validate_rope_shift},  // src3: the rates
 };
 
 constexpr std::array<int16_t, kOpIdLimit> make_index() {

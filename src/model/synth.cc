@@ -352,6 +352,27 @@ Status synth_validate(const SynthParams& p) {
       !std::isfinite(p.rms_eps)) {
     return invalid_argument("rope_freq_base and rms_eps must be finite and non-negative");
   }
+  if (!p.script.empty()) {
+    if (p.arch != "llama") return unsupported("a script needs arch llama, not '" + p.arch + "'");
+    const int64_t n_pieces = static_cast<int64_t>(p.script.size());
+    if (p.n_vocab - n_pieces < kSynthMinVocab) {
+      return invalid_argument("n_vocab " + std::to_string(p.n_vocab) + " leaves fewer than " +
+                              std::to_string(kSynthMinVocab) + " tokens beside the " +
+                              std::to_string(n_pieces) + " pieces of the script");
+    }
+    if (p.n_embd < p.n_vocab) {
+      return invalid_argument("a script needs n_embd >= n_vocab (one-hot embeddings): n_embd " +
+                              std::to_string(p.n_embd) + ", n_vocab " + std::to_string(p.n_vocab));
+    }
+    if (p.tied_output) {
+      return invalid_argument("a scripted model needs its own output matrix (no --tied)");
+    }
+    for (size_t i = 0; i < p.script.size(); ++i) {
+      if (p.script[i].empty()) {
+        return invalid_argument("script piece " + std::to_string(i) + " is empty");
+      }
+    }
+  }
   const Mix* mix = p.mix.empty() ? nullptr : find_mix(p.mix);
   if (!p.mix.empty() && mix == nullptr) {
     return invalid_argument("mix '" + p.mix + "' is not one of q4_K_M, q5_K_M, q3_K_M");
@@ -450,7 +471,16 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
     w.set_bool("tokenizer.ggml.add_bos_token", false);
     w.set_string("tokenizer.chat_template", kChatMlTemplate);
   } else {
-    Vocab v = spm_vocab(p.n_vocab);
+    const int64_t n_pieces = static_cast<int64_t>(p.script.size());
+    Vocab v = spm_vocab(p.n_vocab - n_pieces);
+    // The script's pieces, last, with the lowest scores: SPM prefers every other merge.
+    for (const std::string& piece : p.script) {
+      std::string t;
+      for (char c : piece) t += c == ' ' ? std::string("\xe2\x96\x81") : std::string(1, c);
+      v.tokens.push_back(std::move(t));
+      v.scores.push_back(-1e9f);
+      v.types.push_back(kNormal);
+    }
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_strings("tokenizer.ggml.tokens", v.tokens);
     w.set_f32_array("tokenizer.ggml.scores", v.scores);
@@ -479,10 +509,44 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
       return Status::ok();
     });
   };
-  // Matrices ~ N(0, 1/fan_in): a product with an O(1) input stays O(1).
-  auto matrix = [&](int64_t fan_in) { return Init{0.0, 1.0 / std::sqrt(double(fan_in))}; };
-  const Init norm{1.0, 0.1};
-  const Init bias{0.0, 0.1};
+  const bool scripted = !p.script.empty();
+  // Matrices ~ N(0, 1/fan_in): a product with an O(1) input stays O(1). A scripted model's
+  // layers add nothing: zero matrices and biases, unit norms.
+  auto matrix = [&](int64_t fan_in) {
+    return Init{0.0, scripted ? 0.0 : 1.0 / std::sqrt(double(fan_in))};
+  };
+  const Init norm{1.0, scripted ? 0.0 : 0.1};
+  const Init bias{0.0, scripted ? 0.0 : 0.1};
+  // A scripted model's embedding and output: row r of a [n_embd, n_vocab] matrix has ones
+  // at the columns `hot(r)` names.
+  const int64_t first_piece = p.n_vocab - static_cast<int64_t>(p.script.size());
+  const int64_t last_piece = p.n_vocab - 1;
+  constexpr int64_t kEos = 2;
+  auto add_one_hot = [&](const std::string& name, DType dtype, bool output) {
+    const int64_t n_embd = p.n_embd;
+    const int64_t n_vocab = p.n_vocab;
+    return w.add_tensor(name, dtype, {n_embd, n_vocab}, [=](std::span<uint8_t> dst) {
+      // The token that follows token t.
+      auto successor = [&](int64_t t) {
+        if (t == last_piece) return kEos;
+        return t >= first_piece ? t + 1 : first_piece;
+      };
+      const size_t row_bytes = dtype_row_bytes(dtype, n_embd);
+      std::vector<float> row(static_cast<size_t>(n_embd));
+      for (int64_t r = 0; r < n_vocab; ++r) {
+        std::fill(row.begin(), row.end(), 0.0f);
+        if (!output) {
+          row[static_cast<size_t>(r)] = 1.0f;
+        } else {
+          for (int64_t t = 0; t < n_vocab; ++t) {
+            if (successor(t) == r) row[static_cast<size_t>(t)] = 1.0f;
+          }
+        }
+        quantize_row(dtype, row.data(), dst.data() + static_cast<size_t>(r) * row_bytes, n_embd);
+      }
+      return Status::ok();
+    });
+  };
   // Tied: the embedding is also the output matrix, so scale it to give O(1) logits.
   const Init embd = p.tied_output ? Init{0.0, 2.0 / std::sqrt(double(p.n_embd))} : Init{0.0, 0.5};
 
@@ -493,7 +557,11 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   hp.n_head_kv = p.n_head_kv;
   hp.head_dim = hd;
   hp.n_ff = p.n_ff;
-  STRATA_RETURN_IF_ERROR(add("token_embd.weight", embd_dtype, {p.n_embd, p.n_vocab}, embd));
+  if (scripted) {
+    STRATA_RETURN_IF_ERROR(add_one_hot("token_embd.weight", embd_dtype, false));
+  } else {
+    STRATA_RETURN_IF_ERROR(add("token_embd.weight", embd_dtype, {p.n_embd, p.n_vocab}, embd));
+  }
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     for (const LayerTensorSpec& spec : arch_find(a)->layer_tensors) {
@@ -534,7 +602,9 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
     STRATA_RETURN_IF_ERROR(add_factors("rope_factors_long.weight", lng));
     STRATA_RETURN_IF_ERROR(add_factors("rope_factors_short.weight", shrt));
   }
-  if (!p.tied_output) {
+  if (scripted) {
+    STRATA_RETURN_IF_ERROR(add_one_hot("output.weight", output_dtype, true));
+  } else if (!p.tied_output) {
     STRATA_RETURN_IF_ERROR(
         add("output.weight", output_dtype, {p.n_embd, p.n_vocab}, matrix(p.n_embd)));
   }

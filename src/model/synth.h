@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -47,6 +48,16 @@ struct SynthParams {
   int64_t n_swa = 0;
   double attn_softcap = 0;   // attn_logit_softcapping (0: 50 for gemma2)
   double final_softcap = 0;  // final_logit_softcapping (0: 30 for gemma2)
+
+  // A scripted model (llama only): greedy decoding says these pieces, one token each, then
+  // EOS, whatever the prompt, so that tests of what consumes a model's output (tool-call and
+  // reasoning parsers, stop strings, clients) have a real model with a known reply. The pieces
+  // are the vocabulary's last tokens; weights are exact: one-hot embeddings, layers that add
+  // nothing (zero matrices, unit norms), and an output matrix whose row for token s is one at
+  // each token whose successor s is (after piece i comes piece i + 1; after any other token,
+  // piece 0; after the last piece, EOS). Needs n_embd >= n_vocab. A prompt that ends in one
+  // of the pieces continues the script from there.
+  std::vector<std::string> script;
 };
 
 // Smallest n_vocab: the special tokens, 256 byte tokens and the first pieces.

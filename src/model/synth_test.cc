@@ -360,6 +360,54 @@ TEST(Synth, CommandGenAndInfo) {
   std::remove(path.c_str());
 }
 
+// A scripted model says its script and stops, whatever the prompt, greedy and sampled (its
+// logits single out one token by sqrt(n_embd) ~ 18, so even temperature 0.8 keeps to it).
+TEST(Synth, ScriptedModelSaysItsScript) {
+  const std::string dir = testing::TempDir();
+  const std::string script = dir + "/synth_script.json";
+  const std::vector<std::string> pieces = {"<tool_call>", "\n{\"name\": ", "\"f\", ",
+                                           "\"arguments\": {}}", "\n</tool_call>"};
+  {
+    std::ofstream out(script);
+    out << R"(["<tool_call>", "\n{\"name\": ", "\"f\", ", "\"arguments\": {}}", "\n</tool_call>"])";
+  }
+  std::string expected;
+  for (const std::string& p : pieces) expected += p;
+  const std::string path = dir + "/synth_script.gguf";
+  const std::string bin = STRATA_BINARY;
+  const std::string gen = bin + " gguf gen -o " + path + " --script " + script +
+                          " --n-embd 320 --n-vocab 300 --n-layer 2 --n-ff 64 > /dev/null";
+  ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
+  for (const std::string prompt : {"hello", "What is the weather in Paris?", "x"}) {
+    for (const char* temp : {"0", "0.8"}) {
+      const std::string cmd =
+          bin + " run -m " + path + " -p '" + prompt + "' -n 40 --temp " + temp + " 2>/dev/null";
+      FILE* f = popen(cmd.c_str(), "r");
+      ASSERT_NE(f, nullptr);
+      std::string out;
+      char buf[256];
+      for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+      EXPECT_EQ(pclose(f), 0);
+      // The prompt, the script, and the newline run prints after an EOS.
+      EXPECT_EQ(out, prompt + expected + "\n") << cmd;
+    }
+  }
+  SynthParams bad;
+  bad.script = {"a", "b"};
+  EXPECT_NE(synth_validate(bad).message().find("n_embd >= n_vocab"), std::string::npos);
+  bad.n_embd = 512;
+  bad.script.push_back("");
+  EXPECT_NE(synth_validate(bad).message().find("piece 2 is empty"), std::string::npos);
+  bad.script.pop_back();
+  bad.arch = "qwen2";
+  EXPECT_FALSE(synth_validate(bad).is_ok());
+  EXPECT_NE(
+      std::system((bin + " gguf gen -o " + path + " --script " + path + " 2>/dev/null").c_str()),
+      0);
+  std::remove(path.c_str());
+  std::remove(script.c_str());
+}
+
 }  // namespace
 }  // namespace strata
 

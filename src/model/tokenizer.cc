@@ -118,6 +118,12 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
       {"tokenizer.ggml.eot_token_id", &spec.eot},
       {"tokenizer.ggml.eom_token_id", &spec.eom},
       {"tokenizer.ggml.seperator_token_id", &spec.sep},  // sic: the GGUF key is misspelt
+      {"tokenizer.ggml.fim_pre_token_id", &spec.fim_pre},
+      {"tokenizer.ggml.fim_suf_token_id", &spec.fim_suf},
+      {"tokenizer.ggml.fim_mid_token_id", &spec.fim_mid},
+      {"tokenizer.ggml.fim_pad_token_id", &spec.fim_pad},
+      {"tokenizer.ggml.fim_rep_token_id", &spec.fim_rep},
+      {"tokenizer.ggml.fim_sep_token_id", &spec.fim_sep},
   };
   for (const auto& [key, dst] : ids) {
     const GgufKv* kv = file.find(key);
@@ -210,6 +216,12 @@ Status Tokenizer::build(VocabSpec spec) {
       {"tokenizer.ggml.eot_token_id", spec.eot, &eot_},
       {"tokenizer.ggml.eom_token_id", spec.eom, &eom_},
       {"tokenizer.ggml.seperator_token_id", spec.sep, &sep_},
+      {"tokenizer.ggml.fim_pre_token_id", spec.fim_pre, &fim_pre_},
+      {"tokenizer.ggml.fim_suf_token_id", spec.fim_suf, &fim_suf_},
+      {"tokenizer.ggml.fim_mid_token_id", spec.fim_mid, &fim_mid_},
+      {"tokenizer.ggml.fim_pad_token_id", spec.fim_pad, &fim_pad_},
+      {"tokenizer.ggml.fim_rep_token_id", spec.fim_rep, &fim_rep_},
+      {"tokenizer.ggml.fim_sep_token_id", spec.fim_sep, &fim_sep_},
   };
   for (const auto& [key, value, dst] : ids) {
     if (!value) continue;
@@ -285,6 +297,22 @@ Status Tokenizer::build(VocabSpec spec) {
       const std::string text = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
       byte_tokens_[b] = lookup(text);
       if (byte_tokens_[b] < 0) byte_tokens_[b] = lookup(std::string(1, static_cast<char>(b)));
+    }
+  }
+
+  // Fill-in-the-middle tokens by their usual texts when their keys are absent (older GGUFs).
+  const std::pair<int32_t*, std::vector<std::string_view>> fim_texts[] = {
+      {&fim_pre_, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>"}},
+      {&fim_suf_, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>"}},
+      {&fim_mid_, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>"}},
+      {&fim_pad_, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}},
+      {&fim_rep_, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+      {&fim_sep_, {"<|file_sep|>", "<file_sep>", "<fim-sep>", "<filename>"}},
+  };
+  for (const auto& [dst, texts] : fim_texts) {
+    for (std::string_view text : texts) {
+      if (*dst >= 0) break;
+      *dst = lookup(text);
     }
   }
 

@@ -47,6 +47,8 @@ struct VocabSpec {
   std::vector<int32_t> token_types;  // tokenizer.ggml.token_type: empty or one per token
   std::vector<std::string> merges;   // tokenizer.ggml.merges: "left right", by rank (BPE)
   std::optional<uint64_t> bos, eos, unk, pad, eot, eom, sep;  // tokenizer.ggml.*_token_id
+  // Fill-in-the-middle: tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id.
+  std::optional<uint64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
@@ -95,6 +97,14 @@ class Tokenizer {
   int32_t eot() const { return eot_; }
   int32_t unk() const { return unk_; }
   int32_t pad() const { return pad_; }
+  // Fill-in-the-middle tokens (-1: none): from their GGUF keys, else found by their usual
+  // texts (<|fim_prefix|>, <PRE>...), as llama.cpp does.
+  int32_t fim_pre() const { return fim_pre_; }
+  int32_t fim_suf() const { return fim_suf_; }
+  int32_t fim_mid() const { return fim_mid_; }
+  int32_t fim_pad() const { return fim_pad_; }
+  int32_t fim_rep() const { return fim_rep_; }
+  int32_t fim_sep() const { return fim_sep_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
@@ -151,6 +161,7 @@ class Tokenizer {
   ByteLevelMap byte_map_;
   bool ignore_merges_ = false;  // a whole pre-token found in the vocabulary wins
   int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1, pad_ = -1, sep_ = -1;
+  int32_t fim_pre_ = -1, fim_suf_ = -1, fim_mid_ = -1, fim_pad_ = -1, fim_rep_ = -1, fim_sep_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false, clean_spaces_ = false;
 };
 

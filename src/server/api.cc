@@ -1,5 +1,6 @@
 #include "server/api.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace strata::server {
@@ -11,6 +12,8 @@ std::string error_type(int status) {
       return "authentication_error";
     case 404:
       return "not_found_error";
+    case 501:
+      return "not_supported_error";  // llama-server's type for an endpoint that is off
     case 503:
       return "unavailable_error";
     default:
@@ -167,6 +170,75 @@ std::optional<ApiError> read_messages(const Json& b, std::vector<ChatTurn>& out)
   return std::nullopt;
 }
 
+std::optional<ApiError> read_string(const Json& b, const char* key, std::string& out) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string())
+    return bad(std::string("'") + key + "' must be a string, not " + shown(*it));
+  out = it->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_infill(const Json& b, CompletionRequest& out) {
+  if (auto e = read_string(b, "input_prefix", out.input_prefix)) return e;
+  if (auto e = read_string(b, "input_suffix", out.input_suffix)) return e;
+  if (auto e = read_string(b, "prompt", out.prompt_text)) return e;
+  auto it = b.find("input_extra");
+  if (it == b.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array()) return bad("'input_extra' must be an array of {filename, text}");
+  if (it->size() > kMaxInfillExtra) {
+    return bad("'input_extra' has " + std::to_string(it->size()) + " chunks; the limit is " +
+               std::to_string(kMaxInfillExtra));
+  }
+  for (const Json& c : *it) {
+    if (!c.is_object()) return bad("'input_extra' entries must be {filename, text} objects");
+    InfillChunk chunk;
+    if (auto e = read_string(c, "filename", chunk.filename)) return e;
+    if (auto e = read_string(c, "text", chunk.text)) return e;
+    out.input_extra.push_back(std::move(chunk));
+  }
+  return std::nullopt;
+}
+
+// One bias value: a finite number, or false (the token is banned).
+std::optional<ApiError> bias_value(const Json& v, float& out) {
+  if (v.is_boolean()) {
+    if (v.get<bool>()) return bad("'logit_bias': true is not a bias (false bans a token)");
+    out = -INFINITY;
+    return std::nullopt;
+  }
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || std::fabs(v.get<double>()) > 1e30) {
+    return bad("'logit_bias' values must be finite numbers or false, not " + shown(v));
+  }
+  out = static_cast<float>(v.get<double>());
+  return std::nullopt;
+}
+
+// A key: a token id (a number, or a string of digits as JSON object keys are) or a text whose
+// tokens all get the bias.
+std::optional<ApiError> bias_targets(const Json& key, const Tokenizer* tok,
+                                     std::vector<int32_t>& ids) {
+  const int64_t n_vocab = tok ? tok->n_vocab() : INT32_MAX;
+  auto id_ok = [&](int64_t id) -> std::optional<ApiError> {
+    if (id < 0 || id >= n_vocab) {
+      return bad("'logit_bias' token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                 std::to_string(n_vocab) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(id));
+    return std::nullopt;
+  };
+  if (key.is_number_integer()) return id_ok(key.get<int64_t>());
+  if (!key.is_string())
+    return bad("'logit_bias' keys must be token ids or strings, not " + shown(key));
+  const std::string& text = key.get_ref<const std::string&>();
+  const bool digits = !text.empty() && text.size() <= 10 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) return id_ok(std::stoll(text));
+  if (tok == nullptr) return bad("'logit_bias': string tokens need the model's tokenizer");
+  for (int32_t id : tok->encode(text, false, false)) ids.push_back(id);
+  return std::nullopt;
+}
+
 std::string piece_of(const Tokenizer& tok, int32_t id) { return tok.token_to_piece(id, true); }
 
 Json bytes_of(const std::string& s) {
@@ -194,16 +266,19 @@ Json logprobs_json(const CompletionRequest& req, const std::vector<TokenOut>& to
     }
     return {{"content", content}};
   }
-  if (req.endpoint == Endpoint::kNative) {
+  if (native_shape(req.endpoint)) {
     Json probs = Json::array();
     for (const TokenOut& t : tokens) {
       Json top = Json::array();
       for (const TokenLogprob& alt : t.top) {
+        const std::string p = piece_of(tok, alt.token);
         top.push_back(
-            {{"id", alt.token}, {"token", piece_of(tok, alt.token)}, {"logprob", alt.logprob}});
+            {{"id", alt.token}, {"token", p}, {"bytes", bytes_of(p)}, {"logprob", alt.logprob}});
       }
+      const std::string piece = piece_of(tok, t.id);
       probs.push_back({{"id", t.id},
-                       {"token", piece_of(tok, t.id)},
+                       {"token", piece},
+                       {"bytes", bytes_of(piece)},
                        {"logprob", t.logprob},
                        {"top_logprobs", top}});
     }
@@ -230,16 +305,27 @@ std::string error_body(const ApiError& e) {
   return dump(j);
 }
 
-std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint64_t random_seed,
-                                         CompletionRequest& out) {
+std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
+                                         const RequestDefaults& defaults, uint64_t random_seed,
+                                         const Tokenizer* tok, CompletionRequest& out) {
   if (!b.is_object()) return bad("the request body must be a JSON object");
   out.endpoint = endpoint;
+  out.params = defaults.params;
   if (auto it = b.find("model"); it != b.end() && !it->is_null()) {
     if (!it->is_string()) return bad("'model' must be a string, not " + shown(*it));
     out.model = it->get<std::string>();
   }
   if (endpoint == Endpoint::kChat) {
     if (auto e = read_messages(b, out.messages)) return e;
+    out.reply.reasoning = defaults.reasoning;
+    if (auto it = b.find("reasoning_format"); it != b.end() && !it->is_null()) {
+      if (!it->is_string()) return bad("'reasoning_format' must be a string");
+      Result<ReasoningFormat> f = reasoning_format_from_name(it->get<std::string>());
+      if (!f) return bad("'reasoning_format': " + f.status().message());
+      out.reply.reasoning = *f;
+    }
+  } else if (endpoint == Endpoint::kInfill) {
+    if (auto e = read_infill(b, out)) return e;
   } else {
     if (auto e = read_prompt(b, out)) return e;
   }
@@ -258,24 +344,30 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint6
   v = s.repeat_last_n;
   if (auto e = read_int(b, "repeat_last_n", -1, kSamplerMaxRepeatLastN, v)) return e;
   s.repeat_last_n = static_cast<int32_t>(v);
-  // -1 (llama-server's "random") or no seed: a fresh seed per request, as OpenAI clients expect.
+  // -1 (llama-server's "random") or no seed: the server's --seed, else a fresh seed per
+  // request, as OpenAI clients expect.
   v = -1;
   if (auto e = read_int(b, "seed", -1, INT64_MAX, v)) return e;
-  out.seeded = v >= 0;
-  s.seed = v >= 0 ? static_cast<uint64_t>(v) : random_seed;
+  if (v >= 0) {
+    out.seeded = true;
+    s.seed = static_cast<uint64_t>(v);
+  } else {
+    out.seeded = defaults.seeded;
+    s.seed = defaults.seeded ? defaults.params.sampling.seed : random_seed;
+  }
 
-  v = -1;
-  const char* length_key = endpoint == Endpoint::kNative ? "n_predict" : "max_tokens";
+  v = p.n_predict;
+  const char* length_key = native_shape(endpoint) ? "n_predict" : "max_tokens";
   if (auto e = read_int(b, length_key, -1, INT32_MAX, v)) return e;
   if (endpoint == Endpoint::kChat && b.contains("max_completion_tokens")) {
     if (auto e = read_int(b, "max_completion_tokens", -1, INT32_MAX, v)) return e;
   }
-  if (endpoint != Endpoint::kNative && b.contains("n_predict")) {
+  if (!native_shape(endpoint) && b.contains("n_predict")) {
     if (auto e = read_int(b, "n_predict", -1, INT32_MAX, v)) return e;
   }
   p.n_predict = static_cast<int32_t>(v);
 
-  if (endpoint != Endpoint::kNative) {
+  if (!native_shape(endpoint)) {
     v = 1;
     if (auto e = read_int(b, "n", 1, 1024, v)) return e;
     p.n = static_cast<int32_t>(v);
@@ -284,6 +376,10 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint6
   if (auto e = read_bool(b, "ignore_eos", p.ignore_eos)) return e;
   if (auto e = read_bool(b, "cache_prompt", p.cache_prompt)) return e;
   if (auto e = read_bool(b, "stream", out.stream)) return e;
+  if (auto e = read_bool(b, "return_tokens", out.return_tokens)) return e;
+  if (auto it = b.find("logit_bias"); it != b.end() && !it->is_null()) {
+    if (auto e = parse_logit_bias(*it, tok, p.logit_bias)) return e;
+  }
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return bad("'stream_options' must be an object");
     if (auto e = read_bool(*it, "include_usage", out.include_usage)) return e;
@@ -312,6 +408,88 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint, uint6
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_logit_bias(const Json& value, const Tokenizer* tok,
+                                         std::vector<TokenBias>& out) {
+  std::vector<std::pair<const Json*, const Json*>> entries;  // key, bias
+  std::vector<Json> keys;  // object keys as JSON strings, kept alive for `entries`
+  if (value.is_object()) {
+    keys.reserve(value.size());
+    for (auto it = value.begin(); it != value.end(); ++it) keys.emplace_back(it.key());
+    size_t i = 0;
+    for (auto it = value.begin(); it != value.end(); ++it, ++i) entries.push_back({&keys[i], &*it});
+  } else if (value.is_array()) {
+    for (const Json& pair : value) {
+      if (!pair.is_array() || pair.size() != 2) {
+        return bad("'logit_bias' array entries must be [token, bias] pairs, not " + shown(pair));
+      }
+      entries.push_back({&pair[0], &pair[1]});
+    }
+  } else {
+    return bad("'logit_bias' must be an object or an array of [token, bias] pairs");
+  }
+  if (entries.size() > kMaxLogitBias) {
+    return bad("'logit_bias' has " + std::to_string(entries.size()) + " entries; the limit is " +
+               std::to_string(kMaxLogitBias));
+  }
+  for (const auto& [key, bias] : entries) {
+    float b = 0;
+    if (auto e = bias_value(*bias, b)) return e;
+    std::vector<int32_t> ids;
+    if (auto e = bias_targets(*key, tok, ids)) return e;
+    for (int32_t id : ids) out.push_back({id, b});
+    if (out.size() > kMaxLogitBias) {
+      return bad("'logit_bias' names more than " + std::to_string(kMaxLogitBias) + " tokens");
+    }
+  }
+  return std::nullopt;
+}
+
+Json generation_settings_json(const GenParams& p, bool stream, int32_t n_ctx,
+                              const std::string& model) {
+  const SamplerParams& s = p.sampling;
+  Json bias = Json::array();
+  for (const TokenBias& b : p.logit_bias) {
+    bias.push_back({{"token", b.token}, {"bias", std::isinf(b.bias) ? Json(false) : Json(b.bias)}});
+  }
+  return {{"n_ctx", n_ctx},
+          {"model", model},
+          {"n_predict", p.n_predict},
+          {"seed", s.seed},
+          {"temperature", s.temperature},
+          {"dynatemp_range", 0.0},
+          {"dynatemp_exponent", 1.0},
+          {"top_k", s.top_k},
+          {"top_p", s.top_p},
+          {"min_p", s.min_p},
+          {"xtc_probability", 0.0},
+          {"typical_p", 1.0},
+          {"repeat_last_n", s.repeat_last_n},
+          {"repeat_penalty", s.repeat_penalty},
+          {"presence_penalty", s.presence_penalty},
+          {"frequency_penalty", s.frequency_penalty},
+          {"mirostat", 0},
+          {"stop", p.stop},
+          {"n_probs", s.n_probs},
+          {"ignore_eos", p.ignore_eos},
+          {"cache_prompt", p.cache_prompt},
+          {"stream", stream},
+          {"logit_bias", bias},
+          {"samplers", {"penalties", "top_k", "top_p", "min_p", "temperature"}}};
+}
+
+Json timings_json(int32_t n_prompt, double prompt_ms, int32_t n_predicted, double predicted_ms) {
+  auto per_token = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
+  auto per_second = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+  return {{"prompt_n", n_prompt},
+          {"prompt_ms", prompt_ms},
+          {"prompt_per_token_ms", per_token(prompt_ms, n_prompt)},
+          {"prompt_per_second", per_second(prompt_ms, n_prompt)},
+          {"predicted_n", n_predicted},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_token_ms", per_token(predicted_ms, n_predicted)},
+          {"predicted_per_second", per_second(predicted_ms, n_predicted)}};
+}
+
 Json usage_json(const ResponseMeta& meta, int32_t n_generated) {
   return {{"prompt_tokens", meta.n_prompt},
           {"completion_tokens", n_generated},
@@ -323,16 +501,35 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                    const std::vector<ChoiceResult>& choices, const Tokenizer& tok) {
   int32_t n_generated = 0;
   for (const ChoiceResult& c : choices) n_generated += c.n_generated;
-  if (req.endpoint == Endpoint::kNative) {
+  const int32_t n_prompt_evaluated = meta.n_prompt - meta.n_cached;
+  double prompt_ms = 0, predicted_ms = 0;
+  for (const ChoiceResult& c : choices) {
+    prompt_ms = std::max(prompt_ms, c.prompt_ms);
+    predicted_ms = std::max(predicted_ms, c.predicted_ms);
+  }
+  const Json timings = timings_json(n_prompt_evaluated, prompt_ms, n_generated, predicted_ms);
+  if (native_shape(req.endpoint)) {
     const ChoiceResult& c = choices.at(0);
     Json j = {{"content", c.text},
+              {"tokens", req.return_tokens ? Json(c.ids) : Json::array()},
+              {"id_slot", -1},
               {"model", meta.model},
               {"stop", true},
               {"finish_reason", c.finish_reason},
-              {"stopped_limit", c.finish_reason == "length"},
+              {"stop_type", c.stop_type},
+              {"stopping_word", ""},
+              {"stopped_eos", c.stop_type == "eos"},
+              {"stopped_word", c.stop_type == "word"},
+              {"stopped_limit", c.stop_type == "limit"},
               {"tokens_predicted", c.n_generated},
               {"tokens_evaluated", meta.n_prompt},
-              {"tokens_cached", meta.n_cached}};
+              {"tokens_cached", meta.n_cached},
+              {"truncated", false},
+              {"has_new_line", c.text.find('\n') != std::string::npos},
+              {"prompt", meta.prompt_text},
+              {"generation_settings",
+               generation_settings_json(req.params, req.stream, meta.n_ctx, meta.model)},
+              {"timings", timings}};
     if (req.params.logprobs) j["completion_probabilities"] = logprobs_json(req, c.tokens, tok);
     return j;
   }
@@ -343,7 +540,10 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
                    {"logprobs", logprobs_json(req, c.tokens, tok)},
                    {"finish_reason", c.finish_reason}};
     if (req.endpoint == Endpoint::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      auto [message, finish] =
+          chat_message_json(req, c.text, c.finish_reason, meta.id + "-" + std::to_string(i) + "-");
+      choice["message"] = std::move(message);
+      choice["finish_reason"] = finish;
     } else {
       choice["text"] = c.text;
     }
@@ -354,15 +554,75 @@ Json response_json(const CompletionRequest& req, const ResponseMeta& meta,
           {"created", meta.created},
           {"model", meta.model},
           {"choices", out_choices},
-          {"usage", usage_json(meta, n_generated)}};
+          {"system_fingerprint", kSystemFingerprint},
+          {"usage", usage_json(meta, n_generated)},
+          {"timings", timings}};
+}
+
+namespace {
+
+Json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool with_index) {
+  Json out = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) call["index"] = first_index + i;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::pair<Json, std::string> chat_message_json(const CompletionRequest& req,
+                                               const std::string& text,
+                                               const std::string& finish_reason,
+                                               const std::string& call_id_prefix) {
+  ParsedReply r = parse_reply(text, req.reply, false);
+  tool_call_ids_fill(r.tool_calls, call_id_prefix);
+  Json m = {{"role", "assistant"}};
+  // An assistant message that only calls tools has a null content, as OpenAI sends it.
+  m["content"] = r.content.empty() && !r.tool_calls.empty() ? Json(nullptr) : Json(r.content);
+  if (!r.reasoning.empty()) m["reasoning_content"] = r.reasoning;
+  std::string finish = finish_reason;
+  if (!r.tool_calls.empty()) {
+    m["tool_calls"] = tool_calls_json(r.tool_calls, 0, false);
+    if (finish == "stop") finish = "tool_calls";
+  }
+  return {std::move(m), finish};
+}
+
+Json chat_delta_chunk(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,
+                      const ReplyDelta& d, const std::vector<TokenOut>& tokens,
+                      const std::string& finish_reason, bool first, const Tokenizer& tok) {
+  Json delta = Json::object();
+  if (first) delta["role"] = "assistant";
+  if (!d.content.empty() || (first && finish_reason.empty() && d.empty())) {
+    delta["content"] = d.content;
+  }
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.tool_calls.empty())
+    delta["tool_calls"] = tool_calls_json(d.tool_calls, d.first_tool_index, true);
+  Json choice = {{"index", index},
+                 {"delta", std::move(delta)},
+                 {"finish_reason", finish_reason.empty() ? Json(nullptr) : Json(finish_reason)},
+                 {"logprobs", tokens.empty() ? Json(nullptr) : logprobs_json(req, tokens, tok)}};
+  return {{"id", meta.id},
+          {"object", "chat.completion.chunk"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", kSystemFingerprint},
+          {"choices", Json::array({std::move(choice)})}};
 }
 
 Json chunk_json(const CompletionRequest& req, const ResponseMeta& meta, int32_t index,
                 const std::string& text, const std::vector<TokenOut>& tokens,
-                const std::string& finish_reason, bool first, const Tokenizer& tok) {
+                const std::vector<int32_t>& ids, const std::string& finish_reason, bool first,
+                const Tokenizer& tok) {
   const Json finish = finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
-  if (req.endpoint == Endpoint::kNative) {
-    Json j = {{"content", text}, {"stop", false}};
+  if (native_shape(req.endpoint)) {
+    Json j = {{"content", text}, {"tokens", ids}, {"stop", false}};
     if (req.params.logprobs && !tokens.empty()) {
       j["completion_probabilities"] = logprobs_json(req, tokens, tok);
     }
@@ -382,6 +642,7 @@ Json chunk_json(const CompletionRequest& req, const ResponseMeta& meta, int32_t 
           {"object", req.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
+          {"system_fingerprint", kSystemFingerprint},
           {"choices", Json::array({choice})}};
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace strata::server {
 namespace {
 
@@ -77,6 +79,98 @@ TEST(ServerApi, ErrorBodyHasOpenAiShape) {
 }
 
 TEST(ServerApi, DumpReplacesInvalidUtf8) { EXPECT_EQ(dump(Json("a\xff")), "\"a\xEF\xBF\xBD\""); }
+
+}  // namespace
+}  // namespace strata::server
+
+namespace strata::server {
+namespace {
+
+std::vector<TokenBias> biases(const char* json, std::optional<ApiError>* error = nullptr) {
+  std::vector<TokenBias> out;
+  auto e = parse_logit_bias(Json::parse(json), nullptr, out);
+  if (error) *error = e;
+  return e ? std::vector<TokenBias>{} : out;
+}
+
+TEST(ServerLogitBias, EveryFormClientsSend) {
+  // OpenAI: an object of string ids.
+  auto a = biases(R"({"15": -100, "7": 2.5})");
+  ASSERT_EQ(a.size(), 2u);
+  // nlohmann keeps object keys sorted: "15" before "7".
+  EXPECT_EQ(a[0].token, 15);
+  EXPECT_FLOAT_EQ(a[0].bias, -100.0f);
+  EXPECT_EQ(a[1].token, 7);
+  EXPECT_FLOAT_EQ(a[1].bias, 2.5f);
+  // llama-server: [[id, bias]] and [[id, false]] (false bans the token).
+  auto b = biases(R"([[3, 1.5], [4, false]])");
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].token, 3);
+  EXPECT_FLOAT_EQ(b[0].bias, 1.5f);
+  EXPECT_EQ(b[1].token, 4);
+  EXPECT_TRUE(std::isinf(b[1].bias) && b[1].bias < 0);
+  // An object whose value is false, and a string id inside the array form.
+  auto c = biases(R"({"9": false})");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_TRUE(std::isinf(c[0].bias));
+  auto d = biases(R"([["12", -1]])");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].token, 12);
+}
+
+TEST(ServerLogitBias, BadFormsNameTheProblem) {
+  for (const char* bad : {R"([[1]])", R"([[1, "x"]])", R"([[1, true]])", R"({"1": null})",
+                          R"([[-1, 1]])", R"(5)", R"("x")", R"([[1.5, 1]])"}) {
+    std::optional<ApiError> e;
+    biases(bad, &e);
+    ASSERT_TRUE(e.has_value()) << bad;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find("logit_bias"), std::string::npos) << e->message;
+  }
+  // A text key needs the tokenizer; the dispatcher always passes it.
+  std::optional<ApiError> e;
+  biases(R"({"Hello": 1})", &e);
+  EXPECT_TRUE(e.has_value());
+}
+
+TEST(ServerLogitBias, ReadFromRequestsOnEveryEndpoint) {
+  for (Endpoint ep : {Endpoint::kCompletions, Endpoint::kNative}) {
+    CompletionRequest r;
+    const char* body = ep == Endpoint::kNative ? R"({"prompt": "x", "logit_bias": [[5, false]]})"
+                                               : R"({"prompt": "x", "logit_bias": {"5": -100}})";
+    ASSERT_FALSE(parse_completion(Json::parse(body), ep, 1, r));
+    ASSERT_EQ(r.params.logit_bias.size(), 1u);
+    EXPECT_EQ(r.params.logit_bias[0].token, 5);
+  }
+}
+
+TEST(ServerApi, DefaultsFillWhatARequestLeavesOut) {
+  RequestDefaults d;
+  d.params.sampling.temperature = 0.0f;
+  d.params.sampling.seed = 42;
+  d.params.n_predict = 7;
+  d.seeded = true;
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(Json::parse(R"({"prompt": "x"})"), Endpoint::kCompletions, d, 99,
+                                nullptr, r));
+  EXPECT_FLOAT_EQ(r.params.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.params.sampling.seed, 42u);
+  EXPECT_EQ(r.params.n_predict, 7);
+  CompletionRequest own;
+  ASSERT_FALSE(parse_completion(Json::parse(R"({"prompt": "x", "seed": 5, "max_tokens": 2})"),
+                                Endpoint::kCompletions, d, 99, nullptr, own));
+  EXPECT_EQ(own.params.sampling.seed, 5u);
+  EXPECT_EQ(own.params.n_predict, 2);
+}
+
+TEST(ServerApi, TimingsAreConsistent) {
+  Json t = timings_json(10, 20.0, 5, 50.0);
+  EXPECT_EQ(t["prompt_n"], 10);
+  EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 100.0);
+  Json z = timings_json(0, 0.0, 0, 0.0);
+  EXPECT_DOUBLE_EQ(z["predicted_per_second"].get<double>(), 0.0);
+}
 
 }  // namespace
 }  // namespace strata::server

@@ -15,6 +15,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double ms_since(Clock::time_point t0) { return 1e3 * seconds(Clock::now() - t0); }
 
 }  // namespace
 
@@ -39,7 +40,9 @@ struct PipelineGroup::Slot {
   int32_t choice = 0;
   std::vector<Slot*> followers;
   std::optional<Sampler> sampler;
-  int32_t pending = -1;  // sampled, not yet in the KV
+  std::vector<float> biased;        // F32 [n_vocab]: logits plus the request's logit_bias
+  const char* stop_type = "limit";  // why generation ended: eos, word or limit
+  int32_t pending = -1;             // sampled, not yet in the KV
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
   int32_t n_in_batch = 0;
@@ -67,6 +70,7 @@ PipelineGroup::PipelineGroup(int32_t index, std::unique_ptr<Context> context,
     slots_.back()->id = i;
   }
   cache_copy_.resize(params_.n_slots);
+  if (params_.cache_ram_bytes > 0) cache_ram_.emplace(params_.cache_ram_bytes);
 }
 
 PipelineGroup::~PipelineGroup() { stop(); }
@@ -140,15 +144,24 @@ void PipelineGroup::loop() {
     const bool idle = waiting_.empty() && busy_.load(std::memory_order_relaxed) == 0;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      if (idle) queue_cv_.wait(lock, [this] { return stopping_ || !incoming_.empty(); });
+      if (idle) {
+        queue_cv_.wait(lock,
+                       [this] { return stopping_ || !incoming_.empty() || !control_.empty(); });
+      }
       for (Task& t : incoming_) waiting_.push_back(std::move(t));
       incoming_.clear();
       if (stopping_) break;
     }
+    run_control();
     drop_cancelled();
     // First come, first served: a task that needs more slots than are idle holds the line.
     while (!waiting_.empty() && assign(waiting_.front())) waiting_.pop_front();
     step();
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (Control& c : control_) c.ran.set_value(false);
+    control_.clear();
   }
   for (auto& s : slots_) {
     if (s->state != Slot::State::kIdle) fail(*s, 503, "the server is shutting down");
@@ -233,10 +246,12 @@ bool PipelineGroup::assign(Task& task) {
 
   Slot* leader = pick_slot(prompt, idle);
   // At least the last prompt token is evaluated: its logits give the first sampled token.
-  const size_t keep =
+  size_t keep =
       gp.cache_prompt ? std::min(common_prefix(leader->cache, prompt), prompt.size() - 1) : 0;
+  cache_ram_store(*leader, keep);
   ctx_->seq_truncate(leader->id, static_cast<int32_t>(keep));
   leader->cache.resize(keep);
+  if (gp.cache_prompt) keep = cache_ram_restore(*leader, prompt, keep);
   active->n_cached = static_cast<int32_t>(keep);
   setup(*leader, 0);
   leader->state = Slot::State::kPrompt;
@@ -247,6 +262,7 @@ bool PipelineGroup::assign(Task& task) {
       if (s->last_used < f->last_used) f = s;
     }
     idle.erase(std::find(idle.begin(), idle.end(), f));
+    cache_ram_store(*f, 0);
     ctx_->seq_truncate(f->id, 0);
     f->cache.clear();
     setup(*f, i);
@@ -345,7 +361,13 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     finish(s, "length");
     return;
   }
-  const int32_t token = s.sampler->sample(logits);
+  const float* row = logits;
+  if (!gp.logit_bias.empty()) {
+    s.biased.assign(logits, logits + ctx_->n_vocab());
+    for (const TokenBias& b : gp.logit_bias) s.biased[static_cast<size_t>(b.token)] += b.bias;
+    row = s.biased.data();
+  }
+  const int32_t token = s.sampler->sample(row);
   s.sampler->accept(token);
   ++s.n_generated;
   metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
@@ -354,27 +376,40 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     metrics_.ttft_seconds.observe(seconds(s.t_first - task.t_arrival));
   }
   if (tok_.is_eog(token) && !gp.ignore_eos) {
+    s.stop_type = "eos";
     finish(s, "stop");
     return;
   }
   Event e;
   e.index = s.choice;
+  e.ids.push_back(token);
   if (gp.logprobs) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
   StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
   e.text = std::move(out.text);
-  if (!e.text.empty() || !e.tokens.empty()) task.channel->push(std::move(e));
+  task.channel->push(std::move(e));
   if (out.stopped) {
     s.utf8 = Utf8Stream();
+    s.stop_type = "word";
     finish(s, "stop");
     return;
   }
-  // The next step would put `token` at position cache.size().
-  const bool full = static_cast<int64_t>(s.cache.size()) >= params_.n_ctx_slot;
-  if ((gp.n_predict > 0 && s.n_generated >= gp.n_predict) || full) {
+  if (gp.n_predict > 0 && s.n_generated >= gp.n_predict) {
     finish(s, "length");
     return;
+  }
+  // The next step would put `token` at position cache.size().
+  if (static_cast<int64_t>(s.cache.size()) >= params_.n_ctx_slot) {
+    Result<bool> shifted = params_.context_shift ? shift(s) : Result<bool>(false);
+    if (!shifted.is_ok()) {
+      fail(s, 500, "context shift failed: " + shifted.status().message());
+      return;
+    }
+    if (!*shifted) {
+      finish(s, "length");
+      return;
+    }
   }
   s.pending = token;
 }
@@ -388,6 +423,7 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   text.text = std::move(out.text);
   if (out.stopped) {
     finish_reason = "stop";
+    s.stop_type = "word";
   } else {
     text.text += s.stop.flush();
   }
@@ -400,6 +436,18 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   done.n_prompt = static_cast<int32_t>(task.prompt.size());
   done.n_cached = s.active->n_cached;
   done.n_generated = s.n_generated;
+  done.stop_type = s.stop_type;
+  s.stop_type = "limit";
+  const Clock::time_point now = Clock::now();
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  done.prompt_ms = ms((s.n_generated > 0 ? s.t_first : now) - task.t_arrival);
+  done.predicted_ms = s.n_generated > 0 ? ms(now - s.t_first) : 0.0;
+  metrics_.prompt_us.fetch_add(static_cast<uint64_t>(done.prompt_ms * 1000),
+                               std::memory_order_relaxed);
+  metrics_.predicted_us.fetch_add(static_cast<uint64_t>(done.predicted_ms * 1000),
+                                  std::memory_order_relaxed);
   if (s.n_generated > 1) {
     metrics_.tpot_seconds.observe(seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
   }
@@ -429,6 +477,192 @@ void PipelineGroup::release(Slot& s) {
   load_.fetch_sub(1, std::memory_order_relaxed);
   busy_.fetch_sub(1, std::memory_order_relaxed);
   publish(s);
+}
+
+// --- Context shift and the RAM cache of prompts -----------------------------------------------
+
+Result<bool> PipelineGroup::shift(Slot& s) {
+  // llama-server's policy: keep n_keep tokens (the prompt for -1, one more for a BOS, at most
+  // the slot size less 4) and drop half of the rest.
+  const int32_t n_past = static_cast<int32_t>(s.cache.size());
+  int32_t n_keep =
+      params_.n_keep < 0 ? static_cast<int32_t>(s.active->task.prompt.size()) : params_.n_keep;
+  if (tok_.add_bos()) ++n_keep;
+  n_keep = std::max(0, std::min(params_.n_ctx_slot - 4, n_keep));
+  const int32_t n_discard = (n_past - n_keep) / 2;
+  if (n_discard < 1) return false;
+  Status st = ctx_->seq_shift(s.id, n_keep, n_discard);
+  s.cache = ctx_->seq_tokens(s.id);
+  publish(s);
+  if (!st.is_ok()) return st;
+  return true;
+}
+
+void PipelineGroup::cache_ram_store(Slot& s, size_t keep) {
+  if (!cache_ram_ || s.cache.size() <= keep) return;
+  // A failed save only means that the prompt is evaluated again when it comes back.
+  Result<HostBytes> state = ctx_->seq_state_save(s.id);
+  if (state.is_ok()) cache_ram_->insert(s.cache, std::move(state).value());
+}
+
+size_t PipelineGroup::cache_ram_restore(Slot& s, const std::vector<int32_t>& prompt, size_t keep) {
+  if (!cache_ram_ || prompt.size() < 2) return keep;
+  const std::optional<PromptCache::Hit> hit = cache_ram_->lookup(prompt, keep + 1);
+  // At least the last prompt token is evaluated.
+  const size_t n = hit ? std::min(hit->n_match, prompt.size() - 1) : 0;
+  if (n <= keep) return keep;
+  if (!ctx_->seq_state_restore(s.id, *hit->state).is_ok()) {
+    // Refused (no room for the whole state): the sequence is as it was. A device failure
+    // leaves it empty.
+    s.cache = ctx_->seq_tokens(s.id);
+    return s.cache.size();
+  }
+  ctx_->seq_truncate(s.id, static_cast<int32_t>(n));
+  s.cache.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n));
+  return n;
+}
+
+// --- Slot actions -------------------------------------------------------------------------------
+
+Status PipelineGroup::on_decode_thread(std::function<void()> fn) {
+  std::future<bool> ran;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stopping_) return unavailable("the server is shutting down");
+    control_.push_back(Control{std::move(fn), {}});
+    ran = control_.back().ran.get_future();
+  }
+  queue_cv_.notify_one();
+  return ran.get() ? Status::ok() : unavailable("the server is shutting down");
+}
+
+void PipelineGroup::run_control() {
+  std::deque<Control> todo;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    todo.swap(control_);
+  }
+  for (Control& c : todo) {
+    c.fn();
+    c.ran.set_value(true);
+  }
+  kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);
+}
+
+Result<PipelineGroup::Slot*> PipelineGroup::idle_slot(int32_t id) {
+  if (id < 0 || id >= params_.n_slots) {
+    return out_of_range("slot id " + std::to_string(id) + " outside [0, " +
+                        std::to_string(params_.n_slots) + ")");
+  }
+  Slot& s = *slots_[static_cast<size_t>(id)];
+  if (s.state != Slot::State::kIdle) {
+    return unavailable("slot " + std::to_string(id) + " is busy with a request");
+  }
+  return &s;
+}
+
+Result<SlotFileResult> PipelineGroup::slot_save(int32_t id, const std::string& path) {
+  Result<SlotFileResult> out = internal_error("not run");
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    const Clock::time_point t0 = Clock::now();
+    Result<Slot*> s = idle_slot(id);
+    if (!s.is_ok()) {
+      out = s.status();
+      return;
+    }
+    Result<HostBytes> state = ctx_->seq_state_save(id);
+    if (!state.is_ok()) {
+      out = state.status();
+      return;
+    }
+    if (Status w = seq_state_write_file(path, *state); !w.is_ok()) {
+      out = w;
+      return;
+    }
+    out = SlotFileResult{ctx_->seq_len(id), state->size(), ms_since(t0)};
+  }));
+  return out;
+}
+
+Result<SlotFileResult> PipelineGroup::slot_restore(int32_t id, const std::string& path) {
+  Result<SlotFileResult> out = internal_error("not run");
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    const Clock::time_point t0 = Clock::now();
+    Result<Slot*> s = idle_slot(id);
+    if (!s.is_ok()) {
+      out = s.status();
+      return;
+    }
+    Result<HostBytes> bytes = seq_state_read_file(path, ctx_->seq_state_max_bytes());
+    if (!bytes.is_ok()) {
+      out = bytes.status();
+      return;
+    }
+    Result<SeqStateHeader> h = seq_state_parse_header(*bytes);
+    if (h.is_ok() && h->n_tokens > static_cast<uint32_t>(params_.n_ctx_slot)) {
+      out = out_of_range(path + ": a state of " + std::to_string(h->n_tokens) +
+                         " tokens, a slot holds " + std::to_string(params_.n_ctx_slot));
+      return;
+    }
+    const Status r = ctx_->seq_state_restore(id, *bytes);
+    (*s)->cache = ctx_->seq_tokens(id);
+    publish(**s);
+    if (!r.is_ok()) {
+      out = r.with_context(path);
+      return;
+    }
+    out = SlotFileResult{ctx_->seq_len(id), bytes->size(), ms_since(t0)};
+  }));
+  return out;
+}
+
+Result<SlotFileResult> PipelineGroup::slot_erase(int32_t id) {
+  Result<SlotFileResult> out = internal_error("not run");
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    const Clock::time_point t0 = Clock::now();
+    Result<Slot*> s = idle_slot(id);
+    if (!s.is_ok()) {
+      out = s.status();
+      return;
+    }
+    const int32_t n = ctx_->seq_len(id);
+    ctx_->seq_truncate(id, 0);
+    (*s)->cache.clear();
+    publish(**s);
+    out = SlotFileResult{n, 0, ms_since(t0)};
+  }));
+  return out;
+}
+
+std::pair<uint64_t, size_t> PipelineGroup::cache_ram_use() {
+  std::pair<uint64_t, size_t> use{0, 0};
+  (void)on_decode_thread([&] {
+    if (cache_ram_) use = {cache_ram_->bytes(), cache_ram_->size()};
+  });
+  return use;
+}
+
+Status PipelineGroup::sleep() {
+  Status out;
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    if (!waiting_.empty() || busy_.load(std::memory_order_relaxed) > 0) {
+      out = unavailable("pipeline group " + std::to_string(index_) + " is busy");
+      return;
+    }
+    for (auto& s : slots_) {
+      cache_ram_store(*s, 0);
+      s->cache.clear();
+      publish(*s);
+    }
+    ctx_->sleep();
+  }));
+  return out;
+}
+
+Status PipelineGroup::wake() {
+  Status out;
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] { out = ctx_->wake(); }));
+  return out;
 }
 
 }  // namespace strata::server

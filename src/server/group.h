@@ -10,6 +10,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,10 +20,12 @@
 #include <vector>
 
 #include "engine/context.h"
+#include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "model/tokenizer.h"
 #include "model/utf8.h"
 #include "server/metrics.h"
+#include "server/slot_store.h"
 #include "server/stop.h"
 #include "server/task.h"
 
@@ -36,8 +40,19 @@ struct GroupParams {
   float cache_similarity = 0.5f;
   // Keep a copy of every slot's cached tokens for the dispatcher (only with several groups).
   bool publish_cache = false;
+  // Context shift (--context-shift): a slot that fills n_ctx_slot while generating drops half
+  // of its tokens after the first n_keep (-1: the whole prompt; one more with a BOS) and goes
+  // on, as llama-server does, instead of finishing with "length". The engine must have been
+  // created with EngineOptions::context_shift.
+  bool context_shift = false;
+  int32_t n_keep = 0;
+  // Host memory for the states of prompts that slots give up (--cache-ram), in bytes; 0: none.
+  // A new prompt restores the stored state that shares the longest prefix with it when that
+  // beats what an idle slot holds.
+  uint64_t cache_ram_bytes = 0;
 };
 
+// What a slot file action did (/slots/{id}?action=save|restore|erase).
 // What /slots shows of a slot; read without locks.
 struct SlotView {
   int32_t id = 0;
@@ -74,6 +89,25 @@ class PipelineGroup {
   // Longest prefix of `prompt` cached by any slot (needs publish_cache).
   size_t cache_match(const std::vector<int32_t>& prompt) const;
 
+  // Slot actions, by slot id within the group. Each runs on the decode thread between steps
+  // (the caller waits; call after start()); a slot that is serving a request is refused, as is
+  // every action once the group stops. A file that is truncated, corrupt or from another model is
+  // refused and the slot keeps what it held. `path` is used as given: the caller confines it.
+  Result<SlotFileResult> slot_save(int32_t id, const std::string& path);
+  Result<SlotFileResult> slot_restore(int32_t id, const std::string& path);
+  Result<SlotFileResult> slot_erase(int32_t id);
+  // Stored prompt states (cache_ram_bytes), read on the decode thread: bytes and entries.
+  std::pair<uint64_t, size_t> cache_ram_use();
+
+  // Sleep (--sleep-idle-seconds), on the decode thread: the context frees its device memory
+  // and the slots forget their prompts (stored in the RAM cache first, when there is one, so
+  // that they come back without being evaluated again). Refused while a request is queued or
+  // running. The server puts every group to sleep, then the engine (Engine::sleep); before
+  // the next request it wakes the engine, then every group. A request that reaches a
+  // sleeping group fails with 503.
+  Status sleep();
+  Status wake();
+
  private:
   struct Slot;
   struct Active;
@@ -89,6 +123,18 @@ class PipelineGroup {
   void fail(Slot& slot, int http_status, const std::string& message);
   void release(Slot& slot);
   void publish(Slot& slot);
+  // Runs fn on the decode thread before its next step; an error when the group is stopping.
+  Status on_decode_thread(std::function<void()> fn);
+  void run_control();
+  Result<Slot*> idle_slot(int32_t id);
+  // Context shift of a full slot; false when nothing can be dropped.
+  Result<bool> shift(Slot& slot);
+  // Before the slot gives up what it holds past its first `keep` tokens: its whole state into
+  // the RAM cache.
+  void cache_ram_store(Slot& slot, size_t keep);
+  // Restores the stored state that best matches the prompt when it beats `keep`; returns
+  // the tokens the slot now holds of the prompt.
+  size_t cache_ram_restore(Slot& slot, const std::vector<int32_t>& prompt, size_t keep);
 
   const int32_t index_;
   std::unique_ptr<Context> ctx_;
@@ -102,10 +148,17 @@ class PipelineGroup {
   uint64_t use_clock_ = 0;
   Batch batch_;
 
+  std::optional<PromptCache> cache_ram_;  // decode thread only
+
+  struct Control {
+    std::function<void()> fn;
+    std::promise<bool> ran;  // false: dropped because the group stopped
+  };
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
-  std::deque<Task> incoming_;  // guarded by queue_mu_
-  bool stopping_ = false;      // guarded by queue_mu_
+  std::deque<Task> incoming_;    // guarded by queue_mu_
+  std::deque<Control> control_;  // guarded by queue_mu_
+  bool stopping_ = false;        // guarded by queue_mu_
   std::thread thread_;
 
   std::atomic<int64_t> load_{0};

@@ -3,11 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
-#include <chrono>
-#include <ctime>
-#include <random>
-
-#include "server/peer.h"
+#include "server/reply.h"
 
 namespace strata::server {
 namespace {
@@ -16,15 +12,7 @@ using httplib::Request;
 using httplib::Response;
 using HandlerResponse = httplib::Server::HandlerResponse;
 
-constexpr std::chrono::milliseconds kPollInterval{250};
 constexpr int kListenBacklog = 512;
-
-void send_error(Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(error_body(e), "application/json");
-}
-
-void send_json(Response& res, const Json& j) { res.set_content(dump(j), "application/json"); }
 
 // Compares without an early exit so that the time taken does not reveal the key's prefix.
 bool same_secret(const std::string& a, const std::string& b) {
@@ -33,64 +21,68 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0 && !b.empty();
 }
 
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
-
-std::string base_name(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// What a streamed response carries from one call of the content provider to the next.
-struct StreamState {
-  CompletionRequest req;
-  ResponseMeta meta;
-  std::shared_ptr<ResultChannel> channel;
-  std::vector<bool> first;
-  int32_t n_done = 0;
-  int32_t n_generated = 0;
-  bool finished = false;
-};
-
-bool write_event(httplib::DataSink& sink, const std::string& data) {
-  const std::string s = "data: " + data + "\n\n";
-  return sink.write(s.data(), s.size());
+// The key a request presents: `Authorization: Bearer KEY` (OpenAI clients) or `X-Api-Key: KEY`
+// (Anthropic clients).
+std::string presented_key(const Request& req) {
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.compare(0, prefix.size(), prefix) == 0) return auth.substr(prefix.size());
+  return req.get_header_value("X-Api-Key");
 }
 
 }  // namespace
 
+void send_error(Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_body(e), "application/json");
+}
+
+void send_json(Response& res, const Json& j) { res.set_content(dump(j), "application/json"); }
+
+namespace {
+
 // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (16 connecting at once)
 // overflows it and connections fail. Listening again on the bound socket raises the backlog.
-class HttpServer::Listener : public httplib::Server {
+template <typename Base>
+class Listener : public Base {
  public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+  using Base::Base;
+  void raise_backlog(int n) { ::listen(this->svr_sock_, n); }
 };
 
-HttpServer::HttpServer(ServerOptions options, const Model& model,
-                       std::vector<std::unique_ptr<PipelineGroup>>& groups,
-                       std::unique_ptr<ChatFormatter> chat, Metrics& metrics)
-    : options_(std::move(options)),
-      model_(model),
-      tok_(model.tokenizer()),
-      groups_(groups),
-      chat_(std::move(chat)),
-      metrics_(metrics),
-      http_(std::make_unique<Listener>()),
-      created_(static_cast<int64_t>(std::time(nullptr))) {
-  max_n_ = groups_.at(0)->n_slots();
-  n_ctx_slot_ = groups_.at(0)->n_ctx_slot();
-  for (const auto& g : groups_) {
-    max_n_ = std::min(max_n_, g->n_slots());
-    n_ctx_slot_ = std::min(n_ctx_slot_, g->n_ctx_slot());
+template <typename Base, typename... A>
+std::unique_ptr<httplib::Server> make_listener(std::function<void(int)>& raise, A&&... a) {
+  auto l = std::make_unique<Listener<Base>>(std::forward<A>(a)...);
+  raise = [p = l.get()](int n) { p->raise_backlog(n); };
+  return l;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpOptions options, Dispatcher& dispatcher, Log* log)
+    : options_(std::move(options)), log_(log) {
+  const bool tls = !options_.ssl_key_file.empty() || !options_.ssl_cert_file.empty();
+  if (tls) {
+    if (options_.ssl_key_file.empty() || options_.ssl_cert_file.empty()) {
+      setup_error_ = invalid_argument("HTTPS needs both --ssl-key-file and --ssl-cert-file");
+    }
+    http_ = make_listener<httplib::SSLServer>(raise_backlog_, options_.ssl_cert_file.c_str(),
+                                              options_.ssl_key_file.c_str());
+    if (setup_error_.is_ok() && !http_->is_valid()) {
+      setup_error_ = invalid_argument("cannot use the certificate '" + options_.ssl_cert_file +
+                                      "' with the key '" + options_.ssl_key_file +
+                                      "' (both must be PEM files, the key the certificate's)");
+    }
+  } else {
+    http_ = make_listener<httplib::Server>(raise_backlog_);
   }
-  routes();
+  install(dispatcher.routes());
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 Status HttpServer::bind() {
+  if (!setup_error_.is_ok()) return setup_error_;
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
     if (port_ <= 0) return unavailable("cannot listen on " + options_.host + " (any port)");
@@ -100,7 +92,7 @@ Status HttpServer::bind() {
     }
     port_ = options_.port;
   }
-  http_->raise_backlog(kListenBacklog);
+  raise_backlog_(kListenBacklog);
   return Status::ok();
 }
 
@@ -110,11 +102,30 @@ void HttpServer::stop() {
   if (http_) http_->stop();
 }
 
-void HttpServer::routes() {
-  const int n_threads = options_.n_threads_http;
+void HttpServer::install(std::vector<Route> routes) {
+  const int n_threads = options_.n_threads;
   // cpp-httplib takes ownership of the queue it is handed as a raw pointer.
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_read_timeout(options_.timeout_seconds, 0);
+  http_->set_write_timeout(options_.timeout_seconds, 0);
+  if (options_.reuse_port) {
+    http_->set_socket_options([](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof yes);
+    });
+  }
+  if (!options_.static_path.empty() &&
+      !http_->set_mount_point(options_.api_prefix + "/", options_.static_path)) {
+    setup_error_ = invalid_argument("--path: '" + options_.static_path + "' is not a folder");
+  }
+  if (log_ != nullptr && log_->enabled(LogLevel::kTrace)) {
+    http_->set_logger([this](const Request& req, const Response& res) {
+      log_->write(LogLevel::kTrace, req.method + " " + req.path + " " + std::to_string(res.status) +
+                                        " " + req.remote_addr);
+    });
+  }
   http_->set_error_handler(
       httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;
@@ -138,370 +149,37 @@ void HttpServer::routes() {
     send_error(res, ApiError{500, what});
   });
 
-  // Every endpoint but /health needs the key when one is set. Checked in the handler, after
-  // the body has been read, so that a refused request leaves the connection usable.
-  auto authed = [this](std::function<void(const Request&, Response&)> handler) {
-    return [this, handler](const Request& req, Response& res) {
-      if (!options_.api_key.empty()) {
-        const std::string auth = req.get_header_value("Authorization");
-        const std::string prefix = "Bearer ";
-        const bool ok = auth.compare(0, prefix.size(), prefix) == 0 &&
-                        same_secret(auth.substr(prefix.size()), options_.api_key);
-        if (!ok) {
-          send_error(res, ApiError{401, "invalid or missing API key (Authorization: Bearer KEY)"});
-          return;
-        }
-      }
-      handler(req, res);
-    };
-  };
-
-  // A server whose worker is gone is up but cannot generate: a load balancer must hear that.
-  auto health = [this](const Request&, Response& res) {
-    if (options_.backend_status) {
-      if (Status s = options_.backend_status(); !s.is_ok()) {
-        res.status = 503;
-        return send_json(res, {{"status", "error"}, {"error", s.message()}});
-      }
-    }
-    send_json(res, {{"status", "ok"}});
-  };
-  http_->Get("/health", health);
-  http_->Get("/v1/health", health);
-  http_->Get("/v1/models", authed([this](const Request&, Response& res) { models(res); }));
-  http_->Get("/models", authed([this](const Request&, Response& res) { models(res); }));
-  http_->Post("/v1/completions", authed([this](const Request& req, Response& res) {
-                generate(req, res, Endpoint::kCompletions);
-              }));
-  http_->Post("/v1/chat/completions", authed([this](const Request& req, Response& res) {
-                generate(req, res, Endpoint::kChat);
-              }));
-  http_->Post("/completion", authed([this](const Request& req, Response& res) {
-                generate(req, res, Endpoint::kNative);
-              }));
-  http_->Post("/tokenize",
-              authed([this](const Request& req, Response& res) { tokenize(req, res); }));
-  http_->Post("/detokenize",
-              authed([this](const Request& req, Response& res) { detokenize(req, res); }));
-  http_->Get("/props", authed([this](const Request&, Response& res) { props(res); }));
-  http_->Get("/slots", authed([this](const Request&, Response& res) { slots(res); }));
-  http_->Get("/metrics", authed([this](const Request&, Response& res) { metrics(res); }));
-}
-
-bool HttpServer::model_known(const std::string& name) const {
-  return name == options_.model_name || name == options_.model_path ||
-         name == base_name(options_.model_path);
-}
-
-std::optional<ApiError> HttpServer::make_task(const CompletionRequest& creq, Task& task) {
-  std::vector<int32_t> ids;
-  if (creq.endpoint == Endpoint::kChat) {
-    Result<std::vector<int32_t>> chat_ids = chat_->prompt(creq.messages, tok_);
-    if (!chat_ids) return ApiError{400, "'messages': " + chat_ids.status().message()};
-    ids = std::move(*chat_ids);
-  } else if (creq.prompt_is_ids) {
-    if (Status st = tok_.check_ids(creq.prompt_ids); !st)
-      return ApiError{400, "'prompt': " + st.message()};
-    ids = creq.prompt_ids;
-  } else {
-    ids = tok_.encode(creq.prompt_text, true, true);
-  }
-  if (ids.empty()) return ApiError{400, "the prompt is empty (and the model adds no BOS token)"};
-  if (static_cast<int64_t>(ids.size()) > n_ctx_slot_) {
-    return ApiError{400, "the prompt has " + std::to_string(ids.size()) +
-                             " tokens; the context of a slot holds " + std::to_string(n_ctx_slot_) +
-                             " (-c divided by -np)"};
-  }
-  task.id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  task.prompt = std::move(ids);
-  task.params = creq.params;
-  if (creq.endpoint == Endpoint::kChat) {
-    for (std::string& s : chat_->stop_strings()) task.params.stop.push_back(std::move(s));
-  }
-  task.channel = std::make_shared<ResultChannel>();
-  return std::nullopt;
-}
-
-PipelineGroup& HttpServer::dispatch(const std::vector<int32_t>& prompt) {
-  if (groups_.size() == 1) return *groups_[0];
-  // Among groups with a free slot, the longest cached prefix (then the most free slots); when
-  // all are full, the shortest queue.
-  PipelineGroup* best = nullptr;
-  int64_t best_free = 0;
-  size_t best_lcp = 0;
-  for (const auto& g : groups_) {
-    const int64_t free = g->n_slots() - g->load();
-    const size_t lcp = free > 0 ? g->cache_match(prompt) : 0;
-    const bool better = best == nullptr || (free > 0 && best_free <= 0) ||
-                        (free > 0 && (lcp > best_lcp || (lcp == best_lcp && free > best_free))) ||
-                        (free <= 0 && best_free <= 0 && free > best_free);
-    if (better) {
-      best = g.get();
-      best_free = free;
-      best_lcp = lcp;
-    }
-  }
-  return *best;
-}
-
-void HttpServer::generate(const Request& req, Response& res, Endpoint endpoint) {
-  const Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded())
-    return send_error(res, ApiError{400, "the request body is not valid JSON"});
-  CompletionRequest creq;
-  if (auto e = parse_completion(body, endpoint, fresh_seed(), creq)) return send_error(res, *e);
-  if (creq.model && !model_known(*creq.model)) {
-    return send_error(res,
-                      ApiError{404, "model '" + *creq.model + "' not found; this server has '" +
-                                        options_.model_name + "'"});
-  }
-  if (creq.params.n > max_n_) {
-    return send_error(
-        res, ApiError{400, "'n' = " + std::to_string(creq.params.n) + " is more than the " +
-                               std::to_string(max_n_) + " slots of a pipeline group (raise -np)"});
-  }
-  if (options_.backend_status) {
-    if (Status s = options_.backend_status(); !s.is_ok())
-      return send_error(res, ApiError{503, s.message()});
-  }
-  Task task;
-  if (auto e = make_task(creq, task)) return send_error(res, *e);
-  ResponseMeta meta;
-  meta.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(task.id);
-  meta.created = static_cast<int64_t>(std::time(nullptr));
-  meta.model = options_.model_name;
-  meta.n_prompt = static_cast<int32_t>(task.prompt.size());
-  std::shared_ptr<ResultChannel> channel = task.channel;
-  const int32_t n = creq.params.n;
-  PipelineGroup& group = dispatch(task.prompt);
-  metrics_.requests.fetch_add(1, std::memory_order_relaxed);
-  group.post(std::move(task));
-
-  if (!creq.stream) {
-    std::vector<ChoiceResult> choices(n);
-    // The connection's socket, looked up once the request has run for a poll interval; then
-    // checked every interval, whether events arrive or not.
-    int fd = -2;
-    Clock::time_point next_check = Clock::now() + kPollInterval;
-    for (int32_t done = 0; done < n;) {
-      std::optional<Event> e = channel->pop(kPollInterval);
-      if (Clock::now() >= next_check) {
-        next_check = Clock::now() + kPollInterval;
-        if (fd == -2) {
-          fd = connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-        }
-        if (fd >= 0 && peer_closed(fd)) {
-          // Nobody will read the answer: free the slots now rather than at the last token.
-          channel->cancel();
-          return send_error(res, ApiError{499, "the client closed the connection"});
-        }
-      }
-      if (!e) continue;
-      if (e->kind == Event::Kind::kError)
-        return send_error(res, ApiError{e->http_status, e->error});
-      ChoiceResult& c = choices.at(e->index);
-      c.text += e->text;
-      c.tokens.insert(c.tokens.end(), e->tokens.begin(), e->tokens.end());
-      if (e->kind == Event::Kind::kDone) {
-        c.finish_reason = e->finish_reason;
-        c.n_generated = e->n_generated;
-        meta.n_cached = e->n_cached;
-        ++done;
-      }
-    }
-    return send_json(res, response_json(creq, meta, choices, tok_));
-  }
-
-  auto state = std::make_shared<StreamState>();
-  state->req = std::move(creq);
-  state->meta = meta;
-  state->channel = channel;
-  state->first.assign(n, true);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, state](size_t, httplib::DataSink& sink) {
-        StreamState& st = *state;
-        std::optional<Event> e = st.channel->pop(kPollInterval);
-        if (!e) return true;
-        const bool native = st.req.endpoint == Endpoint::kNative;
-        bool ok = true;
-        if (e->kind == Event::Kind::kError) {
-          ok = write_event(sink, error_body(ApiError{e->http_status, e->error}));
-          st.finished = true;
-          sink.done();
-          return ok;
-        }
-        if (!e->text.empty() || !e->tokens.empty()) {
-          ok = write_event(sink, dump(chunk_json(st.req, st.meta, e->index, e->text, e->tokens, "",
-                                                 st.first.at(e->index), tok_)));
-          st.first[e->index] = false;
-        }
-        if (ok && e->kind == Event::Kind::kDone) {
-          st.meta.n_cached = e->n_cached;
-          st.n_generated += e->n_generated;
-          ++st.n_done;
-          if (native) {
-            ok = write_event(sink, dump(Json{{"content", ""},
-                                             {"stop", true},
-                                             {"finish_reason", e->finish_reason},
-                                             {"stopped_limit", e->finish_reason == "length"},
-                                             {"tokens_predicted", e->n_generated},
-                                             {"tokens_evaluated", st.meta.n_prompt},
-                                             {"tokens_cached", st.meta.n_cached},
-                                             {"model", st.meta.model}}));
-          } else {
-            ok = write_event(sink, dump(chunk_json(st.req, st.meta, e->index, "", {},
-                                                   e->finish_reason, st.first.at(e->index), tok_)));
-          }
-          st.first[e->index] = false;
-          if (ok && st.n_done == static_cast<int32_t>(st.first.size())) {
-            if (!native && st.req.include_usage) {
-              ok = write_event(sink, dump(Json{{"id", st.meta.id},
-                                               {"object", st.req.endpoint == Endpoint::kChat
-                                                              ? "chat.completion.chunk"
-                                                              : "text_completion"},
-                                               {"created", st.meta.created},
-                                               {"model", st.meta.model},
-                                               {"choices", Json::array()},
-                                               {"usage", usage_json(st.meta, st.n_generated)}}));
-            }
-            if (ok && !native) ok = write_event(sink, "[DONE]");
-            st.finished = true;
-            sink.done();
+  for (Route& r : routes) {
+    Handler handler = std::move(r.handler);
+    if (r.access == Route::Access::kKeyed) {
+      // Checked in the handler, after the body has been read, so that a refused request
+      // leaves the connection usable.
+      handler = [this, inner = std::move(handler)](const Request& req, Response& res) {
+        if (!options_.api_keys.empty()) {
+          const std::string key = presented_key(req);
+          bool ok = false;
+          for (const std::string& k : options_.api_keys) ok |= same_secret(key, k);
+          if (!ok) {
+            return send_error(
+                res, ApiError{401, "invalid or missing API key (Authorization: Bearer KEY)"});
           }
         }
-        // A failed write means the client went away: its slots are freed at the next step.
-        if (!ok) st.channel->cancel();
-        return ok;
-      },
-      [state](bool) {
-        if (!state->finished) state->channel->cancel();
-      });
-}
-
-void HttpServer::tokenize(const Request& req, Response& res) {
-  const Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return send_error(res, ApiError{400, "the request body is not a valid JSON object"});
-  }
-  auto content = body.find("content");
-  if (content == body.end() || !content->is_string()) {
-    return send_error(res, ApiError{400, "'content' must be a string"});
-  }
-  bool add_special = false, parse_special = true, with_pieces = false;
-  for (auto [key, out] : {std::pair<const char*, bool*>{"add_special", &add_special},
-                          {"parse_special", &parse_special},
-                          {"with_pieces", &with_pieces}}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) continue;
-    if (!it->is_boolean())
-      return send_error(res, ApiError{400, std::string("'") + key + "' must be a boolean"});
-    *out = it->get<bool>();
-  }
-  const std::vector<int32_t> ids =
-      tok_.encode(content->get_ref<const std::string&>(), add_special, parse_special);
-  Json tokens = Json::array();
-  for (int32_t id : ids) {
-    if (with_pieces) {
-      tokens.push_back({{"id", id}, {"piece", tok_.token_to_piece(id, true)}});
-    } else {
-      tokens.push_back(id);
+        inner(req, res);
+      };
+    }
+    const std::string path = options_.api_prefix + r.path;
+    switch (r.method) {
+      case Route::Method::kGet:
+        http_->Get(path, handler);
+        break;
+      case Route::Method::kPost:
+        http_->Post(path, handler);
+        break;
+      case Route::Method::kDelete:
+        http_->Delete(path, handler);
+        break;
     }
   }
-  send_json(res, {{"tokens", tokens}});
-}
-
-void HttpServer::detokenize(const Request& req, Response& res) {
-  const Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return send_error(res, ApiError{400, "the request body is not a valid JSON object"});
-  }
-  auto tokens = body.find("tokens");
-  if (tokens == body.end() || !tokens->is_array()) {
-    return send_error(res, ApiError{400, "'tokens' must be an array of token ids"});
-  }
-  std::vector<int32_t> ids;
-  for (const Json& t : *tokens) {
-    if (!t.is_number_integer() || t.get<int64_t>() < INT32_MIN || t.get<int64_t>() > INT32_MAX) {
-      return send_error(res, ApiError{400, "'tokens' must hold integer token ids, not " + dump(t)});
-    }
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  if (Status st = tok_.check_ids(ids); !st)
-    return send_error(res, ApiError{400, "'tokens': " + st.message()});
-  send_json(res, {{"content", tok_.decode(ids)}});
-}
-
-void HttpServer::models(Response& res) {
-  const HParams& hp = model_.hparams();
-  send_json(res, {{"object", "list"},
-                  {"data", Json::array({{{"id", options_.model_name},
-                                         {"object", "model"},
-                                         {"created", created_},
-                                         {"owned_by", "strata"},
-                                         {"meta",
-                                          {{"n_vocab", tok_.n_vocab()},
-                                           {"n_ctx_train", hp.n_ctx_train},
-                                           {"n_embd", hp.n_embd}}}}})}});
-}
-
-void HttpServer::props(Response& res) {
-  const SamplerParams d;
-  int64_t total_slots = 0;
-  int64_t n_ctx = 0;
-  for (const auto& g : groups_) {
-    total_slots += g->n_slots();
-    n_ctx += g->n_ctx();
-  }
-  send_json(res, {{"default_generation_settings",
-                   {{"n_ctx", n_ctx_slot_},
-                    {"params",
-                     {{"temperature", d.temperature},
-                      {"top_k", d.top_k},
-                      {"top_p", d.top_p},
-                      {"min_p", d.min_p},
-                      {"repeat_penalty", d.repeat_penalty},
-                      {"repeat_last_n", d.repeat_last_n},
-                      {"presence_penalty", d.presence_penalty},
-                      {"frequency_penalty", d.frequency_penalty},
-                      {"n_predict", -1}}}}},
-                  {"total_slots", total_slots},
-                  {"n_ctx", n_ctx},
-                  {"pipeline_groups", groups_.size()},
-                  {"model_path", options_.model_path},
-                  {"model_alias", options_.model_name},
-                  {"chat_template", chat_->name()},
-                  {"build_info", "strata"}});
-}
-
-void HttpServer::slots(Response& res) {
-  Json out = Json::array();
-  int32_t base = 0;
-  for (const auto& g : groups_) {
-    for (const SlotView& v : g->slot_views()) {
-      out.push_back({{"id", base + v.id},
-                     {"group", g->index()},
-                     {"is_processing", v.busy},
-                     {"id_task", v.task_id},
-                     {"n_ctx", g->n_ctx_slot()},
-                     {"n_cached", v.n_cached}});
-    }
-    base += g->n_slots();
-  }
-  send_json(res, out);
-}
-
-void HttpServer::metrics(Response& res) {
-  Gauges gauges;
-  for (const auto& g : groups_) {
-    gauges.slots_busy += g->busy_slots();
-    gauges.slots_total += g->n_slots();
-    gauges.kv_used += g->kv_used();
-    gauges.kv_total += g->n_ctx();
-    gauges.requests_queued += g->queued();
-  }
-  res.set_content(metrics_.render(gauges), "text/plain; version=0.0.4");
 }
 
 }  // namespace strata::server

@@ -1,12 +1,8 @@
-// The HTTP front of the server: routes, API-key check, request validation, dispatch of tasks
-// to pipeline groups, and the collection (or SSE streaming) of their results.
-//
-// Handlers run on cpp-httplib's thread pool and never touch a Context: a request becomes a
-// Task posted to one group (least loaded, then longest cached prefix), and its results come
-// back on the task's ResultChannel.
+// The HTTP layer of the server: the listening socket (plain or TLS), cpp-httplib's thread
+// pool, body limits, the API-key check, the path prefix and error pages. What is served comes
+// from a Dispatcher's routes.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,15 +10,11 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/model.h"
-#include "server/api.h"
-#include "server/chat_format.h"
-#include "server/group.h"
-#include "server/metrics.h"
+#include "server/dispatcher.h"
+#include "server/log.h"
 
 namespace httplib {
-class Request;
-class Response;
+class Server;
 }  // namespace httplib
 
 namespace strata::server {
@@ -31,26 +23,30 @@ namespace strata::server {
 // bounds what one connection can make us buffer.
 inline constexpr size_t kMaxBodyBytes = 8u << 20;
 
-struct ServerOptions {
+struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (see HttpServer::port)
-  std::string api_key;
-  std::string model_name;  // --alias, or the model file's name
-  std::string model_path;
-  int n_threads_http = 8;
+  // Accepted keys (Authorization: Bearer KEY, or X-Api-Key: KEY); empty: no key needed.
+  std::vector<std::string> api_keys;
+  int n_threads = 8;
   size_t max_body_bytes = kMaxBodyBytes;
-  // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
-  // fails, generation requests get 503 with its message at once and /health answers 503.
-  std::function<Status()> backend_status;
+  // HTTPS when both are set (PEM files).
+  std::string ssl_key_file;
+  std::string ssl_cert_file;
+  int timeout_seconds = 3600;  // read and write timeout of a connection
+  std::string api_prefix;      // served under this path ("/api"), without a trailing slash
+  std::string static_path;     // files served from this folder at /
+  bool reuse_port = false;
 };
 
 class HttpServer {
  public:
-  // The groups must be started; they and the model outlive the server.
-  HttpServer(ServerOptions options, const Model& model,
-             std::vector<std::unique_ptr<PipelineGroup>>& groups,
-             std::unique_ptr<ChatFormatter> chat, Metrics& metrics);
+  // The dispatcher outlives the server.
+  // The dispatcher and the log outlive the server; log may be null.
+  HttpServer(HttpOptions options, Dispatcher& dispatcher, Log* log);
   ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
 
   Status bind();
   int port() const { return port_; }
@@ -59,31 +55,14 @@ class HttpServer {
   void stop();
 
  private:
-  void routes();
-  void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  std::optional<ApiError> make_task(const CompletionRequest& creq, Task& task);
-  PipelineGroup& dispatch(const std::vector<int32_t>& prompt);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
-  void props(httplib::Response& res);
-  void slots(httplib::Response& res);
-  void metrics(httplib::Response& res);
-  void models(httplib::Response& res);
-  bool model_known(const std::string& name) const;
+  void install(std::vector<Route> routes);
 
-  ServerOptions options_;
-  const Model& model_;
-  const Tokenizer& tok_;
-  std::vector<std::unique_ptr<PipelineGroup>>& groups_;
-  std::unique_ptr<ChatFormatter> chat_;
-  Metrics& metrics_;
-  int32_t max_n_ = 1;  // the smallest group's slots: one task runs within one group
-  int32_t n_ctx_slot_ = 0;
-  class Listener;
-  std::unique_ptr<Listener> http_;
+  HttpOptions options_;
+  Log* log_;
+  std::unique_ptr<httplib::Server> http_;
+  std::function<void(int)> raise_backlog_;
+  Status setup_error_;
   int port_ = 0;
-  std::atomic<uint64_t> next_id_{1};
-  const int64_t created_;
 };
 
 }  // namespace strata::server

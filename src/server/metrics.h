@@ -20,6 +20,11 @@ class Histogram {
   explicit Histogram(std::vector<double> bounds);
   void observe(double v);
   void render(std::string& out, const std::string& name, const std::string& help) const;
+  // Mean of the observed values (0 before any).
+  double mean() const {
+    const uint64_t n = count_.load(std::memory_order_relaxed);
+    return n > 0 ? sum_.load(std::memory_order_relaxed) / static_cast<double>(n) : 0.0;
+  }
 
  private:
   std::vector<double> bounds_;
@@ -48,6 +53,9 @@ class Metrics {
   std::atomic<uint64_t> generated_tokens{0};
   std::atomic<uint64_t> decode_steps{0};
   std::atomic<uint64_t> decode_errors{0};
+  // Summed over finished requests: arrival to first token, first token to last (microseconds).
+  std::atomic<uint64_t> prompt_us{0};
+  std::atomic<uint64_t> predicted_us{0};
   Histogram ttft_seconds;
   Histogram tpot_seconds;
   Histogram batch_tokens;  // tokens per decode step

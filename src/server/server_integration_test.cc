@@ -226,7 +226,11 @@ TEST_F(ServerTest, Errors) {
   expect_error(post(s, "/v1/completions", R"({"prompt": "x", "top_p": 2})"), 400);
   expect_error(post(s, "/v1/completions", R"({"prompt": "x", "temperature": -1})"), 400);
   expect_error(post(s, "/v1/completions", R"({"prompt": "x", "n": 3})"), 400);
-  expect_error(post(s, "/v1/completions", R"({"prompt": "x", "model": "gpt-9"})"), 404);
+  // One model is served: any `model` name is answered (OpenAI SDKs send their own).
+  const Reply any_model =
+      post(s, "/v1/completions", R"({"prompt": "x", "model": "gpt-4o", "max_tokens": 2})");
+  EXPECT_EQ(any_model.status, 200) << any_model.raw;
+  EXPECT_EQ(any_model.body.value("model", ""), "gpt-4o");
   std::string long_prompt;
   for (int i = 0; i < 400; ++i) long_prompt += "word ";
   expect_error(post(s, "/v1/completions", Json{{"prompt", long_prompt}}.dump()), 400);
@@ -432,3 +436,412 @@ TEST_F(ServerTest, StoriesGreedyStory) {
 
 }  // namespace
 }  // namespace strata::server::itest
+
+namespace strata::server::itest {
+namespace {
+
+// The paths llama-server serves without /v1 answer like their /v1 twins.
+TEST_F(ServerTest, RoutesWithAndWithoutV1) {
+  ServerProcess s(args({}));
+  const std::string body = R"({"prompt": "Once", "max_tokens": 4, "temperature": 0})";
+  const Reply a = post(s, "/v1/completions", body);
+  const Reply b = post(s, "/completions", body);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_EQ(a.body["choices"][0]["text"], b.body["choices"][0]["text"]);
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                              "temperature": 0})";
+  const Reply c = post(s, "/v1/chat/completions", chat);
+  const Reply d = post(s, "/chat/completions", chat);
+  ASSERT_EQ(c.status, 200) << c.raw;
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(c.body["choices"][0]["message"]["content"], d.body["choices"][0]["message"]["content"]);
+  EXPECT_EQ(get(s, "/v1/health").status, 200);
+  EXPECT_EQ(get(s, "/models").status, 200);
+}
+
+TEST_F(ServerTest, ResponseFieldsAsLlamaServerReturnsThem) {
+  ServerProcess s(args({}));
+  const Reply n = post(s, "/completion", R"({"prompt": "Once upon", "n_predict": 4,
+                          "temperature": 0, "n_probs": 2, "return_tokens": true})");
+  ASSERT_EQ(n.status, 200) << n.raw;
+  const Json& j = n.body;
+  ASSERT_TRUE(j["tokens"].is_array());
+  EXPECT_EQ(j["tokens"].size(), 4u);
+  EXPECT_EQ(j["tokens_predicted"], 4);
+  EXPECT_EQ(j["stop_type"], "limit");
+  EXPECT_TRUE(j["stopped_limit"].get<bool>());
+  EXPECT_EQ(j["generation_settings"]["n_predict"], 4);
+  EXPECT_EQ(j["generation_settings"]["n_probs"], 2);
+  EXPECT_EQ(j["timings"]["predicted_n"], 4);
+  EXPECT_GT(j["timings"]["predicted_ms"].get<double>(), 0.0);
+  ASSERT_EQ(j["completion_probabilities"].size(), 4u);
+  const Json& p0 = j["completion_probabilities"][0];
+  EXPECT_EQ(p0["id"], j["tokens"][0]);
+  EXPECT_TRUE(p0["bytes"].is_array());
+  EXPECT_EQ(p0["top_logprobs"].size(), 2u);
+  EXPECT_TRUE(p0["top_logprobs"][0].contains("bytes"));
+  // The pieces' bytes spell the content.
+  std::string spelled;
+  for (const Json& p : j["completion_probabilities"]) {
+    for (const Json& byte : p["bytes"]) spelled += static_cast<char>(byte.get<int>());
+  }
+  EXPECT_EQ(spelled, j["content"].get<std::string>());
+
+  const Reply o = post(s, "/v1/chat/completions", R"({"messages": [{"role": "user",
+                          "content": "hi"}], "max_tokens": 3, "model": "gpt-4o"})");
+  ASSERT_EQ(o.status, 200) << o.raw;
+  EXPECT_TRUE(o.body.contains("system_fingerprint"));
+  EXPECT_EQ(o.body["timings"]["predicted_n"], 3);
+  EXPECT_EQ(o.body["model"], "gpt-4o");
+}
+
+TEST_F(ServerTest, LogitBiasSteersGreedyOutput) {
+  ServerProcess s(args({}));
+  const std::string base = R"({"prompt": "Once upon", "n_predict": 6, "temperature": 0,
+                              "return_tokens": true)";
+  const Reply plain = post(s, "/completion", base + "}");
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  const int first = plain.body["tokens"][0].get<int>();
+  // Banned ([[id, false]]): the greedy choice can no longer be that token.
+  const Reply banned =
+      post(s, "/completion", base + R"(, "logit_bias": [[)" + std::to_string(first) + ", false]]}");
+  ASSERT_EQ(banned.status, 200) << banned.raw;
+  for (const Json& t : banned.body["tokens"]) EXPECT_NE(t.get<int>(), first);
+  // A huge bias ({"id": bias}, OpenAI's form with a string key) makes it every token.
+  const Reply forced = post(s, "/v1/completions",
+                            R"({"prompt": "Once upon", "max_tokens": 3, "temperature": 0,
+                                "logit_bias": {"300": 1000}})");
+  ASSERT_EQ(forced.status, 200) << forced.raw;
+  const Reply tok = post(s, "/detokenize", R"({"tokens": [300, 300, 300]})");
+  EXPECT_EQ(forced.body["choices"][0]["text"], tok.body["content"]);
+  // A string token: its pieces' ids get the bias.
+  const Reply by_text = post(s, "/completion", base + R"(, "logit_bias": [["the", false]]})");
+  EXPECT_EQ(by_text.status, 200) << by_text.raw;
+  expect_error(post(s, "/completion", base + R"(, "logit_bias": [[999999, 1]]})"), 400);
+}
+
+TEST_F(ServerTest, ApplyTemplatePropsSlotsAndMetricsNames) {
+  ServerProcess s(args({"-np", "2", "--props"}));
+  const Reply t =
+      post(s, "/apply-template", R"({"messages": [{"role": "user", "content": "hello there"}]})");
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_NE(t.body["prompt"].get<std::string>().find("hello there"), std::string::npos);
+  const Reply props = get(s, "/props");
+  ASSERT_EQ(props.status, 200);
+  EXPECT_EQ(props.body["total_slots"], 2);
+  EXPECT_TRUE(props.body["default_generation_settings"]["params"].contains("temperature"));
+  EXPECT_EQ(post(s, "/props", "{}").status, 200);
+  EXPECT_EQ(get(s, "/slots").body.size(), 2u);
+  // Slot files need --slot-save-path; erasing does not.
+  expect_error(post(s, "/slots/0?action=save", R"({"filename": "a.bin"})"), 501);
+  expect_error(post(s, "/slots/0?action=explode", "{}"), 400);
+  expect_error(post(s, "/slots/9?action=erase", "{}"), 400);
+  const Reply erased = post(s, "/slots/0?action=erase", "{}");
+  EXPECT_EQ(erased.status, 200) << erased.raw;
+  EXPECT_EQ(erased.body["id_slot"], 0);
+  completion_text(s, "warm", 2);
+  const std::string m = get(s, "/metrics").raw;
+  for (const char* name : {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
+                           "llamacpp:n_decode_total", "strata_requests_total"}) {
+    EXPECT_NE(m.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(ServerTest, EndpointsOffUnlessAsked) {
+  ServerProcess s(args({"--no-slots"}), {{"LLAMA_ARG_ENDPOINT_METRICS", "0"}});
+  // --metrics is on the helper's command line, and the command line wins.
+  EXPECT_EQ(get(s, "/metrics").status, 200);
+  expect_error(get(s, "/slots"), 501);
+  expect_error(post(s, "/props", "{}"), 501);
+}
+
+TEST_F(ServerTest, InfillNeedsFimTokens) {
+  ServerProcess s(args({}));
+  // The synthetic vocabulary has no FIM tokens: a clear 501, not a made-up prompt.
+  expect_error(post(s, "/infill", R"J({"input_prefix": "def f(", "input_suffix": ")"})J"), 501);
+}
+
+TEST_F(ServerTest, VertexAiPredictionRoutes) {
+  ServerProcess s(args({}), {{"AIP_MODE", "PREDICTION"},
+                             {"AIP_PREDICT_ROUTE", "/v1/endpoints/e:predict"},
+                             {"AIP_HEALTH_ROUTE", "/ping"}});
+  EXPECT_EQ(get(s, "/ping").status, 200);
+  const Reply r = post(s, "/v1/endpoints/e:predict",
+                       R"({"instances": [{"prompt": "Once"}, {"messages": [{"role": "user",
+                          "content": "hi"}]}], "parameters": {"max_tokens": 2,
+                          "temperature": 0}})");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["predictions"].size(), 2u);
+  EXPECT_EQ(r.body["predictions"][0]["object"], "text_completion");
+  EXPECT_EQ(r.body["predictions"][1]["object"], "chat.completion");
+  EXPECT_EQ(r.body["predictions"][0]["usage"]["completion_tokens"], 2);
+}
+
+TEST_F(ServerTest, ApiKeyAsBearerOrXApiKey) {
+  ServerProcess s(args({"--api-key", "k1,k2"}));
+  httplib::Client c("127.0.0.1", s.port());
+  auto r1 = c.Post("/tokenize", {{"X-Api-Key", "k2"}}, R"({"content": "a"})", "application/json");
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->status, 200);
+  auto r2 = c.Post("/tokenize", {{"Authorization", "Bearer k1"}}, R"({"content": "a"})",
+                   "application/json");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 200);
+  auto r3 = c.Post("/tokenize", {{"X-Api-Key", "k3"}}, R"({"content": "a"})", "application/json");
+  ASSERT_TRUE(r3);
+  EXPECT_EQ(r3->status, 401);
+}
+
+}  // namespace
+}  // namespace strata::server::itest
+
+namespace strata::server {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace itest;
+
+// The continuation of a prompt with cache_prompt on: its text and how many prompt tokens came
+// from the slot's cache.
+std::pair<std::string, int> cached_completion(const ServerProcess& s, const std::string& prompt) {
+  const Json body = {{"prompt", prompt},
+                     {"n_predict", 12},
+                     {"temperature", 0},
+                     {"cache_prompt", true},
+                     {"id_slot", 0}};
+  Reply r = post(s, "/completion", body.dump());
+  EXPECT_EQ(r.status, 200) << r.raw;
+  if (r.status != 200) return {"", -1};
+  return {r.body["content"].get<std::string>(), r.body.value("tokens_cached", -1)};
+}
+
+// A template that opens <think> for the model (DeepSeek R1's): the reply is reasoning until
+// </think>, split out as reasoning_content unless the request or --reasoning-format says none.
+TEST_F(ServerTest, ChatReasoningIsSplitFromContent) {
+  ServerProcess s(args({"--chat-template", "deepseek-r1"}));
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "think"}], "max_tokens": 12, "temperature": 0)";
+  const Reply split = post(s, "/v1/chat/completions", body + "}");
+  ASSERT_EQ(split.status, 200) << split.raw;
+  const Json& m = split.body["choices"][0]["message"];
+  const std::string reasoning = m.value("reasoning_content", "");
+  EXPECT_FALSE(reasoning.empty()) << split.raw;
+  EXPECT_EQ(m["content"], "");
+  const Reply raw = post(s, "/v1/chat/completions", body + R"(, "reasoning_format": "none"})");
+  ASSERT_EQ(raw.status, 200) << raw.raw;
+  // The raw text, less the whitespace a split trims off the reasoning.
+  const std::string raw_text = raw.body["choices"][0]["message"]["content"];
+  EXPECT_EQ(raw_text.substr(raw_text.find_first_not_of(" \n")), reasoning);
+  EXPECT_FALSE(raw.body["choices"][0]["message"].contains("reasoning_content"));
+  expect_error(post(s, "/v1/chat/completions", body + R"(, "reasoning_format": "yes"})"), 400);
+
+  // Streamed: the reasoning deltas add up to the collected reasoning.
+  const Reply streamed = post(s, "/v1/chat/completions", body + R"(, "stream": true})");
+  bool done = false;
+  std::string sum;
+  std::string content;
+  for (const Json& e : sse_events(streamed.raw, &done)) {
+    sum += e["choices"][0]["delta"].value("reasoning_content", "");
+    content += e["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(sum, reasoning);
+  EXPECT_EQ(content, "");
+
+  ServerProcess none(args({"--chat-template", "deepseek-r1", "--reasoning-format", "none"}));
+  EXPECT_EQ(post(none, "/v1/chat/completions", body + "}").body["choices"][0]["message"]["content"],
+            raw_text);
+}
+
+// Anthropic's Messages API answers what the chat path answers, collected and streamed, and
+// counts the same prompt tokens.
+TEST_F(ServerTest, AnthropicMessagesOverTheChatPath) {
+  ServerProcess s(args({"-np", "2"}));
+  const std::string chat_body =
+      R"({"messages": [{"role": "system", "content": "be brief"},
+                       {"role": "user", "content": "hello"}], "max_tokens": 10,
+          "temperature": 0})";
+  const Reply chat = post(s, "/v1/chat/completions", chat_body);
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  const std::string text = chat.body["choices"][0]["message"]["content"];
+  const std::string body =
+      R"({"model": "claude-sonnet-4-5", "system": "be brief", "max_tokens": 10,
+          "temperature": 0, "messages": [{"role": "user", "content": [{"type": "text",
+          "text": "hello"}]}])";
+  const Reply msg = post(s, "/v1/messages", body + "}");
+  ASSERT_EQ(msg.status, 200) << msg.raw;
+  EXPECT_EQ(msg.body["type"], "message");
+  EXPECT_EQ(msg.body["role"], "assistant");
+  EXPECT_EQ(msg.body["content"][0]["type"], "text");
+  EXPECT_EQ(msg.body["content"][0]["text"], text);
+  EXPECT_EQ(msg.body["stop_reason"], "max_tokens");
+  EXPECT_EQ(msg.body["usage"]["output_tokens"], 10);
+  EXPECT_EQ(msg.body["usage"]["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+
+  const Reply streamed = post(s, "/v1/messages", body + R"(, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  bool done = false;
+  std::vector<std::string> types;
+  std::string sum;
+  for (const Json& e : sse_events(streamed.raw, &done)) {
+    types.push_back(e["type"]);
+    if (e["type"] == "content_block_delta") sum += e["delta"]["text"].get<std::string>();
+  }
+  EXPECT_FALSE(done);  // Anthropic's stream has no [DONE]
+  ASSERT_GE(types.size(), 5u);
+  EXPECT_EQ(types.front(), "message_start");
+  EXPECT_EQ(types[1], "content_block_start");
+  EXPECT_EQ(types[types.size() - 3], "content_block_stop");
+  EXPECT_EQ(types[types.size() - 2], "message_delta");
+  EXPECT_EQ(types.back(), "message_stop");
+  EXPECT_EQ(sum, text);
+
+  const Reply count = post(s, "/v1/messages/count_tokens", body + "}");
+  ASSERT_EQ(count.status, 200) << count.raw;
+  EXPECT_EQ(count.body["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+  const Reply chat_count = post(s, "/v1/chat/completions/input_tokens", chat_body);
+  EXPECT_EQ(chat_count.body["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+
+  // Errors come in Anthropic's shape.
+  const Reply bad = post(s, "/v1/messages", R"({"max_tokens": 5, "messages": "hello"})");
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["type"], "error");
+  EXPECT_EQ(bad.body["error"]["type"], "invalid_request_error");
+}
+
+// OpenAI's Responses API likewise.
+TEST_F(ServerTest, OpenAiResponsesOverTheChatPath) {
+  ServerProcess s(args({}));
+  const Reply chat = post(s, "/v1/chat/completions",
+                          R"({"messages": [{"role": "system", "content": "be brief"},
+                                           {"role": "user", "content": "hello"}],
+                              "max_tokens": 10, "temperature": 0})");
+  ASSERT_EQ(chat.status, 200) << chat.raw;
+  const std::string text = chat.body["choices"][0]["message"]["content"];
+  const std::string body = R"({"model": "gpt-5", "instructions": "be brief", "input": "hello",
+                               "max_output_tokens": 10, "temperature": 0)";
+  const Reply r = post(s, "/v1/responses", body + "}");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["object"], "response");
+  EXPECT_EQ(r.body["status"], "incomplete");
+  EXPECT_EQ(r.body["incomplete_details"]["reason"], "max_output_tokens");
+  ASSERT_EQ(r.body["output"].size(), 1u) << r.raw;
+  EXPECT_EQ(r.body["output"][0]["type"], "message");
+  EXPECT_EQ(r.body["output"][0]["content"][0]["text"], text);
+  EXPECT_EQ(r.body["usage"]["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+
+  const Reply streamed = post(s, "/v1/responses", body + R"(, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  bool done = false;
+  std::string sum;
+  std::vector<Json> events = sse_events(streamed.raw, &done);
+  ASSERT_GE(events.size(), 3u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["sequence_number"], i);
+    if (events[i]["type"] == "response.output_text.delta") sum += events[i]["delta"];
+  }
+  EXPECT_EQ(events.front()["type"], "response.created");
+  EXPECT_EQ(events.back()["type"], "response.incomplete");
+  EXPECT_EQ(events.back()["response"]["output"][0]["content"][0]["text"], text);
+  EXPECT_EQ(sum, text);
+
+  const Reply count = post(s, "/v1/responses/input_tokens", body + "}");
+  ASSERT_EQ(count.status, 200) << count.raw;
+  EXPECT_EQ(count.body["input_tokens"], chat.body["usage"]["prompt_tokens"]);
+  expect_error(post(s, "/v1/responses", R"({"input": 5})"), 400);
+}
+
+class ServerSlotsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("strata_slots_test_" + std::to_string(getpid()));
+    fs::create_directories(dir_ / "slots");
+    model_ = (dir_ / "synth.gguf").string();
+    ASSERT_EQ(run_command({STRATA_BINARY, "gguf", "gen", "-o", model_}), 0);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::vector<std::string> args(std::vector<std::string> more) const {
+    std::vector<std::string> a = {"-m", model_, "-t", "1", "-c", "1024", "-np", "1"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  fs::path dir_;
+  std::string model_;
+};
+
+// Save, erase, restore: the next turn's greedy text is byte for byte that of a server that
+// never lost the slot, and its prompt comes from the restored cache. A truncated file and
+// another model's file are refused and the slot stays usable.
+TEST_F(ServerSlotsTest, SaveEraseRestoreContinuesIdentically) {
+  const std::string turn1 = "Once upon a time the little girl";
+  std::string reply1, reference;
+  {
+    ServerProcess fresh(args({}));
+    reply1 = cached_completion(fresh, turn1).first;
+    reference = cached_completion(fresh, turn1 + reply1 + " and then").first;
+  }
+  ServerProcess s(args({"--slot-save-path", (dir_ / "slots").string()}));
+  EXPECT_EQ(cached_completion(s, turn1).first, reply1);
+  const Reply saved = post(s, "/slots/0?action=save", R"({"filename": "turn1.bin"})");
+  ASSERT_EQ(saved.status, 200) << saved.raw;
+  EXPECT_GT(saved.body["n_saved"].get<int>(), 0);
+  ASSERT_EQ(post(s, "/slots/0?action=erase", "{}").status, 200);
+  const Reply restored = post(s, "/slots/0?action=restore", R"({"filename": "turn1.bin"})");
+  ASSERT_EQ(restored.status, 200) << restored.raw;
+  EXPECT_EQ(restored.body["n_restored"], saved.body["n_saved"]);
+  const auto [text, cached] = cached_completion(s, turn1 + reply1 + " and then");
+  EXPECT_EQ(text, reference);
+  EXPECT_GT(cached, 0) << "the restored prompt was not reused";
+
+  // A truncated copy and a file of another model: clear errors, the slot goes on.
+  const fs::path file = dir_ / "slots" / "turn1.bin";
+  fs::copy_file(file, dir_ / "slots" / "cut.bin");
+  fs::resize_file(dir_ / "slots" / "cut.bin", fs::file_size(file) / 2);
+  const Reply cut = post(s, "/slots/0?action=restore", R"({"filename": "cut.bin"})");
+  EXPECT_EQ(cut.status, 400) << cut.raw;
+  const std::string other = (dir_ / "other.gguf").string();
+  ASSERT_EQ(run_command({STRATA_BINARY, "gguf", "gen", "-o", other, "--seed", "9"}), 0);
+  {
+    std::vector<std::string> a = args({"--slot-save-path", (dir_ / "slots").string()});
+    a[1] = other;
+    ServerProcess o(a);
+    cached_completion(o, turn1);
+    ASSERT_EQ(post(o, "/slots/0?action=save", R"({"filename": "other.bin"})").status, 200);
+  }
+  const Reply foreign = post(s, "/slots/0?action=restore", R"({"filename": "other.bin"})");
+  EXPECT_EQ(foreign.status, 400) << foreign.raw;
+  EXPECT_NE(foreign.raw.find("model"), std::string::npos) << foreign.raw;
+  EXPECT_EQ(cached_completion(s, turn1).first, reply1) << "the slot must stay usable";
+  EXPECT_EQ(post(s, "/slots/0?action=restore", R"({"filename": "../x.bin"})").status, 400);
+}
+
+// --sleep-idle-seconds frees the model when idle and the next request wakes it with the same
+// output; --context-shift lets a request run past its slot's context.
+TEST_F(ServerSlotsTest, SleepWakeAndContextShift) {
+  ServerProcess s(args({"--sleep-idle-seconds", "1"}));
+  const std::string before = completion_text(s, "Hello world", 8);
+  EXPECT_EQ(get(s, "/props").body["is_sleeping"], false);
+  bool slept = false;
+  for (int i = 0; i < 100 && !slept; ++i) {  // 1 s idle, then the sleeper's next check
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    slept = get(s, "/props").body["is_sleeping"] == true;
+  }
+  EXPECT_TRUE(slept) << "idle for 10 s and still awake";
+  EXPECT_EQ(completion_text(s, "Hello world", 8), before) << "after waking";
+  EXPECT_EQ(get(s, "/props").body["is_sleeping"], false);
+
+  ServerProcess shift(args({"-c", "64", "--context-shift", "--keep", "4"}));
+  const Json body = {
+      {"prompt", "Hello"}, {"n_predict", 120}, {"temperature", 0}, {"ignore_eos", true}};
+  const Reply r = post(shift, "/completion", body.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["tokens_predicted"], 120) << "the slot holds 64: the context was shifted";
+  ServerProcess no_shift(args({"-c", "64"}));
+  const Reply stopped = post(no_shift, "/completion", body.dump());
+  ASSERT_EQ(stopped.status, 200) << stopped.raw;
+  EXPECT_LT(stopped.body["tokens_predicted"].get<int>(), 120);
+}
+
+}  // namespace
+}  // namespace strata::server

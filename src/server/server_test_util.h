@@ -129,7 +129,8 @@ class ServerProcess : public ChildProcess {
   explicit ServerProcess(std::vector<std::string> args,
                          const std::vector<std::pair<std::string, std::string>>& env = {},
                          const std::string& log = "")
-      : ChildProcess(with_prefix({"serve", "--port", "0"}, std::move(args)), env, log) {}
+      : ChildProcess(with_prefix({"serve", "--port", "0", "--metrics"}, std::move(args)), env,
+                     log) {}
 
   std::unique_ptr<httplib::Client> client() const {
     auto c = std::make_unique<httplib::Client>("127.0.0.1", port());

@@ -21,6 +21,12 @@ namespace strata::server {
 
 using Clock = std::chrono::steady_clock;
 
+// Added to a token's logit before sampling; -infinity bans the token.
+struct TokenBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
+
 struct GenParams {
   SamplerParams sampling;
   int32_t n_predict = -1;  // -1: until the slot's context is full
@@ -33,6 +39,7 @@ struct GenParams {
   // repeat one prompt measure the prompt's cost, not the cache's).
   bool cache_prompt = true;
   bool logprobs = false;  // report the chosen tokens' log-probabilities (and n_probs alternatives)
+  std::vector<TokenBias> logit_bias;  // ids checked against the vocabulary by the parser
 };
 
 // One generated token with what `logprobs` reports.
@@ -45,14 +52,18 @@ struct TokenOut {
 struct Event {
   enum class Kind { kText, kDone, kError };
   Kind kind = Kind::kText;
-  int32_t index = 0;  // choice
-  std::string text;   // complete UTF-8 characters, never the start of a stop string
-  std::vector<TokenOut> tokens;
+  int32_t index = 0;             // choice
+  std::string text;              // complete UTF-8 characters, never the start of a stop string
+  std::vector<TokenOut> tokens;  // with `logprobs`
+  std::vector<int32_t> ids;      // the tokens generated since the last event
   // kDone
   std::string finish_reason;  // "stop" or "length"
   int32_t n_prompt = 0;
   int32_t n_cached = 0;  // prompt tokens whose KV was reused
   int32_t n_generated = 0;
+  std::string stop_type;    // eos, word or limit
+  double prompt_ms = 0;     // from arrival to the first generated token (queue and prompt)
+  double predicted_ms = 0;  // from the first generated token to the last
   // kError
   int http_status = 500;
   std::string error;

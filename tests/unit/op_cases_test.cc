@@ -275,6 +275,21 @@ const std::vector<OpCase>& cases() {
          c.node(Op::kRopeRates, c.out(DType::kF32, 16, 2, 3), {x, c.ids(3, 100), c.f32(8)}, {16, 0},
                 {1.0f});
        }},
+      {"rope_shift_f16_neox", Op::kRopeShift,
+       [](CaseGraph& c) {
+         const int32_t cache = c.weight(DType::kF16, 64, 10);  // 4 heads of 16
+         c.written(cache);
+         c.node(Op::kRopeShift, cache,
+                {cache, c.distinct_ids(4, 10), c.i32({-3, -100, -4000, 7}, 4)}, {16, 2, 16},
+                {10000.0f, 1.0f});
+       }},
+      {"rope_shift_f32_rates_partial", Op::kRopeShift,
+       [](CaseGraph& c) {
+         const int32_t cache = c.f32(64, 6);  // 2 heads of 32, 16 dims of each rotated
+         c.written(cache);
+         c.node(Op::kRopeShift, cache,
+                {cache, c.distinct_ids(3, 6), c.i32({-1, -50, -2}, 3), c.f32(8)}, {16, 0, 32});
+       }},
       {"scale", Op::kScale,
        [](CaseGraph& c) {
          const int32_t x = c.f32(48, 3);

@@ -1,0 +1,65 @@
+// What the server does across its pipeline groups that no single group can: slot files by the
+// server-wide slot id (/slots/{id}?action=...), and putting the model to sleep when idle
+// (--sleep-idle-seconds).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/group.h"
+#include "server/slot_store.h"
+
+namespace strata::server {
+
+// Slot ids run over the groups in order: group 0's slots first. Each action runs on the owning
+// group's decode thread between steps.
+class GroupSlotStore : public SlotStore {
+ public:
+  explicit GroupSlotStore(std::vector<std::unique_ptr<PipelineGroup>>& groups);
+  Result<SlotFileResult> save(int32_t slot, const std::string& path) override;
+  Result<SlotFileResult> restore(int32_t slot, const std::string& path) override;
+  Result<SlotFileResult> erase(int32_t slot) override;
+
+ private:
+  // The group of a server-wide id and the id within it.
+  Result<std::pair<PipelineGroup*, int32_t>> locate(int32_t slot);
+  std::vector<std::unique_ptr<PipelineGroup>>& groups_;
+};
+
+// After `idle` without a request, every group and then the engine free their device memory;
+// the next request (begin()) wakes them before it is posted. A sleep that a busy group refuses
+// is tried again after another idle period.
+class IdleSleeper {
+ public:
+  IdleSleeper(std::chrono::seconds idle, Engine& engine,
+              std::vector<std::unique_ptr<PipelineGroup>>& groups);
+  ~IdleSleeper();
+  IdleSleeper(const IdleSleeper&) = delete;
+  IdleSleeper& operator=(const IdleSleeper&) = delete;
+
+  // A request that needs the model is starting: wakes it when it sleeps. Thread-safe.
+  Status begin();
+  bool asleep();
+
+ private:
+  void run();
+  Status sleep_locked();
+
+  const std::chrono::seconds idle_;
+  Engine& engine_;
+  std::vector<std::unique_ptr<PipelineGroup>>& groups_;
+  std::mutex mu_;  // guards the fields below and every sleep/wake
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool asleep_ = false;
+  std::chrono::steady_clock::time_point last_begin_;
+  std::thread thread_;
+};
+
+}  // namespace strata::server

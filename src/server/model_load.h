@@ -1,0 +1,49 @@
+// Loading a model onto its devices: the local CPU and the `strata worker`s named by --rpc, in
+// stage order, with the layers shared by a split. Used by the server and by the other commands.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/context.h"
+#include "engine/engine.h"
+
+namespace strata::server {
+
+struct LoadOptions {
+  std::string model_path;
+  int n_threads = 0;      // CPU threads; 0: all cores
+  int64_t n_ctx = 0;      // KV cells in total; 0: the training context, at most 4096
+  int64_t min_ctx = 0;    // at least this many cells whatever n_ctx says
+  int64_t n_batch = 512;  // most tokens per decode step
+  DType kv_dtype = DType::kF16;
+  std::vector<std::string> rpc;        // worker endpoints, devices RPC0, RPC1... in this order
+  std::string rpc_token_file;          // the workers' shared secret ("" : none, or the env's)
+  std::optional<std::string> devices;  // comma list in stage order; default: RPCs, then CPU
+  std::vector<double> tensor_split;    // share of the layers per device, in stage order
+  // Layers on devices other than the CPU (llama.cpp's -ngl); the CPU keeps the rest. With a
+  // tensor split, the non-CPU devices share these layers in its proportions. Unset: the split
+  // (or free memory) decides alone.
+  std::optional<int64_t> n_gpu_layers;
+  bool use_mmap = true;
+  // Workers must run the key re-rotation of a context shift (checked when the split is made).
+  bool context_shift = false;
+  ProgressFn progress;
+};
+
+struct Loaded {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Context> context;
+};
+
+// Opens the model, places it on the devices and makes a context for n_seq sequences.
+Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq);
+
+// "a,b,c" -> {"a", "b", "c"}; "" -> {""}.
+std::vector<std::string> split_commas(const std::string& text);
+
+}  // namespace strata::server

@@ -1,0 +1,286 @@
+#include "server/reply_parse.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace strata::server {
+namespace {
+
+using F = ToolCallFormat;
+using R = ReasoningFormat;
+
+struct Call {
+  std::string name, arguments, id = "";
+};
+
+struct Case {
+  const char* what;
+  F format;
+  R reasoning;
+  bool forced_open;
+  std::string text;
+  std::string content;
+  std::string reasoning_text;
+  std::vector<Call> calls;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> kCases = {
+      {"plain content", F::kHermes, R::kAuto, false, "Hello there.", "Hello there.", "", {}},
+      {"no format: markers are content",
+       F::kNone,
+       R::kNone,
+       false,
+       "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>",
+       "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>",
+       "",
+       {}},
+      {"hermes one call after text",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Paris\"}}\n</tool_call>",
+       "Let me look.\n",
+       "",
+       {{"get_weather", "{\"city\":\"Paris\"}"}}},
+      {"hermes two calls",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n<tool_call>\n"
+       "{\"name\": \"b\", \"arguments\": {}}\n</tool_call>",
+       "",
+       "",
+       {{"a", "{\"x\":1}"}, {"b", "{}"}}},
+      {"hermes: stringified arguments kept",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"k\\\": 2}\"}</tool_call>",
+       "",
+       "",
+       {{"a", "{\"k\": 2}"}}},
+      {"hermes: JSON that is not a call is content",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "<tool_call>{\"x\": 1}</tool_call> done",
+       "<tool_call>{\"x\": 1}</tool_call> done",
+       "",
+       {}},
+      {"qwen3: think then call",
+       F::kHermes,
+       R::kDeepseek,
+       false,
+       "<think>\nNeed the weather.\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": "
+       "{\"c\": \"Oslo\"}}\n</tool_call>",
+       "",
+       "Need the weather.",
+       {{"w", "{\"c\":\"Oslo\"}"}}},
+      {"reasoning none keeps think in content",
+       F::kNone,
+       R::kNone,
+       false,
+       "<think>hmm</think>Answer",
+       "<think>hmm</think>Answer",
+       "",
+       {}},
+      {"deepseek-legacy copies the block",
+       F::kNone,
+       R::kDeepseekLegacy,
+       false,
+       "<think>hmm</think>Answer",
+       "<think>hmm</think>Answer",
+       "hmm",
+       {}},
+      {"forced open think (R1 prompt)",
+       F::kDeepSeekR1,
+       R::kAuto,
+       true,
+       "I should add.\n</think>\n\nThe sum is 4.",
+       "The sum is 4.",
+       "I should add.",
+       {}},
+      {"unclosed think is all reasoning",
+       F::kNone,
+       R::kDeepseek,
+       false,
+       "<think>still going",
+       "",
+       "still going",
+       {}},
+      {"llama3 call",
+       F::kLlama3,
+       R::kNone,
+       false,
+       "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"UTC\"}}",
+       "",
+       "",
+       {{"get_time", "{\"tz\":\"UTC\"}"}}},
+      {"llama3 typed call and a second one",
+       F::kLlama3,
+       R::kNone,
+       false,
+       "{\"type\": \"function\", \"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", "
+       "\"parameters\": {\"n\": 3}}",
+       "",
+       "",
+       {{"a", "{}"}, {"b", "{\"n\":3}"}}},
+      {"llama3 prose is content",
+       F::kLlama3,
+       R::kNone,
+       false,
+       "It is noon.",
+       "It is noon.",
+       "",
+       {}},
+      {"llama3 JSON without parameters is content",
+       F::kLlama3,
+       R::kNone,
+       false,
+       "{\"name\": \"x\"}",
+       "{\"name\": \"x\"}",
+       "",
+       {}},
+      {"mistral array with ids",
+       F::kMistral,
+       R::kNone,
+       false,
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123XYZ\"}, "
+       "{\"name\": \"g\", \"arguments\": {}, \"id\": \"def456UVW\"}]",
+       "",
+       "",
+       {{"f", "{\"a\":1}", "abc123XYZ"}, {"g", "{}", "def456UVW"}}},
+      {"mistral name[ARGS] form",
+       F::kMistral,
+       R::kNone,
+       false,
+       "Sure. [TOOL_CALLS]search[ARGS]{\"q\": \"cats\"}",
+       "Sure. ",
+       "",
+       {{"search", "{\"q\":\"cats\"}"}}},
+      {"functionary v3.2 content then call",
+       F::kFunctionaryV32,
+       R::kNone,
+       false,
+       "all\nChecking now.>>>get_weather\n{\"location\": \"Rome\"}",
+       "Checking now.",
+       "",
+       {{"get_weather", "{\"location\":\"Rome\"}"}}},
+      {"functionary v3.2 content only",
+       F::kFunctionaryV32,
+       R::kNone,
+       false,
+       "all\nHi there",
+       "Hi there",
+       "",
+       {}},
+      {"functionary v3.1",
+       F::kFunctionaryV31,
+       R::kNone,
+       false,
+       "Ok <function=lookup>{\"id\": 7}</function>",
+       "Ok ",
+       "",
+       {{"lookup", "{\"id\":7}"}}},
+      {"deepseek r1 calls",
+       F::kDeepSeekR1,
+       R::kAuto,
+       false,
+       "<think>use tool</think>\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+       "get_weather\n```json\n{\"city\": \"Lima\"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>"
+       "function<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "",
+       "use tool",
+       {{"get_weather", "{\"city\":\"Lima\"}"}, {"now", "{}"}}},
+      {"unfinished call at the end is content",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "x <tool_call>{\"name\": \"a\", \"argu",
+       "x <tool_call>{\"name\": \"a\", \"argu",
+       "",
+       {}},
+      {"utf-8 content",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "Grüße, 日本 🦙",
+       "Grüße, 日本 🦙",
+       "",
+       {}},
+  };
+  return kCases;
+}
+
+ReplyParseOptions options(const Case& c) { return {c.format, c.reasoning, c.forced_open}; }
+
+void expect_reply(const Case& c, const ParsedReply& got, const char* how) {
+  EXPECT_EQ(got.content, c.content) << c.what << " (" << how << ")";
+  EXPECT_EQ(got.reasoning, c.reasoning_text) << c.what << " (" << how << ")";
+  ASSERT_EQ(got.tool_calls.size(), c.calls.size()) << c.what << " (" << how << ")";
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    EXPECT_EQ(got.tool_calls[i].name, c.calls[i].name) << c.what;
+    EXPECT_EQ(got.tool_calls[i].arguments, c.calls[i].arguments) << c.what;
+    if (!c.calls[i].id.empty()) EXPECT_EQ(got.tool_calls[i].id, c.calls[i].id) << c.what;
+  }
+}
+
+TEST(ReplyParse, EveryFormat) {
+  for (const Case& c : cases()) expect_reply(c, parse_reply(c.text, options(c), false), "whole");
+}
+
+// Streamed byte by byte, the deltas add up to the whole parse, a tool call is sent once and
+// whole, and no delta splits a UTF-8 character.
+TEST(ReplyParse, StreamingByteByByteAddsUpToTheWhole) {
+  for (const Case& c : cases()) {
+    ReplyStream stream(options(c), "call_");
+    std::string content, reasoning;
+    std::vector<ToolCall> calls;
+    for (size_t n = 0; n <= c.text.size(); ++n) {
+      const ReplyDelta d = stream.update(std::string_view(c.text).substr(0, n), n == c.text.size());
+      for (const std::string* s : {&d.content, &d.reasoning}) {
+        if (!s->empty()) {
+          const auto last = static_cast<uint8_t>(s->back());
+          EXPECT_TRUE(last < 0x80 || (last & 0xC0) == 0x80)
+              << c.what << ": delta ends mid-character";
+        }
+      }
+      content += d.content;
+      reasoning += d.reasoning;
+      EXPECT_EQ(d.first_tool_index, calls.size()) << c.what;
+      for (const ToolCall& t : d.tool_calls) calls.push_back(t);
+    }
+    ParsedReply got{content, reasoning, calls};
+    expect_reply(c, got, "streamed");
+    for (size_t i = 0; i < calls.size(); ++i) {
+      EXPECT_FALSE(calls[i].id.empty()) << c.what;
+      if (c.calls[i].id.empty()) EXPECT_EQ(calls[i].id, "call_" + std::to_string(i)) << c.what;
+    }
+  }
+}
+
+TEST(ReplyParse, FormatFromTheTemplate) {
+  EXPECT_EQ(tool_call_format_detect("{{- '<tool_call>\\n' }}{{ tool_call | tojson }}"), F::kHermes);
+  EXPECT_EQ(tool_call_format_detect("[AVAILABLE_TOOLS]...[TOOL_CALLS]"), F::kMistral);
+  EXPECT_EQ(tool_call_format_detect("<|start_header_id|>ipython<|end_header_id|>"), F::kLlama3);
+  EXPECT_EQ(tool_call_format_detect("<｜tool▁calls▁begin｜>"), F::kDeepSeekR1);
+  EXPECT_EQ(tool_call_format_detect(">>>all"), F::kFunctionaryV32);
+  EXPECT_EQ(tool_call_format_detect("{% for message in messages %}{{ message.content }}"),
+            F::kNone);
+  EXPECT_EQ(tool_call_format_detect("{% if tools %}{{ tools | tojson }}{% endif %}"), F::kHermes);
+}
+
+TEST(ReplyParse, ReasoningFormatNames) {
+  EXPECT_EQ(*reasoning_format_from_name("deepseek"), R::kDeepseek);
+  EXPECT_EQ(*reasoning_format_from_name("none"), R::kNone);
+  const auto bad = reasoning_format_from_name("thinky");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'thinky'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::server

@@ -1,0 +1,662 @@
+#include "server/serve_args_rows.h"
+
+namespace strata::server::serve_rows {
+
+void add_common_rows(std::vector<Row>& t) {
+  // --- Common
+  t.push_back({{"-h", "--help", "--usage"},
+               {},
+               nullptr,
+               K::kSwitch,
+               "",
+               "",
+               "print this help and exit",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(help))});
+  t.push_back({{"--version"},
+               {},
+               nullptr,
+               K::kSwitch,
+               "",
+               "",
+               "print the version and exit",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(version))});
+  t.push_back({{"--list-devices"},
+               {},
+               nullptr,
+               K::kSwitch,
+               "",
+               "",
+               "print the devices (the CPU and the --rpc workers) and exit",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(list_devices))});
+  refused(t, {"-cl", "--cache-list"}, K::kSwitch, "strata keeps no model cache");
+  ignored(t, {"--completion-bash"}, K::kSwitch, "no completion script");
+  t.push_back({{"-t", "--threads"},
+               {},
+               "LLAMA_ARG_THREADS",
+               K::kValue,
+               "N",
+               "all cores",
+               "CPU threads (-1: all cores)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 STRATA_ASSIGN_OR_RETURN(int64_t n, parse_arg_int(v, -1, 1024));
+                 a.options.load.n_threads = n <= 0 ? 0 : static_cast<int>(n);
+                 return Status::ok();
+               }});
+  ignored(t, {"-tb", "--threads-batch"}, K::kValue,
+          "one thread pool serves prompts and decoding (-t)");
+  for (const char* f : {"-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
+                        "--poll", "-Cb", "--cpu-mask-batch", "-Crb", "--cpu-range-batch",
+                        "--cpu-strict-batch", "--prio-batch", "--poll-batch"}) {
+    ignored(t, {f}, K::kValue, kNoPin);
+  }
+  t.push_back({{"-c", "--ctx-size"},
+               {},
+               "LLAMA_ARG_CTX_SIZE",
+               K::kValue,
+               "N",
+               "0: the training context, at most 4096",
+               "KV cells in total, split evenly between the slots",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.load.n_ctx), 0, 1 << 24)});
+  t.push_back({{"-n", "--predict", "--n-predict"},
+               {},
+               "LLAMA_ARG_N_PREDICT",
+               K::kValue,
+               "N",
+               "-1: until the slot's context is full",
+               "tokens to generate when a request does not say",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.defaults.n_predict), -1, kMaxI32)});
+  t.push_back({{"-b", "--batch-size"},
+               {},
+               "LLAMA_ARG_BATCH",
+               K::kValue,
+               "N",
+               "512",
+               "most tokens per decode step",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.load.n_batch), 1, 1 << 16)});
+  ignored(t, {"-ub", "--ubatch-size"}, K::kValue, "one batch size: -b", "LLAMA_ARG_UBATCH");
+  t.push_back({{"--keep"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0",
+               "prompt tokens a context shift keeps",
+               S::kCommon,
+               E::kApplied,
+               "",
+               "0",
+               int_to(STRATA_FIELD(options.n_keep), -1, kMaxI32)});
+  ignored(t, {"--swa-full"}, K::kSwitch, "the KV cache keeps every position of every layer",
+          "LLAMA_ARG_SWA_FULL");
+  ignored(t, {"-fa", "--flash-attn"}, K::kValue, "strata's attention is its own kernel",
+          "LLAMA_ARG_FLASH_ATTN");
+  ignored(t, {"--perf"}, K::kSwitch, "timings are always in responses", "LLAMA_ARG_PERF",
+          S::kCommon, {"--no-perf"});
+  ignored(t, {"-e", "--escape"}, K::kSwitch, "prompts come over HTTP, unescaped", nullptr,
+          S::kCommon, {"--no-escape"});
+  for (auto [f, env] : std::vector<std::pair<const char*, const char*>>{
+           {"--rope-scaling", "LLAMA_ARG_ROPE_SCALING_TYPE"},
+           {"--rope-scale", "LLAMA_ARG_ROPE_SCALE"},
+           {"--rope-freq-base", "LLAMA_ARG_ROPE_FREQ_BASE"},
+           {"--rope-freq-scale", "LLAMA_ARG_ROPE_FREQ_SCALE"},
+           {"--yarn-orig-ctx", "LLAMA_ARG_YARN_ORIG_CTX"},
+           {"--yarn-ext-factor", "LLAMA_ARG_YARN_EXT_FACTOR"},
+           {"--yarn-attn-factor", "LLAMA_ARG_YARN_ATTN_FACTOR"},
+           {"--yarn-beta-slow", "LLAMA_ARG_YARN_BETA_SLOW"},
+           {"--yarn-beta-fast", "LLAMA_ARG_YARN_BETA_FAST"}}) {
+    refused(t, {f}, K::kValue,
+            "the model's own rope settings are used; overriding them is not supported", env);
+  }
+  ignored(t, {"-kvo", "--kv-offload"}, K::kSwitch,
+          "each layer's KV cache lives on its layer's device", "LLAMA_ARG_KV_OFFLOAD", S::kCommon,
+          {"-nkvo", "--no-kv-offload"}, "true");
+  ignored(t, {"--repack"}, K::kSwitch, "weights are used in their GGUF layout", "LLAMA_ARG_REPACK",
+          S::kCommon, {"-nr", "--no-repack"});
+  ignored(t, {"--no-host"}, K::kSwitch, kNoGpu, "LLAMA_ARG_NO_HOST");
+  t.push_back(
+      {{"-ctk", "--cache-type-k"},
+       {},
+       "LLAMA_ARG_CACHE_TYPE_K",
+       K::kValue,
+       "TYPE",
+       "f16",
+       "KV cache type of K: f16 or f32 (the same as V's)",
+       S::kCommon,
+       E::kApplied,
+       "",
+       nullptr,
+       [](ServeArgs& a, const std::string& v) { return set_cache_type(a.cache_type_k, v); }});
+  t.push_back(
+      {{"-ctv", "--cache-type-v"},
+       {},
+       "LLAMA_ARG_CACHE_TYPE_V",
+       K::kValue,
+       "TYPE",
+       "f16",
+       "KV cache type of V: f16 or f32 (the same as K's)",
+       S::kCommon,
+       E::kApplied,
+       "",
+       nullptr,
+       [](ServeArgs& a, const std::string& v) { return set_cache_type(a.cache_type_v, v); }});
+  ignored(t, {"-dt", "--defrag-thold"}, K::kValue, "deprecated; strata's KV cells are per slot",
+          "LLAMA_ARG_DEFRAG_THOLD");
+  t.push_back({{"--rpc"},
+               {},
+               "LLAMA_ARG_RPC",
+               K::kValue,
+               "H:P,...",
+               "",
+               "split the model over `strata worker`s (devices RPC0, RPC1... in this order)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) {
+                 a.options.load.rpc = split_commas(v);
+                 return Status::ok();
+               }});
+  ignored(t, {"--mlock"}, K::kSwitch, "memory is not locked", "LLAMA_ARG_MLOCK", S::kCommon, {},
+          "false");
+  t.push_back(
+      {{"--mmap"},
+       {"--no-mmap"},
+       "LLAMA_ARG_MMAP",
+       K::kSwitch,
+       "",
+       "mmap",
+       "use the weights in place in the file's mapping; --no-mmap copies them into memory with "
+       "2 MiB pages (faster decode, slower load)",
+       S::kCommon,
+       E::kApplied,
+       "",
+       nullptr,
+       bool_to(STRATA_FIELD(options.load.use_mmap))});
+  ignored(t, {"-dio", "--direct-io"}, K::kSwitch, "files are read through the page cache",
+          "LLAMA_ARG_DIO", S::kCommon, {"-ndio", "--no-direct-io"}, "false");
+  t.push_back({{"-lm", "--load-mode"},
+               {},
+               "LLAMA_ARG_LOAD_MODE",
+               K::kValue,
+               "MODE",
+               "auto",
+               "auto/mmap: map the file; none/dio: copy the weights (mlock is not applied)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               set_load_mode});
+  ignored(t, {"--numa"}, K::kValue, kNoPin, "LLAMA_ARG_NUMA");
+  t.push_back({{"-dev", "--device"},
+               {},
+               "LLAMA_ARG_DEVICE",
+               K::kValue,
+               "LIST",
+               "RPC workers, then CPU",
+               "devices in stage order, e.g. RPC0,RPC1,CPU; none: the CPU alone",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) {
+                 a.options.load.devices = v == "none" ? std::string("CPU") : v;
+                 return Status::ok();
+               }});
+  refused(t, {"-ot", "--override-tensor"}, K::kValue,
+          "a tensor's device is its layer's; buffer-type overrides are not supported",
+          "LLAMA_ARG_OVERRIDE_TENSOR");
+  ignored(t, {"-cmoe", "--cpu-moe"}, K::kSwitch, kNoGpu, "LLAMA_ARG_CPU_MOE");
+  ignored(t, {"-ncmoe", "--n-cpu-moe"}, K::kValue, kNoGpu, "LLAMA_ARG_N_CPU_MOE");
+  t.push_back(
+      {{"-ngl", "--gpu-layers", "--n-gpu-layers"},
+       {},
+       "LLAMA_ARG_N_GPU_LAYERS",
+       K::kValue,
+       "N",
+       "auto",
+       "layers on the devices other than the CPU (the --rpc workers, shared by --tensor-split); "
+       "the CPU keeps the rest; auto: by the split or free memory; all",
+       S::kCommon,
+       E::kApplied,
+       "",
+       nullptr,
+       set_gpu_layers});
+  t.push_back({{"-sm", "--split-mode"},
+               {},
+               "LLAMA_ARG_SPLIT_MODE",
+               K::kValue,
+               "MODE",
+               "layer",
+               "layer (or none): whole layers per device; row and tensor splits are not supported",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs&, const std::string& v) -> Status {
+                 if (v == "layer" || v == "none") return Status::ok();
+                 return invalid_argument("strata splits by layer; '" + v + "' is not supported");
+               }});
+  t.push_back({{"-ts", "--tensor-split"},
+               {},
+               "LLAMA_ARG_TENSOR_SPLIT",
+               K::kValue,
+               "S,...",
+               "free memory",
+               "share of the layers per device, in --device order",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               set_split});
+  ignored(t, {"-mg", "--main-gpu"}, K::kValue, kNoGpu, "LLAMA_ARG_MAIN_GPU");
+  ignored(t, {"-fit", "--fit"}, K::kValue, "placement is checked, not adjusted", "LLAMA_ARG_FIT");
+  ignored(t, {"-fitt", "--fit-target"}, K::kValue, kNoGpu, "LLAMA_ARG_FIT_TARGET");
+  ignored(t, {"-fitc", "--fit-ctx"}, K::kValue, kNoGpu, "LLAMA_ARG_FIT_CTX");
+  ignored(t, {"--check-tensors"}, K::kSwitch,
+          "tensors are checked for shape and bounds, not values");
+  refused(t, {"--override-kv"}, K::kValue, "the model's metadata is used as written");
+  ignored(t, {"--op-offload"}, K::kSwitch, kNoGpu, nullptr, S::kCommon, {"--no-op-offload"});
+  for (const char* f : {"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled",
+                        "--control-vector-layer-range"}) {
+    refused(t, {f}, K::kValue, "strata has no LoRA or control vectors");
+  }
+  t.push_back({{"-m", "--model"},
+               {},
+               "LLAMA_ARG_MODEL",
+               K::kValue,
+               "FILE",
+               "",
+               "the GGUF model",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               string_to(STRATA_FIELD(options.load.model_path))});
+  refused(t, {"-mu", "--model-url"}, K::kValue, kDownload, "LLAMA_ARG_MODEL_URL");
+  refused(t, {"-dr", "--docker-repo"}, K::kValue, kDownload, "LLAMA_ARG_DOCKER_REPO");
+  refused(t, {"-hf", "-hfr", "--hf-repo"}, K::kValue, kDownload, "LLAMA_ARG_HF_REPO");
+  refused(t, {"-hff", "--hf-file"}, K::kValue, kDownload, "LLAMA_ARG_HF_FILE");
+  // No environment variable: HF_TOKEN is often set for other tools.
+  ignored(t, {"-hft", "--hf-token"}, K::kValue, kDownload);
+  t.push_back({{"--log-disable"},
+               {},
+               nullptr,
+               K::kSwitch,
+               "",
+               "",
+               "no log",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(log.disabled))});
+  t.push_back({{"--log-file"},
+               {},
+               "LLAMA_ARG_LOG_FILE",
+               K::kValue,
+               "FILE",
+               "stderr",
+               "append the log to this file",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               string_to(STRATA_FIELD(log.file))});
+  ignored(t, {"--log-colors"}, K::kValue, "the log has no colours", "LLAMA_ARG_LOG_COLORS");
+  t.push_back({{"-v", "--verbose", "--log-verbose"},
+               {},
+               nullptr,
+               K::kSwitch,
+               "",
+               "",
+               "log everything (each request at trace level)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) {
+                 if (v == "true") a.log.verbosity = 1000;
+                 return Status::ok();
+               }});
+  t.push_back({{"-lv", "--verbosity", "--log-verbosity"},
+               {},
+               "LLAMA_ARG_LOG_VERBOSITY",
+               K::kValue,
+               "N",
+               "3",
+               "log levels up to N: 1 error, 2 warning, 3 info, 4 trace (requests), 5 debug",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(log.verbosity), 0, 1000)});
+  t.push_back({{"--log-prefix"},
+               {"--no-log-prefix"},
+               "LLAMA_ARG_LOG_PREFIX",
+               K::kSwitch,
+               "",
+               "off",
+               "a level letter before each log line",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(log.prefix))});
+  t.push_back({{"--log-timestamps"},
+               {"--no-log-timestamps"},
+               "LLAMA_ARG_LOG_TIMESTAMPS",
+               K::kSwitch,
+               "",
+               "off",
+               "seconds since start before each log line",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(log.timestamps))});
+  // strata never reaches the network for models: offline is what it always is.
+  t.push_back({{"--offline"},
+               {},
+               "LLAMA_ARG_OFFLINE",
+               K::kSwitch,
+               "",
+               "always",
+               "never use the network for models (strata never does)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               nullptr});
+  ignored(t, {"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, K::kValue, kNoSpec,
+          "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K");
+  ignored(t, {"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, K::kValue, kNoSpec,
+          "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V");
+}
+
+void add_sampling_rows(std::vector<Row>& t) {
+  // --- Sampling defaults
+  refused(t, {"--samplers"}, K::kValue,
+          "strata's chain is fixed: penalties, top_k, top_p, min_p, temperature", nullptr,
+          S::kSampling);
+  refused(t, {"--sampler-seq", "--sampling-seq"}, K::kValue,
+          "strata's chain is fixed: penalties, top_k, top_p, min_p, temperature", nullptr,
+          S::kSampling);
+  t.push_back({{"-s", "--seed"},
+               {},
+               nullptr,
+               K::kValue,
+               "SEED",
+               "-1: a fresh seed per request",
+               "sampling seed of requests without one",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 STRATA_ASSIGN_OR_RETURN(int64_t s, parse_arg_int(v, -1, INT64_MAX));
+                 a.options.default_seeded = s >= 0;
+                 a.options.defaults.sampling.seed = s >= 0 ? static_cast<uint64_t>(s) : 0;
+                 return Status::ok();
+               }});
+  t.push_back({{"--ignore-eos"},
+               {},
+               nullptr,
+               K::kSwitch,
+               "",
+               "off",
+               "generate past the end-of-generation token",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(options.defaults.ignore_eos))});
+  t.push_back({{"--temp", "--temperature"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.8",
+               "temperature (0: greedy)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.temperature), 0, 1e6)});
+  t.push_back({{"--top-k"},
+               {},
+               "LLAMA_ARG_TOP_K",
+               K::kValue,
+               "N",
+               "40",
+               "top-k (0: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.defaults.sampling.top_k), -1, kMaxI32)});
+  t.push_back({{"--top-p"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.95",
+               "top-p (1.0: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.top_p), 0, 1)});
+  t.push_back({{"--min-p"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.05",
+               "min-p (0.0: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.min_p), 0, 1)});
+  t.push_back({{"--top-nsigma", "--top-n-sigma"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "-1",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               only_disabled("top-n-sigma", -1)});
+  t.push_back({{"--xtc-probability"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               only_disabled("XTC", 0)});
+  ignored(t, {"--xtc-threshold"}, K::kValue,
+          "strata has no XTC sampler (--xtc-probability stays 0)", nullptr, S::kSampling);
+  t.push_back({{"--typical", "--typical-p"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "1",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               only_disabled("locally typical", 1)});
+  t.push_back(
+      {{"--repeat-last-n"},
+       {},
+       nullptr,
+       K::kValue,
+       "N",
+       "64",
+       "tokens the penalties look back over (0: off, -1: all)",
+       S::kSampling,
+       E::kApplied,
+       "",
+       nullptr,
+       int_to(STRATA_FIELD(options.defaults.sampling.repeat_last_n), -1, kSamplerMaxRepeatLastN)});
+  t.push_back({{"--repeat-penalty"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "1.0",
+               "repetition penalty (1.0: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.repeat_penalty), 0, 1e6)});
+  t.push_back({{"--presence-penalty"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.0",
+               "presence penalty (0.0: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.presence_penalty), -1e6, 1e6)});
+  t.push_back({{"--frequency-penalty"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.0",
+               "frequency penalty (0.0: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.frequency_penalty), -1e6, 1e6)});
+  t.push_back({{"--dry-multiplier"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               only_disabled("DRY", 0)});
+  for (const char* f :
+       {"--dry-base", "--dry-allowed-length", "--dry-penalty-last-n", "--dry-sequence-breaker"}) {
+    ignored(t, {f}, K::kValue, kNoDry, nullptr, S::kSampling);
+  }
+  t.push_back({{"--adaptive-target"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "-1",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs&, const std::string& v) -> Status {
+                 STRATA_ASSIGN_OR_RETURN(double x, parse_arg_double(v, -1e9, 1e9));
+                 if (x < 0) return Status::ok();
+                 return invalid_argument(
+                     "strata has no adaptive-p sampler; only a negative value is accepted");
+               }});
+  ignored(t, {"--adaptive-decay"}, K::kValue, "strata has no adaptive-p sampler", nullptr,
+          S::kSampling);
+  t.push_back({{"--dynatemp-range"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               only_disabled("dynamic temperature", 0)});
+  ignored(t, {"--dynatemp-exp"}, K::kValue, "strata has no dynamic temperature", nullptr,
+          S::kSampling);
+  t.push_back({{"--mirostat"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0",
+               "",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               only_disabled("Mirostat", 0)});
+  ignored(t, {"--mirostat-lr"}, K::kValue, "strata has no Mirostat sampler", nullptr, S::kSampling);
+  ignored(t, {"--mirostat-ent"}, K::kValue, "strata has no Mirostat sampler", nullptr,
+          S::kSampling);
+  t.push_back(
+      {{"-l", "--logit-bias"},
+       {},
+       nullptr,
+       K::kValue,
+       "ID(+/-)BIAS",
+       "",
+       "add BIAS to token ID's logit in every request (repeatable), e.g. 15043+1 or 15043-inf",
+       S::kSampling,
+       E::kApplied,
+       "",
+       nullptr,
+       set_logit_bias_flag});
+  for (const char* f :
+       {"--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file"}) {
+    refused(t, {f}, K::kValue, "strata has no grammar or JSON-schema constraints", nullptr,
+            S::kSampling);
+  }
+  ignored(t, {"-bs", "--backend-sampling"}, K::kSwitch, "the server samples on the CPU",
+          "LLAMA_ARG_BACKEND_SAMPLING", S::kSampling, {}, "false");
+}
+
+}  // namespace strata::server::serve_rows

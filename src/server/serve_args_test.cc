@@ -1,0 +1,223 @@
+#include "server/serve_args.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace strata::server {
+namespace {
+
+struct Parsed {
+  Result<ArgReport> report;
+  ServeArgs args;
+};
+
+Parsed parse(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
+  Parsed p{ArgReport{}, ServeArgs{}};
+  p.report = parse_serve_args(
+      argv,
+      [&env](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      p.args);
+  return p;
+}
+
+TEST(ServeArgs, LlamaServerCommandLineFromTheIssue) {
+  Parsed p = parse({"-m", "model.gguf", "--temp", "0.8", "--seed", "42", "--jinja", "-np", "4"});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  const ServerOptions& o = p.args.options;
+  EXPECT_EQ(o.load.model_path, "model.gguf");
+  EXPECT_FLOAT_EQ(o.defaults.sampling.temperature, 0.8f);
+  EXPECT_TRUE(o.default_seeded);
+  EXPECT_EQ(o.defaults.sampling.seed, 42u);
+  EXPECT_TRUE(o.jinja);
+  EXPECT_EQ(o.n_slots, 4);
+  EXPECT_TRUE(p.report->notes.empty());
+}
+
+TEST(ServeArgs, ShortAndLongSpellingsSetTheSameField) {
+  for (const auto& [short_name, long_name] :
+       std::vector<std::pair<std::string, std::string>>{{"-c", "--ctx-size"},
+                                                        {"-n", "--n-predict"},
+                                                        {"-b", "--batch-size"},
+                                                        {"-np", "--parallel"},
+                                                        {"-t", "--threads"}}) {
+    Parsed a = parse({short_name, "7"});
+    Parsed b = parse({long_name, "7"});
+    ASSERT_TRUE(a.report.is_ok() && b.report.is_ok()) << short_name;
+    EXPECT_EQ(a.args.options.load.n_ctx, b.args.options.load.n_ctx);
+    EXPECT_EQ(a.args.options.defaults.n_predict, b.args.options.defaults.n_predict);
+    EXPECT_EQ(a.args.options.load.n_batch, b.args.options.load.n_batch);
+    EXPECT_EQ(a.args.options.n_slots, b.args.options.n_slots);
+    EXPECT_EQ(a.args.options.load.n_threads, b.args.options.load.n_threads);
+  }
+  Parsed eq = parse({"--ctx-size=1024"});
+  ASSERT_TRUE(eq.report.is_ok());
+  EXPECT_EQ(eq.args.options.load.n_ctx, 1024);
+}
+
+TEST(ServeArgs, CommandLineWinsOverEnvironmentWhichWinsOverDefault) {
+  Parsed env_only = parse({}, {{"LLAMA_ARG_CTX_SIZE", "2048"}, {"LLAMA_ARG_TOP_K", "5"}});
+  ASSERT_TRUE(env_only.report.is_ok());
+  EXPECT_EQ(env_only.args.options.load.n_ctx, 2048);
+  EXPECT_EQ(env_only.args.options.defaults.sampling.top_k, 5);
+
+  Parsed both = parse({"-c", "512", "--top-k", "9"},
+                      {{"LLAMA_ARG_CTX_SIZE", "2048"}, {"LLAMA_ARG_TOP_K", "5"}});
+  ASSERT_TRUE(both.report.is_ok());
+  EXPECT_EQ(both.args.options.load.n_ctx, 512);
+  EXPECT_EQ(both.args.options.defaults.sampling.top_k, 9);
+
+  Parsed none = parse({});
+  ASSERT_TRUE(none.report.is_ok());
+  EXPECT_EQ(none.args.options.load.n_ctx, 0);
+  EXPECT_EQ(none.args.options.defaults.sampling.top_k, SamplerParams{}.top_k);
+}
+
+TEST(ServeArgs, SwitchesTakeBooleansFromTheEnvironmentAndNegationsFromTheCommandLine) {
+  Parsed p = parse({}, {{"LLAMA_ARG_MMAP", "false"},
+                        {"LLAMA_ARG_ENDPOINT_METRICS", "1"},
+                        {"LLAMA_ARG_ENDPOINT_SLOTS", "disabled"}});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  EXPECT_FALSE(p.args.options.load.use_mmap);
+  EXPECT_TRUE(p.args.options.endpoint_metrics);
+  EXPECT_FALSE(p.args.options.endpoint_slots);
+
+  Parsed q = parse({"--mmap", "--no-slots"}, {{"LLAMA_ARG_MMAP", "off"}});
+  ASSERT_TRUE(q.report.is_ok());
+  EXPECT_TRUE(q.args.options.load.use_mmap);
+  EXPECT_FALSE(q.args.options.endpoint_slots);
+
+  Parsed bad = parse({}, {{"LLAMA_ARG_MMAP", "maybe"}});
+  ASSERT_FALSE(bad.report.is_ok());
+  EXPECT_NE(bad.report.status().message().find("LLAMA_ARG_MMAP"), std::string::npos);
+}
+
+TEST(ServeArgs, IgnoredFlagsAreAcceptedAndReportedOnce) {
+  Parsed p = parse({"-fa", "on", "--flash-attn", "off", "--mlock", "-ub", "256"});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  ASSERT_EQ(p.report->notes.size(), 3u);
+  int fa = 0;
+  for (const std::string& n : p.report->notes) fa += n.find("-fa") != std::string::npos;
+  EXPECT_EQ(fa, 1);
+  for (const std::string& n : p.report->notes) EXPECT_EQ(n.rfind("ignored ", 0), 0u) << n;
+}
+
+TEST(ServeArgs, InertValuesOfIgnoredAndPendingFlagsAreNotReported) {
+  Parsed p = parse({"--no-context-shift", "--cont-batching", "--no-warmup"});
+  ASSERT_TRUE(p.report.is_ok());
+  // What strata does anyway: never a context shift, always continuous batching, no warm-up.
+  EXPECT_TRUE(p.report->notes.empty());
+  Parsed q = parse({"--context-shift", "--cache-ram", "64"});
+  ASSERT_TRUE(q.report.is_ok());
+  EXPECT_TRUE(q.report->notes.empty()) << "applied flags need no note";
+  EXPECT_TRUE(q.args.options.context_shift);
+  EXPECT_EQ(q.args.options.cache_ram_mib, 64);
+  Parsed r = parse({"--kv-unified"});
+  ASSERT_TRUE(r.report.is_ok());
+  ASSERT_EQ(r.report->notes.size(), 1u);
+  EXPECT_NE(r.report->notes[0].find("not applied"), std::string::npos);
+}
+
+TEST(ServeArgs, UnknownAndRefusedFlagsAreErrors) {
+  Parsed unknown = parse({"--frobnicate"});
+  ASSERT_FALSE(unknown.report.is_ok());
+  EXPECT_NE(unknown.report.status().message().find("unknown flag --frobnicate"), std::string::npos);
+  Parsed stray = parse({"model.gguf"});
+  EXPECT_FALSE(stray.report.is_ok());
+  Parsed lora = parse({"--lora", "x.gguf"});
+  ASSERT_FALSE(lora.report.is_ok());
+  EXPECT_NE(lora.report.status().message().find("--lora"), std::string::npos);
+  Parsed missing = parse({"-m"});
+  ASSERT_FALSE(missing.report.is_ok());
+  EXPECT_NE(missing.report.status().message().find("needs a value"), std::string::npos);
+}
+
+TEST(ServeArgs, SamplersStrataLacksTakeOnlyTheirDisabledValue) {
+  EXPECT_TRUE(parse({"--mirostat", "0", "--typical", "1.0", "--top-nsigma", "-1"}).report.is_ok());
+  Parsed m = parse({"--mirostat", "2"});
+  ASSERT_FALSE(m.report.is_ok());
+  EXPECT_NE(m.report.status().message().find("Mirostat"), std::string::npos);
+  EXPECT_FALSE(parse({"--dry-multiplier", "0.8"}).report.is_ok());
+}
+
+TEST(ServeArgs, GpuLayersCountsAutoAndAll) {
+  Parsed n = parse({"-ngl", "99", "--rpc", "h:1,h:2"});
+  ASSERT_TRUE(n.report.is_ok());
+  EXPECT_EQ(n.args.options.load.n_gpu_layers, 99);
+  EXPECT_EQ(n.args.options.load.rpc, (std::vector<std::string>{"h:1", "h:2"}));
+  Parsed all = parse({"--n-gpu-layers", "all"});
+  ASSERT_TRUE(all.report.is_ok());
+  EXPECT_GT(*all.args.options.load.n_gpu_layers, 1 << 20);
+  Parsed aut = parse({"-ngl", "5", "--gpu-layers", "auto"});
+  ASSERT_TRUE(aut.report.is_ok());
+  EXPECT_FALSE(aut.args.options.load.n_gpu_layers.has_value());
+  EXPECT_FALSE(parse({"-ngl", "lots"}).report.is_ok());
+}
+
+TEST(ServeArgs, CacheTypesMustAgreeAndBeOursToHave) {
+  Parsed f32 = parse({"-ctk", "f32", "-ctv", "f32"});
+  ASSERT_TRUE(f32.report.is_ok());
+  EXPECT_EQ(f32.args.options.load.kv_dtype, DType::kF32);
+  EXPECT_FALSE(parse({"-ctk", "f32"}).report.is_ok());
+  Parsed q8 = parse({"-ctk", "q8_0", "-ctv", "q8_0"});
+  ASSERT_FALSE(q8.report.is_ok());
+  EXPECT_NE(q8.report.status().message().find("q8_0"), std::string::npos);
+}
+
+TEST(ServeArgs, ApiKeysFromListFileAndEnvironment) {
+  const std::string file = testing::TempDir() + "/strata_api_keys.txt";
+  {
+    std::ofstream f(file);
+    f << "# a comment\nkey-from-file\n\n  second-key  \n";
+  }
+  Parsed p = parse({"--api-key", "a,b", "--api-key-file", file});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  EXPECT_EQ(p.args.options.http.api_keys,
+            (std::vector<std::string>{"a", "b", "key-from-file", "second-key"}));
+  Parsed env = parse({}, {{"LLAMA_API_KEY", "secret"}});
+  ASSERT_TRUE(env.report.is_ok());
+  EXPECT_EQ(env.args.options.http.api_keys, (std::vector<std::string>{"secret"}));
+  EXPECT_FALSE(parse({"--api-key-file", file + ".absent"}).report.is_ok());
+  std::remove(file.c_str());
+}
+
+TEST(ServeArgs, LogitBiasFlagAndChatTemplateKwargs) {
+  Parsed p = parse({"-l", "15+1.5", "--logit-bias", "7-inf"});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  ASSERT_EQ(p.args.options.defaults.logit_bias.size(), 2u);
+  EXPECT_EQ(p.args.options.defaults.logit_bias[0].token, 15);
+  EXPECT_FLOAT_EQ(p.args.options.defaults.logit_bias[0].bias, 1.5f);
+  EXPECT_EQ(p.args.options.defaults.logit_bias[1].token, 7);
+  EXPECT_TRUE(std::isinf(p.args.options.defaults.logit_bias[1].bias));
+  EXPECT_FALSE(parse({"-l", "15"}).report.is_ok());
+  EXPECT_TRUE(parse({"--chat-template-kwargs", "{\"enable_thinking\": false}"}).report.is_ok());
+  EXPECT_FALSE(parse({"--chat-template-kwargs", "[1]"}).report.is_ok());
+}
+
+TEST(ServeArgs, EveryNameIsInOneRowOnlyAndHelpListsEveryRow) {
+  std::set<std::string> seen;
+  const std::string help = serve_help();
+  for (const auto& row : serve_arg_table()) {
+    ASSERT_FALSE(row.names.empty());
+    for (const auto* list : {&row.names, &row.negations}) {
+      for (const std::string& n : *list) {
+        EXPECT_TRUE(seen.insert(n).second) << n << " is in two rows";
+        EXPECT_NE(help.find(n), std::string::npos) << n << " is missing from --help";
+      }
+    }
+    if (row.effect != ArgEffect::kApplied) EXPECT_NE(std::string(row.note), "") << row.names[0];
+    const bool listed_in_full =
+        row.effect == ArgEffect::kApplied || row.effect == ArgEffect::kPending;
+    if (row.env && listed_in_full) EXPECT_NE(help.find(row.env), std::string::npos) << row.env;
+  }
+}
+
+}  // namespace
+}  // namespace strata::server

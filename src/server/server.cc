@@ -1,0 +1,175 @@
+#include "server/server.h"
+
+#include <algorithm>
+
+#include "server/chat_format.h"
+#include "server/group.h"
+#include "server/group_services.h"
+#include "server/metrics.h"
+#include "server/model_dispatcher.h"
+#include "server/workers.h"
+
+namespace strata::server {
+
+// Declared in the order of construction: each part only borrows from those above it, and
+// they are destroyed from the bottom up.
+struct Server::Parts {
+  Loaded loaded;
+  std::unique_ptr<RemoteWorkers> workers;
+  Metrics metrics;
+  std::vector<std::unique_ptr<PipelineGroup>> groups;
+  std::unique_ptr<GroupSlotStore> slot_store;
+  std::unique_ptr<IdleSleeper> sleeper;
+  std::unique_ptr<ModelDispatcher> dispatcher;
+  std::unique_ptr<HttpServer> http;
+  int32_t n_slots = 0;
+  int64_t n_ctx_slot = 0;
+
+  ~Parts() {
+    http.reset();
+    sleeper.reset();
+    if (dispatcher) dispatcher->stop();
+  }
+};
+
+Server::Server(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+Server::~Server() = default;
+
+Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
+  if (o.n_slots < 1) return invalid_argument("-np must be at least 1");
+  if (o.n_groups < 1) return invalid_argument("--pipeline-groups must be at least 1");
+  STRATA_RETURN_IF_ERROR(o.defaults.sampling.validate());
+  for (const TokenBias& b : o.defaults.logit_bias) {
+    if (b.token < 0) return invalid_argument("--logit-bias: a token id is negative");
+  }
+  if (o.n_groups > o.n_slots) {
+    return invalid_argument("--pipeline-groups " + std::to_string(o.n_groups) +
+                            " needs at least as many slots (-np " + std::to_string(o.n_slots) +
+                            ")");
+  }
+  auto p = std::make_unique<Parts>();
+  p->n_slots = o.n_slots;
+  // Slots of group g: an even share, the first groups taking the remainder.
+  std::vector<int32_t> slots_of;
+  for (int32_t g = 0; g < o.n_groups; ++g) {
+    slots_of.push_back(o.n_slots / o.n_groups + (g < o.n_slots % o.n_groups));
+  }
+  LoadOptions load = o.load;
+  load.context_shift = o.context_shift;
+  STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(load, o.n_groups == 1 ? o.n_slots : slots_of[0]));
+  const int32_t n_vocab = p->loaded.engine->model().tokenizer().n_vocab();
+  for (const TokenBias& b : o.defaults.logit_bias) {
+    if (b.token >= n_vocab) {
+      return invalid_argument("--logit-bias: token " + std::to_string(b.token) +
+                              " is outside the vocabulary of " + std::to_string(n_vocab));
+    }
+  }
+  const ContextParams base = p->loaded.context->params();
+  const int64_t n_ctx_slot = base.n_ctx / o.n_slots;
+  if (n_ctx_slot < 2) {
+    return invalid_argument("-c " + std::to_string(base.n_ctx) + " leaves " +
+                            std::to_string(n_ctx_slot) + " cells to each of " +
+                            std::to_string(o.n_slots) + " slots (need 2 or more)");
+  }
+  p->n_ctx_slot = n_ctx_slot;
+
+  // Split over workers: their RPC counters join /metrics, and a lost one fails requests fast.
+  p->workers = std::make_unique<RemoteWorkers>(*p->loaded.engine);
+  if (!p->workers->empty()) {
+    p->metrics.add_hook([w = p->workers.get()](std::string& out) { w->render_metrics(out); });
+  }
+  for (int32_t g = 0; g < o.n_groups; ++g) {
+    std::unique_ptr<Context> ctx;
+    if (o.n_groups == 1) {
+      ctx = std::move(p->loaded.context);
+    } else {
+      // Each group gets its slots' share of the context; the KV memory in total is unchanged.
+      ContextParams cp = base;
+      cp.n_seq = slots_of[g];
+      cp.n_ctx = n_ctx_slot * slots_of[g];
+      cp.n_ctx_seq = n_ctx_slot;
+      STRATA_ASSIGN_OR_RETURN(ctx, Context::create(*p->loaded.engine, cp));
+    }
+    GroupParams gp;
+    gp.n_slots = slots_of[g];
+    gp.n_ctx_slot = static_cast<int32_t>(n_ctx_slot);
+    gp.n_batch = base.n_batch;
+    gp.publish_cache = o.n_groups > 1;
+    gp.cache_similarity = o.slot_prompt_similarity;
+    gp.context_shift = o.context_shift;
+    gp.n_keep = o.n_keep;
+    // --cache-ram is for the whole server: each group gets its slots' share.
+    if (o.cache_ram_mib < 0) {
+      gp.cache_ram_bytes = UINT64_MAX;
+    } else {
+      gp.cache_ram_bytes = (static_cast<uint64_t>(o.cache_ram_mib) << 20) /
+                           static_cast<uint64_t>(o.n_slots) * static_cast<uint64_t>(slots_of[g]);
+    }
+    p->groups.push_back(std::make_unique<PipelineGroup>(g, std::move(ctx), gp, p->metrics));
+  }
+  p->loaded.context.reset();
+
+  const Model& model = p->loaded.engine->model();
+  ChatTemplateChoice choice;
+  choice.name_or_text = o.chat_template;
+  choice.jinja = o.jinja;
+  choice.kwargs_json = o.chat_template_kwargs;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatFormatter> chat, chat_formatter_for(model, choice));
+
+  ModelServing serving;
+  serving.model_path = o.load.model_path;
+  const size_t slash = serving.model_path.find_last_of('/');
+  serving.model_name = !o.aliases.empty()           ? o.aliases[0]
+                       : slash == std::string::npos ? serving.model_path
+                                                    : serving.model_path.substr(slash + 1);
+  serving.aliases = o.aliases;
+  serving.tags = o.tags;
+  serving.defaults.params = o.defaults;
+  serving.defaults.seeded = o.default_seeded;
+  STRATA_ASSIGN_OR_RETURN(serving.defaults.reasoning,
+                          reasoning_format_from_name(o.reasoning_format));
+  serving.endpoint_slots = o.endpoint_slots;
+  serving.endpoint_metrics = o.endpoint_metrics;
+  serving.endpoint_props = o.endpoint_props;
+  serving.spm_infill = o.spm_infill;
+  serving.slot_save_path = o.slot_save_path;
+  serving.log = o.log.get();
+  serving.aip_health_route = o.aip_health_route;
+  serving.aip_predict_route = o.aip_predict_route;
+  if (!p->workers->empty()) {
+    serving.backend_status = [w = p->workers.get()] { return w->status(); };
+  }
+  for (auto& g : p->groups) g->start();
+  p->slot_store = std::make_unique<GroupSlotStore>(p->groups);
+  serving.slot_store = p->slot_store.get();
+  if (o.sleep_idle_seconds > 0) {
+    p->sleeper = std::make_unique<IdleSleeper>(std::chrono::seconds(o.sleep_idle_seconds),
+                                               *p->loaded.engine, p->groups);
+    serving.before_work = [s = p->sleeper.get()] { return s->begin(); };
+    serving.is_sleeping = [s = p->sleeper.get()] { return s->asleep(); };
+  }
+  p->dispatcher = std::make_unique<ModelDispatcher>(std::move(serving), model, p->groups,
+                                                    std::move(chat), p->metrics);
+  HttpOptions http = o.http;
+  if (http.n_threads <= 0) http.n_threads = std::max(8, 2 * o.n_slots + 2);
+  p->http = std::make_unique<HttpServer>(http, *p->dispatcher, o.log.get());
+  return std::unique_ptr<Server>(new Server(std::move(p)));
+}
+
+Status Server::bind() { return parts_->http->bind(); }
+int Server::port() const { return parts_->http->port(); }
+
+bool Server::listen() {
+  const bool ok = parts_->http->listen();
+  parts_->dispatcher->stop();
+  return ok;
+}
+
+void Server::stop() { parts_->http->stop(); }
+
+std::string Server::summary() const {
+  return std::to_string(parts_->n_slots) + " slots, " + std::to_string(parts_->groups.size()) +
+         " pipeline groups, " + std::to_string(parts_->n_ctx_slot) + " cells per slot";
+}
+
+}  // namespace strata::server

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# llama-server's own command lines, environment and curl examples (from its README) against
+# `strata serve` on 127.0.0.1 over a synthetic model; HTTPS with a throw-away certificate; and
+# the official OpenAI and Anthropic Node SDKs when node and the npm registry are at hand.
+set -eu
+strata=$1
+shared=$2
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+model=$tmp/model.gguf
+"$strata" gguf gen -o "$model" --n-ctx 4096 >/dev/null
+
+# start NAME ARGS...: starts `strata serve ARGS` in the background; sets $url to its address.
+start() {
+  local name=$1
+  shift
+  "$strata" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  for _ in $(seq 1 200); do
+    if grep -q listening "$tmp/$name.out" 2>/dev/null; then
+      url=$(grep -o 'https\?://127.0.0.1:[0-9]*' "$tmp/$name.out" | head -1)
+      return 0
+    fi
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$tmp/$name.err"
+  fail "$name did not start"
+}
+stop_last() {
+  kill "${pids[-1]}" 2>/dev/null || true
+  wait "${pids[-1]}" 2>/dev/null || true
+  unset 'pids[-1]'
+}
+json() {  # EXPR FILE: prints the Python expression of the JSON in FILE (j)
+  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[2])); print($1)" "$1" "$2"
+}
+
+echo "quick start: -m MODEL -c 2048"
+start quick -m "$model" -c 2048 --port 0
+curl -sf --request POST --url "$url/completion" --header "Content-Type: application/json" \
+  --data '{"prompt": "Building a website can be done in 10 simple steps:","n_predict": 128}' \
+  >"$tmp/c.json" || fail "/completion"
+[ "$(json 'j["tokens_predicted"] > 0 and "timings" in j' "$tmp/c.json")" = True ] ||
+  fail "/completion fields: $(cat "$tmp/c.json")"
+curl -sf "$url/v1/chat/completions" -H "Content-Type: application/json" \
+  -H "Authorization: Bearer no-key" -d '{
+"model": "gpt-3.5-turbo",
+"messages": [
+{"role": "system", "content": "You are ChatGPT, an AI assistant."},
+{"role": "user", "content": "Write a limerick about python exceptions"}
+], "max_tokens": 16
+}' >"$tmp/chat.json" || fail "/v1/chat/completions with model gpt-3.5-turbo"
+[ "$(json 'j["model"]' "$tmp/chat.json")" = gpt-3.5-turbo ] || fail "model not echoed"
+curl -sf "$url/chat/completions" -H "Content-Type: application/json" \
+  -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}' >/dev/null ||
+  fail "/chat/completions without /v1"
+curl -sf "$url/tokenize" -d '{"content": "hello world", "with_pieces": true}' >"$tmp/t.json"
+[ "$(json '"piece" in j["tokens"][0]' "$tmp/t.json")" = True ] || fail "/tokenize with_pieces"
+stop_last
+
+echo "the issue's command line: --temp 0.8 --seed 42 --jinja -np 4"
+start issue -m "$model" --temp 0.8 --seed 42 --jinja -np 4 --port 0
+a=$(curl -sf "$url/v1/completions" -d '{"prompt": "Once", "max_tokens": 12}')
+b=$(curl -sf "$url/v1/completions" -d '{"prompt": "Once", "max_tokens": 12}')
+ta=$(echo "$a" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+tb=$(echo "$b" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+[ "$ta" = "$tb" ] || fail "--seed 42 did not fix the sampling of requests without a seed"
+stop_last
+
+echo "docker-compose environment: LLAMA_ARG_*"
+LLAMA_ARG_MODEL=$model LLAMA_ARG_CTX_SIZE=4096 LLAMA_ARG_N_PARALLEL=2 LLAMA_ARG_ENDPOINT_METRICS=1 \
+  LLAMA_ARG_PORT=0 start env
+curl -sf "$url/metrics" | grep -q '^llamacpp:n_decode_total' || fail "/metrics from the environment"
+[ "$(curl -sf "$url/props" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total_slots"])')" = 2 ] ||
+  fail "LLAMA_ARG_N_PARALLEL"
+stop_last
+
+echo "GPU flags on a CPU server: -ngl 99 -fa on, reported once"
+start gpu -m "$model" -ngl 99 -fa on --no-kv-offload --port 0
+grep -q "ignored -fa" "$tmp/gpu.err" || fail "-fa was not reported"
+[ "$(grep -c 'ignored -fa' "$tmp/gpu.err")" = 1 ] || fail "-fa reported more than once"
+stop_last
+if "$strata" serve -m "$model" --no-such-flag --port 0 >/dev/null 2>"$tmp/u.err"; then
+  fail "an unknown flag was accepted"
+fi
+grep -q "unknown flag --no-such-flag" "$tmp/u.err" || fail "unknown flag message"
+
+echo "HTTPS: --ssl-key-file / --ssl-cert-file"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 1 \
+  -subj /CN=127.0.0.1 >/dev/null 2>&1
+start tls -m "$model" --ssl-key-file "$tmp/key.pem" --ssl-cert-file "$tmp/cert.pem" --port 0 \
+  --api-key secret
+case $url in https://*) ;; *) fail "not https: $url" ;; esac
+curl -sfk "$url/health" >/dev/null || fail "/health over TLS"
+curl -sk -o /dev/null -w '%{http_code}' "$url/v1/models" | grep -q 401 || fail "no key: not 401"
+curl -sfk -H "X-Api-Key: secret" "$url/v1/models" >/dev/null || fail "X-Api-Key over TLS"
+stop_last
+
+echo "OpenAI and Anthropic Node SDKs"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIP: node or npm is absent"
+else
+  sdk=$(dirname "$strata")/node-sdk
+  mkdir -p "$sdk"
+  if { [ ! -d "$sdk/node_modules/openai" ] || [ ! -d "$sdk/node_modules/@anthropic-ai/sdk" ]; } &&
+     ! (cd "$sdk" && timeout 300 npm install --no-audit --no-fund --silent openai \
+          @anthropic-ai/sdk >/dev/null 2>&1); then
+    echo "SKIP: npm could not install the SDKs (no registry?)"
+  else
+    start sdk -m "$model" -np 2 --port 0 --api-key sk-test
+    cat >"$sdk/openai_check.mjs" <<'JS'
+import OpenAI from "openai";
+const client = new OpenAI({ baseURL: process.env.BASE + "/v1", apiKey: "sk-test" });
+const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
+const comp = await client.completions.create({ model: "gpt-4o", prompt: "Once", max_tokens: 5 });
+check(comp.choices[0].text.length > 0 && comp.usage.completion_tokens === 5, "completions");
+const chat = await client.chat.completions.create({
+  model: "gpt-4o", messages: [{ role: "user", content: "hi" }], max_tokens: 5, temperature: 0 });
+check(typeof chat.choices[0].message.content === "string", "chat");
+let streamed = "";
+const stream = await client.chat.completions.create({
+  model: "any-name-at-all", messages: [{ role: "user", content: "hi" }], max_tokens: 5,
+  temperature: 0, stream: true });
+for await (const part of stream) streamed += part.choices[0]?.delta?.content ?? "";
+check(streamed === chat.choices[0].message.content, "streamed chat equals the collected one");
+const models = await client.models.list();
+check(models.data.length === 1, "models");
+// The Responses API: the SDK's output_text helper, and its streaming events.
+const resp = await client.responses.create({
+  model: "gpt-5", input: "hi", max_output_tokens: 5, temperature: 0 });
+check(resp.output_text === chat.choices[0].message.content, "responses output_text");
+let rs = "";
+let final = null;
+const rstream = await client.responses.create({
+  model: "gpt-5", input: [{ role: "user", content: "hi" }], max_output_tokens: 5,
+  temperature: 0, stream: true });
+for await (const ev of rstream) {
+  if (ev.type === "response.output_text.delta") rs += ev.delta;
+  if (ev.type === "response.incomplete" || ev.type === "response.completed") final = ev.response;
+}
+check(rs === resp.output_text && final && final.usage.output_tokens === 5, "responses stream");
+console.log("openai sdk: completions, chat, streaming, models, responses ok");
+JS
+    cat >"$sdk/anthropic_check.mjs" <<'JS'
+import Anthropic from "@anthropic-ai/sdk";
+const client = new Anthropic({ baseURL: process.env.BASE, apiKey: "sk-test" });
+const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
+const params = { model: "claude-sonnet-4-5", max_tokens: 6, temperature: 0, system: "brief",
+                 messages: [{ role: "user", content: "hi" }] };
+const msg = await client.messages.create(params);
+check(msg.type === "message" && msg.content[0].type === "text", "messages.create");
+check(msg.stop_reason === "max_tokens" && msg.usage.output_tokens === 6, "stop and usage");
+const stream = client.messages.stream(params);
+let text = "";
+stream.on("text", (t) => { text += t; });
+const final = await stream.finalMessage();
+check(text === msg.content[0].text && final.content[0].text === text, "messages.stream");
+const count = await client.messages.countTokens({ model: params.model, system: params.system,
+                                                  messages: params.messages });
+check(count.input_tokens === msg.usage.input_tokens, "countTokens");
+let failed = false;
+try { await client.messages.create({ ...params, messages: "not a list" }); }
+catch (e) { failed = e.status === 400; }
+check(failed, "a bad request is a 400 the SDK raises");
+console.log("anthropic sdk: messages, stream, count_tokens, errors ok");
+JS
+    (cd "$sdk" && BASE=$url node openai_check.mjs) || fail "OpenAI Node SDK"
+    (cd "$sdk" && BASE=$url node anthropic_check.mjs) || fail "Anthropic Node SDK"
+    stop_last
+  fi
+fi
+echo "PASS"
