@@ -34,6 +34,20 @@ Result<std::string> read_file(const std::string& path) {
 
 }  // namespace
 
+const ChatCapField kChatCapFields[11] = {
+    {"supports_string_content", &ChatCaps::supports_string_content},
+    {"supports_typed_content", &ChatCaps::supports_typed_content},
+    {"supports_tools", &ChatCaps::supports_tools},
+    {"supports_tool_calls", &ChatCaps::supports_tool_calls},
+    {"supports_parallel_tool_calls", &ChatCaps::supports_parallel_tool_calls},
+    {"supports_system_role", &ChatCaps::supports_system_role},
+    {"supports_preserve_reasoning", &ChatCaps::supports_preserve_reasoning},
+    {"supports_tool_responses", &ChatCaps::supports_tool_responses},
+    {"supports_tool_call_id", &ChatCaps::supports_tool_call_id},
+    {"requires_object_arguments", &ChatCaps::requires_object_arguments},
+    {"requires_non_null_content", &ChatCaps::requires_non_null_content},
+};
+
 jinja::Value chat_messages(const std::vector<ChatMessage>& messages) {
   std::vector<jinja::Value> out;
   out.reserve(messages.size());
@@ -87,9 +101,15 @@ Result<ChatTemplate> ChatTemplate::for_model(const GgufFile& file, const Tokeniz
   const std::string bos = token_text(tok, tok.bos());
   const std::string eos = token_text(tok, tok.eos());
   if (!options.jinja) {
-    Result<ChatTemplate> t = from_model(file, tok, options.template_arg);
-    if (!t && options.template_arg.empty()) return from_name("chatml", bos, eos);
-    return t;
+    // Named families only: a name, or a template's text recognised as one of them.
+    std::string text = options.template_arg;
+    if (!options.file.empty()) {
+      STRATA_ASSIGN_OR_RETURN(text, read_file(options.file));
+    }
+    if (!text.empty()) return from_text(text, bos, eos);
+    // The model's template when it is one of them, else ChatML (as llama-server falls back).
+    Result<ChatTemplate> t = from_model(file, tok, "");
+    return t ? t : from_name("chatml", bos, eos);
   }
   if (!options.file.empty()) {
     STRATA_ASSIGN_OR_RETURN(std::string text, read_file(options.file));

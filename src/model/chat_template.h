@@ -67,18 +67,27 @@ struct ChatInputs {
 jinja::Value chat_messages(const std::vector<ChatMessage>& messages);
 
 // What a template can render, found by rendering probe conversations at load (as llama-server
-// does): the server uses them to shape a request and reports them in /props.
+// does): the server uses them to shape a request's messages and reports them in /props.
 struct ChatCaps {
+  bool supports_string_content = true;  // content as a string
+  bool supports_typed_content = false;  // content as a list of {"type": "text", "text"} parts
   bool supports_system_role = false;
   bool supports_tools = false;
   bool supports_tool_calls = false;
   bool supports_tool_responses = false;
   bool supports_parallel_tool_calls = false;
   bool supports_tool_call_id = false;
-  bool requires_object_arguments = false;  // tool_call.arguments | tojson (Llama 3.1)
+  bool supports_preserve_reasoning = false;  // reasoning_content of past answers is written
+  bool requires_object_arguments = false;    // tool_call.arguments | tojson (Llama 3.1)
   bool requires_non_null_content = false;
-  bool requires_typed_content = false;  // content only as a list of typed parts
 };
+
+// Each capability by the name /props reports it under (llama-server's names, then ours).
+struct ChatCapField {
+  const char* name;
+  bool ChatCaps::*field;
+};
+extern const ChatCapField kChatCapFields[11];
 
 // The interface of the two implementations. Immutable once built.
 class ChatRenderer {
@@ -128,8 +137,9 @@ class ChatTemplate {
                                          std::string_view eos, const jinja::Limits& limits = {});
   // The model's template as llama-server picks it. With `jinja`: the file, else a
   // --chat-template that is a family name (that family), else --chat-template as Jinja text,
-  // else tokenizer.chat_template, else ChatML (as Jinja). Without: the named family of
-  // from_model(), and ChatML when the model's template is none of them.
+  // else tokenizer.chat_template, else ChatML (as Jinja). Without: the family that the file,
+  // --chat-template (a name or a template's text) or else the model's template is, and ChatML
+  // when the model's template is none of them.
   static Result<ChatTemplate> for_model(const GgufFile& file, const Tokenizer& tok,
                                         const ChatTemplateOptions& options);
 

@@ -130,15 +130,26 @@ void JinjaChatRenderer::find_caps(const jinja::Template& t) {
   };
   const Value str_user = dict({{"role", Value("user")}, {"content", Value(user_needle)}});
   const Value typed_user = dict({{"role", Value("user")}, {"content", text_part(user_needle)}});
-  caps_.requires_typed_content =
-      !contains(probe(t, Value::list({str_user}), Value()), user_needle) &&
-      contains(probe(t, Value::list({typed_user}), Value()), user_needle);
-  const Value user = caps_.requires_typed_content ? typed_user : str_user;
-  const Value system = dict({{"role", Value("system")},
-                             {"content", caps_.requires_typed_content ? text_part(system_needle)
-                                                                      : Value(system_needle)}});
+  caps_.supports_string_content = contains(probe(t, Value::list({str_user}), Value()), user_needle);
+  // A template that writes the list of parts as Python prints it has not read them.
+  const std::string typed = probe(t, Value::list({typed_user}), Value());
+  caps_.supports_typed_content =
+      contains(typed, user_needle) && !contains(typed, "'text': '" + user_needle);
+  const bool typed_only = !caps_.supports_string_content && caps_.supports_typed_content;
+  const Value user = typed_only ? typed_user : str_user;
+  const Value system =
+      dict({{"role", Value("system")},
+            {"content", typed_only ? text_part(system_needle) : Value(system_needle)}});
   caps_.supports_system_role =
       contains(probe(t, Value::list({system, user}), Value()), system_needle);
+
+  // Reasoning of an answer that a later question follows (Qwen3 drops it, others keep it).
+  const std::string reasoning_needle = "<Reasoning Needle>";
+  const Value thought = dict({{"role", Value("assistant")},
+                              {"content", Value("Some answer.")},
+                              {"reasoning_content", Value(reasoning_needle)}});
+  caps_.supports_preserve_reasoning =
+      contains(probe(t, Value::list({user, thought, user}), Value()), reasoning_needle);
 
   const Value tool =
       dict({{"name", Value("some_tool")},

@@ -93,6 +93,31 @@ TEST(ChatTemplateJinja, CapsOfRealTemplates) {
   }
 }
 
+// Content shapes and reasoning, on templates small enough to read the answer off.
+TEST(ChatTemplateJinja, CapsOfContentAndReasoning) {
+  struct Want {
+    const char* source;
+    bool string_content, typed_content, preserve_reasoning;
+  };
+  const Want wants[] = {
+      {"{% for m in messages %}{{ m.content }}{% endfor %}", true, false, false},
+      {"{% for m in messages %}{{ m.content[0].text }}{% endfor %}", false, true, false},
+      {"{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}"
+       "{{ m.content | map(attribute='text') | join }}{% endif %}{% endfor %}",
+       true, true, false},
+      {"{% for m in messages %}{{ m.reasoning_content }}{{ m.content }}{% endfor %}", true, false,
+       true},
+  };
+  for (const Want& w : wants) {
+    Result<ChatTemplate> t = ChatTemplate::from_jinja(w.source, "", "");
+    ASSERT_TRUE(t.is_ok()) << w.source;
+    const ChatCaps c = t->caps();
+    EXPECT_EQ(c.supports_string_content, w.string_content) << w.source;
+    EXPECT_EQ(c.supports_typed_content, w.typed_content) << w.source;
+    EXPECT_EQ(c.supports_preserve_reasoning, w.preserve_reasoning) << w.source;
+  }
+}
+
 TEST(ChatTemplateJinja, DateAndOptions) {
   const std::vector<Source> sources = template_sources().templates;
   const Source* llama32 = find_source(sources, "Llama-3.2");

@@ -192,6 +192,10 @@ Result<std::string> NamedChatRenderer::render(const ChatInputs& in) const {
 ChatCaps NamedChatRenderer::caps() const {
   ChatCaps c;
   c.supports_system_role = true;  // every family writes a system message, merged where needed
+  // Lists of text parts: the server joins them with "\n" first, as llama-server does for its
+  // named formats.
+  c.supports_string_content = true;
+  c.supports_typed_content = false;
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <regex>
 
+#include "jinja/json.h"
 #include "server/model_dispatcher.h"
 #include "server/reply.h"
 
@@ -13,6 +14,9 @@ namespace {
 
 using httplib::Request;
 using httplib::Response;
+
+// Nesting of an /apply-template body (tools carry JSON schemas); deeper is refused.
+constexpr int kMaxTemplateJsonDepth = 128;
 
 Json parse_object(const Request& req, Response& res) {
   Json body = Json::parse(req.body, nullptr, false);
@@ -92,13 +96,37 @@ void ModelDispatcher::detokenize(const Request& req, Response& res) {
 }
 
 void ModelDispatcher::apply_template(const Request& req, Response& res) {
-  Json body = parse_object(req, res);
-  if (body.is_null()) return;
-  CompletionRequest creq;
-  Json chat = {{"messages", body.contains("messages") ? body["messages"] : Json(nullptr)}};
-  if (auto e = parse_completion(chat, Endpoint::kChat, 0, creq)) return send_error(res, *e);
-  Result<std::string> text = chat_->render(creq.messages);
-  if (!text) return send_error(res, ApiError{400, "'messages': " + text.status().message()});
+  // Read as template values, keys in the client's order: a template's tojson writes them so.
+  Result<jinja::Value> body = jinja::parse_json(req.body, kMaxTemplateJsonDepth);
+  if (!body) {
+    return send_error(
+        res, ApiError{400, "the request body is not valid JSON: " + body.status().message()});
+  }
+  if (!body->is_dict()) return send_error(res, ApiError{400, "the request body is not an object"});
+  const jinja::Dict& d = body->as_dict();
+  ChatInputs in;
+  const jinja::Value* messages = d.find("messages");
+  if (messages == nullptr) return send_error(res, ApiError{400, "'messages' is required"});
+  in.messages = *messages;
+  if (const jinja::Value* tools = d.find("tools"); tools != nullptr && !tools->is_none()) {
+    if (!tools->is_list()) return send_error(res, ApiError{400, "'tools' must be an array"});
+    in.tools = *tools;
+  }
+  if (const jinja::Value* add = d.find("add_generation_prompt")) {
+    if (!add->is_bool()) {
+      return send_error(res, ApiError{400, "'add_generation_prompt' must be a boolean"});
+    }
+    in.add_generation_prompt = add->as_bool();
+  }
+  if (const jinja::Value* kwargs = d.find("chat_template_kwargs");
+      kwargs != nullptr && !kwargs->is_none()) {
+    if (!kwargs->is_dict()) {
+      return send_error(res, ApiError{400, "'chat_template_kwargs' must be an object"});
+    }
+    in.kwargs = kwargs->as_dict();
+  }
+  Result<std::string> text = chat_->render(in);
+  if (!text) return send_error(res, ApiError{400, text.status().message()});
   send_json(res, {{"prompt", *text}});
 }
 
@@ -135,7 +163,13 @@ void ModelDispatcher::props(Response& res) {
     total_slots += g->n_slots();
     n_ctx += g->n_ctx();
   }
-  Result<std::string> tmpl = model_.file().get_string("tokenizer.chat_template");
+  // The template in use; a named family has no source: the model's own then, as llama-server
+  // reports it without --jinja.
+  Result<std::string> tmpl = chat_->source().empty()
+                                 ? model_.file().get_string("tokenizer.chat_template")
+                                 : Result<std::string>(chat_->source());
+  Json caps = Json::object();
+  for (const ChatCapField& f : kChatCapFields) caps[f.name] = chat_->caps().*f.field;
   auto piece = [this](int32_t id) { return id >= 0 ? tok_.token_to_piece(id, true) : ""; };
   send_json(res, {{"default_generation_settings",
                    {{"id", 0},
@@ -151,6 +185,7 @@ void ModelDispatcher::props(Response& res) {
                   {"model_path", serving_.model_path},
                   {"model_alias", serving_.model_name},
                   {"chat_template", tmpl ? *tmpl : std::string()},
+                  {"chat_template_caps", caps},
                   {"chat_format", chat_->name()},
                   {"bos_token", piece(tok_.bos())},
                   {"eos_token", piece(tok_.eos())},

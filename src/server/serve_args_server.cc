@@ -318,8 +318,8 @@ void add_server_rows(std::vector<Row>& t) {
                "{}",
                "extra variables of the chat template, a JSON object",
                S::kServer,
-               E::kPending,
-               "only Jinja templates read them, and the Jinja engine is not in this build",
+               E::kApplied,
+               "",
                nullptr,
                set_kwargs});
   t.push_back({{"-to", "--timeout"},

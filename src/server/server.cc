@@ -114,6 +114,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   choice.name_or_text = o.chat_template;
   choice.jinja = o.jinja;
   choice.kwargs_json = o.chat_template_kwargs;
+  // As llama-server: templates see enable_thinking false only when thinking is turned off.
+  choice.enable_thinking = o.reasoning != "off" && o.reasoning_budget != 0;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatFormatter> chat, chat_formatter_for(model, choice));
 
   ModelServing serving;
