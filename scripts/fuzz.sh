@@ -2,14 +2,16 @@
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 # Builds the libFuzzer targets (src/**/*_fuzz.cc) with clang, AddressSanitizer and UBSan in
 # their own directory (STRATA_FUZZ_DIR, default build-fuzz) and runs each for SECONDS (default
-# 60). Targets: protocol (RPC message decoders), graph (graph deserialiser); default both.
+# 60). Targets: protocol (RPC message decoders), graph (graph deserialiser), jinja (template
+# lexer, parser and interpreter); default all. The jinja corpus is seeded at run time from the
+# chat templates of STRATA_SHARED_DIR (default ../shared), never from files kept in the repo.
 # Exits 77 (skipped) when clang or libFuzzer is not installed; 1 when a target finds a crash.
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(protocol graph)
+[ ${#targets[@]} -gt 0 ] || targets=(protocol graph jinja)
 out=${STRATA_FUZZ_DIR:-build-fuzz}
 cxx=${STRATA_FUZZ_CXX:-clang++}
 mkdir -p "$out"
@@ -63,10 +65,53 @@ open(sys.argv[1], 'wb').write(data)
 PY
 }
 
+# Seeds for the jinja target: each real template alone (rendered with the target's own chat),
+# and followed by a NUL and a context from tests/reference/chat_conversations.json; a small
+# template when the shared folder is absent.
+seed_jinja() {
+  local corpus=$1
+  local shared=${STRATA_SHARED_DIR:-../shared}
+  printf '{%% for m in messages %%}{{ m.role }}: {{ m.content | trim }}\n{%% endfor %%}' \
+    >"$corpus/seed-minimal"
+  python3 - "$corpus" "$shared/templates" tests/reference/chat_conversations.json <<'PY' || true
+import glob, json, os, sys
+corpus, templates, conversations = sys.argv[1:4]
+conv = json.load(open(conversations, encoding="utf-8"))
+contexts = [
+    {"messages": conv["conversations"]["tool_call"], "tools": conv["tools"],
+     "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>"},
+    {"messages": conv["conversations"]["reasoning_content"], "add_generation_prompt": False,
+     "enable_thinking": False, "bos_token": "", "eos_token": "<|im_end|>"},
+]
+for path in sorted(glob.glob(os.path.join(templates, "*.jinja"))):
+    text = open(path, "rb").read()
+    name = os.path.basename(path)
+    open(os.path.join(corpus, "seed-" + name), "wb").write(text)
+    for i, ctx in enumerate(contexts):
+        data = text + b"\0" + json.dumps(ctx, ensure_ascii=False).encode()
+        open(os.path.join(corpus, "seed-%s-%d" % (name, i)), "wb").write(data)
+PY
+}
+
+# Jinja's words and tokens, so that mutations form tags, filters and tests.
+dict_jinja() {
+  local w
+  for w in '{{' '}}' '{%' '%}' '{#' '#}' '{%-' '-%}' '{{-' '-}}' for in endfor if elif else \
+    endif set endset macro endmacro call endcall filter endfilter raw endraw generation \
+    endgeneration break continue namespace loop.index loop.first loop.last messages tools \
+    content role tool_calls not and or is defined none true false tojson trim items join \
+    length map select reject selectattr rejectattr default string replace split startswith \
+    endswith upper lower title format strftime_now raise_exception range dict '|' '~' '**' \
+    '//' '[::-1]' '.get(' ; do
+    printf '"%s"\n' "$w"
+  done
+}
+
 status=0
 for t in "${targets[@]}"; do
   corpus="$out/corpus-$t"
   mkdir -p "$corpus"
+  extra_args=()
   case $t in
     protocol)
       build protocol_fuzz src/rpc/protocol_fuzz.cc src/rpc/protocol.cc -lxxhash
@@ -81,14 +126,22 @@ for t in "${targets[@]}"; do
       seed_graph "$corpus/seed-add"
       bin=graph_fuzz
       ;;
+    jinja)
+      mapfile -t jinja_src < <(ls src/jinja/*.cc | grep -Ev '_(test|fuzz)\.cc$')
+      build jinja_fuzz src/jinja/template_fuzz.cc "${jinja_src[@]}" src/core/check.cc
+      seed_jinja "$corpus"
+      dict_jinja >"$out/jinja.dict"
+      extra_args=(-dict="$out/jinja.dict" -max_len=65536)
+      bin=jinja_fuzz
+      ;;
     *)
-      echo "fuzz: unknown target '$t' (protocol, graph)"
+      echo "fuzz: unknown target '$t' (protocol, graph, jinja)"
       exit 2
       ;;
   esac
   echo "fuzz: running $bin for ${seconds}s"
   if ! "$out/$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$out/$bin-" "$corpus" 2>"$out/$bin.log"; then
+    -artifact_prefix="$out/$bin-" "${extra_args[@]}" "$corpus" 2>"$out/$bin.log"; then
     tail -n 40 "$out/$bin.log"
     echo "fuzz: $bin FAILED (log: $out/$bin.log)"
     status=1

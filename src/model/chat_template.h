@@ -1,50 +1,120 @@
 // Chat templates: turn a conversation into the prompt text a chat model was trained on.
 //
-// Goal: recognise the family of a model's `tokenizer.chat_template` (Jinja) by distinctive
-// substrings, as llama.cpp does, and render system/user/assistant conversations exactly as that
-// Jinja would, byte for byte. Each family is a small hand-written renderer; comments in
-// chat_template.cc say where the real template does more (tools, dates, reasoning) than we do.
-// Non-goals: a Jinja interpreter; tool calls and tool results (a "tool" role is an error).
+// One interface, ChatRenderer, with two implementations:
+// - the Jinja engine (src/jinja) rendering the model's own `tokenizer.chat_template` (or a
+//   template from a file) byte for byte as Python's jinja2 does in transformers and
+//   llama-server: any model, tools, tool calls, reasoning, template options (chat_template_kwargs);
+// - the named families (chat_template_named.h): hand-written renderers of 14 common formats,
+//   recognised from the template's text or chosen by name (`--chat-template NAME`).
+// ChatTemplate is the handle the server keeps: cheap to copy, immutable, shared by all threads.
 //
-// BOS: render() returns what the Jinja would, so templates that write {{ bos_token }} start
-// with the BOS text. Turn the text into ids with tokenize(): it drops that leading BOS text when
-// the vocabulary adds a BOS itself and then encodes with add_special = true, parse_special =
-// true, so the prompt starts with exactly one BOS whether or not the template wrote it (as
-// llama.cpp's server does).
+// A conversation is a jinja::Value, as OpenAI's chat API spells it: a list of messages, each a
+// dict with "role" (system, user, assistant, tool), "content" (a string, a list of
+// {"type": "text", "text": ...} parts, or null) and optionally "tool_calls" (a list of
+// {"id", "type": "function", "function": {"name", "arguments"}}), "reasoning_content", "name",
+// "tool_call_id". The template reads exactly that structure.
+//
+// BOS: a render returns what the template writes, so templates that write {{ bos_token }}
+// start with the BOS text. Turn the text into ids with tokenize(): it drops that leading BOS
+// text when the vocabulary adds a BOS itself and then encodes with add_special = true,
+// parse_special = true, so the prompt starts with exactly one BOS whether or not the template
+// wrote it (as llama-server does).
 #pragma once
 
 #include <cstdint>
+#include <ctime>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "jinja/limits.h"
+#include "jinja/value.h"
 
 namespace strata {
 
 class GgufFile;
 class Tokenizer;
 
+// A message with a role and plain text: what the server builds today.
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 
-enum class ChatFamily : uint8_t {
-  kChatml,           // <|im_start|>role\n...<|im_end|>: Qwen 2/2.5/3, Yi, many fine-tunes
-  kLlama2,           // [INST] <<SYS>>...<</SYS>> ... [/INST]: Llama 2 chat
-  kLlama3,           // <|start_header_id|>role<|end_header_id|>: Llama 3 / 3.1 / 3.2 / 3.3
-  kMistralV1,        // [INST] ... [/INST] without <<SYS>>: Mistral 7B v0.1/v0.2, Mixtral
-  kMistralV3,        // [INST] ...[/INST], system before the last user turn: Mistral 7B v0.3
-  kMistralV3Tekken,  // [INST]...[/INST], no spaces: Mistral Nemo
-  kMistralV7,        // [SYSTEM_PROMPT]: Mistral Large 2411, Small 3 (and -tekken)
-  kGemma,            // <start_of_turn>user / model: Gemma 1/2/3
-  kPhi3,             // <|user|>...<|end|>: Phi-3, Phi-3.5
-  kDeepseekR1,       // <｜User｜>...<｜Assistant｜>: DeepSeek V3 / R1 and R1 distills
+// What a template renders, with the variables llama-server gives a template.
+struct ChatInputs {
+  jinja::Value messages;  // a list of message dicts (see above)
+  // A list of {"type": "function", "function": {"name", "description", "parameters"}}.
+  // Undefined (the default): `tools` is not defined in the template, as llama-server leaves
+  // it when a request has none.
+  jinja::Value tools;
+  bool add_generation_prompt = true;
+  // More template variables, set last (they override the ones above): chat_template_kwargs
+  // such as {"enable_thinking": false}.
+  jinja::Dict kwargs;
+  // The local date and time strftime_now() formats (Llama 3.2 writes today's date); unset:
+  // the clock's. Tests fix it.
+  std::optional<std::tm> now;
+  // Arguments of tool calls that are a string of JSON become the object it holds when the
+  // template needs objects (ChatCaps::requires_object_arguments), as llama-server does.
+  bool polyfill_object_arguments = true;
+};
+
+// The messages as dicts {"role", "content"}.
+jinja::Value chat_messages(const std::vector<ChatMessage>& messages);
+
+// What a template can render, found by rendering probe conversations at load (as llama-server
+// does): the server uses them to shape a request's messages and reports them in /props.
+struct ChatCaps {
+  bool supports_string_content = true;  // content as a string
+  bool supports_typed_content = false;  // content as a list of {"type": "text", "text"} parts
+  bool supports_system_role = false;
+  bool supports_tools = false;
+  bool supports_tool_calls = false;
+  bool supports_tool_responses = false;
+  bool supports_parallel_tool_calls = false;
+  bool supports_tool_call_id = false;
+  bool supports_preserve_reasoning = false;  // reasoning_content of past answers is written
+  bool requires_object_arguments = false;    // tool_call.arguments | tojson (Llama 3.1)
+  bool requires_non_null_content = false;
+};
+
+// Each capability by the name /props reports it under (llama-server's names, then ours).
+struct ChatCapField {
+  const char* name;
+  bool ChatCaps::*field;
+};
+extern const ChatCapField kChatCapFields[11];
+
+// The interface of the two implementations. Immutable once built.
+class ChatRenderer {
+ public:
+  virtual ~ChatRenderer() = default;
+  // "chatml", "llama3.1"... for a named family; "jinja" for a Jinja template.
+  virtual std::string name() const = 0;
+  virtual Result<std::string> render(const ChatInputs& in) const = 0;
+  // End-of-turn texts: generation also stops where one appears in the output.
+  virtual std::vector<std::string> stop_strings() const = 0;
+  virtual ChatCaps caps() const = 0;
+  // The Jinja source; empty for a named family.
+  virtual const std::string& source() const = 0;
+};
+
+// How to choose a model's template, as llama-server's flags do.
+struct ChatTemplateOptions {
+  bool jinja = true;         // --jinja (llama-server's default) / --no-jinja
+  std::string template_arg;  // --chat-template: a family name, or (with jinja) Jinja text
+  std::string file;          // --chat-template-file: Jinja text in a file
+  jinja::Limits limits;
 };
 
 class ChatTemplate {
  public:
+  // ---- named families
+
   // Recognises the family of a Jinja template (or a bare name, as llama.cpp accepts). `bos`
   // and `eos` are the texts of the vocabulary's BOS / EOS tokens ("" when it has none). An
   // unknown template is an error that names the way out: pass --chat-template NAME.
@@ -53,41 +123,55 @@ class ChatTemplate {
   // By name: one of names(), e.g. "chatml", "llama3", "llama3.1", "mistral-v3-tekken".
   static Result<ChatTemplate> from_name(std::string_view name, std::string_view bos,
                                         std::string_view eos);
-  // The model's template: `override_name` when not empty, else tokenizer.chat_template from
-  // the file (absent: an error that says to pass --chat-template). BOS/EOS texts from `tok`.
+  // The named family of the model: `override_name` when not empty, else the family of
+  // tokenizer.chat_template (absent: an error that says to pass --chat-template).
   static Result<ChatTemplate> from_model(const GgufFile& file, const Tokenizer& tok,
                                          std::string_view override_name);
-
   // Every name from_name() accepts, for help and error texts.
   static std::vector<std::string> names();
 
-  std::string name() const;
-  ChatFamily family() const { return family_; }
+  // ---- Jinja
 
-  // The prompt for `messages`; with add_generation_prompt it ends with the opening of an
-  // assistant turn. Errors: empty conversation, a role the family cannot express, roles that
-  // do not alternate where the model's template requires it (Gemma, Llama 2, Mistral).
+  // A Jinja template; syntax errors name the line and column.
+  static Result<ChatTemplate> from_jinja(std::string_view source, std::string_view bos,
+                                         std::string_view eos, const jinja::Limits& limits = {});
+  // The model's template as llama-server picks it. With `jinja`: the file, else a
+  // --chat-template that is a family name (that family), else --chat-template as Jinja text,
+  // else tokenizer.chat_template, else ChatML (as Jinja). Without: the family that the file,
+  // --chat-template (a name or a template's text) or else the model's template is, and ChatML
+  // when the model's template is none of them.
+  static Result<ChatTemplate> for_model(const GgufFile& file, const Tokenizer& tok,
+                                        const ChatTemplateOptions& options);
+
+  // ---- rendering
+
+  std::string name() const { return impl_->name(); }
+  bool is_jinja() const { return !impl_->source().empty(); }
+  const std::string& source() const { return impl_->source(); }
+  ChatCaps caps() const { return impl_->caps(); }
+  const std::string& bos() const { return bos_; }
+  const std::string& eos() const { return eos_; }
+
+  Result<std::string> apply(const ChatInputs& in) const { return impl_->render(in); }
+
+  // The prompt for plain `messages`; with add_generation_prompt it ends with the opening of an
+  // assistant turn. Errors: empty conversation, a role the template cannot express, roles that
+  // do not alternate where the template requires it (Gemma, Llama 2, Mistral).
   Result<std::string> render(const std::vector<ChatMessage>& messages,
                              bool add_generation_prompt) const;
 
   // Ids of a rendered prompt, with exactly one BOS where the vocabulary uses one.
   std::vector<int32_t> tokenize(const Tokenizer& tok, std::string_view rendered) const;
 
-  // End-of-turn texts: generation should also stop when one of these appears in the output.
-  std::vector<std::string> stop_strings() const;
+  std::vector<std::string> stop_strings() const { return impl_->stop_strings(); }
 
  private:
-  ChatTemplate() = default;
+  ChatTemplate(std::shared_ptr<const ChatRenderer> impl, std::string_view bos, std::string_view eos)
+      : impl_(std::move(impl)), bos_(bos), eos_(eos) {}
 
-  ChatFamily family_ = ChatFamily::kChatml;
+  std::shared_ptr<const ChatRenderer> impl_;
   std::string bos_;
   std::string eos_;
-  // Family variants, found in the template text or implied by the name.
-  std::string default_system_;    // chatml: system turn written when the chat has none (Qwen2.5)
-  bool strip_reasoning_ = false;  // chatml: drop <think>...</think> from past answers (Qwen3)
-  bool dated_system_ = false;     // llama3: 3.1+ always writes a system turn with dates
-  bool spaced_ = false;           // mistral-v7: "[INST] " and " answer" (not -tekken)
-  bool think_prompt_ = false;     // deepseek: generation prompt opens "<think>\n" (R1)
 };
 
 }  // namespace strata

@@ -17,7 +17,7 @@
 
 namespace strata::server {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // Limits of a request, each against a cheap denial of service: stops are matched against the
 // text at every token, and every reported alternative costs work per token.

@@ -109,7 +109,7 @@ TEST(ServerLogitBias, EveryFormClientsSend) {
   // OpenAI: an object of string ids.
   auto a = biases(R"({"15": -100, "7": 2.5})");
   ASSERT_EQ(a.size(), 2u);
-  // nlohmann keeps object keys sorted: "15" before "7".
+  // In the order the client wrote them.
   EXPECT_EQ(a[0].token, 15);
   EXPECT_FLOAT_EQ(a[0].bias, -100.0f);
   EXPECT_EQ(a[1].token, 7);

@@ -5,7 +5,7 @@
 namespace strata::server {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 using Error = std::optional<std::string>;
 
 // A string field: absent or null leaves `out` alone.
@@ -227,6 +227,10 @@ std::optional<std::string> read_chat_request(const Json& body, ChatRequest& out)
   if (Error e = read_messages(body, out)) return e;
   if (Error e = read_tools(body, out)) return e;
   if (Error e = read_tool_choice(body, out)) return e;
+  if (auto a = body.find("add_generation_prompt"); a != body.end() && !a->is_null()) {
+    if (!a->is_boolean()) return std::string("add_generation_prompt: must be true or false");
+    out.add_generation_prompt = a->get<bool>();
+  }
   if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
     if (!k->is_object()) return std::string("chat_template_kwargs: must be an object");
     out.template_kwargs = *k;

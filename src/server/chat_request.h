@@ -32,23 +32,26 @@ struct ChatRequest {
   // calls tools), plus "tool_calls" ({"id", "type": "function", "function": {"name",
   // "arguments": JSON text}}), "reasoning_content", "tool_call_id" and "name" where given.
   // "developer" is "system"; content given as text parts is joined.
-  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   // The plain turns (role and text) for the named families, which render nothing else.
   std::vector<ChatTurn> turns;
   // True when a message carries what only a Jinja template renders (tool calls, tool results).
   bool needs_tools_template = false;
   // {"type": "function", "function": {"name", "description", "parameters"}} each; after
   // tool_choice is applied (empty for none; only the named one for kNamed).
-  nlohmann::json tools = nlohmann::json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
   ToolChoice tool_choice = ToolChoice::kAuto;
   bool parallel_tool_calls = true;
+  // Whether the prompt ends with the opening of the assistant's turn (llama-server reads it
+  // from a request too).
+  bool add_generation_prompt = true;
   // The request's chat_template_kwargs (an object; merged over the server's).
-  nlohmann::json template_kwargs = nlohmann::json::object();
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 // Reads and validates `messages`, `tools`, `tool_choice`, `parallel_tool_calls` and
 // `chat_template_kwargs` of a chat request body. An error names the field (`messages[3].
 // tool_calls[0].function.name`) and what is wrong.
-std::optional<std::string> read_chat_request(const nlohmann::json& body, ChatRequest& out);
+std::optional<std::string> read_chat_request(const nlohmann::ordered_json& body, ChatRequest& out);
 
 }  // namespace strata::server

@@ -5,7 +5,7 @@
 namespace strata::server {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 std::optional<std::string> read(const char* body, ChatRequest& out) {
   return read_chat_request(Json::parse(body), out);

@@ -5,7 +5,7 @@
 namespace strata::server {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // Text of a content field: a string, or the text blocks of an array joined.
 std::optional<std::string> text_of(const Json& content, const std::string& where,

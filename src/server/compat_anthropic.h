@@ -19,16 +19,16 @@ namespace strata::server {
 // One server-sent event: "event: <name>\ndata: <json>\n\n".
 struct SseEvent {
   std::string event;
-  nlohmann::json data;
+  nlohmann::ordered_json data;
 };
 
 // The chat completions body for a Messages request, or the message of a 400 (naming the field).
 // `require_max_tokens`: /v1/messages needs max_tokens, /v1/messages/count_tokens does not.
-std::optional<std::string> anthropic_to_chat(const nlohmann::json& body, bool require_max_tokens,
-                                             nlohmann::json& chat);
+std::optional<std::string> anthropic_to_chat(const nlohmann::ordered_json& body,
+                                             bool require_max_tokens, nlohmann::ordered_json& chat);
 
 // An Anthropic message from a (non-streamed) chat.completion body with one choice.
-nlohmann::json chat_to_anthropic(const nlohmann::json& completion);
+nlohmann::ordered_json chat_to_anthropic(const nlohmann::ordered_json& completion);
 
 // Chat completion chunks -> Anthropic stream events: message_start, then for each content
 // block (thinking, text, tool_use) content_block_start, its deltas and content_block_stop, then
@@ -36,13 +36,13 @@ nlohmann::json chat_to_anthropic(const nlohmann::json& completion);
 class AnthropicStream {
  public:
   AnthropicStream(std::string id, std::string model, int64_t input_tokens);
-  std::vector<SseEvent> on_chunk(const nlohmann::json& chunk);
+  std::vector<SseEvent> on_chunk(const nlohmann::ordered_json& chunk);
   // After the last chunk: closes the open block and the message.
   std::vector<SseEvent> finish();
 
  private:
   enum class Block { kNone, kThinking, kText, kToolUse };
-  void open(Block kind, nlohmann::json content_block, std::vector<SseEvent>& out);
+  void open(Block kind, nlohmann::ordered_json content_block, std::vector<SseEvent>& out);
   void close(std::vector<SseEvent>& out);
 
   std::string id_;

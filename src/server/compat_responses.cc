@@ -5,7 +5,7 @@
 namespace strata::server {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // Text of an input message's content: a string, or its input_text / output_text parts joined.
 std::optional<std::string> content_text(const Json& content, const std::string& where,

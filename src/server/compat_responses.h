@@ -19,11 +19,12 @@
 namespace strata::server {
 
 // The chat completions body for a Responses request, or the message of a 400.
-std::optional<std::string> responses_to_chat(const nlohmann::json& body, nlohmann::json& chat);
+std::optional<std::string> responses_to_chat(const nlohmann::ordered_json& body,
+                                             nlohmann::ordered_json& chat);
 
 // A response object from a (non-streamed) chat.completion with one choice; `created` seconds.
-nlohmann::json chat_to_response(const nlohmann::json& completion, const std::string& id,
-                                int64_t created);
+nlohmann::ordered_json chat_to_response(const nlohmann::ordered_json& completion,
+                                        const std::string& id, int64_t created);
 
 // Chat completion chunks -> Responses stream events (response.created, response.in_progress,
 // output items with their content parts and deltas, response.completed), each with its
@@ -31,14 +32,14 @@ nlohmann::json chat_to_response(const nlohmann::json& completion, const std::str
 class ResponsesStream {
  public:
   ResponsesStream(std::string id, std::string model, int64_t created);
-  std::vector<SseEvent> on_chunk(const nlohmann::json& chunk);
+  std::vector<SseEvent> on_chunk(const nlohmann::ordered_json& chunk);
   std::vector<SseEvent> finish();
 
  private:
   enum class Item { kNone, kReasoning, kMessage, kFunctionCall };
-  SseEvent event(const std::string& type, nlohmann::json fields);
-  nlohmann::json response_object(const std::string& status) const;
-  void open(Item kind, nlohmann::json item, std::vector<SseEvent>& out);
+  SseEvent event(const std::string& type, nlohmann::ordered_json fields);
+  nlohmann::ordered_json response_object(const std::string& status) const;
+  void open(Item kind, nlohmann::ordered_json item, std::vector<SseEvent>& out);
   void close(std::vector<SseEvent>& out);
 
   std::string id_;
@@ -47,11 +48,11 @@ class ResponsesStream {
   int64_t sequence_ = 0;
   bool started_ = false;
   Item item_ = Item::kNone;
-  nlohmann::json current_;  // the open output item, as it will be when done
-  nlohmann::json output_ = nlohmann::json::array();  // the items done so far
+  nlohmann::ordered_json current_;  // the open output item, as it will be when done
+  nlohmann::ordered_json output_ = nlohmann::ordered_json::array();  // the items done so far
   int tool_index_ = -1;
   std::string finish_reason_ = "stop";
-  nlohmann::json usage_;
+  nlohmann::ordered_json usage_;
 };
 
 }  // namespace strata::server

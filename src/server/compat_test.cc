@@ -9,7 +9,7 @@
 namespace strata::server {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 std::vector<std::string> types(const std::vector<SseEvent>& events) {
   std::vector<std::string> t;

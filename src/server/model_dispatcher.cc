@@ -1,5 +1,7 @@
 #include "server/model_dispatcher.h"
 
+#include "jinja/value_nlohmann.h"
+
 #include <httplib.h>
 
 #include <chrono>
@@ -62,6 +64,7 @@ ModelDispatcher::ModelDispatcher(ModelServing serving, const Model& model,
       tok_(model.tokenizer()),
       groups_(groups),
       chat_(std::move(chat)),
+      tool_format_(tool_call_format_detect(chat_->source())),
       metrics_(metrics),
       created_(static_cast<int64_t>(std::time(nullptr))) {
   max_n_ = groups_.at(0)->n_slots();
@@ -137,15 +140,58 @@ void ModelDispatcher::health(Response& res) {
   send_json(res, {{"status", "ok"}});
 }
 
+bool ModelDispatcher::prefills(const ChatRequest& chat) const {
+  if (!serving_.prefill_assistant || !chat.add_generation_prompt || chat.messages.size() < 2) {
+    return false;
+  }
+  const Json& last = chat.messages.back();
+  return last["role"] == "assistant" && !last.contains("tool_calls");
+}
+
 std::optional<ApiError> ModelDispatcher::render_chat(const CompletionRequest& creq,
                                                      std::string& text) const {
   const ChatRequest& chat = creq.chat;
-  if (chat.needs_tools_template || !chat.tools.empty()) {
-    return ApiError{400, "tools and tool messages need a Jinja chat template (--jinja)"};
+  // A final assistant message is a prefill, as llama-server has it: the conversation before it
+  // with the opening of the assistant's turn, then its text, which the model continues.
+  const bool prefill = prefills(chat);
+  const size_t n = chat.messages.size() - (prefill ? 1 : 0);
+  std::string continued;
+  if (prefill && chat.messages.back()["content"].is_string()) {
+    continued = chat.messages.back()["content"].get<std::string>();
   }
-  Result<std::string> rendered = chat_->render(chat.turns);
-  if (!rendered) return ApiError{400, "'messages': " + rendered.status().message()};
-  text = std::move(*rendered);
+  if (chat_->source().empty()) {
+    // A named family renders plain turns only.
+    if (chat.needs_tools_template || !chat.tools.empty()) {
+      return ApiError{400,
+                      "tools and tool messages need a Jinja chat template (--jinja; the "
+                      "named format '" +
+                          chat_->name() + "' renders text turns only)"};
+    }
+    const std::vector<ChatTurn> turns(chat.turns.begin(),
+                                      chat.turns.begin() + static_cast<std::ptrdiff_t>(n));
+    Result<std::string> rendered = chat_->render(turns);
+    if (!rendered) return ApiError{400, "'messages': " + rendered.status().message()};
+    text = std::move(*rendered) + continued;
+    return std::nullopt;
+  }
+  ChatInputs in;
+  Json messages = chat.messages;
+  if (prefill) messages.erase(messages.size() - 1);
+  Result<jinja::Value> values = jinja::from_nlohmann(messages);
+  if (!values) return ApiError{400, "'messages': " + values.status().message()};
+  in.messages = std::move(*values);
+  if (!chat.tools.empty()) {
+    Result<jinja::Value> tools = jinja::from_nlohmann(chat.tools);
+    if (!tools) return ApiError{400, "'tools': " + tools.status().message()};
+    in.tools = std::move(*tools);
+  }
+  in.add_generation_prompt = chat.add_generation_prompt;
+  Result<jinja::Value> kwargs = jinja::from_nlohmann(chat.template_kwargs);
+  if (!kwargs) return ApiError{400, "'chat_template_kwargs': " + kwargs.status().message()};
+  in.kwargs = kwargs->as_dict();
+  Result<std::string> rendered = chat_->render(in);
+  if (!rendered) return ApiError{400, rendered.status().message()};
+  text = std::move(*rendered) + continued;
   return std::nullopt;
 }
 
@@ -250,6 +296,10 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
     creq.reply.thinking_forced_open = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
     creq.reply.parallel_tool_calls = creq.chat.parallel_tool_calls;
+    // Calls are parsed when the model was shown tools (tool_choice none shows none).
+    if (!creq.chat.tools.empty()) creq.reply.tools = tool_format_;
+    // A prefilled reply is taken as it comes (llama-server parses no reasoning there either).
+    if (serving_.skip_chat_parsing || prefills(creq.chat)) creq.reply = ReplyParseOptions{};
   }
   task.channel = std::make_shared<ResultChannel>();
   ResponseMeta& meta = out.meta;

@@ -21,6 +21,7 @@
 #include "server/group.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/reply_parse.h"
 #include "server/slot_store.h"
 
 namespace httplib {
@@ -53,6 +54,8 @@ struct ModelServing {
   std::function<Status()> before_work;
   // Whether the model sleeps now (GET /props "is_sleeping"); null: never.
   std::function<bool()> is_sleeping;
+  bool prefill_assistant = true;   // --prefill-assistant
+  bool skip_chat_parsing = false;  // --skip-chat-parsing
 };
 
 // How a stream of chat or completion chunks goes on the wire: OpenAI's data lines, or the
@@ -96,6 +99,8 @@ class ModelDispatcher : public Dispatcher {
   // The prompt text of a chat request: its messages, tools and template options through the
   // chat template.
   std::optional<ApiError> render_chat(const CompletionRequest& creq, std::string& text) const;
+  // Whether a chat ends with an assistant message to continue (--prefill-assistant).
+  bool prefills(const ChatRequest& chat) const;
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void stream(Prepared p, httplib::Response& res, std::shared_ptr<StreamWriter> writer = nullptr);
   // Anthropic Messages and OpenAI Responses over the chat path, and token counts
@@ -120,6 +125,8 @@ class ModelDispatcher : public Dispatcher {
   const Tokenizer& tok_;
   std::vector<std::unique_ptr<PipelineGroup>>& groups_;
   std::unique_ptr<ChatFormatter> chat_;
+  // How the template's model writes tool calls (from its source; kNone for a named family).
+  ToolCallFormat tool_format_ = ToolCallFormat::kNone;
   Metrics& metrics_;
   int32_t max_n_ = 1;  // the smallest group's slots: one task runs within one group
   int32_t n_ctx_slot_ = 0;

@@ -135,7 +135,13 @@ void ModelDispatcher::props(Response& res) {
     total_slots += g->n_slots();
     n_ctx += g->n_ctx();
   }
-  Result<std::string> tmpl = model_.file().get_string("tokenizer.chat_template");
+  // The template in use; a named family has no source: the model's own then, as llama-server
+  // reports it without --jinja.
+  Result<std::string> tmpl = chat_->source().empty()
+                                 ? model_.file().get_string("tokenizer.chat_template")
+                                 : Result<std::string>(chat_->source());
+  Json caps = Json::object();
+  for (const ChatCapField& f : kChatCapFields) caps[f.name] = chat_->caps().*f.field;
   auto piece = [this](int32_t id) { return id >= 0 ? tok_.token_to_piece(id, true) : ""; };
   send_json(res, {{"default_generation_settings",
                    {{"id", 0},
@@ -151,6 +157,7 @@ void ModelDispatcher::props(Response& res) {
                   {"model_path", serving_.model_path},
                   {"model_alias", serving_.model_name},
                   {"chat_template", tmpl ? *tmpl : std::string()},
+                  {"chat_template_caps", caps},
                   {"chat_format", chat_->name()},
                   {"bos_token", piece(tok_.bos())},
                   {"eos_token", piece(tok_.eos())},

@@ -114,6 +114,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   choice.name_or_text = o.chat_template;
   choice.jinja = o.jinja;
   choice.kwargs_json = o.chat_template_kwargs;
+  // As llama-server: templates see enable_thinking false only when thinking is turned off.
+  choice.enable_thinking = o.reasoning != "off" && o.reasoning_budget != 0;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ChatFormatter> chat, chat_formatter_for(model, choice));
 
   ModelServing serving;
@@ -130,6 +132,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
                           reasoning_format_from_name(o.reasoning_format));
   serving.endpoint_slots = o.endpoint_slots;
   serving.endpoint_metrics = o.endpoint_metrics;
+  serving.prefill_assistant = o.prefill_assistant;
+  serving.skip_chat_parsing = o.skip_chat_parsing;
   serving.endpoint_props = o.endpoint_props;
   serving.spm_infill = o.spm_infill;
   serving.slot_save_path = o.slot_save_path;

@@ -28,7 +28,9 @@ struct ServerOptions {
 
   // Chat: a named format or a template's text; "": the model's own template.
   std::string chat_template;
-  bool jinja = true;  // templates by the Jinja engine; false: the named formats only
+  bool jinja = true;               // templates by the Jinja engine; false: the named formats only
+  bool prefill_assistant = true;   // a final assistant message is continued
+  bool skip_chat_parsing = false;  // chat replies stay raw text
   std::string chat_template_kwargs = "{}";  // a JSON object, extra template variables
   std::string reasoning_format = "auto";    // none | deepseek | deepseek-legacy | auto
   std::string reasoning = "auto";           // on | off | auto

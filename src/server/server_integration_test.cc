@@ -563,6 +563,32 @@ TEST_F(ServerTest, ApplyTemplatePropsSlotsAndMetricsNames) {
   }
 }
 
+// A final assistant message is continued (llama-server's --prefill-assistant, on by default),
+// or closed as a whole turn with --no-prefill-assistant.
+TEST_F(ServerTest, AssistantPrefill) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "2+2?"},
+                                            {"role": "assistant", "content": "The answer is"}]})";
+  ServerProcess s(args({}));
+  const Reply on = post(s, "/apply-template", body);
+  ASSERT_EQ(on.status, 200) << on.raw;
+  const std::string prefilled = on.body["prompt"];
+  EXPECT_TRUE(prefilled.ends_with("assistant\nThe answer is")) << prefilled;
+  const Reply chat =
+      post(s, "/v1/chat/completions", body.substr(0, body.size() - 1) + R"(, "max_tokens": 3})");
+  EXPECT_EQ(chat.status, 200) << chat.raw;
+  EXPECT_EQ(
+      chat.body["usage"]["prompt_tokens"],
+      post(s, "/tokenize",
+           Json{{"content", prefilled}, {"add_special", true}, {"parse_special", true}}.dump())
+          .body["tokens"]
+          .size());
+  ServerProcess off(args({"--no-prefill-assistant"}));
+  const std::string closed = post(off, "/apply-template", body).body["prompt"];
+  EXPECT_NE(closed, prefilled);
+  EXPECT_NE(closed.find("The answer is"), std::string::npos);
+  EXPECT_TRUE(closed.ends_with("assistant\n")) << closed;
+}
+
 TEST_F(ServerTest, EndpointsOffUnlessAsked) {
   ServerProcess s(args({"--no-slots"}), {{"LLAMA_ARG_ENDPOINT_METRICS", "0"}});
   // --metrics is on the helper's command line, and the command line wins.

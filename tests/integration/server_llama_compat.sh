@@ -175,6 +175,61 @@ JS
     (cd "$sdk" && BASE=$url node openai_check.mjs) || fail "OpenAI Node SDK"
     (cd "$sdk" && BASE=$url node anthropic_check.mjs) || fail "Anthropic Node SDK"
     stop_last
+
+    # Tool calls: a scripted model whose reply is a Hermes tool call, with Qwen 2.5's template.
+    qwen_template=$shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+    if [ ! -f "$qwen_template" ]; then
+      echo "SKIP: tool calls through the SDKs: $qwen_template is absent"
+    else
+      printf '%s' '["<tool_call>", "\n{\"name\": ", "\"get_weather\", ", "\"arguments\": ",
+        "{\"city\": ", "\"Paris\"}}", "\n</tool_call>"]' >"$tmp/script.json"
+      "$strata" gguf gen -o "$tmp/tools.gguf" --script "$tmp/script.json" --n-embd 320 \
+        --n-vocab 300 --n-layer 1 --n-ff 64 >/dev/null
+      start tools -m "$tmp/tools.gguf" --chat-template-file "$qwen_template" --port 0 \
+        --api-key sk-test
+      cat >"$sdk/tools_check.mjs" <<'JS'
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
+const openai = new OpenAI({ baseURL: process.env.BASE + "/v1", apiKey: "sk-test" });
+const tools = [{ type: "function", function: { name: "get_weather", description: "Weather",
+  parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+const messages = [{ role: "user", content: "Weather in Paris?" }];
+const r = await openai.chat.completions.create({ model: "gpt-4o", messages, tools });
+const call = r.choices[0].message.tool_calls?.[0];
+check(r.choices[0].finish_reason === "tool_calls" && call?.function.name === "get_weather",
+      "openai: a tool call");
+check(JSON.parse(call.function.arguments).city === "Paris", "openai: its arguments");
+// The SDK's stream helper assembles streamed tool-call deltas into the final message.
+const stream = openai.chat.completions.stream({ model: "gpt-4o", messages, tools });
+const final = await stream.finalChatCompletion();
+const scall = final.choices[0].message.tool_calls?.[0];
+check(scall?.function.name === "get_weather" && JSON.parse(scall.function.arguments).city ===
+      "Paris", "openai: streamed tool call");
+// The second turn: the call and its result go back; the server renders them.
+const turn2 = await openai.chat.completions.create({ model: "gpt-4o", tools, max_tokens: 4,
+  messages: [...messages, r.choices[0].message,
+             { role: "tool", tool_call_id: call.id, content: "sunny" }] });
+check(turn2.choices.length === 1, "openai: a tool result accepted");
+const anthropic = new Anthropic({ baseURL: process.env.BASE, apiKey: "sk-test" });
+const m = await anthropic.messages.create({ model: "claude-sonnet-4-5", max_tokens: 64,
+  messages: [{ role: "user", content: "Weather in Paris?" }],
+  tools: [{ name: "get_weather", description: "Weather",
+            input_schema: { type: "object", properties: { city: { type: "string" } } } }] });
+const use = m.content.find((b) => b.type === "tool_use");
+check(m.stop_reason === "tool_use" && use?.name === "get_weather" && use.input.city === "Paris",
+      "anthropic: a tool_use block");
+const ms = anthropic.messages.stream({ model: "claude-sonnet-4-5", max_tokens: 64,
+  messages: [{ role: "user", content: "Weather in Paris?" }],
+  tools: [{ name: "get_weather", input_schema: { type: "object" } }] });
+const mfinal = await ms.finalMessage();
+const suse = mfinal.content.find((b) => b.type === "tool_use");
+check(suse?.input.city === "Paris", "anthropic: streamed tool_use input");
+console.log("sdk tool calls: openai (collected, streamed, second turn), anthropic ok");
+JS
+      (cd "$sdk" && BASE=$url node tools_check.mjs) || fail "tool calls through the SDKs"
+      stop_last
+    fi
   fi
 fi
 echo "PASS"

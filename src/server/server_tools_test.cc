@@ -1,0 +1,225 @@
+// Tool calls end to end: the real `strata serve` over scripted models (gguf gen --script: the
+// greedy reply is a known tool call in a model family's format) with that family's real chat
+// template, through the OpenAI chat API, Anthropic's Messages API and OpenAI's Responses API,
+// collected and streamed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "server/server_test_util.h"
+
+namespace strata::server::itest {
+namespace {
+
+// A model family: its template (from the shared folder) and a tool call in its format.
+struct Family {
+  const char* name;
+  const char* template_file;
+  std::vector<std::string> script;
+};
+
+const Family kHermes = {"hermes",
+                        "Qwen-Qwen2.5-7B-Instruct.jinja",
+                        {"<tool_call>", "\n{\"name\": ", "\"get_weather\", ",
+                         "\"arguments\": ", "{\"city\": ", "\"Paris\"}}", "\n</tool_call>"}};
+const Family kLlama3 = {
+    "llama3",
+    "meta-llama-Llama-3.1-8B-Instruct.jinja",
+    {"{\"name\": ", "\"get_weather\", ", "\"parameters\": ", "{\"city\": ", "\"Paris\"}}"}};
+
+const char* kTools = R"([{"type": "function", "function": {"name": "get_weather",
+    "description": "The weather in a city", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
+
+class ServerToolsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ =
+        new fs::path(fs::temp_directory_path() / ("strata_tools_test_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // The server of a family, or nullptr (test skipped) when its template is absent.
+  static std::unique_ptr<ServerProcess> serve(const Family& f, std::vector<std::string> more = {}) {
+    const std::string tmpl = std::string(STRATA_SHARED_DIR) + "/templates/" + f.template_file;
+    if (!fs::exists(tmpl)) return nullptr;
+    const std::string script = (*dir_ / (std::string(f.name) + ".json")).string();
+    std::ofstream(script) << Json(f.script).dump();
+    const std::string model = (*dir_ / (std::string(f.name) + ".gguf")).string();
+    if (!fs::exists(model)) {
+      EXPECT_EQ(
+          run_command({STRATA_BINARY, "gguf", "gen", "-o", model, "--script", script, "--n-embd",
+                       "320", "--n-vocab", "300", "--n-layer", "1", "--n-ff", "64"}),
+          0);
+    }
+    std::vector<std::string> args = {"-m", model, "-t", "1", "-c", "4096", "--chat-template-file",
+                                     tmpl};
+    args.insert(args.end(), more.begin(), more.end());
+    return std::make_unique<ServerProcess>(args);
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* ServerToolsTest::dir_ = nullptr;
+
+#define SERVE_OR_SKIP(var, family, ...)                                               \
+  std::unique_ptr<ServerProcess> var = serve(family, ##__VA_ARGS__);                  \
+  if (var == nullptr)                                                                 \
+    GTEST_SKIP() << (family).template_file << " is absent from " << STRATA_SHARED_DIR \
+                 << "/templates";                                                     \
+  ASSERT_GT(var->port(), 0)
+
+std::string chat_body(const std::string& more) {
+  return R"({"messages": [{"role": "user", "content": "Weather in Paris?"}],
+             "temperature": 0, "max_tokens": 64)" +
+         more + "}";
+}
+
+void expect_weather_call(const Json& call) {
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()),
+            Json::parse(R"({"city": "Paris"})"));
+  EXPECT_FALSE(call["id"].get<std::string>().empty());
+}
+
+TEST_F(ServerToolsTest, ChatReturnsToolCallsInEachFormat) {
+  for (const Family* f : {&kHermes, &kLlama3}) {
+    SCOPED_TRACE(f->name);
+    SERVE_OR_SKIP(s, *f);
+    const Reply r =
+        post(*s, "/v1/chat/completions", chat_body(std::string(R"(, "tools": )") + kTools));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const Json& choice = r.body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls");
+    EXPECT_TRUE(choice["message"]["content"].is_null()) << r.raw;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.raw;
+    expect_weather_call(choice["message"]["tool_calls"][0]);
+
+    // Without tools (or with tool_choice none) the same text is plain content.
+    std::string script;
+    for (const std::string& p : f->script) script += p;
+    const Reply plain = post(*s, "/v1/chat/completions", chat_body(""));
+    EXPECT_EQ(plain.body["choices"][0]["message"]["content"], script);
+    EXPECT_EQ(plain.body["choices"][0]["finish_reason"], "stop");
+    const Reply none =
+        post(*s, "/v1/chat/completions",
+             chat_body(std::string(R"(, "tool_choice": "none", "tools": )") + kTools));
+    EXPECT_EQ(none.body["choices"][0]["message"]["content"], script);
+  }
+}
+
+// --skip-chat-parsing: the reply stays the model's text, tools or not.
+TEST_F(ServerToolsTest, SkipChatParsingKeepsTheText) {
+  SERVE_OR_SKIP(s, kHermes, std::vector<std::string>{"--skip-chat-parsing"});
+  std::string script;
+  for (const std::string& p : kHermes.script) script += p;
+  const Reply r =
+      post(*s, "/v1/chat/completions", chat_body(std::string(R"(, "tools": )") + kTools));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], script);
+  EXPECT_FALSE(r.body["choices"][0]["message"].contains("tool_calls"));
+}
+
+TEST_F(ServerToolsTest, StreamedToolCallIsOneDeltaWithItsIndex) {
+  SERVE_OR_SKIP(s, kHermes);
+  const Reply r = post(*s, "/v1/chat/completions",
+                       chat_body(std::string(R"(, "stream": true, "tools": )") + kTools));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  bool done = false;
+  std::vector<Json> calls;
+  std::string content, finish;
+  for (const Json& e : sse_events(r.raw, &done)) {
+    const Json& d = e["choices"][0]["delta"];
+    content += d.value("content", "");
+    if (d.contains("tool_calls")) {
+      for (const Json& c : d["tool_calls"]) calls.push_back(c);
+    }
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  expect_weather_call(calls[0]);
+}
+
+TEST_F(ServerToolsTest, AnthropicToolUseAndResponsesFunctionCall) {
+  SERVE_OR_SKIP(s, kHermes);
+  const std::string anthropic_tools = R"([{"name": "get_weather",
+      "description": "The weather in a city", "input_schema": {"type": "object",
+      "properties": {"city": {"type": "string"}}}}])";
+  const std::string body = R"({"model": "claude", "max_tokens": 64, "temperature": 0,
+      "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": )" +
+                           anthropic_tools;
+  const Reply m = post(*s, "/v1/messages", body + "}");
+  ASSERT_EQ(m.status, 200) << m.raw;
+  EXPECT_EQ(m.body["stop_reason"], "tool_use");
+  const Json& block = m.body["content"].back();
+  EXPECT_EQ(block["type"], "tool_use");
+  EXPECT_EQ(block["name"], "get_weather");
+  EXPECT_EQ(block["input"], Json::parse(R"({"city": "Paris"})"));
+
+  const Reply ms = post(*s, "/v1/messages", body + R"(, "stream": true})");
+  bool done = false;
+  std::string json_text, stop_reason;
+  for (const Json& e : sse_events(ms.raw, &done)) {
+    if (e["type"] == "content_block_start" && e["content_block"]["type"] == "tool_use") {
+      EXPECT_EQ(e["content_block"]["name"], "get_weather");
+    }
+    if (e["type"] == "content_block_delta" && e["delta"]["type"] == "input_json_delta") {
+      json_text += e["delta"]["partial_json"].get<std::string>();
+    }
+    if (e["type"] == "message_delta") stop_reason = e["delta"]["stop_reason"];
+  }
+  EXPECT_EQ(Json::parse(json_text), Json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(stop_reason, "tool_use");
+
+  const Reply r = post(*s, "/v1/responses", R"({"model": "gpt-5", "input": "Weather in Paris?",
+      "temperature": 0, "tools": [{"type": "function", "name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]})");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const Json& item = r.body["output"].back();
+  EXPECT_EQ(item["type"], "function_call");
+  EXPECT_EQ(item["name"], "get_weather");
+  EXPECT_EQ(Json::parse(item["arguments"].get<std::string>()), Json::parse(R"({"city":"Paris"})"));
+  EXPECT_FALSE(item["call_id"].get<std::string>().empty());
+}
+
+// The second turn: the assistant's tool call and the tool's result render through the template
+// (the tool result appears in the prompt), and the request's parallel_tool_calls and
+// tool_choice errors are the client's.
+TEST_F(ServerToolsTest, ToolResultsRenderIntoTheNextPrompt) {
+  SERVE_OR_SKIP(s, kHermes);
+  const std::string turn2 = std::string(R"({"messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_7", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_7", "content": "sunny, 22 C"}],
+      "tools": )") + kTools +
+                            "}";
+  const Reply t = post(*s, "/apply-template", turn2);
+  ASSERT_EQ(t.status, 200) << t.raw;
+  const std::string prompt = t.body["prompt"];
+  EXPECT_NE(prompt.find("sunny, 22 C"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("get_weather"), std::string::npos) << prompt;
+  const Reply r = post(*s, "/v1/chat/completions", turn2);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  expect_error(post(*s, "/v1/chat/completions",
+                    chat_body(R"(, "tools": [{"type": "function", "function": {"name": "a"}}],
+                                 "tool_choice": {"type": "function", "function": {"name": "b"}})")),
+               400);
+}
+
+}  // namespace
+}  // namespace strata::server::itest
