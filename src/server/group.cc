@@ -389,7 +389,8 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   if (gp.logprobs) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
-  StopMatcher::Out out = s.stop.push(s.utf8.push(tok_.token_to_piece(token)));
+  StopMatcher::Out out =
+      s.stop.push(s.utf8.push(tok_.token_to_piece(token, params_.render_special)));
   s.seen_newline = s.seen_newline || out.text.find('\n') != std::string::npos;
   e.text = std::move(out.text);
   task.channel->push(std::move(e));

@@ -46,6 +46,8 @@ struct GroupParams {
   // created with EngineOptions::context_shift.
   bool context_shift = false;
   int32_t n_keep = 0;
+  // Special tokens (control tokens such as <|im_end|>) appear in the generated text (-sp).
+  bool render_special = false;
   // Host memory for the states of prompts that slots give up (--cache-ram), in bytes; 0: none.
   // A new prompt restores the stored state that shares the longest prefix with it when that
   // beats what an idle slot holds.

@@ -71,9 +71,9 @@ void add_server_rows(std::vector<Row>& t) {
                "off",
                "special tokens appear in generated text",
                S::kServer,
-               E::kPending,
-               "generated special tokens are not rendered yet",
-               "false",
+               E::kApplied,
+               "",
+               nullptr,
                bool_to(STRATA_FIELD(options.special))});
   ignored(t, {"--warmup"}, K::kSwitch, "no warm-up run", nullptr, S::kServer, {"--no-warmup"},
           "false");
@@ -456,13 +456,14 @@ void add_server_rows(std::vector<Row>& t) {
                K::kValue,
                "on|off|auto",
                "auto",
-               "thinking in the chat",
+               "thinking in the chat (off: templates see enable_thinking false)",
                S::kServer,
-               E::kPending,
-               "reasoning is not split from content in this build",
-               "auto",
+               E::kApplied,
+               "",
+               nullptr,
                one_of(STRATA_FIELD(options.reasoning), {"on", "off", "auto"})});
-  ignored(t, {"--reasoning-effort"}, K::kValue, "reasoning is not split from content in this build",
+  ignored(t, {"--reasoning-effort"}, K::kValue,
+          "pass it to the template as chat_template_kwargs reasoning_effort",
           "LLAMA_ARG_REASONING_EFFORT", S::kServer, {}, "default");
   t.push_back({{"--reasoning-budget"},
                {},
@@ -470,18 +471,17 @@ void add_server_rows(std::vector<Row>& t) {
                K::kValue,
                "N",
                "-1",
-               "thinking tokens allowed (-1: unrestricted)",
+               "thinking tokens allowed (-1: unrestricted; 0: thinking off)",
                S::kServer,
                E::kPending,
-               "reasoning is not split from content in this build",
+               "only 0 (thinking off) is applied; a budget above 0 is not enforced",
                "-1",
                int_to(STRATA_FIELD(options.reasoning_budget), -1, kMaxI32)});
-  ignored(t, {"--reasoning-budget-message"}, K::kValue,
-          "reasoning is not split from content in this build", "LLAMA_ARG_THINK_BUDGET_MESSAGE",
-          S::kServer);
+  ignored(t, {"--reasoning-budget-message"}, K::kValue, "reasoning budgets are not enforced",
+          "LLAMA_ARG_THINK_BUDGET_MESSAGE", S::kServer);
   ignored(t, {"--reasoning-preserve"}, K::kSwitch,
-          "reasoning is not split from content in this build", "LLAMA_ARG_REASONING_PRESERVE",
-          S::kServer, {"--no-reasoning-preserve"});
+          "past reasoning_content goes to the template as the client sends it",
+          "LLAMA_ARG_REASONING_PRESERVE", S::kServer, {"--no-reasoning-preserve"});
   t.push_back(
       {{"--chat-template"},
        {},

@@ -98,6 +98,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     gp.cache_similarity = o.slot_prompt_similarity;
     gp.context_shift = o.context_shift;
     gp.n_keep = o.n_keep;
+    gp.render_special = o.special;
     // --cache-ram is for the whole server: each group gets its slots' share.
     if (o.cache_ram_mib < 0) {
       gp.cache_ram_bytes = UINT64_MAX;

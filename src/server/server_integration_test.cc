@@ -589,6 +589,19 @@ TEST_F(ServerTest, AssistantPrefill) {
   EXPECT_TRUE(closed.ends_with("assistant\n")) << closed;
 }
 
+// -sp: control tokens appear in the text (here BOS, id 1, forced by a logit bias).
+TEST_F(ServerTest, SpecialTokensRenderWithSp) {
+  const std::string body = R"({"prompt": "x", "n_predict": 3, "temperature": 0,
+                               "logit_bias": [[1, 100]], "return_tokens": true})";
+  ServerProcess plain(args({}));
+  const Reply r = post(plain, "/completion", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["tokens"], Json({1, 1, 1}));
+  EXPECT_EQ(r.body["content"], "");
+  ServerProcess sp(args({"-sp"}));
+  EXPECT_EQ(post(sp, "/completion", body).body["content"], "<s><s><s>");
+}
+
 TEST_F(ServerTest, EndpointsOffUnlessAsked) {
   ServerProcess s(args({"--no-slots"}), {{"LLAMA_ARG_ENDPOINT_METRICS", "0"}});
   // --metrics is on the helper's command line, and the command line wins.
