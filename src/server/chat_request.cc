@@ -235,6 +235,30 @@ std::optional<std::string> read_chat_request(const Json& body, ChatRequest& out)
     if (!k->is_object()) return std::string("chat_template_kwargs: must be an object");
     out.template_kwargs = *k;
   }
+  if (auto r = body.find("reasoning_effort"); r != body.end() && !r->is_null()) {
+    if (!r->is_string()) return std::string("reasoning_effort: must be a string");
+    if (*r == "none") {
+      out.template_kwargs["enable_thinking"] = false;
+    } else if (!out.template_kwargs.contains("reasoning_effort")) {
+      out.template_kwargs["reasoning_effort"] = *r;
+    }
+  }
+  if (auto p = body.find("parse_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) return std::string("parse_tool_calls: must be true or false");
+    out.parse_tool_calls = p->get<bool>();
+  }
+  // Constrained output needs a grammar sampler, which this server does not have: refusing is
+  // better than answering text that is not the JSON the client relies on.
+  if (auto f = body.find("response_format"); f != body.end() && !f->is_null()) {
+    const std::string type = f->is_object() && f->contains("type") && (*f)["type"].is_string()
+                                 ? (*f)["type"].get<std::string>()
+                                 : "";
+    if (type != "text") {
+      return "response_format: type '" + type +
+             "' needs constrained decoding (JSON schema or grammar), which this server does not "
+             "have; only {\"type\": \"text\"} is accepted";
+    }
+  }
   return std::nullopt;
 }
 

@@ -45,7 +45,11 @@ struct ChatRequest {
   // Whether the prompt ends with the opening of the assistant's turn (llama-server reads it
   // from a request too).
   bool add_generation_prompt = true;
-  // The request's chat_template_kwargs (an object; merged over the server's).
+  // parse_tool_calls (llama-server's): false leaves tool calls in the text.
+  bool parse_tool_calls = true;
+  // The request's chat_template_kwargs (an object; merged over the server's), with
+  // reasoning_effort: "none" is enable_thinking false, another value is passed on as
+  // reasoning_effort (gpt-oss templates read it).
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 

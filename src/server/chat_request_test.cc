@@ -70,6 +70,21 @@ TEST(ChatRequest, ToolChoiceShapesTheTools) {
   EXPECT_EQ(required.tool_choice, ToolChoice::kRequired);
 }
 
+TEST(ChatRequest, ReasoningEffortAndParseToolCalls) {
+  ChatRequest off;
+  ASSERT_FALSE(read(R"({"messages": [{"role": "user", "content": "x"}],
+                        "reasoning_effort": "none", "parse_tool_calls": false})",
+                    off));
+  EXPECT_EQ(off.template_kwargs["enable_thinking"], false);
+  EXPECT_FALSE(off.parse_tool_calls);
+  ChatRequest high;
+  ASSERT_FALSE(read(R"({"messages": [{"role": "user", "content": "x"}],
+                        "reasoning_effort": "high", "response_format": {"type": "text"}})",
+                    high));
+  EXPECT_EQ(high.template_kwargs["reasoning_effort"], "high");
+  EXPECT_TRUE(high.parse_tool_calls);
+}
+
 TEST(ChatRequest, ErrorsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({})", "messages: is required"},
@@ -104,6 +119,11 @@ TEST(ChatRequest, ErrorsNameTheField) {
        "parallel_tool_calls"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})",
        "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format":
+           {"type": "json_object"}})",
+       "response_format: type 'json_object' needs constrained decoding"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "parse_tool_calls": "no"})",
+       "parse_tool_calls"},
   };
   for (const auto& [body, want] : cases) {
     ChatRequest r;
