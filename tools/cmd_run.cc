@@ -5,7 +5,7 @@
 #include "engine/sampler.h"
 #include "flags.h"
 #include "loader.h"
-#include "model/utf8.h"
+#include "core/utf8.h"
 
 namespace strata::tools {
 namespace {

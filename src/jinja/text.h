@@ -11,13 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace strata::jinja {
 
 // Decodes the code point at s[i] and advances i. A byte that does not start a well-formed
 // sequence decodes as itself (0x80..0xFF), one byte long: text that is not UTF-8 still has a
 // length and slices back to the same bytes.
 char32_t utf8_next(std::string_view s, size_t& i);
-void utf8_append(std::string& out, char32_t cp);
+// (Encoding a code point is strata::utf8_append, core/utf8.h.)
 
 // Byte offsets of every code point of s, plus s.size() at the end.
 std::vector<size_t> code_point_offsets(std::string_view s);

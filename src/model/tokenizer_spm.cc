@@ -4,7 +4,7 @@
 #include <queue>
 
 #include "model/tokenizer.h"
-#include "model/utf8.h"
+#include "core/utf8.h"
 
 namespace strata {
 namespace {

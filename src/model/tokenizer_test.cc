@@ -11,7 +11,7 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/unicode.h"
-#include "model/utf8.h"
+#include "core/utf8.h"
 
 namespace strata {
 namespace {

@@ -3,7 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "model/utf8.h"
+#include "core/utf8.h"
 
 namespace strata {
 

@@ -23,7 +23,7 @@
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "model/tokenizer.h"
-#include "model/utf8.h"
+#include "core/utf8.h"
 #include "server/metrics.h"
 #include "server/slot_store.h"
 #include "server/stop.h"

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <optional>
 
-#include "model/utf8.h"
+#include "core/utf8.h"
 
 namespace strata::server {
 namespace {

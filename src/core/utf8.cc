@@ -1,4 +1,4 @@
-#include "model/utf8.h"
+#include "core/utf8.h"
 
 #include <algorithm>
 
