@@ -2,10 +2,10 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "core/utf8.h"
 #include "engine/sampler.h"
 #include "flags.h"
 #include "loader.h"
-#include "core/utf8.h"
 
 namespace strata::tools {
 namespace {
