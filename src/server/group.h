@@ -19,11 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/utf8.h"
 #include "engine/context.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "model/tokenizer.h"
-#include "core/utf8.h"
 #include "server/metrics.h"
 #include "server/slot_store.h"
 #include "server/stop.h"
