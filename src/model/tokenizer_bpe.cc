@@ -2,8 +2,8 @@
 // of a piece to its GPT-2 character, then apply merges in rank order within the piece.
 #include <queue>
 
-#include "model/tokenizer.h"
 #include "core/utf8.h"
+#include "model/tokenizer.h"
 
 namespace strata {
 namespace {

@@ -3,8 +3,8 @@
 // (leftmost on ties); characters left without a token fall back to their bytes.
 #include <queue>
 
-#include "model/tokenizer.h"
 #include "core/utf8.h"
+#include "model/tokenizer.h"
 
 namespace strata {
 namespace {

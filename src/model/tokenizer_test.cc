@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/utf8.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/unicode.h"
-#include "core/utf8.h"
 
 namespace strata {
 namespace {
