@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "core/utf8.h"
 #include "engine/sampler.h"
+#include "engine/step_draws.h"
 #include "flags.h"
 #include "loader.h"
 
@@ -65,6 +66,8 @@ constexpr const char* kHelp =
     "      --repeat-penalty R --repeat-last-n N  (defaults 1.0, 64)\n"
     "      --presence-penalty P --frequency-penalty P\n"
     "      --seed S            sampling seed (default 0): same seed, same text\n"
+    "      --backend-sampling  sample on the device of the last stage (a worker sends back\n"
+    "                          the token, not the logits); the same tokens as the CPU\n"
     "      --no-bos            do not add BOS even where the model asks for it\n"
     "      --ignore-eos        keep generating past end-of-text tokens\n"
     "      --print-ids         print the generated token ids on stderr at the end\n";
@@ -77,7 +80,8 @@ int cmd_run(const Args& args) {
                                        "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
                                        "--presence-penalty", "--frequency-penalty", "--seed"});
   std::vector<std::string> switches = model_switches();
-  switches.insert(switches.end(), {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids"});
+  switches.insert(switches.end(),
+                  {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids", "--backend-sampling"});
   Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("run", s);
   if (flags.has("-h")) {
@@ -111,12 +115,29 @@ int cmd_run(const Args& args) {
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
 
+  // Decodes a batch and samples its one output row: on the last stage's device with
+  // --backend-sampling (on the CPU when the device cannot take the row).
+  const bool on_device = flags.has("--backend-sampling");
+  StepDraws draws;
+  auto decode_and_sample = [&](const Batch& b) -> Result<int32_t> {
+    if (!on_device) {
+      STRATA_RETURN_IF_ERROR(ctx.decode(b));
+      return sampler.sample(ctx.logits(0));
+    }
+    draws.clear();
+    const int32_t d = draws.add(0, sampler, false);
+    if (d < 0) draws.read_logits(0);
+    STRATA_RETURN_IF_ERROR(ctx.decode(b, &draws));
+    return d >= 0 ? draws.token(d) : sampler.sample(ctx.logits(0));
+  };
+
   Batch batch;
   for (size_t i = 0; i < ids.size(); ++i) {
     batch.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
   }
   const auto t_prompt = Clock::now();
-  if (Status s = ctx.decode(batch); !s) return fail("run", s);
+  Result<int32_t> sampled = decode_and_sample(batch);
+  if (!sampled) return fail("run", sampled.status());
   const double prompt_ms = ms_since(t_prompt);
 
   Utf8Stream utf8;
@@ -125,7 +146,7 @@ int cmd_run(const Args& args) {
   const auto t_gen = Clock::now();
   int64_t n_decoded = 0;
   for (int64_t i = 0; i < *n_predict; ++i) {
-    const int32_t next = sampler.sample(ctx.logits(0));
+    const int32_t next = *sampled;
     sampler.accept(next);
     generated.push_back(next);
     if (tok.is_eog(next) && !ignore_eos) break;
@@ -135,7 +156,8 @@ int cmd_run(const Args& args) {
     if (i + 1 == *n_predict) break;
     batch.clear();
     batch.add(next, ctx.seq_len(0), 0, true);
-    if (Status s = ctx.decode(batch); !s) return fail("run", s);
+    sampled = decode_and_sample(batch);
+    if (!sampled) return fail("run", sampled.status());
     ++n_decoded;
   }
   const std::string rest = utf8.flush();

@@ -56,6 +56,7 @@ Result<server::LoadOptions> load_options(const Flags& flags) {
     STRATA_ASSIGN_OR_RETURN(o.tensor_split, parse_split(*ts));
   }
   o.use_mmap = !flags.has("--no-mmap");
+  o.backend_sampling = flags.has("--backend-sampling");  // for the commands that sample
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include "core/ops_act.h"
 #include "core/rope_rates.h"
 #include "core/rope_shift.h"
+#include "core/sample.h"
 #include "graph/op_table.h"
 
 namespace strata {
@@ -241,6 +242,22 @@ Status exec_copy(const ExecNode& e) {
   return Status::ok();
 }
 
+Status exec_sample(const ExecNode& e) {
+  const TensorRef& logits = e.T(0);
+  SampleRowsArgs a;
+  a.logits = e.F(0);
+  a.logits_stride = floats(logits.nb[1]);
+  a.n_vocab = static_cast<int32_t>(logits.ne[0]);
+  a.rows = logits.ne[1];
+  a.settings = e.I(1);
+  a.entries = e.I(2);
+  a.width = e.T(2).ne[1];
+  a.uniforms = e.F(3);
+  a.out = reinterpret_cast<int32_t*>(e.y());
+  a.out_words = e.out().ne[0];
+  return sample_rows(e.pool, a);
+}
+
 // --- The executor table: an op the graph layer knows but that has no row here is refused -------
 
 struct ExecRow {
@@ -265,6 +282,7 @@ constexpr ExecRow kExecRows[] = {
     {Op::kSoftcap, exec_softcap},
     {Op::kAttentionExt, exec_attention_ext},
     {Op::kRopeShift, exec_rope_shift},
+    {Op::kSample, exec_sample},
 };
 
 constexpr std::array<OpExec, kOpIdLimit> make_exec_table() {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/sample.h"
 #include "engine/graph_builder.h"
 
 namespace strata {
@@ -17,6 +18,9 @@ constexpr uint64_t kAlign = 64;
 // Cell lists are padded to a multiple of this so that consecutive decode steps have the same
 // graph shapes (a remote device re-runs a cached graph when the shape has not changed).
 constexpr int64_t kListPad = 256;
+// The draws' entry lists are padded to a multiple of this for the same reason: a penalty window
+// grows by a token per step until it is full.
+constexpr int64_t kEntryPad = 64;
 
 uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -63,6 +67,8 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   const char* no_async = std::getenv("STRATA_RPC_NO_ASYNC_COPY");
   ctx->async_copy_ = no_async == nullptr || std::string(no_async) != "1";
   ctx->n_vocab_ = engine.model().hparams().n_vocab;
+  ctx->can_sample_ =
+      engine.stages().back().device->caps().ops.test(static_cast<uint32_t>(Op::kSample));
   for (const Stage& s : engine.stages()) {
     auto rt = std::make_unique<StageRuntime>();
     rt->stage = &s;
@@ -169,7 +175,7 @@ Status Context::upload_rope_tables() {
   return Status::ok();
 }
 
-Status Context::decode(const Batch& batch) {
+Status Context::decode(const Batch& batch, StepDraws* draws) {
   STRATA_RETURN_IF_ERROR(check_awake());
   const int64_t n = batch.size();
   if (n == 0) return invalid_argument("empty batch");
@@ -191,10 +197,24 @@ Status Context::decode(const Batch& batch) {
   }
   int64_t total_outputs = 0;
   for (uint8_t o : batch.output) total_outputs += o ? 1 : 0;
+  if (draws != nullptr) {
+    auto check_row = [&](int32_t o) {
+      if (o >= 0 && o < total_outputs) return Status::ok();
+      return out_of_range("a draw names output row " + std::to_string(o) + " of a batch of " +
+                          std::to_string(total_outputs) + " outputs");
+    };
+    for (const StepDraws::Draw& d : draws->draws()) STRATA_RETURN_IF_ERROR(check_row(d.output));
+    for (int32_t o : draws->logits_rows()) STRATA_RETURN_IF_ERROR(check_row(o));
+    if (draws->size() > 0 && !can_sample_) {
+      return unsupported(engine_.stages().back().device->info().name +
+                         " cannot run op 'sample' (backend sampling): update its worker");
+    }
+    draws->prepare_results();
+  }
   logits_.resize(static_cast<size_t>(total_outputs * n_vocab_));
   n_outputs_ = 0;
   for (int64_t b = 0; b < n; b += params_.n_batch) {
-    Status s = decode_ubatch(batch, b, std::min(n, b + params_.n_batch));
+    Status s = decode_ubatch(batch, b, std::min(n, b + params_.n_batch), draws);
     if (!s.is_ok()) {
       for (const auto& [seq, len] : start) cells_.seq_truncate(seq, len);
       n_outputs_ = 0;
@@ -204,7 +224,7 @@ Status Context::decode(const Batch& batch) {
   return Status::ok();
 }
 
-Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
+Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, StepDraws* draws) {
   const HParams& hp = engine_.model().hparams();
   const int64_t T = end - begin;
 
@@ -258,8 +278,59 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
     p.offset = blob;
     blob = align_up(blob + p.bytes);
   }
-  inputs_.assign(blob, 0);
+
+  // Backend sampling: the draws from this micro-batch's outputs, and the rows of logits to read
+  // back. Their inputs follow the blob, in the last stage's write only.
+  const int64_t base = n_outputs_;
+  std::vector<int32_t> local;  // draw indices
+  std::vector<int32_t> local_rows;
+  std::vector<int32_t> read_rows;
+  int64_t max_entries = 0;
+  if (draws != nullptr) {
+    for (int32_t d = 0; d < draws->size(); ++d) {
+      const StepDraws::Draw& dr = draws->draws()[static_cast<size_t>(d)];
+      if (dr.output < base || dr.output >= base + n_out) continue;
+      local.push_back(d);
+      local_rows.push_back(static_cast<int32_t>(dr.output - base));
+      max_entries = std::max<int64_t>(max_entries, dr.n_entries);
+    }
+    for (int32_t o : draws->logits_rows()) {
+      if (o >= base && o < base + n_out) read_rows.push_back(static_cast<int32_t>(o - base));
+    }
+    std::sort(read_rows.begin(), read_rows.end());
+    read_rows.erase(std::unique(read_rows.begin(), read_rows.end()), read_rows.end());
+  }
+  const int64_t n_draws = static_cast<int64_t>(local.size());
+  bool identity = n_draws == n_out;
+  for (int64_t i = 0; identity && i < n_draws; ++i) identity = local_rows[i] == i;
+  const int64_t width =
+      max_entries == 0 ? 1 : (max_entries + kEntryPad - 1) / kEntryPad * kEntryPad;
+  const int64_t out_words = draws != nullptr ? draws->out_words() : 1;
+  const uint64_t at_rows = blob;
+  const uint64_t at_settings =
+      at_rows + (identity ? 0 : align_up(4 * static_cast<uint64_t>(n_draws)));
+  const uint64_t at_entries =
+      at_settings + align_up(4 * kSampleWords * static_cast<uint64_t>(n_draws));
+  const uint64_t at_uniforms = at_entries + align_up(8 * static_cast<uint64_t>(width * n_draws));
+  const uint64_t sample_end =
+      n_draws > 0 ? at_uniforms + align_up(4 * static_cast<uint64_t>(n_draws)) : blob;
+
+  inputs_.assign(sample_end, 0);
   for (const Part& p : parts) std::memcpy(inputs_.data() + p.offset, p.data, p.bytes);
+  if (n_draws > 0) {
+    int32_t* rows = reinterpret_cast<int32_t*>(inputs_.data() + at_rows);
+    int32_t* settings = reinterpret_cast<int32_t*>(inputs_.data() + at_settings);
+    int32_t* entries = reinterpret_cast<int32_t*>(inputs_.data() + at_entries);
+    float* uniforms = reinterpret_cast<float*>(inputs_.data() + at_uniforms);
+    for (int64_t i = 0; i < n_draws; ++i) {
+      const int32_t d = local[static_cast<size_t>(i)];
+      if (!identity) rows[i] = local_rows[static_cast<size_t>(i)];
+      std::memcpy(settings + i * kSampleWords, draws->words(d), 4 * kSampleWords);
+      std::memcpy(entries + i * 2 * width, draws->entries(d),
+                  8 * static_cast<size_t>(draws->draws()[static_cast<size_t>(d)].n_entries));
+      uniforms[i] = draws->uniform(d);
+    }
+  }
 
   const uint64_t hidden_bytes = align_up(4 * static_cast<uint64_t>(hp.n_embd * T));
 
@@ -275,9 +346,15 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
     const uint64_t out_bytes =
         st.last ? align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
                 : hidden_bytes;
-    const uint64_t hidden_off = blob;
-    const uint64_t out_off = blob + (st.first ? 0 : hidden_bytes);
-    if (Status s = rt.ensure(rt.io, out_off + out_bytes); !s) return fail(s);
+    // The step's inputs (the draws' too on the last stage), the hidden state in, the output,
+    // the draws' results.
+    const uint64_t in_bytes = st.last ? sample_end : blob;
+    const uint64_t hidden_off = in_bytes;
+    const uint64_t out_off = in_bytes + (st.first ? 0 : hidden_bytes);
+    const uint64_t drawn_off = out_off + out_bytes;
+    const uint64_t drawn_bytes =
+        st.last ? align_up(4 * static_cast<uint64_t>(out_words * n_draws)) : 0;
+    if (Status s = rt.ensure(rt.io, drawn_off + drawn_bytes); !s) return fail(s);
     const uint64_t io = rt.io->handle();
 
     StageTensors t;
@@ -303,14 +380,22 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
       // Nothing asked for logits: the last stage still has to fill the KV cache of its layers.
       t.n_outputs = 1;
     }
+    if (st.last && n_draws > 0) {
+      t.n_draws = n_draws;
+      if (!identity) t.draw_rows = make_tensor(io, at_rows, DType::kI32, n_draws);
+      t.draw_settings = make_tensor(io, at_settings, DType::kI32, kSampleWords, n_draws);
+      t.draw_entries = make_tensor(io, at_entries, DType::kI32, 2, width, n_draws);
+      t.draw_uniforms = make_tensor(io, at_uniforms, DType::kF32, n_draws);
+      t.drawn = make_tensor(io, drawn_off, DType::kI32, out_words, n_draws);
+    }
     GraphBuilder b;
     build_stage_graph(b, engine_.model(), *st.weights, st.layer_begin, st.layer_end, st.first,
                       st.last, t);
     if (Status s = rt.ensure(rt.scratch, b.plan(kAlign)); !s) return fail(s);
     auto graph = std::make_shared<const Graph>(b.finish(rt.scratch->handle()));
 
-    rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(blob)),
-                          inputs_.data(), blob);
+    rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(in_bytes)),
+                          inputs_.data(), in_bytes);
     if (!st.first) {
       const StageRuntime& prev = *stages_[si - 1];
       const size_t bytes = 4 * prev.hidden.size();
@@ -321,10 +406,29 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
       }
     }
     rt.stream->compute(graph);
-    if (st.last) {
+    if (st.last && draws == nullptr) {
       if (n_out > 0) {
         rt.stream->get_tensor(t.out, logits_.data() + n_outputs_ * n_vocab_,
                               4 * static_cast<size_t>(n_out * n_vocab_));
+      }
+    } else if (st.last) {
+      // Only the draws' results, and the logits of the rows sampled on the CPU (a run of
+      // consecutive rows in one region).
+      for (size_t i = 0; i < read_rows.size();) {
+        size_t j = i + 1;
+        while (j < read_rows.size() && read_rows[j] == read_rows[j - 1] + 1) ++j;
+        const int64_t r = read_rows[i];
+        const int64_t len = static_cast<int64_t>(j - i);
+        const uint64_t row_bytes = 4 * static_cast<uint64_t>(n_vocab_);
+        rt.stream->get_tensor(make_tensor(io, out_off + row_bytes * static_cast<uint64_t>(r),
+                                          DType::kF32, n_vocab_, len),
+                              logits_.data() + (n_outputs_ + r) * n_vocab_,
+                              row_bytes * static_cast<size_t>(len));
+        i = j;
+      }
+      if (n_draws > 0) {
+        drawn_.resize(static_cast<size_t>(out_words * n_draws));
+        rt.stream->get_tensor(t.drawn, drawn_.data(), 4 * drawn_.size());
       }
     } else {
       rt.hidden.resize(static_cast<size_t>(hp.n_embd * T));
@@ -341,6 +445,10 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end) {
       rt.hidden_ready = rt.stream->record();
       rt.stream->flush();
     }
+  }
+  for (int64_t i = 0; i < n_draws; ++i) {
+    std::memcpy(draws->result(local[static_cast<size_t>(i)]), drawn_.data() + i * out_words,
+                4 * static_cast<size_t>(out_words));
   }
   n_outputs_ += n_out;
   return Status::ok();

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/kv_cells.h"
 #include "engine/seq_state.h"
+#include "engine/step_draws.h"
 
 namespace strata {
 
@@ -33,9 +34,12 @@ class Context {
 
   // Runs the batch. Positions of a sequence must continue where it stands (pos == seq_len).
   // On error the KV cache is as it was before the call.
-  Status decode(const Batch& batch);
+  // With `draws` (backend sampling), the last stage's device samples the draws and only their
+  // results come back, with the logits of the rows the draws name for reading (StepDraws).
+  Status decode(const Batch& batch, StepDraws* draws = nullptr);
 
-  // Logits of the i-th token that asked for output in the last decode, in batch order.
+  // Logits of the i-th token that asked for output in the last decode, in batch order. After a
+  // decode with draws, only the rows named by StepDraws::read_logits hold their logits.
   const float* logits(int64_t i) const { return logits_.data() + i * n_vocab_; }
   int64_t n_outputs() const { return n_outputs_; }
   int64_t n_vocab() const { return n_vocab_; }
@@ -79,7 +83,7 @@ class Context {
  private:
   struct StageRuntime;
   Context(const Engine& engine, const ContextParams& p);
-  Status decode_ubatch(const Batch& batch, int64_t begin, int64_t end);
+  Status decode_ubatch(const Batch& batch, int64_t begin, int64_t end, StepDraws* draws);
 
   const Engine& engine_;
   ContextParams params_;
@@ -100,6 +104,8 @@ class Context {
                        const uint8_t* write_from);
 
   std::vector<uint8_t> inputs_;  // host staging of a micro-batch's inputs
+  std::vector<int32_t> drawn_;   // host staging of a micro-batch's draw results
+  bool can_sample_ = false;      // the last stage's device runs the sample op
   // The hidden state moves between stages by asynchronous copy (each stage waits for the
   // previous stage's read on its own queue, and only the last stage is synchronised); off
   // (STRATA_RPC_NO_ASYNC_COPY=1), every stage is synchronised before the next one starts.

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/stage_caps.h"
+#include "engine/step_draws.h"
 
 namespace strata {
 namespace {
@@ -57,6 +58,13 @@ StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end
   n.compute = t * per_token + t * 4 * (8 + std::max<uint64_t>(n_ctx, 1)) +
               (first ? 0 : t * 4 * static_cast<uint64_t>(hp.n_embd)) +
               t * 4 * static_cast<uint64_t>(last ? hp.n_vocab : hp.n_embd);
+  if (last && options.backend_sampling) {
+    // The draws' inputs and results, and their logits gathered when the draws are not the
+    // output rows in order.
+    n.compute += t * 4 *
+                 static_cast<uint64_t>(kSampleWords + 2 * StepDraws::kMaxEntries + 2 +
+                                       sample_out_words(kSampleMaxNProbs) + hp.n_vocab);
+  }
   return n;
 }
 
@@ -114,9 +122,10 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
   std::string lacking;
   for (size_t si = 0; si < engine->stages_.size(); ++si) {
     const Stage& s = engine->stages_[si];
-    STRATA_ASSIGN_OR_RETURN(DeviceCaps need,
-                            stage_graph_needs(*model, s.layer_begin, s.layer_end, s.first, s.last,
-                                              options.kv_dtype, options.context_shift));
+    STRATA_ASSIGN_OR_RETURN(
+        DeviceCaps need,
+        stage_graph_needs(*model, s.layer_begin, s.layer_end, s.first, s.last, options.kv_dtype,
+                          options.context_shift, options.backend_sampling));
     const std::string missing = caps_missing(need, s.device->caps());
     if (!missing.empty()) {
       lacking += "\n  " + stage_label(s, infos[device_of[si]]) + ": cannot run " + missing;

@@ -37,6 +37,9 @@ struct EngineOptions {
   // The contexts will shift sequences (Context::seq_shift): a device that cannot run the shift's
   // graph (an older worker without rope_shift) is refused at split time too.
   bool context_shift = false;
+  // The contexts will sample on the last stage's device (StepDraws): a device that cannot run
+  // the sample op (an older worker) is refused at split time.
+  bool backend_sampling = false;
 };
 
 // Memory a stage needs on its device.

@@ -55,6 +55,15 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
   const int32_t normed = g.rms_norm(x, model.output_norm());
   b.node(Op::kMulMat, out, {g.weight(model.output()), normed});
   if (hp.final_softcap > 0) b.node(Op::kSoftcap, out, {out}, {}, {hp.final_softcap});
+  if (io.n_draws == 0) return;
+  int32_t rows = out;
+  if (io.draw_rows.buffer != 0) {
+    rows = b.node(Op::kGetRows, b.scratch(DType::kF32, hp.n_vocab, io.n_draws),
+                  {out, b.external(io.draw_rows)});
+  }
+  b.node(Op::kSample, b.external(io.drawn),
+         {rows, b.external(io.draw_settings), b.external(io.draw_entries),
+          b.external(io.draw_uniforms)});
 }
 
 void build_stage_shift_graph(GraphBuilder& b, const Model& model, int64_t layer_begin,

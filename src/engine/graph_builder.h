@@ -26,6 +26,15 @@ struct StageTensors {
   // Model::rope_uses_tables().
   TensorRef rope_rates[2];
   float rope_mscale[2] = {1.0f, 1.0f};
+  // Backend sampling (last stage): the sample op after the logits, when n_draws > 0. Each draw
+  // samples one row of `out`: row i when draw_rows is unset (buffer 0: the draws are the
+  // output rows in order), else row draw_rows[i].
+  int64_t n_draws = 0;
+  TensorRef draw_rows;      // I32 [n_draws]
+  TensorRef draw_settings;  // I32 [kSampleWords, n_draws]
+  TensorRef draw_entries;   // I32 [2, width, n_draws]
+  TensorRef draw_uniforms;  // F32 [n_draws]
+  TensorRef drawn;          // I32 [1 or 2 + 2k, n_draws]
 };
 
 // What the shift graph of a stage touches (Context::seq_shift), on the stage's device.
@@ -46,7 +55,8 @@ void build_stage_shift_graph(GraphBuilder& b, const Model& model, int64_t layer_
                              int64_t layer_end, const ShiftTensors& io);
 
 // Appends the stage's nodes to `b`. Layers [layer_begin, layer_end); the first stage starts
-// with the embedding lookup, the last ends with the output norm and projection.
+// with the embedding lookup, the last ends with the output norm and projection (and, with
+// draws, the sample op).
 void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights& w,
                        int64_t layer_begin, int64_t layer_end, bool first, bool last,
                        const StageTensors& io);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/sample.h"
 #include "engine/graph_builder.h"
 #include "engine/weights.h"
 
@@ -44,11 +45,13 @@ class PlanningDevice : public Device {
   std::unique_ptr<Stream> create_stream() override { return std::make_unique<PlanningStream>(); }
 };
 
-// The stage graph for n_tokens tokens of which n_outputs ask for logits. Step tensors live in
-// a buffer of their own (handle 2); their shapes are the real ones, their places do not matter.
+// The stage graph for n_tokens tokens of which n_outputs ask for logits, and n_draws draws
+// from them (with a row map, so that every op of the sampling tail is in it). Step tensors live
+// in a buffer of their own (handle 2); their shapes are the real ones, their places do not
+// matter.
 Graph planning_graph(const Model& model, const DeviceWeights& w, int64_t layer_begin,
                      int64_t layer_end, bool first, bool last, DType kv_dtype, int64_t n_tokens,
-                     int64_t n_outputs) {
+                     int64_t n_outputs, int64_t n_draws) {
   const HParams& hp = model.hparams();
   constexpr uint64_t kIo = 2;
   const int64_t n_cells = 2 * n_tokens;
@@ -68,6 +71,14 @@ Graph planning_graph(const Model& model, const DeviceWeights& w, int64_t layer_b
   for (int64_t il = layer_begin; il < layer_end; ++il) {
     io.k_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), n_cells));
     io.v_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.n_embd_kv(), n_cells));
+  }
+  if (last && n_draws > 0) {
+    io.n_draws = n_draws;
+    io.draw_rows = make_tensor(kIo, 0, DType::kI32, n_draws);
+    io.draw_settings = make_tensor(kIo, 0, DType::kI32, kSampleWords, n_draws);
+    io.draw_entries = make_tensor(kIo, 0, DType::kI32, 2, 1, n_draws);
+    io.draw_uniforms = make_tensor(kIo, 0, DType::kF32, n_draws);
+    io.drawn = make_tensor(kIo, 0, DType::kI32, 1, n_draws);
   }
   GraphBuilder b;
   build_stage_graph(b, model, w, layer_begin, layer_end, first, last, io);
@@ -100,15 +111,17 @@ Graph planning_shift_graph(const Model& model, int64_t layer_begin, int64_t laye
 }  // namespace
 
 Result<DeviceCaps> stage_graph_needs(const Model& model, int64_t layer_begin, int64_t layer_end,
-                                     bool first, bool last, DType kv_dtype, bool shift) {
+                                     bool first, bool last, DType kv_dtype, bool shift,
+                                     bool sample) {
   PlanningDevice device;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWeights> w,
                           DeviceWeights::load(model, device, layer_begin, layer_end, first, last,
                                               /*use_mmap=*/false, /*progress=*/{}));
   DeviceCaps need;
   for (const auto& [n_tokens, n_outputs] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}}) {
-    const DeviceCaps one = graph_needs(planning_graph(model, *w, layer_begin, layer_end, first,
-                                                      last, kv_dtype, n_tokens, n_outputs));
+    const DeviceCaps one =
+        graph_needs(planning_graph(model, *w, layer_begin, layer_end, first, last, kv_dtype,
+                                   n_tokens, n_outputs, sample ? n_outputs : 0));
     need.ops |= one.ops;
     need.weight_dtypes |= one.weight_dtypes;
   }

@@ -13,8 +13,10 @@ namespace strata {
 // output), so that nobody keeps a list by hand: the graph is built, not run, over a device
 // that holds nothing, for a decode step (one token) and for a prompt chunk (two tokens, one
 // output), which between them take every path of the builder; with `shift`, also the graph of
-// a context shift (build_stage_shift_graph). No weight byte is read.
+// a context shift (build_stage_shift_graph); with `sample`, the last stage's graph ends with
+// draws (backend sampling). No weight byte is read.
 Result<DeviceCaps> stage_graph_needs(const Model& model, int64_t layer_begin, int64_t layer_end,
-                                     bool first, bool last, DType kv_dtype, bool shift = false);
+                                     bool first, bool last, DType kv_dtype, bool shift = false,
+                                     bool sample = false);
 
 }  // namespace strata

@@ -48,6 +48,10 @@ enum class Op : uint32_t {
                        // src2 I32 [m] position deltas, src3 F32 [n_rot/2] rates or none; i0 n_rot,
                        // i1 mode, i2 hd; f0 freq_base, f1 freq_scale (without rates); rotates
                        // the listed rows by their delta; out is src0 (written in place)
+  kSample = 18,        // src0 F32 [n_vocab, r] logits, src1 I32 [kSampleWords, r] each row's
+                       // settings, src2 I32 [2, m, r] each row's penalty and bias entries,
+                       // src3 F32 [r] uniforms in [0, 1) -> I32 [1, r] tokens, or I32
+                       // [2 + 2k, r]: token, log-probability, k alternatives (core/sample.h)
 };
 
 // The op's name from the op table (graph/op_table.h); "unknown" for a value without a row.

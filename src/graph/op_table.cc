@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/sample.h"
 
 namespace strata {
 namespace {
@@ -199,6 +200,33 @@ Status validate_copy(const NodeView& n) {
               "copy: f32 of one shape");
 }
 
+Status validate_sample(const NodeView& n) {
+  const TensorRef& logits = n.src(0);
+  const TensorRef& out = n.out();
+  const int64_t rows = logits.ne[1];
+  STRATA_RETURN_IF_ERROR(need(is_f32(logits) && logits.rows_contiguous() && logits.ne[2] == 1 &&
+                                  logits.ne[3] == 1 && logits.ne[0] <= INT32_MAX,
+                              "logits must be f32 [n_vocab, r] with n_vocab < 2^31"));
+  STRATA_RETURN_IF_ERROR(
+      need_lazy(is_i32(n.src(1)) && n.src(1).contiguous() && n.src(1).ne[0] == kSampleWords &&
+                    n.src(1).n_rows() == rows,
+                [&] { return "settings must be i32 [" + std::to_string(kSampleWords) + ", r]"; }));
+  STRATA_RETURN_IF_ERROR(need(is_i32(n.src(2)) && n.src(2).contiguous() && n.src(2).ne[0] == 2 &&
+                                  n.src(2).ne[2] == rows && n.src(2).ne[3] == 1,
+                              "entries must be i32 [2, m, r]"));
+  STRATA_RETURN_IF_ERROR(
+      need(is_f32(n.src(3)) && n.src(3).contiguous() && n.src(3).n_elements() == rows,
+           "uniforms must be f32 [r]"));
+  const int64_t w = out.ne[0];
+  return need_lazy(
+      is_i32(out) && out.contiguous() && out.n_rows() == rows &&
+          (w == 1 || (w >= 2 && w % 2 == 0 && w <= sample_out_words(kSampleMaxNProbs))),
+      [&] {
+        return "out must be i32 [1, r] or [2 + 2k, r] with k <= " +
+               std::to_string(kSampleMaxNProbs) + ": " + shape_str(out);
+      });
+}
+
 // --- The table --------------------------------------------------------------------------------
 
 constexpr uint32_t kOptional1 = 1u << 1;
@@ -223,6 +251,7 @@ constexpr OpInfo kOps[] = {
     {Op::kSoftcap, "softcap", 1, 0, -1, validate_softcap},
     {Op::kAttentionExt, "attention_ext", 5, 0, -1, validate_attention_ext},
     {Op::kRopeShift, "rope_shift", 4, kOptional3, -1, validate_rope_shift},  // src3: the rates
+    {Op::kSample, "sample", 4, 0, -1, validate_sample},
 };
 
 constexpr std::array<int16_t, kOpIdLimit> make_index() {

@@ -40,7 +40,7 @@ struct PipelineGroup::Slot {
   int32_t choice = 0;
   std::vector<Slot*> followers;
   std::optional<Sampler> sampler;
-  std::vector<float> biased;        // F32 [n_vocab]: logits plus the request's logit_bias
+  int32_t draw = -1;                // this step's draw on the device (backend sampling), or -1
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
   std::string stopping_word;        // the stop string, when a word ended it
   bool truncated = false;           // the context was shifted during this request
@@ -240,6 +240,15 @@ bool PipelineGroup::assign(Task& task) {
     SamplerParams sp = gp.sampling;
     sp.seed += static_cast<uint64_t>(choice);
     s.sampler.emplace(sp, static_cast<int32_t>(ctx_->n_vocab()));
+    if (!gp.logit_bias.empty()) {
+      std::vector<SampleBias> bias;
+      for (const TokenBias& b : gp.logit_bias) {
+        // The parser checked the ids against the tokenizer's vocabulary; the logits' rows are
+        // the model's.
+        if (b.token >= 0 && b.token < ctx_->n_vocab()) bias.push_back({b.token, b.bias});
+      }
+      s.sampler->set_logit_bias(std::move(bias));
+    }
     for (int32_t t : prompt) s.sampler->accept(t);
     s.pending = -1;
     s.n_generated = 0;
@@ -285,6 +294,7 @@ void PipelineGroup::step() {
   int64_t n_busy = 0;
   for (auto& s : slots_) {
     s->row = -1;
+    s->draw = -1;
     s->n_in_batch = 0;
     if (s->state != Slot::State::kIdle) ++n_busy;
     if (s->state != Slot::State::kGenerate) continue;
@@ -311,7 +321,8 @@ void PipelineGroup::step() {
   metrics_.decode_steps.fetch_add(1, std::memory_order_relaxed);
   metrics_.batch_tokens.observe(static_cast<double>(batch_.size()));
   metrics_.busy_slots.observe(static_cast<double>(n_busy));
-  if (Status st = ctx_->decode(batch_); !st) {
+  if (params_.backend_sampling) add_draws();
+  if (Status st = ctx_->decode(batch_, params_.backend_sampling ? &draws_ : nullptr); !st) {
     // The context rolled its KV back, so every slot's cache still matches it. Fail the tasks
     // that had tokens in this batch; the others go on.
     metrics_.decode_errors.fetch_add(1, std::memory_order_relaxed);
@@ -357,6 +368,27 @@ void PipelineGroup::step() {
   kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);
 }
 
+// The slots that sample after this step: every slot with an output row, and the followers of
+// a leader whose prompt ends in it (they sample from the leader's row). Each draws its uniform
+// now, as Sampler::sample would after the decode.
+void PipelineGroup::add_draws() {
+  draws_.clear();
+  auto add = [&](Slot& s, int64_t row) {
+    if (s.active->task.params.n_predict == 0) return;  // finishes without sampling
+    s.draw = draws_.add(static_cast<int32_t>(row), *s.sampler, s.active->task.params.logprobs);
+    if (s.draw < 0) draws_.read_logits(static_cast<int32_t>(row));
+  };
+  for (auto& s : slots_) {
+    if (s->row < 0 || s->state == Slot::State::kIdle) continue;
+    if (s->state == Slot::State::kPrompt) {
+      for (Slot* f : s->followers) {
+        if (f->state == Slot::State::kWait) add(*f, s->row);
+      }
+    }
+    add(*s, s->row);
+  }
+}
+
 void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   const Task& task = s.active->task;
   const GenParams& gp = task.params;
@@ -364,13 +396,16 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     finish(s, "length");
     return;
   }
-  const float* row = logits;
-  if (!gp.logit_bias.empty()) {
-    s.biased.assign(logits, logits + ctx_->n_vocab());
-    for (const TokenBias& b : gp.logit_bias) s.biased[static_cast<size_t>(b.token)] += b.bias;
-    row = s.biased.data();
+  int32_t token;
+  if (s.draw >= 0) {
+    token = draws_.token(s.draw);
+    metrics_.backend_sampled_rows.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    token = s.sampler->sample(logits);
+    if (params_.backend_sampling) {
+      metrics_.backend_sampling_fallback_rows.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  const int32_t token = s.sampler->sample(row);
   s.sampler->accept(token);
   ++s.n_generated;
   metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
@@ -386,7 +421,11 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   Event e;
   e.index = s.choice;
   e.ids.push_back(token);
-  if (gp.logprobs) {
+  if (gp.logprobs && s.draw >= 0) {
+    TokenOut out{token, draws_.logprob(s.draw), {}};
+    draws_.top(s.draw, out.top);
+    e.tokens.push_back(std::move(out));
+  } else if (gp.logprobs) {
     e.tokens.push_back(TokenOut{token, s.sampler->last_logprob(), s.sampler->last_top()});
   }
   StopMatcher::Out out =

@@ -23,6 +23,7 @@
 #include "engine/context.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
+#include "engine/step_draws.h"
 #include "model/tokenizer.h"
 #include "server/metrics.h"
 #include "server/slot_store.h"
@@ -52,6 +53,11 @@ struct GroupParams {
   // A new prompt restores the stored state that shares the longest prefix with it when that
   // beats what an idle slot holds.
   uint64_t cache_ram_bytes = 0;
+  // Backend sampling (--backend-sampling): each step's tokens are sampled on the last stage's
+  // device (StepDraws); a row the device cannot take is sampled on the CPU from its logits,
+  // which alone are read back. The engine must have been created with
+  // EngineOptions::backend_sampling.
+  bool backend_sampling = false;
 };
 
 // What a slot file action did (/slots/{id}?action=save|restore|erase).
@@ -120,6 +126,9 @@ class PipelineGroup {
   bool assign(Task& task);
   Slot* pick_slot(const std::vector<int32_t>& prompt, std::vector<Slot*>& idle);
   void step();
+  // Adds the draws of the slots that sample after this step's decode (backend sampling).
+  void add_draws();
+  // The slot's next token: its draw's, or sampled from `logits` on the CPU.
   void sample_slot(Slot& slot, const float* logits);
   void finish(Slot& slot, const std::string& reason);
   void fail(Slot& slot, int http_status, const std::string& message);
@@ -149,6 +158,7 @@ class PipelineGroup {
   std::deque<Task> waiting_;  // decode thread only
   uint64_t use_clock_ = 0;
   Batch batch_;
+  StepDraws draws_;  // with backend sampling
 
   std::optional<PromptCache> cache_ram_;  // decode thread only
 

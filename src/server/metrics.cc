@@ -73,6 +73,11 @@ std::string Metrics::render(const Gauges& g) const {
   counter("strata_generated_tokens_total", "Tokens generated.", generated_tokens);
   counter("strata_decode_steps_total", "Decode steps (one batch each).", decode_steps);
   counter("strata_decode_errors_total", "Decode steps that failed.", decode_errors);
+  counter("strata_backend_sampling_rows_total",
+          "Tokens sampled on the last stage's device (--backend-sampling).", backend_sampled_rows);
+  counter("strata_backend_sampling_fallback_rows_total",
+          "Rows sampled on the CPU under --backend-sampling: the device could not take them.",
+          backend_sampling_fallback_rows);
   ttft_seconds.render(out, "strata_time_to_first_token_seconds",
                       "Time from request arrival to its first generated token.");
   tpot_seconds.render(out, "strata_time_per_output_token_seconds",

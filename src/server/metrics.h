@@ -53,6 +53,10 @@ class Metrics {
   std::atomic<uint64_t> generated_tokens{0};
   std::atomic<uint64_t> decode_steps{0};
   std::atomic<uint64_t> decode_errors{0};
+  // Backend sampling: tokens sampled on the last stage's device, and rows sampled on the CPU
+  // instead because the device could not take them (their logits were read back).
+  std::atomic<uint64_t> backend_sampled_rows{0};
+  std::atomic<uint64_t> backend_sampling_fallback_rows{0};
   // Summed over finished requests: arrival to first token, first token to last (microseconds).
   std::atomic<uint64_t> prompt_us{0};
   std::atomic<uint64_t> predicted_us{0};

@@ -134,6 +134,7 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
   EngineOptions eo;
   eo.split = options.tensor_split;
   eo.context_shift = options.context_shift;
+  eo.backend_sampling = options.backend_sampling;
   if (options.n_gpu_layers) {
     STRATA_ASSIGN_OR_RETURN(eo.split, split_for_gpu_layers(options, devices, n_layer));
   }

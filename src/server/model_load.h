@@ -32,6 +32,8 @@ struct LoadOptions {
   bool use_mmap = true;
   // Workers must run the key re-rotation of a context shift (checked when the split is made).
   bool context_shift = false;
+  // The last stage's device must run the sample op (checked when the split is made).
+  bool backend_sampling = false;
   ProgressFn progress;
 };
 

@@ -655,8 +655,19 @@ void add_sampling_rows(std::vector<Row>& t) {
     refused(t, {f}, K::kValue, "strata has no grammar or JSON-schema constraints", nullptr,
             S::kSampling);
   }
-  ignored(t, {"-bs", "--backend-sampling"}, K::kSwitch, "the server samples on the CPU",
-          "LLAMA_ARG_BACKEND_SAMPLING", S::kSampling, {}, "false");
+  t.push_back({{"-bs", "--backend-sampling"},
+               {},
+               "LLAMA_ARG_BACKEND_SAMPLING",
+               K::kSwitch,
+               "",
+               "off",
+               "sample on the device of the last stage (a worker sends back token ids, not "
+               "logits); requests it cannot serve are sampled on the CPU",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(options.backend_sampling))});
 }
 
 }  // namespace strata::server::serve_rows

@@ -125,6 +125,20 @@ TEST(ServeArgs, InertValuesOfIgnoredAndPendingFlagsAreNotReported) {
   EXPECT_NE(r.report->notes[0].find("not applied"), std::string::npos);
 }
 
+TEST(ServeArgs, BackendSamplingByFlagAndEnvironment) {
+  EXPECT_FALSE(parse({}).args.options.backend_sampling);
+  for (const std::vector<std::string>& argv :
+       std::vector<std::vector<std::string>>{{"-bs"}, {"--backend-sampling"}}) {
+    Parsed p = parse(argv);
+    ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+    EXPECT_TRUE(p.args.options.backend_sampling) << argv[0];
+    EXPECT_TRUE(p.report->notes.empty()) << "an applied flag needs no note";
+  }
+  Parsed env = parse({}, {{"LLAMA_ARG_BACKEND_SAMPLING", "enabled"}});
+  ASSERT_TRUE(env.report.is_ok());
+  EXPECT_TRUE(env.args.options.backend_sampling);
+}
+
 TEST(ServeArgs, UnknownAndRefusedFlagsAreErrors) {
   Parsed unknown = parse({"--frobnicate"});
   ASSERT_FALSE(unknown.report.is_ok());

@@ -56,6 +56,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   }
   LoadOptions load = o.load;
   load.context_shift = o.context_shift;
+  load.backend_sampling = o.backend_sampling;
   STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(load, o.n_groups == 1 ? o.n_slots : slots_of[0]));
   const int32_t n_vocab = p->loaded.engine->model().tokenizer().n_vocab();
   for (const TokenBias& b : o.defaults.logit_bias) {
@@ -97,6 +98,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     gp.publish_cache = o.n_groups > 1;
     gp.cache_similarity = o.slot_prompt_similarity;
     gp.context_shift = o.context_shift;
+    gp.backend_sampling = o.backend_sampling;
     gp.n_keep = o.n_keep;
     gp.render_special = o.special;
     // --cache-ram is for the whole server: each group gets its slots' share.

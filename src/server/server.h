@@ -52,6 +52,7 @@ struct ServerOptions {
   int64_t cache_ram_mib = 8192;     // host cache of evicted prompts; -1: no limit, 0: off
   int64_t sleep_idle_seconds = -1;  // free the model after this idle time; -1: never
   bool context_shift = false;       // discard the oldest tokens of a full sequence
+  bool backend_sampling = false;    // sample on the last stage's device (StepDraws)
   int32_t n_keep = 0;               // tokens of the prompt a context shift keeps
   std::optional<bool> kv_unified;   // one KV pool for all slots (unset: per slot)
 

@@ -43,6 +43,21 @@ echo "missing op: $(tail -n 1 "$tmp/err.txt")"
 start_worker partial --hide-ops argmax
 got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$addr" --device RPC0,CPU)
 [ "$got" = "$ref" ] || fail "a worker without an unneeded op differs"
+# A worker without the sample op (an older build) is refused as the last stage under backend
+# sampling, and serves as before without it or when the CPU holds the output.
+start_worker nosample --hide-ops sample
+NOSAMPLE=$addr
+if "$strata" run -m "$model" -p x -n 1 --rpc "$NOSAMPLE" --device CPU,RPC0 --backend-sampling \
+  2>"$tmp/err.txt"; then
+  fail "a worker without the sample op was given the output under --backend-sampling"
+fi
+grep -q "RPC0\[$NOSAMPLE\] (layers 2-4, output): cannot run op 'sample'" "$tmp/err.txt" ||
+  { cat "$tmp/err.txt"; fail "the refusal does not name the worker and the sample op"; }
+echo "missing sample op: $(tail -n 1 "$tmp/err.txt")"
+got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$NOSAMPLE" --device RPC0,CPU --backend-sampling)
+[ "$got" = "$ref" ] || fail "backend sampling on the CPU after a worker without the op differs"
+got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$NOSAMPLE" --device CPU,RPC0)
+[ "$got" = "$ref" ] || fail "a worker without the sample op differs without backend sampling"
 
 # Another major version: refused, naming both versions.
 if STRATA_RPC_VERSION_MAJOR=9 "$strata" run -m "$model" -p x -n 1 --rpc "$NEW" 2>"$tmp/err.txt"; then

@@ -33,6 +33,20 @@ for m in "${models[@]}"; do
       fail "$(basename "$m") with $config differs from one machine"; }
     echo "same output: $(basename "$m") $config"
   done
+  # Sampling on the last stage's device (a worker, or the CPU after one): the same greedy and
+  # seeded bytes as sampling on this machine's CPU.
+  seeded=(--temp 0.9 --seed 5 --top-k 0 --top-p 0.95 --repeat-penalty 1.2)
+  seeded_ref=$(greedy local -m "$m" -n 48 -t 1 "${seeded[@]}")
+  for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A --device RPC0,CPU --tensor-split 3,1"; do
+    # shellcheck disable=SC2086
+    got=$(greedy split -m "$m" -n 48 -t 1 $config --backend-sampling)
+    [ "$got" = "$ref" ] || fail "$(basename "$m") greedy with $config --backend-sampling differs"
+    # shellcheck disable=SC2086
+    got=$(greedy split -m "$m" -n 48 -t 1 $config --backend-sampling "${seeded[@]}")
+    [ "$got" = "$seeded_ref" ] ||
+      fail "$(basename "$m") seeded with $config --backend-sampling differs"
+    echo "same output, backend sampling: $(basename "$m") $config"
+  done
   # The hidden state moved with a synchronisation per stage gives the same bytes too.
   got=$(STRATA_RPC_NO_ASYNC_COPY=1 greedy split -m "$m" -n 48 -t 1 --rpc "$A,$B" --device CPU,RPC0,RPC1)
   [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 differs"

@@ -51,6 +51,15 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
   ASSERT_TRUE(last) << last.status().message();
   EXPECT_TRUE(last->ops.test(bit(Op::kGetRows)));
   EXPECT_EQ(last->weight_dtypes, DTypeSet().set(bit(DType::kQ8_0)).set(bit(DType::kF32)));
+  EXPECT_FALSE(last->ops.test(bit(Op::kSample)));
+
+  // Backend sampling ends the last stage's graph with the sample op, and only the last one's.
+  Result<DeviceCaps> sampling = stage_graph_needs(m, 2, 4, false, true, DType::kF16, false, true);
+  ASSERT_TRUE(sampling) << sampling.status().message();
+  EXPECT_EQ(sampling->ops, OpSet(last->ops).set(bit(Op::kSample)));
+  Result<DeviceCaps> not_last = stage_graph_needs(m, 0, 2, true, false, DType::kF16, false, true);
+  ASSERT_TRUE(not_last) << not_last.status().message();
+  EXPECT_EQ(not_last->ops, first->ops);
 
   // A middle stage without layers only copies the hidden state through.
   Result<DeviceCaps> empty = stage_graph_needs(m, 2, 2, false, false, DType::kF16);

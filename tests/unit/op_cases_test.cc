@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <ostream>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/fp16.h"
 #include "core/quant.h"
 #include "core/rng.h"
+#include "core/sample.h"
 #include "graph/op_table.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
@@ -52,9 +54,15 @@ class CaseGraph {
     }
     return t;
   }
-  // I32 [ne0, ne1] with the given values.
-  int32_t i32(const std::vector<int32_t>& v, int64_t ne0, int64_t ne1 = 1) {
-    const int32_t t = place(make_tensor(0, 0, DType::kI32, ne0, ne1));
+  // F32 [ne0, ne1] with the given values.
+  int32_t f32_of(const std::vector<float>& v, int64_t ne0, int64_t ne1 = 1) {
+    const int32_t t = place(make_tensor(0, 0, DType::kF32, ne0, ne1));
+    std::memcpy(bytes(t), v.data(), 4 * v.size());
+    return t;
+  }
+  // I32 [ne0, ne1, ne2] with the given values.
+  int32_t i32(const std::vector<int32_t>& v, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+    const int32_t t = place(make_tensor(0, 0, DType::kI32, ne0, ne1, ne2));
     std::memcpy(bytes(t), v.data(), 4 * v.size());
     return t;
   }
@@ -170,6 +178,57 @@ void rope_case(CaseGraph& c, int64_t hd, int64_t heads, int64_t t, int32_t n_rot
   const int32_t y = in_place ? x : c.out(DType::kF32, hd, heads, t);
   if (in_place) c.written(x);
   c.node(Op::kRope, y, {x, pos}, {n_rot, mode}, {base, scale});
+}
+
+// The sample op over `rows` rows of n_vocab logits, each row with other settings (greedy, the
+// defaults with penalties, top_p with a logit bias, top_k with min_p, temperature alone), a
+// list of `width` entries, and an output of k alternatives (-1: tokens only).
+void sample_case(CaseGraph& c, int64_t n_vocab, int64_t rows, int64_t width, int64_t k) {
+  std::vector<float> logits(static_cast<size_t>(n_vocab * rows));
+  for (float& l : logits) l = 8 * c.rng().uniform() - 4;
+  std::vector<int32_t> words(static_cast<size_t>(kSampleWords * rows));
+  std::vector<int32_t> entries(static_cast<size_t>(2 * width * rows), 0);
+  std::vector<float> uniforms(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    SampleSettings s;
+    std::vector<SamplePenalty> pen;
+    std::vector<SampleBias> bias;
+    switch (r % 5) {
+      case 0:
+        s.temperature = 0.0f;
+        break;
+      case 1:
+        s.repeat_penalty = 1.3f;
+        s.frequency_penalty = 0.25f;
+        for (int32_t i = 0; i < 6; ++i) pen.push_back({static_cast<int32_t>(i * 7 + r), i + 1});
+        break;
+      case 2:
+        s.top_k = 0;
+        s.top_p = 0.9f;
+        s.temperature = 1.3f;
+        bias = {{3, 2.5f}, {5, -std::numeric_limits<float>::infinity()}, {3, -0.75f}};
+        break;
+      case 3:
+        s.top_k = 5;
+        s.min_p = 0.1f;
+        s.temperature = 0.7f;
+        break;
+      default:
+        s.top_k = 0;
+        s.top_p = 1.0f;
+        s.min_p = 0.0f;
+        s.temperature = 1.0f;
+        break;
+    }
+    sample_row_pack(s, pen, bias, static_cast<int32_t>(r % 4) * 2 - 1,
+                    words.data() + r * kSampleWords, entries.data() + r * 2 * width);
+    uniforms[static_cast<size_t>(r)] = c.rng().uniform();
+  }
+  const int32_t l = c.f32_of(logits, n_vocab, rows);
+  const int32_t w = c.i32(words, kSampleWords, rows);
+  const int32_t e = c.i32(entries, 2, width, rows);
+  const int32_t u = c.f32_of(uniforms, rows);
+  c.node(Op::kSample, c.out(DType::kI32, k < 0 ? 1 : sample_out_words(k), rows), {l, w, e, u});
 }
 
 const std::vector<OpCase>& cases() {
@@ -339,6 +398,8 @@ const std::vector<OpCase>& cases() {
          const int32_t x = c.f32(100, 4);
          c.node(Op::kArgmax, c.out(DType::kI32, 4), {x});
        }},
+      {"sample_tokens", Op::kSample, [](CaseGraph& c) { sample_case(c, 300, 10, 8, -1); }},
+      {"sample_logprobs", Op::kSample, [](CaseGraph& c) { sample_case(c, 500, 7, 6, 5); }},
       {"copy_strided_rows", Op::kCopy,
        [](CaseGraph& c) {
          const int32_t base = c.f32(40, 6);

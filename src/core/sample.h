@@ -1,0 +1,167 @@
+// The sampling chain over one row of logits: logit bias, penalties, truncation (top-k, top-p,
+// min-p), temperature and the draw by a uniform the caller gives, plus the log-probabilities
+// that OpenAI-style `logprobs` report. The CPU sampler (engine/sampler.h) and the graph's
+// sample op (graph.h, Op::kSample) both call RowSampler::sample, so that a row sampled on a
+// device picks what the CPU would pick for the same uniform: the same float operations in the
+// same order, not a second implementation that could drift.
+//
+// Goals: the same logits and uniform give the same token on every platform and build (a strict
+// total order for every sort, an exp of our own, no std:: distributions, no FMA contraction);
+// no full sort of a 150k vocabulary per token. Non-goals: grammars, DRY, XTC, typical-p,
+// mirostat; drawing random numbers (the caller owns the generator).
+//
+// The chain, in llama.cpp's default order:
+//   logit bias -> penalties -> top_k -> top_p -> min_p -> temperature -> dist
+// top_k, top_p and min_p see the penalised logits at temperature 1 (temperature is applied
+// after them, as in llama.cpp). top_p renormalises over what top_k kept.
+//
+// Reported log-probabilities (of the chosen token and of the n best alternatives) come from
+// the softmax of the *penalised* logits over the whole vocabulary at temperature 1, before any
+// truncation: the model's distribution as the penalties left it, not the sampling distribution.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace strata {
+
+// Reported alternatives are capped like OpenAI's top_logprobs (0..20): each generated token
+// costs O(n) to report, and a request must not make that grow without bound.
+inline constexpr int32_t kSampleMaxNProbs = 20;
+
+// What the chain does with a row. Validated by sample_settings_validate.
+struct SampleSettings {
+  // 0 is greedy: the first index of the largest penalised logit, no truncation, no draw.
+  float temperature = 0.8f;
+  int32_t top_k = 40;              // 0 or -1: disabled. Values above n_vocab keep all.
+  float top_p = 0.95f;             // 1: disabled
+  float min_p = 0.05f;             // 0: disabled
+  float repeat_penalty = 1.0f;     // 1: disabled
+  float presence_penalty = 0.0f;   // subtracted once from every penalised token
+  float frequency_penalty = 0.0f;  // subtracted once per occurrence
+
+  // Whether penalty entries change anything (otherwise they are not applied at all).
+  bool penalties_active() const {
+    return repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+};
+
+// Names the field, its value and the allowed range of the first bad field ("sampler: top_p =
+// 1.5: must be in [0, 1] (1 disables)").
+Status sample_settings_validate(const SampleSettings& s);
+
+// A distinct token of the penalty window and how often it occurs there.
+struct SamplePenalty {
+  int32_t token = 0;
+  int32_t count = 0;
+};
+
+// Added to a token's logit before anything else; -infinity bans the token. Entries apply in
+// order (a token listed twice gets both).
+struct SampleBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// exp(x) for x <= 0 (x must not be positive; NaN and -inf give 0) by a fixed sequence of float
+// operations, so it gives the same bits everywhere, unlike libm; relative error about 1e-7.
+float exp_nonpositive(float x);
+
+// Samples rows one at a time, keeping its n_vocab-sized scratch between calls. Owned by one
+// thread. Each call depends only on its arguments: the scratch carries nothing from a row to
+// the next.
+class RowSampler {
+ public:
+  // Runs the chain over `logits` (n_vocab values) and returns the chosen token. Greedy
+  // (temperature 0) ignores the truncation settings and the uniform. Preconditions (checked by
+  // the callers, not here): n_vocab > 0, settings valid, every token of bias and penalties in
+  // [0, n_vocab), penalty tokens distinct, uniform in [0, 1).
+  int32_t sample(const float* logits, int32_t n_vocab, const SampleSettings& settings,
+                 std::span<const SampleBias> bias, std::span<const SamplePenalty> penalties,
+                 float uniform);
+
+  // Of the last sampled row, under the distribution described at the top of this file: a
+  // token's log-probability (costs an exp per vocab entry the first time it is asked for), and
+  // the n most likely tokens (highest first, ties by lower id) into `out`.
+  float logprob(int32_t token) const;
+  void top(int32_t n, std::vector<TokenLogprob>& out) const;
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
+  void penalise(const float* logits, std::span<const SampleBias> bias,
+                std::span<const SamplePenalty> penalties);
+  // Leaves in candidates_ the tokens that survive top_k, top_p and min_p.
+  void truncate();
+  // Leaves in candidates_ the best k tokens, sorted.
+  void select_top_k(size_t k);
+  int32_t draw(float uniform);
+  // log of the softmax normaliser of the penalised logits.
+  float log_z() const;
+
+  SampleSettings settings_;
+  std::vector<float> penalised_;  // F32 [n_vocab]
+  std::vector<Candidate> candidates_;
+  std::vector<float> weights_;  // of candidates_, at the temperature
+  float max_logit_ = 0.0f;
+  int32_t argmax_ = 0;
+  // Computed on demand by log_z(): exp(penalised - max_logit_) by id, and its sum.
+  mutable std::vector<float> exp_;  // F32 [n_vocab]
+  mutable double sum_exp_ = 0.0;
+  mutable bool have_sum_exp_ = false;
+};
+
+// --- The sample op's rows as graph tensors -----------------------------------------------------
+//
+// A row's settings are kSampleWords I32 words, floats stored as their bits:
+//   0 f32 temperature   1 i32 top_k   2 f32 top_p   3 f32 min_p   4 f32 repeat_penalty
+//   5 f32 presence_penalty   6 f32 frequency_penalty
+//   7 i32 n_penalties   8 i32 n_biases: how many entries of the row's list are of each kind
+//   9 i32 n_probs: -1 reports nothing; 0..kSampleMaxNProbs reports the chosen token's
+//     log-probability and that many alternatives (when the output has room for them)
+// A row's list is I32 [2, width]: n_penalties (token, count) pairs, then n_biases (token, bias
+// bits) pairs, then unused pairs.
+// A row's output is I32 [1] (the token) or I32 [2 + 2 k]: the token, its log-probability's
+// bits, then k (token, log-probability bits) pairs, the row's n_probs best first and (-1, 0)
+// past them.
+inline constexpr int64_t kSampleWords = 10;
+inline constexpr int64_t sample_out_words(int64_t k) { return 2 + 2 * k; }
+
+// One row's record from its parts (the entries go to `entries`, at least n_penalties +
+// n_biases pairs long).
+void sample_row_pack(const SampleSettings& settings, std::span<const SamplePenalty> penalties,
+                     std::span<const SampleBias> bias, int32_t n_probs, int32_t* words,
+                     int32_t* entries);
+
+struct SampleRowsArgs {
+  const float* logits = nullptr;  // F32 [n_vocab, rows], rows logits_stride floats apart
+  size_t logits_stride = 0;
+  int32_t n_vocab = 0;
+  int64_t rows = 0;
+  const int32_t* settings = nullptr;  // I32 [kSampleWords, rows]
+  const int32_t* entries = nullptr;   // I32 [2, width, rows]
+  int64_t width = 0;
+  const float* uniforms = nullptr;  // F32 [rows]
+  int32_t* out = nullptr;           // I32 [out_words, rows]
+  int64_t out_words = 1;            // 1, or sample_out_words(k) with k <= kSampleMaxNProbs
+};
+
+// The sample op: every row's record is checked first (the message names the row, the field,
+// its value and the limit: the records may come from a peer), then the rows are sampled in
+// parallel, each by RowSampler::sample.
+Status sample_rows(ThreadPool& pool, const SampleRowsArgs& args);
+
+}  // namespace strata
