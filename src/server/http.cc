@@ -103,7 +103,7 @@ void HttpServer::stop() {
 }
 
 void HttpServer::install(std::vector<Route> routes) {
-  const int n_threads = options_.n_threads;
+  const int n_threads = options_.n_threads > 0 ? options_.n_threads : 8;
   // cpp-httplib takes ownership of the queue it is handed as a raw pointer.
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http_->set_payload_max_length(options_.max_body_bytes);

@@ -28,7 +28,7 @@ struct HttpOptions {
   int port = 8080;  // 0: any free port (see HttpServer::port)
   // Accepted keys (Authorization: Bearer KEY, or X-Api-Key: KEY); empty: no key needed.
   std::vector<std::string> api_keys;
-  int n_threads = 8;
+  int n_threads = 0;  // 0: the caller chooses (the server: max(8, 2 x slots + 2))
   size_t max_body_bytes = kMaxBodyBytes;
   // HTTPS when both are set (PEM files).
   std::string ssl_key_file;

@@ -433,6 +433,28 @@ TEST_F(ServerTest, ThousandRequestsSixteenAtATime) {
   EXPECT_LE(m["strata_kv_cache_used_cells"], 1024);
 }
 
+// With -np 16 and no --threads-http, sixteen requests run at once: the HTTP pool is sized by
+// the slots (max(8, 2 x slots + 2)), not a fixed 8 that would queue half of them.
+TEST_F(ServerTest, HttpThreadsFollowTheSlots) {
+  ServerProcess s(args({"-np", "16", "-c", "65536"}));
+  std::vector<std::thread> threads;
+  std::atomic<int> finished{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      post(s, "/completion", R"({"prompt": "a", "n_predict": 800, "ignore_eos": true})");
+      ++finished;
+    });
+  }
+  int most_busy = 0;
+  while (finished.load() == 0 && most_busy < 16) {
+    int busy = 0;
+    for (const Json& slot : get(s, "/slots").body) busy += slot["is_processing"].get<bool>();
+    most_busy = std::max(most_busy, busy);
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(most_busy, 16);
+}
+
 TEST_F(ServerTest, StoriesGreedyStory) {
   const std::string model = std::string(STRATA_SHARED_DIR) + "/models/stories260K.gguf";
   if (!fs::exists(model)) GTEST_SKIP() << model << " is absent";
