@@ -115,6 +115,8 @@ std::vector<Route> ModelDispatcher::routes() {
       {M::kGet, "/slots", A::kKeyed, with_req(&ModelDispatcher::slots)},
       {M::kPost, R"(/slots/(-?\d+))", A::kKeyed, with_req(&ModelDispatcher::slot_action)},
       {M::kGet, "/metrics", A::kKeyed, no_req(&ModelDispatcher::metrics)},
+      {M::kGet, "/lora-adapters", A::kKeyed, with_req(&ModelDispatcher::lora_adapters)},
+      {M::kPost, "/lora-adapters", A::kKeyed, with_req(&ModelDispatcher::lora_adapters)},
       {M::kPost, "/v1/messages", A::kKeyed, with_req(&ModelDispatcher::messages)},
       {M::kPost, "/v1/responses", A::kKeyed, with_req(&ModelDispatcher::responses)},
       {M::kPost, "/v1/messages/count_tokens", A::kKeyed, count(0)},

@@ -109,6 +109,8 @@ class ModelDispatcher : public Dispatcher {
   void responses(const httplib::Request& req, httplib::Response& res);
   void count_tokens(const httplib::Request& req, httplib::Response& res, int kind);
   void aip_predict(const httplib::Request& req, httplib::Response& res);
+  // No LoRA adapters are loaded: GET lists none, POST accepts only an empty list.
+  void lora_adapters(const httplib::Request& req, httplib::Response& res);
   void health(httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);

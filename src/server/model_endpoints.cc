@@ -102,6 +102,20 @@ void ModelDispatcher::apply_template(const Request& req, Response& res) {
   send_json(res, {{"prompt", text}});
 }
 
+void ModelDispatcher::lora_adapters(const Request& req, Response& res) {
+  if (req.method == "GET") return send_json(res, Json::array());
+  const Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_array()) {
+    return send_error(res, ApiError{400, "the body must be a list of {\"id\", \"scale\"}"});
+  }
+  if (!body.empty()) {
+    return send_error(res,
+                      ApiError{400, "no LoRA adapter has id " + body[0].value("id", Json()).dump() +
+                                        ": this server loads none (strata has no LoRA)"});
+  }
+  send_json(res, Json{{"success", true}});
+}
+
 void ModelDispatcher::models(Response& res) {
   const HParams& hp = model_.hparams();
   Json aliases = Json::array();

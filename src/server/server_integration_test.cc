@@ -624,6 +624,13 @@ TEST_F(ServerTest, SpecialTokensRenderWithSp) {
   EXPECT_EQ(post(sp, "/completion", body).body["content"], "<s><s><s>");
 }
 
+TEST_F(ServerTest, NoLoraAdapters) {
+  ServerProcess s(args({}));
+  EXPECT_EQ(get(s, "/lora-adapters").body, Json::array());
+  EXPECT_EQ(post(s, "/lora-adapters", "[]").status, 200);
+  expect_error(post(s, "/lora-adapters", R"([{"id": 0, "scale": 0.5}])"), 400);
+}
+
 TEST_F(ServerTest, EndpointsOffUnlessAsked) {
   ServerProcess s(args({"--no-slots"}), {{"LLAMA_ARG_ENDPOINT_METRICS", "0"}});
   // --metrics is on the helper's command line, and the command line wins.
