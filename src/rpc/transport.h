@@ -2,8 +2,14 @@
 //
 // Read the whole message in one receive, then scatter it in memory: a message transport
 // delivers exactly one send per completion, so no code above this interface may read a message
-// in pieces. Addresses: "host:port" is TCP (messages framed on the byte stream by the header's
-// payload_size, TCP_NODELAY); "unix:/path" is a Unix SOCK_SEQPACKET socket.
+// in pieces.
+//
+// A transport is chosen once, by the scheme of its address, from one table (transport.cc; a
+// transport is a row and a file):
+//   "host:port", "tcp:host:port"  TCP (transport_tcp.cc): messages framed on the byte stream by
+//                                 the header's payload_size, TCP_NODELAY.
+//   "unix:/path"                  Unix SOCK_SEQPACKET (transport_seqpacket.cc).
+// "scheme://rest" is read as "scheme:rest".
 //
 // SOCK_SEQPACKET carries datagrams of at most about the socket buffer size, so a message is
 // cut below this interface into datagrams of at most kSeqpacketChunkBytes (the first holds the
@@ -49,7 +55,7 @@ class Transport {
   Result<Message> recv(int timeout_ms);
   // Wakes a blocked recv (it returns kUnavailable) and makes later calls fail. Thread-safe.
   virtual void shutdown() = 0;
-  // "tcp:1.2.3.4:5678" or "unix:/path", for logs.
+  // "tcp:1.2.3.4:5678", "unix:/path": the scheme and the peer, for logs.
   virtual std::string peer() const = 0;
 
   void set_max_payload(uint64_t n) { max_payload_ = n; }
@@ -79,5 +85,9 @@ Result<std::unique_ptr<Listener>> transport_listen(const std::string& address);
 
 // Sends a message with a single payload piece (or none).
 Status send_message(Transport& t, const Header& header, std::span<const uint8_t> payload);
+
+// For transports: sets h->payload_size to the pieces' total, which must not pass
+// kMaxMessageBytes.
+Status set_payload_size(Header* h, std::span<const Piece> pieces);
 
 }  // namespace strata::rpc

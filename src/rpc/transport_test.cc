@@ -134,6 +134,30 @@ TEST_P(TransportTest, AStallInsideTheHeaderClosesTheConnection) {
   EXPECT_TRUE(peer_->closed_by_peer());
 }
 
+// The scheme picks the transport; "scheme://" reads as "scheme:", and no scheme is TCP.
+TEST(TransportSchemes, TheAddressSchemeChoosesTheTransport) {
+  for (const std::string prefix : {"", "tcp:", "tcp://"}) {
+    auto l = transport_listen(prefix + "127.0.0.1:0");
+    ASSERT_TRUE(l.is_ok()) << prefix << ": " << l.status().message();
+    const std::string port = (*l)->address().substr((*l)->address().rfind(':') + 1);
+    auto t = transport_connect(prefix + "127.0.0.1:" + port, kLongMs);
+    ASSERT_TRUE(t.is_ok()) << prefix << ": " << t.status().message();
+    EXPECT_EQ((*t)->peer(), "tcp:127.0.0.1:" + port);
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata-ts-" + std::to_string(::getpid())))
+          .string();
+  auto l = transport_listen("unix://" + path);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto t = transport_connect("unix:" + path, kLongMs);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ((*t)->peer(), "unix:" + path);
+  Result<std::unique_ptr<Transport>> bad = transport_connect("tcp:nowhere", kLongMs);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'tcp:nowhere'"), std::string::npos)
+      << bad.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Seqpacket" : "Tcp";
