@@ -27,38 +27,50 @@ class SeqpacketTransport : public Transport {
     return socket_send(fd_.get(), header, pieces, kSeqpacketChunkBytes, true, peer_);
   }
 
-  Result<std::optional<Message>> try_recv(int start_timeout_ms, int stall_timeout_ms) override {
+  Result<std::optional<Message>> try_recv_into(int start_timeout_ms, int stall_timeout_ms,
+                                               const Placer& place) override {
     if (!poisoned_.is_ok()) return poisoned_;
     if (closed_.load()) return closed_error();
     STRATA_ASSIGN_OR_RETURN(
         bool ready, wait_fd(fd_.get(), POLLIN, start_timeout_ms, ("recv from " + peer_).c_str()));
     if (!ready) return std::optional<Message>();
-    std::vector<uint8_t> first(kSeqpacketChunkBytes);
-    STRATA_ASSIGN_OR_RETURN(
-        size_t n, recv_datagram(first.data(), first.size(), stall_timeout_ms, false, 0, 0));
+    // The first datagrams, up to the end of the lead, are staged; the rest of the payload is
+    // received straight into its destination.
+    std::vector<uint8_t> staged(kSeqpacketChunkBytes);
+    iovec first{staged.data(), staged.size()};
+    STRATA_ASSIGN_OR_RETURN(size_t n, recv_datagram(&first, 1, stall_timeout_ms, false, 0, 0));
     if (n < kHeaderBytes) {
       return invalid_argument("recv from " + peer_ + ": first datagram of " + std::to_string(n) +
                               " bytes holds no header");
     }
-    STRATA_ASSIGN_OR_RETURN(Header h, header_decode({first.data(), kHeaderBytes}, max_payload_));
-    const uint64_t in_first = n - kHeaderBytes;
-    if (in_first > h.payload_size) {
+    STRATA_ASSIGN_OR_RETURN(Header h, header_decode({staged.data(), kHeaderBytes}, max_payload_));
+    const uint64_t total = kHeaderBytes + h.payload_size;
+    const size_t n_lead = static_cast<size_t>(std::min<uint64_t>(h.payload_size, kRecvLeadBytes));
+    while (n < kHeaderBytes + n_lead) {
+      const uint64_t cap = std::min<uint64_t>(total - n, kSeqpacketChunkBytes);
+      staged.resize(n + static_cast<size_t>(cap));
+      iovec next{staged.data() + n, static_cast<size_t>(cap)};
+      STRATA_ASSIGN_OR_RETURN(size_t r, recv_datagram(&next, 1, stall_timeout_ms, true, n, total));
+      n += r;
+    }
+    if (n > total) {
       return invalid_argument("recv from " + peer_ + ": datagram carries more than payload_size " +
                               std::to_string(h.payload_size));
     }
     Message m;
     m.header = h;
-    m.payload.assign(first.begin() + kHeaderBytes, first.begin() + static_cast<ptrdiff_t>(n));
-    uint64_t got = in_first;
-    while (got < h.payload_size) {
-      const uint64_t cap = std::min<uint64_t>(h.payload_size - got, kSeqpacketChunkBytes);
-      m.payload.resize(static_cast<size_t>(got + cap));
-      STRATA_ASSIGN_OR_RETURN(
-          size_t r,
-          recv_datagram(m.payload.data() + got, static_cast<size_t>(cap), stall_timeout_ms, true,
-                        kHeaderBytes + got, kHeaderBytes + h.payload_size));
-      got += r;
-      m.payload.resize(static_cast<size_t>(got));
+    const std::span<const uint8_t> got(staged.data() + kHeaderBytes, n - kHeaderBytes);
+    Result<PayloadWriter> started = PayloadWriter::start(h, got.first(n_lead), place, &m);
+    if (!started) return out_of_step(started.status());
+    PayloadWriter& w = *started;
+    w.write(got.subspan(n_lead));
+    while (w.remaining() > 0) {
+      iovec iov[64];
+      size_t n_iov = 0;
+      w.fill(iov, 64, kSeqpacketChunkBytes, &n_iov);
+      STRATA_ASSIGN_OR_RETURN(size_t r, recv_datagram(iov, n_iov, stall_timeout_ms, true,
+                                                      total - w.remaining(), total));
+      w.advance(r);
     }
     return std::optional<Message>(std::move(m));
   }
@@ -73,6 +85,13 @@ class SeqpacketTransport : public Transport {
  private:
   Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
 
+  // An error inside a message: the rest of it would be read as the next one.
+  Status out_of_step(const Status& s) {
+    poisoned_ = s;
+    shutdown();
+    return s;
+  }
+
   // The rest of a started message did not come: shut the socket down so that no later datagram
   // is read as the start of another message.
   Status stalled(int timeout_ms, uint64_t got, uint64_t want) {
@@ -84,21 +103,22 @@ class SeqpacketTransport : public Transport {
     return poisoned_;
   }
 
-  // One datagram into dst (capacity cap); a datagram longer than cap is an error. The first
-  // datagram of a message is already waiting; the later ones are waited for, each for at most
-  // stall_timeout_ms.
-  Result<size_t> recv_datagram(uint8_t* dst, size_t cap, int stall_timeout_ms, bool started,
+  // One datagram into iov; a datagram longer than the iovecs is an error. The first datagram
+  // of a message is already waiting; the later ones are waited for, each for at most
+  // stall_timeout_ms. got_before and total count the message's bytes, for the stall message.
+  Result<size_t> recv_datagram(iovec* iov, size_t n_iov, int stall_timeout_ms, bool started,
                                uint64_t got_before, uint64_t total) {
+    size_t cap = 0;
+    for (size_t i = 0; i < n_iov; ++i) cap += iov[i].iov_len;
     for (;;) {
       if (started) {
         STRATA_ASSIGN_OR_RETURN(bool ready, wait_fd(fd_.get(), POLLIN, stall_timeout_ms,
                                                     ("recv from " + peer_).c_str()));
         if (!ready) return stalled(stall_timeout_ms, got_before, total);
       }
-      iovec iov{dst, cap};
       msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n_iov;
       const ssize_t r = ::recvmsg(fd_.get(), &msg, 0);
       if (r < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;

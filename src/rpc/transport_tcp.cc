@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,11 +17,7 @@
 namespace strata::rpc {
 namespace {
 
-// The receive buffer grows by at most this much per step, so a header that announces a huge
-// payload costs only the memory of the bytes that actually arrive.
-constexpr uint64_t kGrowBytes = uint64_t{16} << 20;
-
-// The most one sendmsg is asked to take.
+// The most one sendmsg or readv is asked to take.
 constexpr uint64_t kMaxSendCallBytes = uint64_t{1} << 30;
 
 class TcpTransport : public Transport {
@@ -36,7 +33,8 @@ class TcpTransport : public Transport {
     return socket_send(fd_.get(), header, pieces, kMaxSendCallBytes, false, peer_);
   }
 
-  Result<std::optional<Message>> try_recv(int start_timeout_ms, int stall_timeout_ms) override {
+  Result<std::optional<Message>> try_recv_into(int start_timeout_ms, int stall_timeout_ms,
+                                               const Placer& place) override {
     if (!poisoned_.is_ok()) return poisoned_;
     if (closed_.load()) return closed_error();
     STRATA_ASSIGN_OR_RETURN(
@@ -47,16 +45,31 @@ class TcpTransport : public Transport {
     STRATA_RETURN_IF_ERROR(
         read_exact(head, kHeaderBytes, stall_timeout_ms, false, 0, kHeaderBytes));
     STRATA_ASSIGN_OR_RETURN(Header h, header_decode(head, max_payload_));
+    const uint64_t total = kHeaderBytes + h.payload_size;
+    uint8_t lead[kRecvLeadBytes];
+    const size_t n_lead = static_cast<size_t>(std::min<uint64_t>(h.payload_size, kRecvLeadBytes));
+    STRATA_RETURN_IF_ERROR(read_exact(lead, n_lead, stall_timeout_ms, true, kHeaderBytes, total));
     Message m;
     m.header = h;
-    uint64_t got = 0;
-    while (got < h.payload_size) {
-      const uint64_t step = std::min(h.payload_size - got, kGrowBytes);
-      m.payload.resize(static_cast<size_t>(got + step));
-      STRATA_RETURN_IF_ERROR(read_exact(m.payload.data() + got, static_cast<size_t>(step),
-                                        stall_timeout_ms, true, kHeaderBytes + got,
-                                        kHeaderBytes + h.payload_size));
-      got += step;
+    Result<PayloadWriter> started = PayloadWriter::start(h, {lead, n_lead}, place, &m);
+    if (!started) return out_of_step(started.status());
+    PayloadWriter& w = *started;
+    while (w.remaining() > 0) {
+      iovec iov[64];
+      size_t n_iov = 0;
+      w.fill(iov, 64, kMaxSendCallBytes, &n_iov);
+      STRATA_ASSIGN_OR_RETURN(
+          bool more, wait_fd(fd_.get(), POLLIN, stall_timeout_ms, ("recv from " + peer_).c_str()));
+      if (!more) return stalled(stall_timeout_ms, total - w.remaining(), total);
+      const ssize_t r = ::readv(fd_.get(), iov, static_cast<int>(n_iov));
+      if (r == 0) {
+        return unavailable("connection to " + peer_ + " closed in the middle of a message");
+      }
+      if (r < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return unavailable(errno_text(("recv from " + peer_).c_str()));
+      }
+      w.advance(static_cast<size_t>(r));
     }
     return std::optional<Message>(std::move(m));
   }
@@ -70,6 +83,13 @@ class TcpTransport : public Transport {
 
  private:
   Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
+
+  // An error inside a message: the rest of it would be read as the next one.
+  Status out_of_step(const Status& s) {
+    poisoned_ = s;
+    shutdown();
+    return s;
+  }
 
   // Once a message has started, the stream is out of step if it stops: shut it down so that
   // nothing reads the rest of this message as the start of the next.

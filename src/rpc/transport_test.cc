@@ -134,6 +134,106 @@ TEST_P(TransportTest, AStallInsideTheHeaderClosesTheConnection) {
   EXPECT_TRUE(peer_->closed_by_peer());
 }
 
+// A connected pair of transports of one kind.
+class TransportPairTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    const std::string address = GetParam() ? "unix:" + (std::filesystem::temp_directory_path() /
+                                                        ("strata-tp-" + std::to_string(::getpid())))
+                                                           .string()
+                                           : "127.0.0.1:0";
+    auto l = transport_listen(address);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    listener_ = std::move(l).value();
+    auto c = transport_connect(listener_->address(), kLongMs);
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    near_ = std::move(c).value();
+    auto a = listener_->accept(kLongMs);
+    ASSERT_TRUE(a.is_ok()) << a.status().message();
+    far_ = std::move(a).value();
+  }
+
+  // Sends `payload` from near_ as the given pieces (cut at `cuts`).
+  void send(const std::vector<uint8_t>& payload, std::vector<size_t> cuts = {}) {
+    Header h;
+    h.command = Command::kSetTensors;
+    h.request_id = 11;
+    std::vector<Piece> pieces;
+    size_t at = 0;
+    cuts.push_back(payload.size());
+    for (size_t c : cuts) {
+      pieces.push_back(Piece(payload.data() + at, c - at));
+      at = c;
+    }
+    ASSERT_TRUE(near_->send(h, pieces));
+  }
+
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<Transport> near_;
+  std::unique_ptr<Transport> far_;
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + seed + (i >> 9));
+  return v;
+}
+
+// The payload past the kept bytes lands in the caller's spans, in order, whatever the pieces
+// it was sent as; the message keeps only its first bytes.
+TEST_P(TransportPairTest, APlacedPayloadLandsInTheCallersSpans) {
+  for (const size_t n : {size_t{200}, kRecvLeadBytes, 3 * kSeqpacketChunkBytes + 123}) {
+    const std::vector<uint8_t> payload = pattern(n, static_cast<uint8_t>(n));
+    send(payload, {n / 3, n / 2});
+    const size_t keep = 40;
+    std::vector<uint8_t> a((n - keep) / 4), b(0), c(n - keep - a.size());
+    std::vector<uint8_t> seen_lead;
+    auto m =
+        far_->try_recv_into(kLongMs, kLongMs, [&](const Header& h, std::span<const uint8_t> lead) {
+          EXPECT_EQ(h.request_id, 11u);
+          EXPECT_EQ(h.payload_size, n);
+          seen_lead.assign(lead.begin(), lead.end());
+          return std::optional<Placement>(Placement{keep, {a, b, c}});
+        });
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    ASSERT_TRUE(m->has_value());
+    EXPECT_TRUE((*m)->placed);
+    EXPECT_EQ((*m)->payload, std::vector<uint8_t>(payload.begin(), payload.begin() + keep));
+    EXPECT_EQ(seen_lead,
+              std::vector<uint8_t>(payload.begin(), payload.begin() + std::min(n, kRecvLeadBytes)));
+    std::vector<uint8_t> joined(payload.begin(), payload.begin() + keep);
+    joined.insert(joined.end(), a.begin(), a.end());
+    joined.insert(joined.end(), c.begin(), c.end());
+    EXPECT_EQ(joined, payload) << n;
+  }
+}
+
+// A placer that declines gets the whole message, as try_recv would; one whose spans do not
+// add up to the payload is a bug, reported as an error, not a write out of bounds.
+TEST_P(TransportPairTest, ADeclinedPayloadArrivesWholeAndABadPlacementIsAnError) {
+  const std::vector<uint8_t> payload = pattern(100000, 1);
+  send(payload);
+  auto m = far_->try_recv_into(kLongMs, kLongMs, [](const Header&, std::span<const uint8_t>) {
+    return std::optional<Placement>();
+  });
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  ASSERT_TRUE(m->has_value());
+  EXPECT_FALSE((*m)->placed);
+  EXPECT_EQ((*m)->payload, payload);
+  send(payload);
+  std::vector<uint8_t> small(10);
+  auto bad = far_->try_recv_into(kLongMs, kLongMs, [&](const Header&, std::span<const uint8_t>) {
+    return std::optional<Placement>(Placement{0, {small}});
+  });
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().kind(), ErrorKind::kInternal) << bad.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportPairTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Seqpacket" : "Tcp";
+                         });
+
 // The scheme picks the transport; "scheme://" reads as "scheme:", and no scheme is TCP.
 TEST(TransportSchemes, TheAddressSchemeChoosesTheTransport) {
   for (const std::string prefix : {"", "tcp:", "tcp://"}) {

@@ -250,6 +250,57 @@ TEST_P(WorkerTest, LargeMessagesArriveWhole) {
   EXPECT_EQ(*got, data);
 }
 
+// Writes from 64 KiB on are received straight into the buffers: the bytes land where the
+// regions say, over two buffers and with the fixed part cut from the data at any point.
+TEST_P(WorkerTest, LargeWritesLandInTheirRegions) {
+  auto w = start();
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const size_t n = 2 * kSeqpacketChunkBytes + 77;
+  const uint64_t a = c->alloc(n + 16);
+  const uint64_t b = c->alloc(n);
+  std::vector<uint8_t> data(2 * n - 100);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5 + (i >> 8));
+  SetTensorsRequest st;
+  st.regions = {{a, 16, n}, {b, 0, 50}, {b, 100, n - 150}};
+  ASSERT_TRUE(c->one_way(Command::kSetTensors, payload(st), data));
+  EXPECT_EQ(*c->get(a, 16, n), std::vector<uint8_t>(data.begin(), data.begin() + n));
+  EXPECT_EQ(*c->get(a, 0, 16), std::vector<uint8_t>(16, 0));
+  EXPECT_EQ(*c->get(b, 0, 50), std::vector<uint8_t>(data.begin() + n, data.begin() + n + 50));
+  EXPECT_EQ(*c->get(b, 50, 50), std::vector<uint8_t>(50, 0));
+  EXPECT_EQ(*c->get(b, 100, n - 150), std::vector<uint8_t>(data.begin() + n + 50, data.end()));
+  // One SET_TENSOR as well.
+  const std::vector<uint8_t> one(data.begin(), data.begin() + n);
+  ASSERT_TRUE(c->set(b, 0, one));
+  EXPECT_EQ(*c->get(b, 0, n), one);
+}
+
+// A large write that would not run is not received into place either: one with a bad region
+// writes nothing and fails, and one behind its stream's sticky error is skipped.
+TEST_P(WorkerTest, LargeWritesThatDoNotRunWriteNothing) {
+  auto w = start();
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const size_t n = 100000;
+  const uint64_t b = c->alloc(n);
+  const std::vector<uint8_t> ones(n, 1);
+  SetTensorsRequest st;
+  st.regions = {{b, 0, n / 2}, {b, n / 2 + 1, n / 2}};  // the second ends one byte past
+  ASSERT_TRUE(c->one_way(Command::kSetTensors, payload(st), ones));
+  ASSERT_TRUE(c->set(b, 0, ones));  // skipped: behind the sticky error
+  Result<std::vector<uint8_t>> r = c->get(b, 0, n);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("past the end"), std::string::npos) << r.status().message();
+  EXPECT_EQ(*c->get(b, 0, n), std::vector<uint8_t>(n, 0));
+  // A write whose regions do not add up to its data.
+  st.regions = {{b, 0, n / 2}};
+  ASSERT_TRUE(c->one_way(Command::kSetTensors, payload(st), ones));
+  EXPECT_FALSE(c->sync());
+  EXPECT_EQ(*c->get(b, 0, n), std::vector<uint8_t>(n, 0));
+  ASSERT_TRUE(c->set(b, 0, ones));
+  EXPECT_EQ(*c->get(b, 0, n), ones);
+}
+
 // y = a + b, then GRAPH_RECOMPUTE after new inputs.
 TEST_P(WorkerTest, GraphComputeAndRecompute) {
   auto w = start();
@@ -622,22 +673,26 @@ TEST_P(WorkerTest, WeightCacheByHash) {
   WorkerOptions o;
   o.cache_dir = dir.string();
   auto w = start(o);
-  std::vector<uint8_t> weight(5000);
+  std::vector<uint8_t> weight(100000);  // received into place
   for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<uint8_t>(i * 13);
   const Hash128 hash = hash128(weight);
+  const std::vector<uint8_t> small(weight.begin(), weight.begin() + 5000);  // received whole
   {
     auto c = client(*w);
     const uint64_t b = c->alloc(weight.size());
     ASSERT_TRUE(c->set(b, 0, weight, kSetCacheable));
     ASSERT_TRUE(c->set(b, 0, {1, 2, 3}));  // an activation: not cached
+    ASSERT_TRUE(c->set(b, 0, small, kSetCacheable));
     ASSERT_TRUE(c->sync());
   }
   EXPECT_TRUE(std::filesystem::exists(dir / hash128_hex(hash)));
+  EXPECT_TRUE(std::filesystem::exists(dir / hash128_hex(hash128(small))));
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
-  EXPECT_EQ(files, 1);
+  EXPECT_EQ(files, 2);
   auto c = client(*w);
   const uint64_t b = c->alloc(weight.size() + 8);
+  ASSERT_NE(b, 0u);
   Result<Message> r =
       c->call(Command::kSetTensorHash, payload(SetTensorHashRequest{{b, 8, weight.size()}, hash}));
   ASSERT_TRUE(r) << r.status().message();
