@@ -14,6 +14,7 @@ namespace {
 constexpr TransportKind kKinds[] = {
     {"tcp", tcp_connect, tcp_listen},
     {"unix", seqpacket_connect, seqpacket_listen},
+    {"ucx", ucx_connect, ucx_listen},
 };
 constexpr const TransportKind& kDefaultKind = kKinds[0];
 

@@ -64,4 +64,11 @@ Result<std::unique_ptr<Transport>> seqpacket_connect(const std::string& address,
 Result<std::unique_ptr<Listener>> seqpacket_listen(const std::string& address,
                                                    const std::string& where);
 
+// transport_ucx.cc: the active-message id of strata messages ("SR"), and an error naming the
+// missing library when UCX was absent at configure time.
+constexpr unsigned kUcxAmId = 0x5352;
+Result<std::unique_ptr<Transport>> ucx_connect(const std::string& address, const std::string& where,
+                                               int timeout_ms);
+Result<std::unique_ptr<Listener>> ucx_listen(const std::string& address, const std::string& where);
+
 }  // namespace strata::rpc

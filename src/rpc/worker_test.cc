@@ -19,6 +19,7 @@
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
 #include "rpc/transport.h"
+#include "rpc/transport_testing.h"
 
 namespace strata::rpc {
 namespace {
@@ -157,23 +158,25 @@ int raw_connect(const std::string& address, bool seqpacket) {
   return fd;
 }
 
-std::string unix_address() {
-  static int n = 0;
-  return "unix:" + (std::filesystem::temp_directory_path() /
-                    ("strata-wt-" + std::to_string(::getpid()) + "-" + std::to_string(n++)))
-                       .string();
-}
-
-class WorkerTest : public ::testing::TestWithParam<bool> {
+class WorkerTest : public ::testing::TestWithParam<TestTransport> {
  protected:
+  void SetUp() override {
+    GetParam().use_env();
+    if (GetParam().ucx()) {
+      auto l = transport_listen(GetParam().listen_address());
+      if (!l && l.status().kind() == ErrorKind::kUnsupported) GTEST_SKIP() << l.status().message();
+    }
+  }
   std::unique_ptr<Worker> start(WorkerOptions o = {}) {
-    o.address = GetParam() ? unix_address() : "127.0.0.1:0";
+    o.address = GetParam().listen_address();
     o.log = false;
     if (o.memory_limit == 0) o.memory_limit = 64 << 20;
     Result<std::unique_ptr<Worker>> w = Worker::start(o);
     EXPECT_TRUE(w) << w.status().message();
     return w ? std::move(*w) : nullptr;
   }
+  // Bytes no transport would send go on a plain socket; for UCX, see transport_ucx_test.cc.
+  bool raw_sockets() const { return !GetParam().ucx(); }
   std::unique_ptr<RawClient> client(Worker& w, const std::string& token = "") {
     auto c = RawClient::connect(w.address());
     if (c == nullptr) return nullptr;
@@ -512,7 +515,8 @@ TEST_P(WorkerTest, OversizedPayloadClosesOnlyThatConnection) {
   h.payload_size = kMaxMessageBytes;
   uint8_t head[kHeaderBytes];
   header_encode(h, head);
-  const int fd = raw_connect(w->address(), GetParam());
+  if (!raw_sockets()) GTEST_SKIP() << "raw bytes over UCX: transport_ucx_test.cc";
+  const int fd = raw_connect(w->address(), std::string(GetParam().name) == "unix");
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::send(fd, head, kHeaderBytes, MSG_NOSIGNAL), static_cast<ssize_t>(kHeaderBytes));
   uint8_t byte;
@@ -524,7 +528,8 @@ TEST_P(WorkerTest, OversizedPayloadClosesOnlyThatConnection) {
 
 TEST_P(WorkerTest, GarbageClosesOnlyThatConnection) {
   auto w = start();
-  const int fd = raw_connect(w->address(), GetParam());
+  if (!raw_sockets()) GTEST_SKIP() << "raw bytes over UCX: transport_ucx_test.cc";
+  const int fd = raw_connect(w->address(), std::string(GetParam().name) == "unix");
   ASSERT_GE(fd, 0);
   const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_GT(::send(fd, junk, sizeof(junk) - 1, MSG_NOSIGNAL), 0);
@@ -779,9 +784,9 @@ TEST_P(WorkerTest, VanishingClients) {
   expect_serves(*w);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, WorkerTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "Seqpacket" : "Tcp";
+INSTANTIATE_TEST_SUITE_P(Transports, WorkerTest, ::testing::ValuesIn(test_transports()),
+                         [](const ::testing::TestParamInfo<TestTransport>& p) {
+                           return test_transport_name(p.param);
                          });
 
 }  // namespace
