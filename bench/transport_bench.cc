@@ -1,6 +1,8 @@
 // What each RPC transport costs over loopback: a round trip of a small message, the throughput
 // of large messages, and a large SET_TENSORS into a worker's buffers through the whole RPC
-// path (client, transport, worker). Transports: tcp, unix (seqpacket). Nothing is asserted.
+// path (client, transport, worker). Transports (kind 0-3): tcp, unix (seqpacket), ucx over
+// TCP, ucx over shared memory (rpc/transport_testing.h); a UCX kind is skipped in a build
+// without UCX. Nothing is asserted.
 //
 //   build/strata_bench_kernels --benchmark_filter=Transport
 //
@@ -18,26 +20,11 @@
 
 #include "rpc/client.h"
 #include "rpc/transport.h"
+#include "rpc/transport_testing.h"
 #include "rpc/worker.h"
 
 namespace strata::rpc {
 namespace {
-
-struct Kind {
-  const char* name;
-  std::string (*address)();
-};
-
-std::string unix_address() {
-  return "unix:" + (std::filesystem::temp_directory_path() /
-                    ("strata-bench-" + std::to_string(::getpid()) + ".sock"))
-                       .string();
-}
-
-const Kind kKinds[] = {
-    {"tcp", [] { return std::string("127.0.0.1:0"); }},
-    {"unix", unix_address},
-};
 
 double rss_peak_mib() {
   rusage u{};
@@ -54,20 +41,23 @@ struct Echo {
   std::thread thread;
   std::string error;
 
-  Echo(const Kind& k, uint64_t reply_bytes) {
-    auto l = transport_listen(k.address());
+  Echo(const TestTransport& k, uint64_t reply_bytes) {
+    k.use_env();
+    auto l = transport_listen(k.listen_address());
     if (!l) {
       error = l.status().message();
       return;
     }
     listener = std::move(*l);
-    auto c = transport_connect(listener->address(), 10000);
+    // A UCX connect completes while the far end progresses: the echo thread, once accepted.
+    Result<std::unique_ptr<Transport>> c = Status(ErrorKind::kInternal, "not run");
+    std::thread connector([&] { c = transport_connect(listener->address(), 10000); });
     auto a = listener->accept(10000);
-    if (!c || !a) {
-      error = !c ? c.status().message() : a.status().message();
+    if (!a) {
+      error = a.status().message();
+      connector.join();
       return;
     }
-    near = std::move(*c);
     far = std::move(*a);
     thread = std::thread([this, reply_bytes] {
       std::vector<uint8_t> reply(reply_bytes);
@@ -79,6 +69,12 @@ struct Echo {
         if (!send_message(*far, h, reply)) return;
       }
     });
+    connector.join();
+    if (!c) {
+      error = c.status().message();
+      return;
+    }
+    near = std::move(*c);
   }
   ~Echo() {
     if (near) near->shutdown();
@@ -89,7 +85,7 @@ struct Echo {
 
 // Sends `bytes` and waits for a 16-byte answer, state.range(1) bytes per iteration.
 void BM_Transport(benchmark::State& state) {
-  const Kind& k = kKinds[state.range(0)];
+  const TestTransport& k = test_transports()[state.range(0)];
   const uint64_t bytes = static_cast<uint64_t>(state.range(1));
   state.SetLabel(k.name);
   Echo echo(k, 16);
@@ -114,18 +110,19 @@ void BM_Transport(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(BM_Transport)
-    ->ArgsProduct({{0, 1}, {16, 4 << 20, 64 << 20}})
+    ->ArgsProduct({{0, 1, 2, 3}, {16, 64 << 10, 4 << 20, 64 << 20}})
     ->ArgNames({"kind", "bytes"})
     ->UseRealTime();
 
 // A worker in this process, a client connection to it, and a SET_TENSORS of state.range(1)
 // bytes over 4 regions of one buffer, then a SYNCHRONIZE, per iteration.
 void BM_TransportWorkerSetTensors(benchmark::State& state) {
-  const Kind& k = kKinds[state.range(0)];
+  const TestTransport& k = test_transports()[state.range(0)];
   const uint64_t bytes = static_cast<uint64_t>(state.range(1));
   state.SetLabel(k.name);
+  k.use_env();
   WorkerOptions wo;
-  wo.address = k.address();
+  wo.address = k.listen_address();
   wo.n_threads = 1;
   wo.log = false;
   auto worker = Worker::start(wo);
@@ -171,7 +168,7 @@ void BM_TransportWorkerSetTensors(benchmark::State& state) {
   state.counters["rss_peak_MiB"] = rss_peak_mib();
 }
 BENCHMARK(BM_TransportWorkerSetTensors)
-    ->ArgsProduct({{0, 1}, {256 << 20}})
+    ->ArgsProduct({{0, 1, 2, 3}, {256 << 20}})
     ->ArgNames({"kind", "bytes"})
     ->UseRealTime()
     ->Iterations(8);

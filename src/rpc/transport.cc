@@ -112,10 +112,12 @@ size_t PayloadWriter::fill(iovec* iov, size_t max_iov, uint64_t max_bytes, size_
   *n_iov = 0;
   if (remaining_ == 0 || max_iov == 0 || max_bytes == 0) return 0;
   if (!m_->placed) {
+    // Room for what is asked, up to kGrowBytes more than the vector has (or all of the rest).
     std::vector<uint8_t>& v = m_->payload;
-    if (offset_ == v.size()) {
+    const uint64_t want = whole_rest ? remaining_ : std::min({remaining_, max_bytes, kGrowBytes});
+    if (v.size() - offset_ < want) {
       const uint64_t grow = whole_rest ? remaining_ : std::min(remaining_, kGrowBytes);
-      v.resize(static_cast<size_t>(v.size() + grow));
+      v.resize(static_cast<size_t>(offset_ + std::max(want, grow)));
     }
     const size_t take = static_cast<size_t>(std::min<uint64_t>(v.size() - offset_, max_bytes));
     iov[0] = {v.data() + offset_, take};

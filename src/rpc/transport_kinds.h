@@ -34,9 +34,11 @@ class PayloadWriter {
   // Payload bytes still to come.
   uint64_t remaining() const { return remaining_; }
   // Up to max_iov iovecs for up to max_bytes of the bytes still to come, in order (never none
-  // while some remain). Unplaced, the vector grows by at most kGrowBytes per call, unless
+  // while some remain); returns their total. Unplaced, they cover min(max_bytes, what
+  // remains, kGrowBytes) at least: the vector grows by at most kGrowBytes per call, unless
   // whole_rest asks room for everything that remains at once (a transport that receives the
   // rest in one operation: the header's size was checked against max_payload already).
+  // Placed, max_iov may cut them short of max_bytes.
   size_t fill(iovec* iov, size_t max_iov, uint64_t max_bytes, size_t* n_iov,
               bool whole_rest = false);
   void advance(size_t n);

@@ -65,9 +65,18 @@ class SeqpacketTransport : public Transport {
     PayloadWriter& w = *started;
     w.write(got.subspan(n_lead));
     while (w.remaining() > 0) {
+      // A datagram must land whole: when the destinations of its bytes are more pieces than
+      // the iovecs hold (many small regions), it is staged and scattered instead.
       iovec iov[64];
       size_t n_iov = 0;
-      w.fill(iov, 64, kSeqpacketChunkBytes, &n_iov);
+      const uint64_t next = std::min<uint64_t>(w.remaining(), kSeqpacketChunkBytes);
+      if (w.fill(iov, 64, next, &n_iov) < next) {
+        iovec bounce{staged.data(), static_cast<size_t>(next)};
+        STRATA_ASSIGN_OR_RETURN(size_t r, recv_datagram(&bounce, 1, stall_timeout_ms, true,
+                                                        total - w.remaining(), total));
+        w.write({staged.data(), r});
+        continue;
+      }
       STRATA_ASSIGN_OR_RETURN(size_t r, recv_datagram(iov, n_iov, stall_timeout_ms, true,
                                                       total - w.remaining(), total));
       w.advance(r);

@@ -243,6 +243,34 @@ TEST_P(TransportPairTest, APlacedPayloadLandsInTheCallersSpans) {
   }
 }
 
+// Many small destinations: more pieces per datagram (seqpacket) than a receive call takes.
+TEST_P(TransportPairTest, APayloadPlacedInManySmallPiecesLandsWhole) {
+  const size_t n = 300000;
+  const std::vector<uint8_t> payload = pattern(n, 5);
+  send(payload);
+  const size_t keep = 8;
+  std::vector<uint8_t> dst(n - keep);
+  Placement p;
+  p.keep = keep;
+  for (size_t at = 0; at < dst.size(); at += 37) {
+    p.into.push_back(std::span<uint8_t>(dst).subspan(at, std::min<size_t>(37, dst.size() - at)));
+  }
+  auto m = far_->try_recv_into(kLongMs, kLongMs, [&](const Header&, std::span<const uint8_t>) {
+    return std::optional<Placement>(p);
+  });
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ(std::vector<uint8_t>(payload.begin() + keep, payload.end()), dst);
+}
+
+// A message larger than the steps the receive buffer grows by arrives whole.
+TEST_P(TransportPairTest, AMessageLargerThanAGrowthStepArrivesWhole) {
+  const std::vector<uint8_t> payload = pattern((40 << 20) + 12345, 8);
+  send(payload);
+  auto m = far_->recv(kLongMs);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_TRUE(m->payload == payload);
+}
+
 // A placer that declines gets the whole message, as try_recv would; one whose spans do not
 // add up to the payload is a bug, reported as an error, not a write out of bounds.
 TEST_P(TransportPairTest, ADeclinedPayloadArrivesWholeAndABadPlacementIsAnError) {

@@ -28,6 +28,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -37,6 +39,7 @@
 
 #if STRATA_HAVE_UCX
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 #endif
 
 namespace strata::rpc {
@@ -61,6 +64,8 @@ constexpr int kCloseFlushMs = 1000;
 // A rendezvous transfer is one operation: the stall bound of a receive is stretched by the
 // time its bytes take at this rate, the slowest link we wait for (100 Mbit/s).
 constexpr uint64_t kSlowestBytesPerMs = 12500;
+// How long a waiting thread polls the worker before it sleeps on its event descriptor.
+constexpr int kSpinUs = 50;
 // The longest a waiting thread sleeps without looking at the worker again.
 constexpr int kPollSliceMs = 100;
 
@@ -71,10 +76,34 @@ Clock::time_point deadline_after(int timeout_ms) {
                         : Clock::now() + std::chrono::milliseconds(timeout_ms);
 }
 
+// UCX logs to stdout unless told otherwise, where it would mix with a command's output (the
+// text of `strata run`, the address `strata worker` prints): its messages go to stderr.
+// Requests of closes this thread abandoned (to a peer that did not answer in time), which the
+// worker it is destroying now still holds: UCX reports each as not returned to its pool. That
+// is expected, and not said again.
+thread_local int abandoned_requests = 0;
+
+// UCX filters by UCX_LOG_LEVEL before it calls a handler.
+ucs_log_func_rc_t log_to_stderr(const char* file, unsigned line, const char*, ucs_log_level_t level,
+                                const ucs_log_component_config_t*, const char* message,
+                                va_list ap) {
+  char text[1024];
+  std::vsnprintf(text, sizeof(text), message, ap);
+  if (abandoned_requests > 0 && std::strstr(text, "not returned to mpool ucp_requests")) {
+    --abandoned_requests;
+    return UCS_LOG_FUNC_RC_STOP;
+  }
+  std::fprintf(stderr, "strata: ucx %s: %s (%s:%u)\n", ucs_log_level_names[level], text, file,
+               line);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
 // The UCP context, shared by a listener and the connections it accepted.
 class UcxContext {
  public:
   static Result<std::shared_ptr<UcxContext>> create() {
+    static std::once_flag log_once;
+    std::call_once(log_once, [] { ucs_log_push_handler(log_to_stderr); });
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return unavailable("ucx: reading UCX_* settings: " + ucs_text(s));
@@ -144,7 +173,9 @@ class UcxTransport : public Transport {
 
   ~UcxTransport() override {
     shutdown();
+    abandoned_requests = abandoned_;
     ucp_worker_destroy(worker_);
+    abandoned_requests = 0;
   }
 
   // A worker with the message handler, before any endpoint can deliver to it.
@@ -339,9 +370,11 @@ class UcxTransport : public Transport {
       t->cv_.notify_all();
       return UCS_OK;
     }
-    if (a.rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
+    if (length == 0) {
+      // Nothing to hold (UCX may still hand over a descriptor: it goes back at once).
+    } else if (a.rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
       a.data = data;
-    } else if (length > 0) {
+    } else {
       const auto* d = static_cast<const uint8_t*>(data);
       a.copy.assign(d, d + length);
     }
@@ -356,7 +389,10 @@ class UcxTransport : public Transport {
     {
       std::lock_guard<std::mutex> lock(t->mutex_);
       if (t->failed_.is_ok()) {
-        t->failed_ = unavailable("connection to " + t->peer_ + " lost: " + ucs_text(status));
+        // A reset is how a peer's close arrives; anything else is a failure.
+        t->failed_ = status == UCS_ERR_CONNECTION_RESET
+                         ? unavailable("connection to " + t->peer_ + " closed")
+                         : unavailable("connection to " + t->peer_ + " lost: " + ucs_text(status));
       }
     }
     t->cv_.notify_all();
@@ -391,7 +427,10 @@ class UcxTransport : public Transport {
       release(a);
       return out_of_step(w.status());
     }
-    if (a.length == 0) return m;
+    if (a.length == 0) {
+      release(a);
+      return m;
+    }
     if (!a.rndv) {
       w->write(a.data != nullptr
                    ? std::span<const uint8_t>(static_cast<const uint8_t*>(a.data), a.length)
@@ -490,7 +529,10 @@ class UcxTransport : public Transport {
     ucp_request_param_t p{};
     if (flush) {
       const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) request_free(r);
+      if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) {
+        request_free(r);  // UCX ends it, or drops it with the worker
+        ++abandoned_;
+      }
       return;
     }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -535,6 +577,14 @@ class UcxTransport : public Transport {
       }
       lock.lock();
       cv_.notify_all();  // what this round completed may be what another thread waits for
+      // An answer often comes within microseconds: look again for a moment before sleeping.
+      for (const Clock::time_point spin_end = Clock::now() + std::chrono::microseconds(kSpinUs);
+           !done() && Clock::now() < spin_end;) {
+        lock.unlock();
+        const unsigned n = ucp_worker_progress(worker_);
+        lock.lock();
+        if (n != 0) cv_.notify_all();
+      }
       if (!done() && ucp_worker_arm(worker_) == UCS_OK) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         const int slice =
@@ -568,6 +618,7 @@ class UcxTransport : public Transport {
   ucp_ep_h ep_ = nullptr;
   std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
   ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
+  int abandoned_ = 0;                 // closes left to UCX (see abandoned_requests)
   std::mutex send_mutex_;
 
   std::mutex mutex_;  // guards the members below; the UCX callbacks take it
