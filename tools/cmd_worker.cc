@@ -1,9 +1,11 @@
-// strata worker [--host 127.0.0.1] [--port 50052] [--unix PATH] [-t THREADS] [--mem BYTES]
-//               [--cache DIR] [--auth-token-file FILE] [--idle-timeout SECONDS]
+// strata worker [--host [ucx://]127.0.0.1[:PORT]] [--port 50052] [--unix PATH] [-t THREADS]
+//               [--mem BYTES] [--cache DIR] [--auth-token-file FILE] [--idle-timeout SECONDS]
 //               [--hide-caps MASK]
 // Serves this machine's CPU to `strata run/serve --rpc`. Stops on SIGINT or SIGTERM.
 #include <signal.h>
+#include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -16,13 +18,38 @@
 namespace strata::tools {
 namespace {
 
+// The listening address from --host (which may name a transport: "ucx://10.0.0.1", or carry
+// the port itself: "ucx://10.0.0.1:50052"), --port and --unix.
+Result<std::string> worker_address(const Flags& flags) {
+  if (flags.has("--unix")) return "unix:" + *flags.get("--unix");
+  STRATA_ASSIGN_OR_RETURN(int64_t port, flags.get_int("--port", 50052, 0, 65535));
+  std::string host = flags.get_or("--host", "127.0.0.1");
+  std::string scheme;
+  for (const char* s : {"tcp", "ucx"}) {
+    for (const std::string prefix : {std::string(s) + "://", std::string(s) + ":"}) {
+      if (scheme.empty() && host.rfind(prefix, 0) == 0) {
+        scheme = std::string(s) + ":";
+        host = host.substr(prefix.size());
+      }
+    }
+  }
+  const size_t colons = static_cast<size_t>(std::count(host.begin(), host.end(), ':'));
+  const bool bracketed = !host.empty() && host.front() == '[';
+  const bool has_port =
+      (colons == 1 && !bracketed) || (bracketed && host.find("]:") != std::string::npos);
+  if (has_port) {
+    if (flags.has("--port")) {
+      return invalid_argument("--host " + *flags.get("--host") +
+                              " names a port, and so does --port");
+    }
+    return scheme + host;
+  }
+  return scheme + (colons > 0 && !bracketed ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
   rpc::WorkerOptions o;
-  STRATA_ASSIGN_OR_RETURN(int64_t port, flags.get_int("--port", 50052, 0, 65535));
-  const std::string host = flags.get_or("--host", "127.0.0.1");
-  o.address = flags.has("--unix")                   ? "unix:" + *flags.get("--unix")
-              : host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
-                                                    : host + ":" + std::to_string(port);
+  STRATA_ASSIGN_OR_RETURN(o.address, worker_address(flags));
   STRATA_ASSIGN_OR_RETURN(int64_t threads,
                           flags.get_int("--threads", std::thread::hardware_concurrency(), 1, 1024));
   o.n_threads = static_cast<int>(threads);
@@ -57,8 +84,10 @@ int cmd_worker(const Args& args) {
   if (flags.has("--help")) {
     std::printf(
         "usage: strata worker [options]\n"
-        "  --host ADDR             address to listen on (default 127.0.0.1: this machine only)\n"
-        "  --port N                TCP port (default 50052; 0 picks a free port)\n"
+        "  --host ADDR             address to listen on (default 127.0.0.1: this machine only);\n"
+        "                          ucx://ADDR listens with UCX (RDMA, shared memory or TCP, as\n"
+        "                          UCX_TLS says) instead of plain TCP; ADDR:PORT sets the port\n"
+        "  --port N                port (default 50052; 0 picks a free port)\n"
         "  --unix PATH             listen on a Unix seqpacket socket instead of TCP\n"
         "  -t, --threads N         compute threads (default: all cores)\n"
         "  --mem BYTES             cap on the bytes all clients may allocate (default: free RAM)\n"
@@ -73,6 +102,9 @@ int cmd_worker(const Args& args) {
   }
   Result<rpc::WorkerOptions> options = worker_options(flags);
   if (!options) return fail("worker", options.status());
+  // A restarted UCX worker takes its port back at once, as the TCP listener's SO_REUSEADDR
+  // lets it (UCX reads this when the listener is made; a value set by the user stands).
+  ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
 
   // Block the stop signals in every thread; one thread waits for them and stops the worker.
   sigset_t stop_signals;

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <bitset>
 #include <cstring>
 
@@ -492,8 +493,9 @@ Result<BufferClearRequest> decode_buffer_clear_request(std::span<const uint8_t> 
   return m;
 }
 
-Result<SetTensorRequest> decode_set_tensor_request(std::span<const uint8_t> p) {
-  Reader r(p, "SET_TENSOR request");
+Result<SetTensorRequest> decode_set_tensor_head(std::span<const uint8_t> lead,
+                                                uint64_t payload_size) {
+  Reader r(lead, "SET_TENSOR request");
   SetTensorRequest m;
   m.region = r.region("region");
   m.flags = r.u32("flags");
@@ -502,17 +504,25 @@ Result<SetTensorRequest> decode_set_tensor_request(std::span<const uint8_t> p) {
     r.fail("flags", "unknown bits " + std::to_string(m.flags));
   }
   if (r.ok() && reserved != 0) r.fail("reserved", std::to_string(reserved) + ", must be 0");
-  if (r.ok() && m.region.size != r.remaining()) {
-    r.fail("region.size", std::to_string(m.region.size) + " but " + std::to_string(r.remaining()) +
+  const uint64_t data_bytes =
+      payload_size - std::min<uint64_t>(payload_size, kSetTensorPrefixBytes);
+  if (r.ok() && m.region.size != data_bytes) {
+    r.fail("region.size", std::to_string(m.region.size) + " but " + std::to_string(data_bytes) +
                               " data bytes follow");
   }
-  m.data = r.span("data", m.region.size);
-  STRATA_RETURN_IF_ERROR(r.finish());
+  STRATA_RETURN_IF_ERROR(r.finish(/*allow_trailing=*/true));
   return m;
 }
 
-Result<SetTensorsRequest> decode_set_tensors_request(std::span<const uint8_t> p) {
-  Reader r(p, "SET_TENSORS request");
+Result<SetTensorRequest> decode_set_tensor_request(std::span<const uint8_t> p) {
+  STRATA_ASSIGN_OR_RETURN(SetTensorRequest m, decode_set_tensor_head(p, p.size()));
+  m.data = p.subspan(kSetTensorPrefixBytes);
+  return m;
+}
+
+Result<SetTensorsRequest> decode_set_tensors_head(std::span<const uint8_t> lead,
+                                                  uint64_t payload_size) {
+  Reader r(lead, "SET_TENSORS request");
   SetTensorsRequest m;
   const uint32_t n = r.u32("n");
   m.flags = r.u32("flags");
@@ -523,12 +533,17 @@ Result<SetTensorsRequest> decode_set_tensors_request(std::span<const uint8_t> p)
   }
   uint64_t total = 0;
   STRATA_RETURN_IF_ERROR(read_regions(r, n, &m.regions, &total, kMaxMessageBytes, "SET_TENSORS"));
-  if (total != r.remaining()) {
+  const uint64_t data_bytes = payload_size - set_tensors_head_bytes(n);
+  if (total != data_bytes) {
     return invalid_argument("SET_TENSORS request: regions total " + std::to_string(total) +
-                            " bytes but " + std::to_string(r.remaining()) + " data bytes follow");
+                            " bytes but " + std::to_string(data_bytes) + " data bytes follow");
   }
-  m.data = r.span("data", total);
-  STRATA_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+Result<SetTensorsRequest> decode_set_tensors_request(std::span<const uint8_t> p) {
+  STRATA_ASSIGN_OR_RETURN(SetTensorsRequest m, decode_set_tensors_head(p, p.size()));
+  m.data = p.subspan(static_cast<size_t>(set_tensors_head_bytes(m.regions.size())));
   return m;
 }
 

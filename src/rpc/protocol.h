@@ -242,6 +242,7 @@ struct SetTensorsRequest {
   std::vector<Region> regions;
   std::span<const uint8_t> data;  // all blocks, in region order
 };
+constexpr uint64_t set_tensors_head_bytes(uint64_t n) { return 8 + kRegionBytes * n; }
 
 // --- SET_TENSOR_HASH (kCapSetTensorHash) ------------------------------------------------------
 //   request: 0 Region, 24 u8[16] hash (XXH3-128 canonical)      response: 0 u8 found, 1 u8[7] 0
@@ -315,6 +316,14 @@ Result<FreeBufferRequest> decode_free_buffer_request(std::span<const uint8_t> p)
 Result<BufferClearRequest> decode_buffer_clear_request(std::span<const uint8_t> p);
 Result<SetTensorRequest> decode_set_tensor_request(std::span<const uint8_t> p);
 Result<SetTensorsRequest> decode_set_tensors_request(std::span<const uint8_t> p);
+// The fixed part of a SET_TENSOR(S) request from the first bytes of its payload (`lead`, at
+// least the fixed part), for a receiver that receives the data straight into place: the checks
+// of the decoders above, with payload_size standing for the whole payload. `data` stays empty;
+// the data follows kSetTensorPrefixBytes, or set_tensors_head_bytes(n) for SET_TENSORS.
+Result<SetTensorRequest> decode_set_tensor_head(std::span<const uint8_t> lead,
+                                                uint64_t payload_size);
+Result<SetTensorsRequest> decode_set_tensors_head(std::span<const uint8_t> lead,
+                                                  uint64_t payload_size);
 Result<SetTensorHashRequest> decode_set_tensor_hash_request(std::span<const uint8_t> p);
 Result<SetTensorHashResponse> decode_set_tensor_hash_response(std::span<const uint8_t> p);
 Result<GetTensorRequest> decode_get_tensor_request(std::span<const uint8_t> p);

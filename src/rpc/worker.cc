@@ -32,6 +32,10 @@ namespace {
 // Room above --mem for the fixed part of a message and a graph (kMaxGraph* bound those).
 constexpr uint64_t kMessageSlackBytes = uint64_t{32} << 20;
 
+// SET_TENSOR(S) payloads from this size on are received straight into the buffers. Below it a
+// copy costs less than the receive calls of a scattered read.
+constexpr uint64_t kPlaceMinBytes = uint64_t{64} << 10;
+
 uint64_t machine_available_memory() {
   const long pages = ::sysconf(_SC_AVPHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
@@ -181,6 +185,8 @@ class Session {
 
  private:
   Status reply(const Header& req, const Status& s, const Reply& r = {});
+  // Where the data of a SET_TENSOR(S) that will run goes: its regions, received in place.
+  std::optional<Placement> place(const Header& h, std::span<const uint8_t> lead);
   Result<uint8_t*> region_ptr(const Region& r, const char* field) const;
   Result<Reply> run(const Message& m);
   Status compute(const Graph& g);
@@ -198,6 +204,12 @@ class Session {
   bool streams_ = false;  // kCapStreams negotiated: header.stream names the stream
   // The unreported error of each stream that has one; its one-way commands are skipped.
   std::map<uint32_t, Status> sticky_;
+  // The last placed message: its flags and the regions its data went to (for the cache).
+  struct Placed {
+    uint32_t flags = 0;
+    std::vector<std::span<uint8_t>> regions;
+  };
+  Placed placed_;
 };
 
 Status Session::reply(const Header& req, const Status& s, const Reply& r) {
@@ -314,10 +326,48 @@ bool Session::handshake(std::string* why) {
   return true;
 }
 
+std::optional<Placement> Session::place(const Header& h, std::span<const uint8_t> lead) {
+  // Only a message that serve() will run: anything it refuses, skips or fails on is received
+  // whole and goes the usual way, errors and all.
+  const bool set_tensor = h.command == Command::kSetTensor;
+  if ((!set_tensor && h.command != Command::kSetTensors) || h.payload_size < kPlaceMinBytes ||
+      (h.flags & kFlagResponse) != 0 || (h.stream != 0 && !streams_) ||
+      ((h.flags & kFlagOneWay) != 0 && sticky_.contains(h.stream)) ||
+      (w_.caps & command_capability(h.command)) != command_capability(h.command)) {
+    return std::nullopt;
+  }
+  std::vector<Region> regions;
+  uint32_t flags = 0;
+  Placement p;
+  if (set_tensor) {
+    Result<SetTensorRequest> req = decode_set_tensor_head(lead, h.payload_size);
+    if (!req) return std::nullopt;
+    regions.push_back(req->region);
+    flags = req->flags;
+    p.keep = kSetTensorPrefixBytes;
+  } else {
+    Result<SetTensorsRequest> req = decode_set_tensors_head(lead, h.payload_size);
+    if (!req) return std::nullopt;
+    regions = std::move(req->regions);
+    flags = req->flags;
+    p.keep = static_cast<size_t>(set_tensors_head_bytes(regions.size()));
+  }
+  for (const Region& r : regions) {
+    Result<uint8_t*> dst = region_ptr(r, "");
+    if (!dst) return std::nullopt;
+    p.into.emplace_back(*dst, static_cast<size_t>(r.size));
+  }
+  placed_ = {flags, p.into};
+  return p;
+}
+
 std::string Session::serve() {
   const int idle = w_.options.idle_timeout_ms > 0 ? w_.options.idle_timeout_ms : -1;
+  const Placer placer = [this](const Header& h, std::span<const uint8_t> lead) {
+    return place(h, lead);
+  };
   for (;;) {
-    Result<std::optional<Message>> next = t_.try_recv(idle, idle);
+    Result<std::optional<Message>> next = t_.try_recv_into(idle, idle, placer);
     if (!next) return next.status().message();
     if (!next->has_value()) {
       return "idle for " + std::to_string(idle) + " ms (--idle-timeout); its buffers are freed";
@@ -416,6 +466,12 @@ void Session::cache_store(std::span<const uint8_t> data) {
 Result<Reply> Session::run(const Message& m) {
   const std::span<const uint8_t> p = m.payload;
   Reply out;
+  if (m.placed) {  // a SET_TENSOR(S) that place() checked: its data is in its regions already
+    if ((placed_.flags & kSetCacheable) != 0 && !w_.options.cache_dir.empty()) {
+      for (const std::span<uint8_t> d : placed_.regions) cache_store(d);
+    }
+    return out;
+  }
   switch (m.header.command) {
     case Command::kHello:
       return invalid_argument("HELLO after the handshake");

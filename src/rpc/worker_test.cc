@@ -19,6 +19,7 @@
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
 #include "rpc/transport.h"
+#include "rpc/transport_testing.h"
 
 namespace strata::rpc {
 namespace {
@@ -157,23 +158,25 @@ int raw_connect(const std::string& address, bool seqpacket) {
   return fd;
 }
 
-std::string unix_address() {
-  static int n = 0;
-  return "unix:" + (std::filesystem::temp_directory_path() /
-                    ("strata-wt-" + std::to_string(::getpid()) + "-" + std::to_string(n++)))
-                       .string();
-}
-
-class WorkerTest : public ::testing::TestWithParam<bool> {
+class WorkerTest : public ::testing::TestWithParam<TestTransport> {
  protected:
+  void SetUp() override {
+    GetParam().use_env();
+    if (GetParam().ucx()) {
+      auto l = transport_listen(GetParam().listen_address());
+      if (!l && l.status().kind() == ErrorKind::kUnsupported) GTEST_SKIP() << l.status().message();
+    }
+  }
   std::unique_ptr<Worker> start(WorkerOptions o = {}) {
-    o.address = GetParam() ? unix_address() : "127.0.0.1:0";
+    o.address = GetParam().listen_address();
     o.log = false;
     if (o.memory_limit == 0) o.memory_limit = 64 << 20;
     Result<std::unique_ptr<Worker>> w = Worker::start(o);
     EXPECT_TRUE(w) << w.status().message();
     return w ? std::move(*w) : nullptr;
   }
+  // Bytes no transport would send go on a plain socket; for UCX, see transport_ucx_test.cc.
+  bool raw_sockets() const { return !GetParam().ucx(); }
   std::unique_ptr<RawClient> client(Worker& w, const std::string& token = "") {
     auto c = RawClient::connect(w.address());
     if (c == nullptr) return nullptr;
@@ -248,6 +251,57 @@ TEST_P(WorkerTest, LargeMessagesArriveWhole) {
   Result<std::vector<uint8_t>> got = c->get(b, 0, n);
   ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(*got, data);
+}
+
+// Writes from 64 KiB on are received straight into the buffers: the bytes land where the
+// regions say, over two buffers and with the fixed part cut from the data at any point.
+TEST_P(WorkerTest, LargeWritesLandInTheirRegions) {
+  auto w = start();
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const size_t n = 2 * kSeqpacketChunkBytes + 77;
+  const uint64_t a = c->alloc(n + 16);
+  const uint64_t b = c->alloc(n);
+  std::vector<uint8_t> data(2 * n - 100);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5 + (i >> 8));
+  SetTensorsRequest st;
+  st.regions = {{a, 16, n}, {b, 0, 50}, {b, 100, n - 150}};
+  ASSERT_TRUE(c->one_way(Command::kSetTensors, payload(st), data));
+  EXPECT_EQ(*c->get(a, 16, n), std::vector<uint8_t>(data.begin(), data.begin() + n));
+  EXPECT_EQ(*c->get(a, 0, 16), std::vector<uint8_t>(16, 0));
+  EXPECT_EQ(*c->get(b, 0, 50), std::vector<uint8_t>(data.begin() + n, data.begin() + n + 50));
+  EXPECT_EQ(*c->get(b, 50, 50), std::vector<uint8_t>(50, 0));
+  EXPECT_EQ(*c->get(b, 100, n - 150), std::vector<uint8_t>(data.begin() + n + 50, data.end()));
+  // One SET_TENSOR as well.
+  const std::vector<uint8_t> one(data.begin(), data.begin() + n);
+  ASSERT_TRUE(c->set(b, 0, one));
+  EXPECT_EQ(*c->get(b, 0, n), one);
+}
+
+// A large write that would not run is not received into place either: one with a bad region
+// writes nothing and fails, and one behind its stream's sticky error is skipped.
+TEST_P(WorkerTest, LargeWritesThatDoNotRunWriteNothing) {
+  auto w = start();
+  auto c = client(*w);
+  ASSERT_NE(c, nullptr);
+  const size_t n = 100000;
+  const uint64_t b = c->alloc(n);
+  const std::vector<uint8_t> ones(n, 1);
+  SetTensorsRequest st;
+  st.regions = {{b, 0, n / 2}, {b, n / 2 + 1, n / 2}};  // the second ends one byte past
+  ASSERT_TRUE(c->one_way(Command::kSetTensors, payload(st), ones));
+  ASSERT_TRUE(c->set(b, 0, ones));  // skipped: behind the sticky error
+  Result<std::vector<uint8_t>> r = c->get(b, 0, n);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("past the end"), std::string::npos) << r.status().message();
+  EXPECT_EQ(*c->get(b, 0, n), std::vector<uint8_t>(n, 0));
+  // A write whose regions do not add up to its data.
+  st.regions = {{b, 0, n / 2}};
+  ASSERT_TRUE(c->one_way(Command::kSetTensors, payload(st), ones));
+  EXPECT_FALSE(c->sync());
+  EXPECT_EQ(*c->get(b, 0, n), std::vector<uint8_t>(n, 0));
+  ASSERT_TRUE(c->set(b, 0, ones));
+  EXPECT_EQ(*c->get(b, 0, n), ones);
 }
 
 // y = a + b, then GRAPH_RECOMPUTE after new inputs.
@@ -461,7 +515,8 @@ TEST_P(WorkerTest, OversizedPayloadClosesOnlyThatConnection) {
   h.payload_size = kMaxMessageBytes;
   uint8_t head[kHeaderBytes];
   header_encode(h, head);
-  const int fd = raw_connect(w->address(), GetParam());
+  if (!raw_sockets()) GTEST_SKIP() << "raw bytes over UCX: transport_ucx_test.cc";
+  const int fd = raw_connect(w->address(), std::string(GetParam().name) == "unix");
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::send(fd, head, kHeaderBytes, MSG_NOSIGNAL), static_cast<ssize_t>(kHeaderBytes));
   uint8_t byte;
@@ -473,7 +528,8 @@ TEST_P(WorkerTest, OversizedPayloadClosesOnlyThatConnection) {
 
 TEST_P(WorkerTest, GarbageClosesOnlyThatConnection) {
   auto w = start();
-  const int fd = raw_connect(w->address(), GetParam());
+  if (!raw_sockets()) GTEST_SKIP() << "raw bytes over UCX: transport_ucx_test.cc";
+  const int fd = raw_connect(w->address(), std::string(GetParam().name) == "unix");
   ASSERT_GE(fd, 0);
   const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_GT(::send(fd, junk, sizeof(junk) - 1, MSG_NOSIGNAL), 0);
@@ -622,22 +678,26 @@ TEST_P(WorkerTest, WeightCacheByHash) {
   WorkerOptions o;
   o.cache_dir = dir.string();
   auto w = start(o);
-  std::vector<uint8_t> weight(5000);
+  std::vector<uint8_t> weight(100000);  // received into place
   for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<uint8_t>(i * 13);
   const Hash128 hash = hash128(weight);
+  const std::vector<uint8_t> small(weight.begin(), weight.begin() + 5000);  // received whole
   {
     auto c = client(*w);
     const uint64_t b = c->alloc(weight.size());
     ASSERT_TRUE(c->set(b, 0, weight, kSetCacheable));
     ASSERT_TRUE(c->set(b, 0, {1, 2, 3}));  // an activation: not cached
+    ASSERT_TRUE(c->set(b, 0, small, kSetCacheable));
     ASSERT_TRUE(c->sync());
   }
   EXPECT_TRUE(std::filesystem::exists(dir / hash128_hex(hash)));
+  EXPECT_TRUE(std::filesystem::exists(dir / hash128_hex(hash128(small))));
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
-  EXPECT_EQ(files, 1);
+  EXPECT_EQ(files, 2);
   auto c = client(*w);
   const uint64_t b = c->alloc(weight.size() + 8);
+  ASSERT_NE(b, 0u);
   Result<Message> r =
       c->call(Command::kSetTensorHash, payload(SetTensorHashRequest{{b, 8, weight.size()}, hash}));
   ASSERT_TRUE(r) << r.status().message();
@@ -724,9 +784,9 @@ TEST_P(WorkerTest, VanishingClients) {
   expect_serves(*w);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, WorkerTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "Seqpacket" : "Tcp";
+INSTANTIATE_TEST_SUITE_P(Transports, WorkerTest, ::testing::ValuesIn(test_transports()),
+                         [](const ::testing::TestParamInfo<TestTransport>& p) {
+                           return test_transport_name(p.param);
                          });
 
 }  // namespace

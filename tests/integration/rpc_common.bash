@@ -9,7 +9,42 @@ rpc_setup() {
   shared=$2
   tmp=$(mktemp -d)
   worker_pids=()
+  # The transport scheme start_worker listens with: "" (TCP) or "ucx://" (UCX, whose own
+  # transports the environment's UCX_TLS chooses; see use_ucx).
+  worker_scheme=""
   trap rpc_cleanup EXIT
+}
+
+# use_ucx tcp|sm: later workers and runs use UCX, over its TCP or its shared memory (UCX's
+# connection manager needs TCP either way; UCX_MM_ERROR_HANDLING=y lets shared memory carry
+# connections that detect a dead peer). use_tcp goes back to plain TCP.
+use_ucx() {
+  worker_scheme="ucx://"
+  case $1 in
+    tcp) export UCX_TLS=tcp; unset UCX_MM_ERROR_HANDLING ;;
+    sm) export UCX_TLS=sm,tcp UCX_MM_ERROR_HANDLING=y ;;
+  esac
+}
+use_tcp() {
+  worker_scheme=""
+  unset UCX_TLS UCX_MM_ERROR_HANDLING
+}
+
+# have_ucx: true when this strata was built with the ucx transport (a worker listens on it).
+have_ucx() {
+  local log=$tmp/have_ucx.log pid i
+  "$strata" worker -t 1 --host ucx://127.0.0.1 --port 0 >"$log" 2>&1 &
+  pid=$!
+  for i in $(seq 1 200); do
+    grep -q "listening on" "$log" && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  kill $pid 2>/dev/null || true
+  wait $pid 2>/dev/null || true
+  grep -q "listening on" "$log" && return 0
+  echo "SKIP ucx: $(tail -n 1 "$log")"
+  return 1
 }
 
 rpc_cleanup() {
@@ -38,9 +73,9 @@ start_worker() {
     case $a in --port | --unix) has_port=1 ;; esac
   done
   if [ $has_port = 1 ]; then
-    "$strata" worker -t 1 "$@" >"$log" 2>&1 &
+    "$strata" worker -t 1 --host "${worker_scheme}127.0.0.1" "$@" >"$log" 2>&1 &
   else
-    "$strata" worker -t 1 --port 0 "$@" >"$log" 2>&1 &
+    "$strata" worker -t 1 --host "${worker_scheme}127.0.0.1" --port 0 "$@" >"$log" 2>&1 &
   fi
   last_pid=$!
   worker_pids+=("$last_pid")
@@ -54,7 +89,7 @@ start_worker() {
   done
   [ -n "$addr" ] || { cat "$log"; fail "worker $name did not start listening"; }
   case $addr in
-    unix:*) ;;
+    unix:* | ucx:*) ;;  # listening already (a UCX listener's port is not a plain TCP server)
     *)
       local host=${addr%:*} port=${addr##*:}
       for i in $(seq 1 200); do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A worker that dies or stalls in the middle of a generation fails the run within the timeout,
 # with an error that names the worker; the client neither hangs nor crashes, and once the
-# worker is back the next run succeeds.
+# worker is back the next run succeeds. Over TCP, then over UCX (its TCP and its shared
+# memory) when this strata has it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -51,20 +52,33 @@ long_run() {
   port=${victim_addr##*:}
 }
 
-long_run KILL 30000
-# Restart on the same port: the next run succeeds, with the output of one machine.
-start_worker again --port "$port"
-got=$(greedy again -m "$model" -n 32 -t 1 --rpc "$addr" --device CPU,RPC0)
-[ "$got" = "$ref" ] || fail "the run after the restart differs"
-echo "restarted worker on port $port: same output"
+faults() {
+  long_run KILL 30000
+  # Restart on the same port: the next run succeeds, with the output of one machine.
+  start_worker again --port "$port"
+  got=$(greedy again -m "$model" -n 32 -t 1 --rpc "$addr" --device CPU,RPC0)
+  [ "$got" = "$ref" ] || fail "the run after the restart differs"
+  echo "restarted worker on port $port: same output"
 
-# A stalled worker (stopped, its socket open) fails the run after STRATA_RPC_TIMEOUT_MS.
-long_run STOP 2000
-grep -q "within 2000 ms" "$tmp/long.err" || { cat "$tmp/long.err"; fail "the stall is not reported as a timeout"; }
+  # A stalled worker (stopped, its socket open) fails the run after STRATA_RPC_TIMEOUT_MS.
+  long_run STOP 2000
+  grep -q "within 2000 ms" "$tmp/long.err" || { cat "$tmp/long.err"; fail "the stall is not reported as a timeout"; }
 
-# A worker that is not there is an error naming it, not a hang.
-if "$strata" run -m "$model" -p x -n 1 --rpc "127.0.0.1:$port" 2>"$tmp/err.txt"; then
-  fail "a run against a dead worker succeeded"
+  # A worker that is not there is an error naming it, not a hang.
+  local dead=${worker_scheme:+ucx:}127.0.0.1:$port
+  if "$strata" run -m "$model" -p x -n 1 --rpc "$dead" 2>"$tmp/err.txt"; then
+    fail "a run against a dead worker succeeded"
+  fi
+  grep -q "$dead" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "connect error without the endpoint"; }
+}
+
+echo "== tcp"
+faults
+if have_ucx; then
+  for over in tcp sm; do
+    echo "== ucx over $over"
+    use_ucx $over
+    faults
+  done
 fi
-grep -q "127.0.0.1:$port" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "connect error without the endpoint"; }
 echo "ok"

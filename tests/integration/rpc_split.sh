@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A model split over real workers gives the bytes of one machine: two workers, the CPU and one
-# worker (either order), and over the Unix seqpacket transport; the synthetic model, and
-# stories260K when present.
+# worker (either order), over the Unix seqpacket transport, and over UCX (its TCP and its
+# shared memory) when this strata has it; the synthetic model, and stories260K when present.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -13,6 +13,18 @@ start_worker b
 B=$addr
 start_worker u --unix "$tmp/u.sock"
 U=$addr
+# UCX workers: one over UCX's TCP, one over its shared memory (each run sets the client's
+# UCX_TLS to match).
+XT="" XS=""
+if have_ucx; then
+  use_ucx tcp
+  start_worker xt
+  XT=$addr
+  use_ucx sm
+  start_worker xs
+  XS=$addr
+  use_tcp
+fi
 
 # Architectures whose layers need the newer ops (rope tables, GELU gates, sliding windows,
 # soft-caps): the tables and the ops cross the wire as the plain llama ones do.
@@ -47,6 +59,15 @@ for m in "${models[@]}"; do
       fail "$(basename "$m") seeded with $config --backend-sampling differs"
     echo "same output, backend sampling: $(basename "$m") $config"
   done
+  if [ -n "$XT" ]; then
+    got=$(UCX_TLS=tcp greedy split -m "$m" -n 48 -t 1 --rpc "$XT,$B" --device RPC0,CPU,RPC1)
+    [ "$got" = "$ref" ] || fail "$(basename "$m") over ucx (tcp) differs from one machine"
+    echo "same output: $(basename "$m") over ucx (tcp) and tcp"
+    got=$(UCX_TLS=sm,tcp UCX_MM_ERROR_HANDLING=y greedy split -m "$m" -n 48 -t 1 \
+      --rpc "ucx://${XS#ucx:}" --device CPU,RPC0)
+    [ "$got" = "$ref" ] || fail "$(basename "$m") over ucx (shared memory) differs from one machine"
+    echo "same output: $(basename "$m") over ucx (shared memory)"
+  fi
   # The hidden state moved with a synchronisation per stage gives the same bytes too.
   got=$(STRATA_RPC_NO_ASYNC_COPY=1 greedy split -m "$m" -n 48 -t 1 --rpc "$A,$B" --device CPU,RPC0,RPC1)
   [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 differs"

@@ -1,0 +1,98 @@
+// What the socket transports (TCP, Unix seqpacket) share: descriptors, waits, gathered sends,
+// a listener that a shutdown wakes, and a connect with a timeout. Internal to src/rpc.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rpc/transport.h"
+
+namespace strata::rpc {
+
+std::string errno_text(const char* what);
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd();
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Waits for `events` on fd: true when ready, false when timeout_ms passed first.
+Result<bool> wait_fd(int fd, short events, int timeout_ms, const char* what);
+
+// Walks the bytes of [header, pieces...] as one sequence, handing out iovecs.
+class GatherCursor {
+ public:
+  GatherCursor(const uint8_t* header, std::span<const Piece> pieces);
+  bool done() const { return part_ == parts_.size(); }
+  // Up to `max_bytes` (and at most max_iov iovecs) from the current position.
+  size_t fill(iovec* iov, size_t max_iov, uint64_t max_bytes, size_t* n_iov) const;
+  void advance(size_t n);
+
+ private:
+  std::vector<Piece> parts_;
+  size_t part_ = 0;
+  size_t offset_ = 0;
+};
+
+// Sends header + pieces on fd with sendmsg calls of at most max_per_call bytes each. `whole`:
+// each call is a datagram that must go whole (seqpacket). header.payload_size is set here.
+Status socket_send(int fd, const Header& header, std::span<const Piece> pieces,
+                   uint64_t max_per_call, bool whole, const std::string& peer);
+
+struct HostPort {
+  std::string host;  // without the brackets of "[::1]:5"
+  std::string port;
+};
+// Splits `where` ("host:port", "[v6]:port"); `address` names it in errors.
+Result<HostPort> split_host_port(const std::string& address, const std::string& where);
+// "1.2.3.4:5678" or "[::1]:5678".
+std::string sockaddr_text(const sockaddr* sa);
+bool loopback(const sockaddr* sa);
+
+Result<std::pair<Fd, Fd>> make_pipe();
+
+// Accepts on a listening socket until shut down; `wrap` turns an accepted descriptor and the
+// peer's address into a transport.
+class SocketListener : public Listener {
+ public:
+  using Wrap = std::function<std::unique_ptr<Transport>(Fd fd, const sockaddr* peer)>;
+  SocketListener(Fd fd, Fd wake_read, Fd wake_write, Wrap wrap, std::string address,
+                 bool beyond_loopback, std::string unix_path);
+  ~SocketListener() override;
+
+  Result<std::unique_ptr<Transport>> accept(int timeout_ms) override;
+  std::string address() const override { return address_; }
+  bool beyond_loopback() const override { return beyond_loopback_; }
+  void shutdown() override;
+
+ private:
+  Fd fd_;
+  Fd wake_read_;
+  Fd wake_write_;
+  Wrap wrap_;
+  std::string address_;
+  bool beyond_loopback_;
+  std::string unix_path_;  // removed with the listener
+  std::atomic<bool> closed_{false};
+};
+
+// Connects a socket of `family` and `type` to sa within timeout_ms; the descriptor is returned
+// in blocking mode.
+Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t len, int timeout_ms,
+                          const std::string& peer);
+
+}  // namespace strata::rpc

@@ -1,0 +1,196 @@
+// TCP: messages framed on the byte stream by the header's payload_size.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+
+#include "rpc/transport_kinds.h"
+#include "rpc/transport_socket.h"
+
+namespace strata::rpc {
+namespace {
+
+// The most one sendmsg or readv is asked to take.
+constexpr uint64_t kMaxSendCallBytes = uint64_t{1} << 30;
+
+class TcpTransport : public Transport {
+ public:
+  TcpTransport(Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {
+    const int one = 1;
+    ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+
+  Status send(const Header& header, std::span<const Piece> pieces) override {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    if (closed_.load()) return unavailable("send to " + peer_ + ": connection shut down");
+    return socket_send(fd_.get(), header, pieces, kMaxSendCallBytes, false, peer_);
+  }
+
+  Result<std::optional<Message>> try_recv_into(int start_timeout_ms, int stall_timeout_ms,
+                                               const Placer& place) override {
+    if (!poisoned_.is_ok()) return poisoned_;
+    if (closed_.load()) return closed_error();
+    STRATA_ASSIGN_OR_RETURN(
+        bool ready, wait_fd(fd_.get(), POLLIN, start_timeout_ms, ("recv from " + peer_).c_str()));
+    if (!ready) return std::optional<Message>();
+    // The socket is readable: a message (or the end of the connection) has started.
+    uint8_t head[kHeaderBytes];
+    STRATA_RETURN_IF_ERROR(
+        read_exact(head, kHeaderBytes, stall_timeout_ms, false, 0, kHeaderBytes));
+    STRATA_ASSIGN_OR_RETURN(Header h, header_decode(head, max_payload_));
+    const uint64_t total = kHeaderBytes + h.payload_size;
+    uint8_t lead[kRecvLeadBytes];
+    const size_t n_lead = static_cast<size_t>(std::min<uint64_t>(h.payload_size, kRecvLeadBytes));
+    STRATA_RETURN_IF_ERROR(read_exact(lead, n_lead, stall_timeout_ms, true, kHeaderBytes, total));
+    Message m;
+    m.header = h;
+    Result<PayloadWriter> started = PayloadWriter::start(h, {lead, n_lead}, place, &m);
+    if (!started) return out_of_step(started.status());
+    PayloadWriter& w = *started;
+    while (w.remaining() > 0) {
+      iovec iov[64];
+      size_t n_iov = 0;
+      w.fill(iov, 64, kMaxSendCallBytes, &n_iov);
+      STRATA_ASSIGN_OR_RETURN(
+          bool more, wait_fd(fd_.get(), POLLIN, stall_timeout_ms, ("recv from " + peer_).c_str()));
+      if (!more) return stalled(stall_timeout_ms, total - w.remaining(), total);
+      const ssize_t r = ::readv(fd_.get(), iov, static_cast<int>(n_iov));
+      if (r == 0) {
+        return unavailable("connection to " + peer_ + " closed in the middle of a message");
+      }
+      if (r < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return unavailable(errno_text(("recv from " + peer_).c_str()));
+      }
+      w.advance(static_cast<size_t>(r));
+    }
+    return std::optional<Message>(std::move(m));
+  }
+
+  void shutdown() override {
+    closed_.store(true);
+    ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+
+  std::string peer() const override { return peer_; }
+
+ private:
+  Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
+
+  // An error inside a message: the rest of it would be read as the next one.
+  Status out_of_step(const Status& s) {
+    poisoned_ = s;
+    shutdown();
+    return s;
+  }
+
+  // Once a message has started, the stream is out of step if it stops: shut it down so that
+  // nothing reads the rest of this message as the start of the next.
+  Status stalled(int timeout_ms, uint64_t got, uint64_t want) {
+    poisoned_ =
+        unavailable("recv from " + peer_ + ": the peer stalled for " + std::to_string(timeout_ms) +
+                    " ms inside a message (" + std::to_string(got) + " of " + std::to_string(want) +
+                    " bytes); the connection is out of step and closed");
+    shutdown();
+    return poisoned_;
+  }
+
+  // Reads exactly n bytes from the stream; `started` tells whether a message began (the
+  // caller saw the socket readable, or read part of the message). `before` bytes of the
+  // message were read by earlier calls and `total` is its size, for the stall message.
+  Status read_exact(uint8_t* dst, size_t n, int stall_timeout_ms, bool started, uint64_t before,
+                    uint64_t total) {
+    size_t got = 0;
+    while (got < n) {
+      STRATA_ASSIGN_OR_RETURN(
+          bool ready, wait_fd(fd_.get(), POLLIN, stall_timeout_ms, ("recv from " + peer_).c_str()));
+      if (!ready) return stalled(stall_timeout_ms, before + got, total);
+      const ssize_t r = ::recv(fd_.get(), dst + got, n - got, 0);
+      if (r == 0) {
+        return started || before + got > 0
+                   ? unavailable("connection to " + peer_ + " closed in the middle of a message")
+                   : closed_error();
+      }
+      if (r < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return unavailable(errno_text(("recv from " + peer_).c_str()));
+      }
+      got += static_cast<size_t>(r);
+    }
+    return Status::ok();
+  }
+
+  Fd fd_;
+  std::string peer_;
+  std::mutex send_mutex_;
+  std::atomic<bool> closed_{false};
+  Status poisoned_;  // set by the receiving thread only
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Listener>> tcp_listen(const std::string& address, const std::string& where) {
+  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const int gai =
+      ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
+  if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  Status last = io_error("listen " + address + ": no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (fd.get() < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 64) != 0) {
+      last = io_error(errno_text(("listen " + address).c_str()));
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+    const sockaddr* sa = reinterpret_cast<const sockaddr*>(&ss);
+    STRATA_ASSIGN_OR_RETURN(auto wake, make_pipe());
+    auto wrap = [](Fd c, const sockaddr* peer) -> std::unique_ptr<Transport> {
+      return std::make_unique<TcpTransport>(std::move(c), "tcp:" + sockaddr_text(peer));
+    };
+    return std::unique_ptr<Listener>(std::make_unique<SocketListener>(
+        std::move(fd), std::move(wake.first), std::move(wake.second), wrap, sockaddr_text(sa),
+        !loopback(sa), ""));
+  }
+  return last;
+}
+
+Result<std::unique_ptr<Transport>> tcp_connect(const std::string& address, const std::string& where,
+                                               int timeout_ms) {
+  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
+  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  Status last = unavailable("connect " + address + ": no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const std::string peer = "tcp:" + sockaddr_text(ai->ai_addr);
+    Result<Fd> fd =
+        socket_connect(ai->ai_family, SOCK_STREAM, ai->ai_addr, ai->ai_addrlen, timeout_ms, peer);
+    if (fd) return std::unique_ptr<Transport>(std::make_unique<TcpTransport>(std::move(*fd), peer));
+    last = fd.status();
+  }
+  return last;
+}
+
+}  // namespace strata::rpc

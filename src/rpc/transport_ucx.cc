@@ -1,0 +1,800 @@
+// UCX: messages as UCP active messages, over whatever UCX finds (InfiniBand or RoCE verbs on a
+// cluster, shared memory or TCP elsewhere; UCX_TLS chooses). Addresses "ucx:host:port" and
+// "ucx://host:port"; the port is a UCP listener's (a TCP socket that UCX's connection manager
+// accepts on, then moves the connection to the transports both ends have).
+//
+// Why active messages: one ucp_am_send_nbx is one callback at the receiver, which is this
+// interface's "one send = one receive", and the callback gets a user header before the data,
+// delivered eagerly when small or, for a large message, as a rendezvous that the receiver
+// completes into buffers of its choice (ucp_am_recv_data_nbx; on RDMA, a get straight into
+// them). That is try_recv_into's header-first receive without a second copy. The tag API would
+// need a probe and a second message to learn the header first; the stream API is a byte stream.
+//
+// A message is one active message: its user header is the protocol header and the payload's
+// lead (the first min(payload_size, kRecvLeadBytes) bytes), its data the rest of the payload.
+// Payloads whose rest is at least kRndvFromBytes go by rendezvous, so that they are never
+// staged whole in UCX's buffers. UCP delivers a connection's active messages in order (one
+// lane carries them).
+//
+// Each connection has its own UCP worker (so that one connection's traffic never lands in
+// another's queue while its thread computes), used from several threads (UCS_THREAD_MODE_MULTI):
+// the thread that waits progresses it, one at a time; the others wait on a condition variable
+// and are woken after each round.
+#include <netdb.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "rpc/transport_kinds.h"
+#include "rpc/transport_socket.h"
+
+#if STRATA_HAVE_UCX
+#include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
+#endif
+
+namespace strata::rpc {
+
+#if STRATA_HAVE_UCX
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr unsigned kAmId = kUcxAmId;
+// Data of a message from this size on goes by rendezvous: the receiver pulls it into place.
+constexpr size_t kRndvFromBytes = size_t{64} << 10;
+// Messages and eager bytes that may wait in a connection's queue. The queue fills only while
+// this end progresses the worker without reading (while it sends, say a large reply); a peer
+// that sends more than this ahead of us is not a client of the protocol (DoS bound: the eager
+// data is held by UCX until read).
+constexpr size_t kMaxQueuedMessages = 4096;
+constexpr uint64_t kMaxQueuedBytes = uint64_t{64} << 20;
+// How long a shutdown lets messages already sent reach the peer before the connection is cut.
+constexpr int kCloseFlushMs = 1000;
+// A rendezvous transfer is one operation: the stall bound of a receive is stretched by the
+// time its bytes take at this rate, the slowest link we wait for (100 Mbit/s).
+constexpr uint64_t kSlowestBytesPerMs = 12500;
+// How long a waiting thread polls the worker before it sleeps on its event descriptor.
+constexpr int kSpinUs = 50;
+// The longest a waiting thread sleeps without looking at the worker again.
+constexpr int kPollSliceMs = 100;
+
+std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
+
+Clock::time_point deadline_after(int timeout_ms) {
+  return timeout_ms < 0 ? Clock::time_point::max()
+                        : Clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+// UCX logs to stdout unless told otherwise, where it would mix with a command's output (the
+// text of `strata run`, the address `strata worker` prints): its messages go to stderr.
+// Requests of closes this thread abandoned (to a peer that did not answer in time), which the
+// worker it is destroying now still holds: UCX reports each as not returned to its pool. That
+// is expected, and not said again.
+thread_local int abandoned_requests = 0;
+
+// UCX filters by UCX_LOG_LEVEL before it calls a handler.
+ucs_log_func_rc_t log_to_stderr(const char* file, unsigned line, const char*, ucs_log_level_t level,
+                                const ucs_log_component_config_t*, const char* message,
+                                va_list ap) {
+  char text[1024];
+  std::vsnprintf(text, sizeof(text), message, ap);
+  if (abandoned_requests > 0 && std::strstr(text, "not returned to mpool ucp_requests")) {
+    --abandoned_requests;
+    return UCS_LOG_FUNC_RC_STOP;
+  }
+  std::fprintf(stderr, "strata: ucx %s: %s (%s:%u)\n", ucs_log_level_names[level], text, file,
+               line);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+// The UCP context, shared by a listener and the connections it accepted.
+class UcxContext {
+ public:
+  static Result<std::shared_ptr<UcxContext>> create() {
+    static std::once_flag log_once;
+    std::call_once(log_once, [] { ucs_log_push_handler(log_to_stderr); });
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return unavailable("ucx: reading UCX_* settings: " + ucs_text(s));
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 1;
+    ucp_context_h ctx = nullptr;
+    s = ucp_init(&params, config, &ctx);
+    ucp_config_release(config);
+    if (s != UCS_OK) {
+      return unavailable("ucx: ucp_init: " + ucs_text(s) + " (check UCX_TLS and UCX_NET_DEVICES)");
+    }
+    return std::make_shared<UcxContext>(ctx);
+  }
+  explicit UcxContext(ucp_context_h ctx) : ctx_(ctx) {}
+  ~UcxContext() { ucp_cleanup(ctx_); }
+  UcxContext(const UcxContext&) = delete;
+  UcxContext& operator=(const UcxContext&) = delete;
+
+  // A worker used from several threads, with an event descriptor for blocking waits.
+  Result<ucp_worker_h> new_worker() const {
+    ucp_worker_params_t p{};
+    p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    p.thread_mode = UCS_THREAD_MODE_MULTI;
+    ucp_worker_h w = nullptr;
+    const ucs_status_t s = ucp_worker_create(ctx_, &p, &w);
+    if (s != UCS_OK) return unavailable("ucx: ucp_worker_create: " + ucs_text(s));
+    ucp_worker_attr_t a{};
+    a.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    ucp_worker_query(w, &a);
+    if (a.thread_mode != UCS_THREAD_MODE_MULTI) {
+      ucp_worker_destroy(w);
+      return unsupported("ucx: this UCX was built without multi-thread support");
+    }
+    if (a.max_am_header < kHeaderBytes + kRecvLeadBytes) {
+      ucp_worker_destroy(w);
+      return unsupported("ucx: active-message headers of at most " +
+                         std::to_string(a.max_am_header) + " bytes; strata needs " +
+                         std::to_string(kHeaderBytes + kRecvLeadBytes));
+    }
+    return w;
+  }
+
+ private:
+  ucp_context_h ctx_;
+};
+
+// A received active message that try_recv_into has not taken yet.
+struct Arrival {
+  std::vector<uint8_t> head;  // the user header: protocol header and lead
+  void* data = nullptr;       // UCX's descriptor of the rest, held until received or released
+  std::vector<uint8_t> copy;  // the rest, when UCX would not hold it (data is then nullptr)
+  size_t length = 0;
+  bool rndv = false;
+};
+
+// Frees a request if it is one.
+void request_free(ucs_status_ptr_t r) {
+  if (r != nullptr && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+}
+
+class UcxTransport : public Transport {
+ public:
+  UcxTransport(std::shared_ptr<UcxContext> ctx, ucp_worker_h worker, Fd wake, std::string peer)
+      : ctx_(std::move(ctx)), worker_(worker), wake_(std::move(wake)), peer_(std::move(peer)) {}
+
+  ~UcxTransport() override {
+    shutdown();
+    abandoned_requests = abandoned_;
+    ucp_worker_destroy(worker_);
+    abandoned_requests = 0;
+  }
+
+  // A worker with the message handler, before any endpoint can deliver to it.
+  static Result<std::unique_ptr<UcxTransport>> make(std::shared_ptr<UcxContext> ctx,
+                                                    std::string peer) {
+    STRATA_ASSIGN_OR_RETURN(ucp_worker_h worker, ctx->new_worker());
+    Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (wake.get() < 0) {
+      ucp_worker_destroy(worker);
+      return io_error(errno_text("eventfd"));
+    }
+    auto t =
+        std::make_unique<UcxTransport>(std::move(ctx), worker, std::move(wake), std::move(peer));
+    ucp_am_handler_param_t h{};
+    h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    h.id = kAmId;
+    h.cb = on_message;
+    h.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+    h.arg = t.get();
+    ucs_status_t s = ucp_worker_set_am_recv_handler(worker, &h);
+    if (s != UCS_OK) return unavailable("ucx: setting the message handler: " + ucs_text(s));
+    s = ucp_worker_get_efd(worker, &t->efd_);
+    if (s != UCS_OK) return unavailable("ucx: ucp_worker_get_efd: " + ucs_text(s));
+    return t;
+  }
+
+  // Creates the endpoint: to a listener's address (client) or from a connection request.
+  Status open_endpoint(const sockaddr* to, socklen_t to_len, ucp_conn_request_h request) {
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = on_error;
+    p.err_handler.arg = this;
+    if (request != nullptr) {
+      p.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
+      p.conn_request = request;
+    } else {
+      p.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+      p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+      p.sockaddr.addr = to;
+      p.sockaddr.addrlen = to_len;
+    }
+    std::lock_guard<std::mutex> lock(ep_mutex_);
+    const ucs_status_t s = ucp_ep_create(worker_, &p, &ep_);
+    if (s != UCS_OK) {
+      ep_ = nullptr;
+      return unavailable("connect " + peer_ + ": " + ucs_text(s));
+    }
+    return Status::ok();
+  }
+
+  // Waits until the endpoint is connected (a flush completes once it is).
+  Status wait_connected(int timeout_ms) {
+    ucs_status_ptr_t r;
+    {
+      std::lock_guard<std::mutex> lock(ep_mutex_);
+      ucp_request_param_t p{};
+      r = ucp_ep_flush_nbx(ep_, &p);
+      ++in_flight_;
+    }
+    const ucs_status_t s = wait_request(r, deadline_after(timeout_ms));
+    if (s == UCS_INPROGRESS) {
+      stray_ = r;  // in flight still: the forced close cancels it
+      return unavailable("connect " + peer_ + ": timed out after " + std::to_string(timeout_ms) +
+                         " ms");
+    }
+    --in_flight_;
+    if (s != UCS_OK) return unavailable("connect " + peer_ + ": " + ucs_text(s));
+    return Status::ok();
+  }
+
+  Status send(const Header& header, std::span<const Piece> pieces) override {
+    Header h = header;
+    STRATA_RETURN_IF_ERROR(set_payload_size(&h, pieces));
+    // The user header: the protocol header, then the lead gathered from the pieces.
+    const size_t n_lead = static_cast<size_t>(std::min<uint64_t>(h.payload_size, kRecvLeadBytes));
+    std::vector<uint8_t> head(kHeaderBytes + n_lead);
+    header_encode(h, head.data());
+    std::vector<ucp_dt_iov_t> rest;
+    size_t at = kHeaderBytes;
+    for (const Piece& p : pieces) {
+      const size_t to_head = std::min(p.size(), head.size() - at);
+      if (to_head > 0) std::memcpy(head.data() + at, p.data(), to_head);
+      at += to_head;
+      if (p.size() > to_head) {
+        rest.push_back({const_cast<uint8_t*>(p.data() + to_head), p.size() - to_head});
+      }
+    }
+    const uint64_t rest_bytes = h.payload_size - n_lead;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = rest_bytes >= kRndvFromBytes ? UCP_AM_SEND_FLAG_RNDV : 0;
+    const void* buffer = nullptr;
+    size_t count = 0;
+    if (rest.size() <= 1) {
+      p.datatype = ucp_dt_make_contig(1);
+      if (!rest.empty()) {
+        buffer = rest[0].buffer;
+        count = rest[0].length;
+      }
+    } else {
+      p.datatype = ucp_dt_make_iov();
+      buffer = rest.data();
+      count = rest.size();
+    }
+    // One message at a time: each waits until UCX is done with the caller's memory.
+    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    ucs_status_ptr_t r;
+    {
+      std::lock_guard<std::mutex> lock(ep_mutex_);
+      if (ep_ == nullptr) return unavailable("send to " + peer_ + ": connection shut down");
+      r = ucp_am_send_nbx(ep_, kAmId, head.data(), head.size(), buffer, count, &p);
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) ++in_flight_;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+      return unavailable("send to " + peer_ + ": " + ucs_text(UCS_PTR_STATUS(r)));
+    }
+    if (r == nullptr) return Status::ok();
+    kick();
+    const ucs_status_t s = wait_request(r, Clock::time_point::max());
+    --in_flight_;
+    if (s != UCS_OK) return unavailable("send to " + peer_ + ": " + ucs_text(s));
+    return Status::ok();
+  }
+
+  Result<std::optional<Message>> try_recv_into(int start_timeout_ms, int stall_timeout_ms,
+                                               const Placer& place) override {
+    if (!poisoned_.is_ok()) return poisoned_;
+    Arrival a;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      const bool any = wait(lock, deadline_after(start_timeout_ms),
+                            [this] { return !arrivals_.empty() || closed_ || !failed_.is_ok(); });
+      // Messages that arrived before the peer left are still delivered.
+      if (arrivals_.empty()) {
+        if (closed_) return unavailable("connection to " + peer_ + " closed");
+        if (!failed_.is_ok()) return failed_;
+        if (!any) return std::optional<Message>();
+      }
+      a = std::move(arrivals_.front());
+      arrivals_.pop_front();
+      if (!a.rndv) queued_bytes_ -= a.length;
+    }
+    Result<Message> m = receive(a, stall_timeout_ms, place);
+    if (!m) return m.status();
+    return std::optional<Message>(std::move(*m));
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closed_) return;
+      closed_ = true;
+    }
+    kick();
+    cv_.notify_all();
+    // The messages nobody will read go back to UCX.
+    std::deque<Arrival> left;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      left.swap(arrivals_);
+      queued_bytes_ = 0;
+    }
+    for (Arrival& a : left) release(a);
+    // Let what was sent reach the peer, then cut the connection: the peer sees it close now.
+    close_endpoint(true);
+  }
+
+  std::string peer() const override { return peer_; }
+
+ private:
+  static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param) {
+    auto* t = static_cast<UcxTransport*>(arg);
+    Arrival a;
+    const auto* h = static_cast<const uint8_t*>(header);
+    a.head.assign(h, h + header_length);
+    a.length = length;
+    a.rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    std::lock_guard<std::mutex> lock(t->mutex_);
+    // After a shutdown nobody reads it, and after an overflow nothing more is read: UCX drops
+    // it. Messages that come after the peer's error are still read (they were sent before).
+    if (t->closed_ || t->overflowed_) return UCS_OK;
+    if (t->arrivals_.size() >= kMaxQueuedMessages ||
+        (!a.rndv && t->queued_bytes_ + length > kMaxQueuedBytes)) {
+      t->overflowed_ = true;
+      t->failed_ = unavailable("recv from " + t->peer_ + ": the peer sent more than " +
+                               std::to_string(kMaxQueuedMessages) + " messages or " +
+                               std::to_string(kMaxQueuedBytes) +
+                               " bytes ahead of what was read; the connection is closed");
+      t->cv_.notify_all();
+      return UCS_OK;
+    }
+    if (length == 0) {
+      // Nothing to hold (UCX may still hand over a descriptor: it goes back at once).
+    } else if (a.rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0) {
+      a.data = data;
+    } else {
+      const auto* d = static_cast<const uint8_t*>(data);
+      a.copy.assign(d, d + length);
+    }
+    if (!a.rndv) t->queued_bytes_ += length;
+    const bool held = a.data != nullptr;
+    t->arrivals_.push_back(std::move(a));
+    return held ? UCS_INPROGRESS : UCS_OK;  // held until received or released
+  }
+
+  static void on_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* t = static_cast<UcxTransport*>(arg);
+    {
+      std::lock_guard<std::mutex> lock(t->mutex_);
+      if (t->failed_.is_ok()) {
+        // A reset is how a peer's close arrives; anything else is a failure.
+        t->failed_ = status == UCS_ERR_CONNECTION_RESET
+                         ? unavailable("connection to " + t->peer_ + " closed")
+                         : unavailable("connection to " + t->peer_ + " lost: " + ucs_text(status));
+      }
+    }
+    t->cv_.notify_all();
+  }
+
+  // The rest of an arrival's message: checked, then received where the placer says.
+  Result<Message> receive(Arrival& a, int stall_timeout_ms, const Placer& place) {
+    if (a.head.size() < kHeaderBytes) {
+      release(a);
+      return out_of_step(invalid_argument("recv from " + peer_ + ": a message of " +
+                                          std::to_string(a.head.size()) +
+                                          " header bytes holds no header"));
+    }
+    Result<Header> h = header_decode({a.head.data(), kHeaderBytes}, max_payload_);
+    if (!h) {
+      release(a);
+      return out_of_step(h.status());
+    }
+    const uint64_t n_lead = std::min<uint64_t>(h->payload_size, kRecvLeadBytes);
+    if (a.head.size() - kHeaderBytes != n_lead || a.length != h->payload_size - n_lead) {
+      release(a);
+      return out_of_step(invalid_argument(
+          "recv from " + peer_ + ": payload_size " + std::to_string(h->payload_size) +
+          " but the message carries " + std::to_string(a.head.size() - kHeaderBytes) + " + " +
+          std::to_string(a.length) + " bytes"));
+    }
+    Message m;
+    m.header = *h;
+    const std::span<const uint8_t> lead(a.head.data() + kHeaderBytes, n_lead);
+    Result<PayloadWriter> w = PayloadWriter::start(*h, lead, place, &m);
+    if (!w) {
+      release(a);
+      return out_of_step(w.status());
+    }
+    if (a.length == 0) {
+      release(a);
+      return m;
+    }
+    if (!a.rndv) {
+      w->write(a.data != nullptr
+                   ? std::span<const uint8_t>(static_cast<const uint8_t*>(a.data), a.length)
+                   : std::span<const uint8_t>(a.copy));
+      release(a);
+      return m;
+    }
+    // Rendezvous: the data comes straight into the message's destination.
+    std::vector<ucp_dt_iov_t> iov;
+    while (w->remaining() > 0) {
+      iovec chunk[64];
+      size_t n_iov = 0;
+      w->fill(chunk, 64, w->remaining(), &n_iov, /*whole_rest=*/true);
+      size_t got = 0;
+      for (size_t i = 0; i < n_iov; ++i) {
+        iov.push_back({chunk[i].iov_base, chunk[i].iov_len});
+        got += chunk[i].iov_len;
+      }
+      w->advance(got);
+    }
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_iov();
+    ucs_status_ptr_t r;
+    {
+      std::lock_guard<std::mutex> lock(ep_mutex_);
+      if (ep_ == nullptr) {
+        release(a);
+        return out_of_step(unavailable("connection to " + peer_ + " shut down"));
+      }
+      r = ucp_am_recv_data_nbx(worker_, a.data, iov.data(), iov.size(), &p);
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) ++in_flight_;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+      return out_of_step(unavailable("recv from " + peer_ + ": " + ucs_text(UCS_PTR_STATUS(r))));
+    }
+    if (r == nullptr) return m;
+    struct Landed {  // the receive is over, whatever happens below
+      std::atomic<int>& n;
+      ~Landed() { --n; }
+    } landed{in_flight_};
+    const int stall_ms =
+        stall_timeout_ms < 0
+            ? -1
+            : static_cast<int>(std::min<uint64_t>(
+                  INT32_MAX, uint64_t(stall_timeout_ms) + a.length / kSlowestBytesPerMs));
+    const ucs_status_t s = wait_request(r, deadline_after(stall_ms));
+    if (s == UCS_INPROGRESS) {
+      // Cut the connection, and wait until UCX lets go of the destination.
+      close_endpoint(false);
+      wait_request(r, Clock::time_point::max());
+      return out_of_step(unavailable("recv from " + peer_ + ": the peer stalled for " +
+                                     std::to_string(stall_ms) + " ms inside a message of " +
+                                     std::to_string(kHeaderBytes + h->payload_size) +
+                                     " bytes; the connection is closed"));
+    }
+    if (s != UCS_OK) {
+      return out_of_step(unavailable("connection to " + peer_ +
+                                     " closed in the middle of a message: " + ucs_text(s)));
+    }
+    return m;
+  }
+
+  // An error inside a message: the connection is not used again.
+  Status out_of_step(const Status& s) {
+    poisoned_ = s;
+    shutdown();
+    return s;
+  }
+
+  // Gives an arrival's data back to UCX unread.
+  void release(Arrival& a) {
+    if (a.data != nullptr) ucp_am_data_release(worker_, a.data);
+    a.data = nullptr;
+  }
+
+  // Closes the endpoint, once (UCX refuses a second close). A flushing close delivers what
+  // was sent and then tells the peer (its error handler sees the connection reset); it is
+  // given kCloseFlushMs, then left to UCX. It is used only when no send or receive of ours is
+  // in flight: one that is (a peer that stopped reading or sending) needs the forced close,
+  // which completes it as cancelled at once, so that UCX is done with the caller's memory
+  // before the call returns. A failed endpoint is closed by force too, as UCX requires.
+  void close_endpoint(bool flush) {
+    ucp_ep_h ep;
+    {
+      std::lock_guard<std::mutex> lock(ep_mutex_);
+      ep = ep_;
+      ep_ = nullptr;
+      flush = flush && in_flight_ == 0;
+    }
+    if (ep == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      flush = flush && failed_.is_ok();
+    }
+    ucp_request_param_t p{};
+    if (flush) {
+      const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+      if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) {
+        request_free(r);  // UCX ends it, or drops it with the worker
+        ++abandoned_;
+      }
+      return;
+    }
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    wait_request(ucp_ep_close_nbx(ep, &p), Clock::time_point::max());
+    wait_request(stray_, Clock::time_point::max());  // cancelled by the close
+    stray_ = nullptr;
+  }
+
+  // Waits for a request (nullptr: done at once) and frees it; UCS_INPROGRESS if the deadline
+  // passed first (the request is then still live).
+  ucs_status_t wait_request(ucs_status_ptr_t r, Clock::time_point deadline) {
+    if (r == nullptr) return UCS_OK;
+    if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+    ucs_status_t s = UCS_INPROGRESS;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wait(lock, deadline, [&] {
+        s = ucp_request_check_status(r);
+        return s != UCS_INPROGRESS;
+      });
+    }
+    if (s != UCS_INPROGRESS) request_free(r);
+    return s;
+  }
+
+  // Progresses the worker until done() (called with mutex_ held) or the deadline: true if
+  // done. One thread progresses at a time; the others wait for its round to end.
+  template <typename Done>
+  bool wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Done done) {
+    for (;;) {
+      if (done()) return true;
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return false;
+      if (progressing_) {
+        cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(kPollSliceMs)));
+        continue;
+      }
+      progressing_ = true;
+      lock.unlock();
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+      lock.lock();
+      cv_.notify_all();  // what this round completed may be what another thread waits for
+      // An answer often comes within microseconds: look again for a moment before sleeping.
+      for (const Clock::time_point spin_end = Clock::now() + std::chrono::microseconds(kSpinUs);
+           !done() && Clock::now() < spin_end;) {
+        lock.unlock();
+        const unsigned n = ucp_worker_progress(worker_);
+        lock.lock();
+        if (n != 0) cv_.notify_all();
+      }
+      if (!done() && ucp_worker_arm(worker_) == UCS_OK) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        const int slice =
+            static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), kPollSliceMs)));
+        lock.unlock();
+        pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+        if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
+          uint64_t n;
+          [[maybe_unused]] ssize_t r = ::read(wake_.get(), &n, sizeof(n));
+        }
+        lock.lock();
+      }
+      progressing_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  // Wakes the thread that progresses the worker: there is something new to progress or see.
+  void kick() {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(wake_.get(), &one, sizeof(one));
+  }
+
+  std::shared_ptr<UcxContext> ctx_;  // outlives the worker
+  ucp_worker_h worker_;
+  int efd_ = -1;  // the worker's, not ours to close
+  Fd wake_;       // an eventfd: kick()
+  std::string peer_;
+
+  std::mutex ep_mutex_;  // guards ep_: sends, and the close that ends them
+  ucp_ep_h ep_ = nullptr;
+  std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
+  ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
+  int abandoned_ = 0;                 // closes left to UCX (see abandoned_requests)
+  std::mutex send_mutex_;
+
+  std::mutex mutex_;  // guards the members below; the UCX callbacks take it
+  std::condition_variable cv_;
+  bool progressing_ = false;
+  bool closed_ = false;
+  bool overflowed_ = false;
+  Status failed_;  // the endpoint's error, or the queue overflowing
+  std::deque<Arrival> arrivals_;
+  uint64_t queued_bytes_ = 0;  // eager data in arrivals_
+
+  Status poisoned_;  // set by the receiving thread only
+};
+
+class UcxListener : public Listener {
+ public:
+  UcxListener(std::shared_ptr<UcxContext> ctx, ucp_worker_h worker, Fd wake)
+      : ctx_(std::move(ctx)), worker_(worker), wake_(std::move(wake)) {}
+  ~UcxListener() override {
+    if (listener_ != nullptr) {
+      for (ucp_conn_request_h r : requests_) ucp_listener_reject(listener_, r);
+      ucp_listener_destroy(listener_);
+    }
+    ucp_worker_destroy(worker_);
+  }
+
+  static Result<std::unique_ptr<Listener>> create(const std::string& address,
+                                                  const std::string& where) {
+    STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    const int gai =
+        ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
+    if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<UcxContext> ctx, UcxContext::create());
+    STRATA_ASSIGN_OR_RETURN(ucp_worker_h worker, ctx->new_worker());
+    Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    auto l = std::make_unique<UcxListener>(ctx, worker, std::move(wake));
+    if (l->wake_.get() < 0) return io_error(errno_text("eventfd"));
+    ucs_status_t s = ucp_worker_get_efd(worker, &l->efd_);
+    if (s != UCS_OK) return unavailable("ucx: ucp_worker_get_efd: " + ucs_text(s));
+    ucp_listener_params_t p{};
+    p.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    p.sockaddr.addr = res->ai_addr;
+    p.sockaddr.addrlen = res->ai_addrlen;
+    p.conn_handler.cb = on_request;
+    p.conn_handler.arg = l.get();
+    s = ucp_listener_create(worker, &p, &l->listener_);
+    if (s != UCS_OK) {
+      l->listener_ = nullptr;
+      return io_error("listen " + address + ": " + ucs_text(s));
+    }
+    ucp_listener_attr_t a{};
+    a.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    s = ucp_listener_query(l->listener_, &a);
+    if (s != UCS_OK) return io_error("listen " + address + ": " + ucs_text(s));
+    const sockaddr* sa = reinterpret_cast<const sockaddr*>(&a.sockaddr);
+    l->address_ = "ucx:" + sockaddr_text(sa);
+    l->beyond_loopback_ = !loopback(sa);
+    return std::unique_ptr<Listener>(std::move(l));
+  }
+
+  Result<std::unique_ptr<Transport>> accept(int timeout_ms) override {
+    const Clock::time_point deadline = deadline_after(timeout_ms);
+    for (;;) {
+      if (closed_.load()) return unavailable("listener " + address_ + " shut down");
+      while (ucp_worker_progress(worker_) != 0) {
+      }
+      if (!requests_.empty()) {
+        ucp_conn_request_h r = requests_.front();
+        requests_.pop_front();
+        Result<std::unique_ptr<Transport>> t = accept_one(r);
+        if (t) return t;
+        continue;  // that client is gone or refused; wait for the next
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) return unavailable("accept on " + address_ + ": timed out");
+      if (ucp_worker_arm(worker_) != UCS_OK) continue;
+      const int slice = static_cast<int>(std::min<int64_t>(
+          kPollSliceMs,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
+      pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+      ::poll(p, 2, slice);
+    }
+  }
+
+  std::string address() const override { return address_; }
+  bool beyond_loopback() const override { return beyond_loopback_; }
+
+  void shutdown() override {
+    closed_.store(true);
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(wake_.get(), &one, sizeof(one));
+  }
+
+ private:
+  static void on_request(ucp_conn_request_h r, void* arg) {
+    static_cast<UcxListener*>(arg)->requests_.push_back(r);
+  }
+
+  Result<std::unique_ptr<Transport>> accept_one(ucp_conn_request_h r) {
+    ucp_conn_request_attr_t a{};
+    a.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    std::string peer = "ucx:?";
+    if (ucp_conn_request_query(r, &a) == UCS_OK) {
+      peer = "ucx:" + sockaddr_text(reinterpret_cast<const sockaddr*>(&a.client_address));
+    }
+    Result<std::unique_ptr<UcxTransport>> t = UcxTransport::make(ctx_, peer);
+    if (!t) {
+      ucp_listener_reject(listener_, r);
+      return t.status();
+    }
+    STRATA_RETURN_IF_ERROR((*t)->open_endpoint(nullptr, 0, r));
+    return std::unique_ptr<Transport>(std::move(*t));
+  }
+
+  std::shared_ptr<UcxContext> ctx_;
+  ucp_worker_h worker_;
+  int efd_ = -1;
+  Fd wake_;
+  ucp_listener_h listener_ = nullptr;
+  std::deque<ucp_conn_request_h> requests_;  // accept()'s thread only (its progress fills it)
+  std::string address_;
+  bool beyond_loopback_ = false;
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> ucx_connect(const std::string& address, const std::string& where,
+                                               int timeout_ms) {
+  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
+  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<UcxContext> ctx, UcxContext::create());
+  const std::string peer = "ucx:" + sockaddr_text(res->ai_addr);
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> t, UcxTransport::make(ctx, peer));
+  STRATA_RETURN_IF_ERROR(t->open_endpoint(res->ai_addr, res->ai_addrlen, nullptr));
+  STRATA_RETURN_IF_ERROR(t->wait_connected(timeout_ms));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+Result<std::unique_ptr<Listener>> ucx_listen(const std::string& address, const std::string& where) {
+  return UcxListener::create(address, where);
+}
+
+#else  // !STRATA_HAVE_UCX
+
+namespace {
+
+Status no_ucx(const std::string& address) {
+  return unsupported("address '" + address +
+                     "': this strata was built without UCX (the 'ucx' transport needs libucx-dev, "
+                     "found by pkg-config as 'ucx' when CMake configures the build)");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> ucx_connect(const std::string& address, const std::string&,
+                                               int) {
+  return no_ucx(address);
+}
+
+Result<std::unique_ptr<Listener>> ucx_listen(const std::string& address, const std::string&) {
+  return no_ucx(address);
+}
+
+#endif
+
+}  // namespace strata::rpc

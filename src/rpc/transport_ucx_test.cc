@@ -1,0 +1,282 @@
+// The UCX transport against a UCX peer that sends what a Transport never would: a broken
+// header, a size that does not match, more than the ceiling, a rendezvous it never completes.
+// Over UCX's TCP and its shared memory; skipped in a build without UCX.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "rpc/transport.h"
+#include "rpc/transport_kinds.h"
+#include "rpc/transport_testing.h"
+#include "rpc/worker.h"
+
+#if STRATA_HAVE_UCX
+#include <ucp/api/ucp.h>
+#endif
+
+namespace strata::rpc {
+namespace {
+
+#if STRATA_HAVE_UCX
+
+constexpr int kLongMs = 20000;
+
+// One UCP context, worker and endpoint, progressed only when the test says so.
+class RawUcxPeer {
+ public:
+  RawUcxPeer() {
+    ucp_config_t* config = nullptr;
+    ucp_config_read(nullptr, nullptr, &config);
+    ucp_params_t p{};
+    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.features = UCP_FEATURE_AM;
+    ok_ = ucp_init(&p, config, &ctx_) == UCS_OK;
+    ucp_config_release(config);
+    ucp_worker_params_t wp{};
+    ok_ = ok_ && ucp_worker_create(ctx_, &wp, &worker_) == UCS_OK;
+  }
+  ~RawUcxPeer() {
+    if (ep_ != nullptr) {
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      wait(ucp_ep_close_nbx(ep_, &p));
+    }
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (ctx_ != nullptr) ucp_cleanup(ctx_);
+  }
+  bool ok() const { return ok_; }
+
+  // To "ucx:127.0.0.1:PORT"; returns once connected.
+  bool connect(const std::string& address) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&a);
+    p.sockaddr.addrlen = sizeof(a);
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
+      static_cast<RawUcxPeer*>(arg)->closed_.store(true);
+    };
+    p.err_handler.arg = this;
+    if (ucp_ep_create(worker_, &p, &ep_) != UCS_OK) return false;
+    ucp_request_param_t q{};
+    return wait(ucp_ep_flush_nbx(ep_, &q)) == UCS_OK;
+  }
+
+  // One active message of strata's id; the request, not waited for (nullptr: done).
+  ucs_status_ptr_t post(const std::vector<uint8_t>& head, const std::vector<uint8_t>& data,
+                        bool rndv) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = rndv ? UCP_AM_SEND_FLAG_RNDV : 0;
+    return ucp_am_send_nbx(ep_, kUcxAmId, head.data(), head.size(), data.data(), data.size(), &p);
+  }
+  ucs_status_t send(const std::vector<uint8_t>& head, const std::vector<uint8_t>& data) {
+    return wait(post(head, data, false));
+  }
+
+  // Progresses for up to ms: true once the other end has closed the connection.
+  bool closed_by_peer(int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!closed_.load() && std::chrono::steady_clock::now() < end) ucp_worker_progress(worker_);
+    return closed_.load();
+  }
+
+  ucs_status_t wait(ucs_status_ptr_t r) {
+    if (r == nullptr) return UCS_OK;
+    if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+    ucs_status_t s;
+    while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+    ucp_request_free(r);
+    return s;
+  }
+
+ private:
+  bool ok_ = false;
+  ucp_context_h ctx_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  std::atomic<bool> closed_{false};
+};
+
+std::vector<uint8_t> header_bytes(uint64_t payload_size, uint32_t magic = kMagic) {
+  Header h;
+  h.magic = magic;
+  h.command = Command::kSetTensor;
+  h.payload_size = payload_size;
+  std::vector<uint8_t> b(kHeaderBytes);
+  header_encode(h, b.data());
+  return b;
+}
+
+// A listener, the raw peer connected to it, and the accepted transport.
+class UcxRawPeerTest : public ::testing::TestWithParam<TestTransport> {
+ protected:
+  void SetUp() override {
+    GetParam().use_env();
+    auto l = transport_listen(GetParam().listen_address());
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    listener_ = std::move(*l);
+    peer_ = std::make_unique<RawUcxPeer>();
+    ASSERT_TRUE(peer_->ok());
+    std::atomic<int> connected{0};
+    std::thread connector([&] { connected.store(peer_->connect(listener_->address()) ? 1 : -1); });
+    auto t = listener_->accept(kLongMs);
+    // The connection completes while the accepted side progresses it.
+    while (t.is_ok() && connected.load() == 0) (void)(*t)->try_recv(10, kLongMs);
+    connector.join();
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    ASSERT_EQ(connected.load(), 1);
+    t_ = std::move(*t);
+  }
+
+  // The transport refuses what came: an error containing `what`, the transport not used
+  // again, and the peer sees the connection closed.
+  // The peer is progressed meanwhile, as a real one is by its receiving thread.
+  void expect_refused(const std::string& what) {
+    bool closed = false;
+    std::thread watcher([&] { closed = peer_->closed_by_peer(kLongMs); });
+    auto m = t_->try_recv(kLongMs, kLongMs);
+    watcher.join();
+    ASSERT_FALSE(m.is_ok());
+    EXPECT_NE(m.status().message().find(what), std::string::npos) << m.status().message();
+    EXPECT_FALSE(t_->try_recv(10, 10).is_ok());
+    EXPECT_TRUE(closed);
+  }
+
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<RawUcxPeer> peer_;
+  std::unique_ptr<Transport> t_;
+};
+
+TEST_P(UcxRawPeerTest, AValidMessageArrives) {
+  std::vector<uint8_t> head = header_bytes(3);
+  head.insert(head.end(), {7, 8, 9});
+  ASSERT_EQ(peer_->send(head, {}), UCS_OK);
+  auto m = t_->recv(kLongMs);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ(m->payload, (std::vector<uint8_t>{7, 8, 9}));
+}
+
+TEST_P(UcxRawPeerTest, ABadMagicIsRefused) {
+  ASSERT_EQ(peer_->send(header_bytes(0, 0x12345678), {}), UCS_OK);
+  expect_refused("magic");
+}
+
+TEST_P(UcxRawPeerTest, AHeaderTooShortIsRefused) {
+  ASSERT_EQ(peer_->send({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {}), UCS_OK);
+  expect_refused("holds no header");
+}
+
+// payload_size must be what the message carries: the lead in the header, the rest as data.
+TEST_P(UcxRawPeerTest, ASizeThatDoesNotMatchIsRefused) {
+  std::vector<uint8_t> head = header_bytes(100);
+  head.resize(kHeaderBytes + 50);
+  ASSERT_EQ(peer_->send(head, std::vector<uint8_t>(50)), UCS_OK);
+  expect_refused("payload_size 100 but the message carries 50 + 50 bytes");
+}
+
+// Over the ceiling: refused from the header, before the rendezvous data is pulled.
+TEST_P(UcxRawPeerTest, AnOversizedPayloadIsRefusedBeforeItsData) {
+  t_->set_max_payload(1 << 20);
+  const std::vector<uint8_t> data(2 << 20, 1);
+  std::vector<uint8_t> head = header_bytes(kRecvLeadBytes + data.size());
+  head.resize(kHeaderBytes + kRecvLeadBytes);
+  ucs_status_ptr_t r = peer_->post(head, data, true);
+  ASSERT_FALSE(UCS_PTR_IS_ERR(r));
+  expect_refused("limit 1048576");
+  peer_->wait(r);  // completes, refused or cancelled
+}
+
+// A peer that announces a rendezvous and never serves it: an error after the stall bound, not
+// a hang, and the destination is let go of before the receive returns.
+TEST_P(UcxRawPeerTest, AStalledRendezvousIsAnError) {
+  const std::vector<uint8_t> data(8 << 20, 2);
+  std::vector<uint8_t> head = header_bytes(kRecvLeadBytes + data.size());
+  head.resize(kHeaderBytes + kRecvLeadBytes);
+  ucs_status_ptr_t r = peer_->post(head, data, true);  // and no progress from here on
+  ASSERT_FALSE(UCS_PTR_IS_ERR(r));
+  std::vector<uint8_t> dst(data.size());
+  const auto start = std::chrono::steady_clock::now();
+  auto m = t_->try_recv_into(kLongMs, 300, [&](const Header&, std::span<const uint8_t>) {
+    return std::optional<Placement>(Placement{kRecvLeadBytes, {dst}});
+  });
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  if (m.is_ok()) {
+    // A transport that pulls the data without the sender's help (a one-sided get) finishes
+    // the message: then there is nothing to stall on.
+    EXPECT_EQ(dst, data);
+  } else {
+    EXPECT_NE(m.status().message().find("stalled"), std::string::npos) << m.status().message();
+    EXPECT_GE(ms, 300);
+    EXPECT_FALSE(t_->try_recv(10, 10).is_ok());
+  }
+  peer_->wait(r);
+}
+
+// A worker refuses a broken message by closing only that connection.
+TEST_P(UcxRawPeerTest, AWorkerClosesOnlyTheBrokenConnection) {
+  WorkerOptions o;
+  o.address = GetParam().listen_address();
+  o.log = false;
+  o.memory_limit = 1 << 20;
+  auto w = Worker::start(o);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  RawUcxPeer bad;
+  ASSERT_TRUE(bad.connect((*w)->address()));
+  ASSERT_EQ(bad.send(header_bytes(0, 0xdeadbeef), {}), UCS_OK);
+  EXPECT_TRUE(bad.closed_by_peer(kLongMs));
+  RawUcxPeer huge;
+  ASSERT_TRUE(huge.connect((*w)->address()));
+  std::vector<uint8_t> head = header_bytes(kMaxMessageBytes);  // past the --mem ceiling
+  head.resize(kHeaderBytes + kRecvLeadBytes);
+  ucs_status_ptr_t r = huge.post(head, std::vector<uint8_t>(1 << 16), true);
+  EXPECT_TRUE(huge.closed_by_peer(kLongMs));
+  huge.wait(r);
+  // A proper client is served.
+  auto c = transport_connect((*w)->address(), kLongMs);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  HelloRequest hello;
+  std::vector<uint8_t> p;
+  encode(hello, &p);
+  Header h;
+  h.command = Command::kHello;
+  ASSERT_TRUE(send_message(**c, h, p));
+  auto reply = (*c)->recv(kLongMs);
+  ASSERT_TRUE(reply.is_ok()) << reply.status().message();
+  EXPECT_EQ(reply->header.status, 0);
+  EXPECT_TRUE(decode_hello_response(reply->payload).is_ok());
+}
+
+std::vector<TestTransport> ucx_transports() {
+  std::vector<TestTransport> v;
+  for (const TestTransport& t : test_transports()) {
+    if (t.ucx()) v.push_back(t);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ucx, UcxRawPeerTest, ::testing::ValuesIn(ucx_transports()),
+                         [](const ::testing::TestParamInfo<TestTransport>& p) {
+                           return test_transport_name(p.param);
+                         });
+
+#else
+
+TEST(UcxRawPeerTest, NeedsUcx) { GTEST_SKIP() << "built without UCX (libucx-dev)"; }
+
+#endif
+
+}  // namespace
+}  // namespace strata::rpc
