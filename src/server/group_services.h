@@ -25,6 +25,7 @@ class GroupSlotStore : public SlotStore {
   Result<SlotFileResult> save(int32_t slot, const std::string& path) override;
   Result<SlotFileResult> restore(int32_t slot, const std::string& path) override;
   Result<SlotFileResult> erase(int32_t slot) override;
+  Result<SlotFileResult> rebuild(int32_t slot) override;
 
  private:
   // The group of a server-wide id and the id within it.
