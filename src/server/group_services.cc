@@ -57,6 +57,11 @@ bool IdleSleeper::asleep() {
   return asleep_;
 }
 
+Status IdleSleeper::exclusive(const std::function<Status(bool asleep)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fn(asleep_);
+}
+
 Status IdleSleeper::begin() {
   std::lock_guard<std::mutex> lock(mu_);
   last_begin_ = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -47,6 +48,9 @@ class IdleSleeper {
   // A request that needs the model is starting: wakes it when it sleeps. Thread-safe.
   Status begin();
   bool asleep();
+  // Runs `fn` with the model neither put to sleep nor woken meanwhile, telling it whether the
+  // model sleeps (the recovery of a lost worker places weights only on an awake model).
+  Status exclusive(const std::function<Status(bool asleep)>& fn);
 
  private:
   void run();
