@@ -144,6 +144,13 @@ Status Context::wake() {
   return Status::ok();
 }
 
+void Context::renew_streams(const Device& device) {
+  STRATA_CHECK(asleep_, "streams are renewed while the context sleeps");
+  for (auto& rt : stages_) {
+    if (rt->stage->device == &device) rt->stream = rt->stage->device->create_stream();
+  }
+}
+
 Status Context::check_awake() const {
   if (asleep_ || engine_.asleep()) return unavailable("the model is asleep (idle): wake it first");
   return Status::ok();

@@ -79,6 +79,11 @@ class Context {
   void sleep();
   Status wake();
   bool asleep() const { return asleep_; }
+  // Reconnection: while asleep, replaces the streams of the stages on `device`, whose worker
+  // came back on a new connection (the old streams belong to the lost one); wake() then places
+  // the buffers on it. Sleep, renew_streams and wake are how a context survives a worker that
+  // died: its sequences are empty afterwards, as after any sleep.
+  void renew_streams(const Device& device);
 
  private:
   struct StageRuntime;

@@ -198,4 +198,17 @@ Status Engine::wake() {
   return Status::ok();
 }
 
+Status Engine::reload_device(const Device& device) {
+  if (asleep_) return Status::ok();
+  for (Stage& s : stages_) {
+    if (s.device != &device) continue;
+    s.weights.reset();  // the buffers of the lost connection
+    // No progress report: this runs in the background of a serving process.
+    STRATA_ASSIGN_OR_RETURN(
+        s.weights, DeviceWeights::load(*model_, *s.device, s.layer_begin, s.layer_end, s.first,
+                                       s.last, options_.use_mmap, nullptr));
+  }
+  return Status::ok();
+}
+
 }  // namespace strata

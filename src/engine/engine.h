@@ -70,6 +70,15 @@ class Engine {
   Status wake();
   bool asleep() const { return asleep_; }
 
+  // Reconnection: places the weights of the stages on `device` again, after its worker came
+  // back on a new connection (rpc::remote_device_set_connection); a worker that kept its blob
+  // cache gets only the hashes. The other stages keep theirs. Every context must be asleep
+  // (Context::sleep) and stays so until woken onto the new connection (renew_streams, wake).
+  // While the engine sleeps there is nothing to place: wake() loads every stage. On error the
+  // stage has no weights until a later call (or a sleep and wake) succeeds. Not thread-safe,
+  // as sleep().
+  Status reload_device(const Device& device);
+
  private:
   Engine() = default;
   Status load_weights();

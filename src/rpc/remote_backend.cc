@@ -3,16 +3,31 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <utility>
 
+#include "core/check.h"
 #include "graph/serialize.h"
 
 namespace strata::rpc {
 namespace {
 
 // What a device's buffers and streams share; outlives the device if they do.
+//
+// The connection can be replaced (a worker that came back: remote_device_set_connection), so
+// every buffer and stream keeps the connection it was made on: a handle names a buffer of one
+// connection only, and must never reach a new one, where it could name another buffer.
 struct Shared {
-  std::shared_ptr<Connection> conn;
+  std::shared_ptr<Connection> conn() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return current;
+  }
+  void set_conn(std::shared_ptr<Connection> c) {
+    std::lock_guard<std::mutex> lock(mutex);
+    current = std::move(c);
+  }
+  mutable std::mutex mutex;
+  std::shared_ptr<Connection> current;  // guarded by mutex
   std::atomic<uint64_t> allocated{0};
   std::atomic<uint32_t> next_graph_id{1};
 };
@@ -41,23 +56,24 @@ Region region_of(const TensorRef& t, size_t size) { return Region{t.buffer, t.of
 
 class RemoteBuffer : public Buffer {
  public:
-  RemoteBuffer(std::shared_ptr<Shared> shared, uint64_t handle, uint64_t size)
-      : shared_(std::move(shared)), handle_(handle), size_(size) {}
+  RemoteBuffer(std::shared_ptr<Shared> shared, std::shared_ptr<Connection> conn, uint64_t handle,
+               uint64_t size)
+      : shared_(std::move(shared)), conn_(std::move(conn)), handle_(handle), size_(size) {}
   ~RemoteBuffer() override {
     shared_->allocated -= size_;
-    if (!shared_->conn->broken().is_ok()) return;
+    if (!conn_->broken().is_ok()) return;
     std::vector<uint8_t> payload;
     encode(FreeBufferRequest{handle_}, &payload);
     const Piece piece(payload.data(), payload.size());
     // Not waited for: a failure closes the connection, which frees the buffer anyway.
-    (void)shared_->conn->send_request(Command::kFreeBuffer, std::span<const Piece>(&piece, 1),
-                                      false);
+    (void)conn_->send_request(Command::kFreeBuffer, std::span<const Piece>(&piece, 1), false);
   }
   uint64_t handle() const override { return handle_; }
   uint64_t size() const override { return size_; }
 
  private:
   std::shared_ptr<Shared> shared_;
+  std::shared_ptr<Connection> conn_;  // the connection the handle belongs to
   uint64_t handle_;
   uint64_t size_;
 };
@@ -66,9 +82,10 @@ class RemoteStream : public Stream {
  public:
   explicit RemoteStream(std::shared_ptr<Shared> shared)
       : shared_(std::move(shared)),
-        conn_(*shared_->conn),
+        session_(shared_->conn()),
+        conn_(*session_),
         graph_id_(shared_->next_graph_id++),
-        stream_id_(shared_->conn->new_stream_id()),
+        stream_id_(conn_.new_stream_id()),
         error_(std::make_shared<StreamError>()) {}
 
   ~RemoteStream() override { (void)synchronize(); }
@@ -397,6 +414,9 @@ class RemoteStream : public Stream {
   }
 
   std::shared_ptr<Shared> shared_;
+  // The connection the stream was made on, for its life: its graph ids and buffer handles
+  // mean nothing on another.
+  const std::shared_ptr<Connection> session_;
   Connection& conn_;
   const uint32_t graph_id_;
   // The worker keeps this stream's sticky error apart from other streams' (kCapStreams).
@@ -434,11 +454,12 @@ class RemoteDevice : public Device {
   explicit RemoteDevice(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
   DeviceInfo info() const override {
-    DeviceInfo info = shared_->conn->device_info();
+    const std::shared_ptr<Connection> conn = shared_->conn();
+    DeviceInfo info = conn->device_info();
     const std::string remote =
         info.name + (info.description.empty() ? "" : ", " + info.description);
-    info.name = shared_->conn->label();
-    info.description = "worker " + shared_->conn->options().endpoint + ": " + remote;
+    info.name = conn->label();
+    info.description = "worker " + conn->options().endpoint + ": " + remote;
     const uint64_t used = shared_->allocated.load();
     info.memory_free = info.memory_free > used ? info.memory_free - used : 0;
     return info;
@@ -448,27 +469,30 @@ class RemoteDevice : public Device {
     std::vector<uint8_t> payload;
     encode(AllocBufferRequest{size}, &payload);
     const Piece piece(payload.data(), payload.size());
-    auto m = shared_->conn->call(Command::kAllocBuffer, std::span<const Piece>(&piece, 1));
+    std::shared_ptr<Connection> conn = shared_->conn();
+    auto m = conn->call(Command::kAllocBuffer, std::span<const Piece>(&piece, 1));
     if (!m.is_ok()) return m.status();
     auto r = decode_alloc_buffer_response(m->payload);
-    if (!r.is_ok()) return r.status().with_context("worker " + shared_->conn->label());
+    if (!r.is_ok()) return r.status().with_context("worker " + conn->label());
     if (r->handle == 0 || r->size < size) {
-      return invalid_argument("worker " + shared_->conn->label() + ": ALLOC_BUFFER of " +
+      return invalid_argument("worker " + conn->label() + ": ALLOC_BUFFER of " +
                               std::to_string(size) + " bytes answered handle " +
                               std::to_string(r->handle) + " of " + std::to_string(r->size) +
                               " bytes");
     }
     shared_->allocated += size;
-    return std::unique_ptr<Buffer>(std::make_unique<RemoteBuffer>(shared_, r->handle, size));
+    return std::unique_ptr<Buffer>(
+        std::make_unique<RemoteBuffer>(shared_, std::move(conn), r->handle, size));
   }
 
   std::unique_ptr<Stream> create_stream() override {
     return std::make_unique<RemoteStream>(shared_);
   }
 
-  DeviceCaps caps() const override { return shared_->conn->device_caps(); }
+  DeviceCaps caps() const override { return shared_->conn()->device_caps(); }
 
-  std::shared_ptr<Connection> connection() const { return shared_->conn; }
+  std::shared_ptr<Connection> connection() const { return shared_->conn(); }
+  Shared& shared() { return *shared_; }
 
  private:
   std::shared_ptr<Shared> shared_;
@@ -478,13 +502,29 @@ class RemoteDevice : public Device {
 
 Result<std::unique_ptr<Device>> remote_device_new(const ClientOptions& options) {
   auto shared = std::make_shared<Shared>();
-  STRATA_ASSIGN_OR_RETURN(shared->conn, Connection::open(options));
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Connection> conn, Connection::open(options));
+  shared->set_conn(std::move(conn));
   return std::unique_ptr<Device>(std::make_unique<RemoteDevice>(std::move(shared)));
 }
 
 std::shared_ptr<Connection> remote_device_connection(Device& device) {
   auto* remote = dynamic_cast<RemoteDevice*>(&device);
   return remote ? remote->connection() : nullptr;
+}
+
+Status remote_device_set_connection(Device& device, std::shared_ptr<Connection> conn) {
+  auto* remote = dynamic_cast<RemoteDevice*>(&device);
+  STRATA_CHECK(remote != nullptr && conn != nullptr, "a remote device and a connection");
+  const std::shared_ptr<Connection> old = remote->connection();
+  // The layers placed on the device were checked against what its worker ran: a worker that
+  // comes back as an older build must not take them.
+  const std::string missing = caps_missing(old->device_caps(), conn->device_caps());
+  if (!missing.empty()) {
+    return unsupported("worker " + conn->label() + " came back unable to run what it ran before: " +
+                       missing + " (update its worker)");
+  }
+  remote->shared().set_conn(std::move(conn));
+  return Status::ok();
 }
 
 }  // namespace strata::rpc

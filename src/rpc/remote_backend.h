@@ -36,4 +36,12 @@ Result<std::unique_ptr<Device>> remote_device_new(const ClientOptions& options);
 // other devices.
 std::shared_ptr<Connection> remote_device_connection(Device& device);
 
+// Reconnection (a worker that died and came back): makes `conn`, a connection opened with the
+// options of the device's (Connection::open(old->options())), the device's. Buffers and
+// streams made before keep the old connection and fail with its error: free them and make new
+// ones (Context::sleep, renew_streams and wake; Engine::reload_device). Refused when the new
+// worker cannot run an op or a weight dtype that the old one announced, since the layers on
+// the device were placed for those. `device` must come from remote_device_new.
+Status remote_device_set_connection(Device& device, std::shared_ptr<Connection> conn);
+
 }  // namespace strata::rpc

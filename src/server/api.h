@@ -28,6 +28,7 @@ inline constexpr int32_t kMaxCompletionLogprobs = 5;  // OpenAI's limit for comp
 struct ApiError {
   int status = 400;
   std::string message;
+  int retry_after_s = 0;  // > 0: a Retry-After header (a 503 while a worker is reconnected)
 };
 
 // {"error": {"message", "type", "code"}} as OpenAI shapes it.

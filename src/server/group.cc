@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "server/group_slot.h"
 
 namespace strata::server {
 namespace {
@@ -18,46 +19,6 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 double ms_since(Clock::time_point t0) { return 1e3 * seconds(Clock::now() - t0); }
 
 }  // namespace
-
-// The part of a task shared by its n slots.
-struct PipelineGroup::Active {
-  Task task;
-  int32_t n_cached = 0;
-};
-
-struct PipelineGroup::Slot {
-  enum class State {
-    kIdle,
-    kWait,      // a follower of an n > 1 task: waits for its leader's prompt
-    kPrompt,    // evaluating the prompt in chunks
-    kGenerate,  // one token per step
-  };
-
-  int32_t id = 0;  // the sequence id in the context
-  State state = State::kIdle;
-  std::vector<int32_t> cache;  // tokens whose KV sequence `id` holds, from position 0
-  std::shared_ptr<Active> active;
-  int32_t choice = 0;
-  std::vector<Slot*> followers;
-  std::optional<Sampler> sampler;
-  int32_t draw = -1;                // this step's draw on the device (backend sampling), or -1
-  const char* stop_type = "limit";  // why generation ended: eos, word or limit
-  std::string stopping_word;        // the stop string, when a word ended it
-  bool truncated = false;           // the context was shifted during this request
-  bool seen_newline = false;        // a newline has been sent (t_max_predict_ms)
-  int32_t pending = -1;             // sampled, not yet in the KV
-  int32_t n_generated = 0;
-  int64_t row = -1;  // output row in the current batch
-  int32_t n_in_batch = 0;
-  Utf8Stream utf8;
-  StopMatcher stop;
-  uint64_t last_used = 0;
-  Clock::time_point t_first;
-
-  std::atomic<bool> busy_pub{false};
-  std::atomic<uint64_t> task_pub{0};
-  std::atomic<int32_t> cached_pub{0};
-};
 
 PipelineGroup::PipelineGroup(int32_t index, std::unique_ptr<Context> context,
                              const GroupParams& params, Metrics& metrics)
@@ -120,6 +81,7 @@ std::vector<SlotView> PipelineGroup::slot_views() const {
     v.busy = s->busy_pub.load(std::memory_order_relaxed);
     v.task_id = s->task_pub.load(std::memory_order_relaxed);
     v.n_cached = s->cached_pub.load(std::memory_order_relaxed);
+    v.n_lost = s->lost_pub.load(std::memory_order_relaxed);
     out.push_back(v);
   }
   return out;
@@ -136,6 +98,7 @@ void PipelineGroup::publish(Slot& slot) {
   slot.busy_pub.store(slot.state != Slot::State::kIdle, std::memory_order_relaxed);
   slot.task_pub.store(slot.active ? slot.active->task.id : 0, std::memory_order_relaxed);
   slot.cached_pub.store(static_cast<int32_t>(slot.cache.size()), std::memory_order_relaxed);
+  slot.lost_pub.store(static_cast<int32_t>(slot.lost.size()), std::memory_order_relaxed);
   if (params_.publish_cache) {
     std::lock_guard<std::mutex> lock(cache_mu_);
     cache_copy_[slot.id] = slot.cache;
@@ -157,6 +120,7 @@ void PipelineGroup::loop() {
     }
     run_control();
     drop_cancelled();
+    if (!suspended_.empty()) fail_waiting(suspended_);
     // First come, first served: a task that needs more slots than are idle holds the line.
     while (!waiting_.empty() && assign(waiting_.front())) waiting_.pop_front();
     step();
@@ -237,6 +201,7 @@ bool PipelineGroup::assign(Task& task) {
     s.active = active;
     s.choice = choice;
     s.followers.clear();
+    s.lost.clear();
     SamplerParams sp = gp.sampling;
     sp.seed += static_cast<uint64_t>(choice);
     s.sampler.emplace(sp, static_cast<int32_t>(ctx_->n_vocab()));

@@ -67,6 +67,7 @@ struct SlotView {
   bool busy = false;
   uint64_t task_id = 0;
   int32_t n_cached = 0;  // tokens whose KV the slot holds
+  int32_t n_lost = 0;    // tokens whose KV was lost with a worker (slot_rebuild)
 };
 
 class PipelineGroup {
@@ -116,6 +117,18 @@ class PipelineGroup {
   Status sleep();
   Status wake();
 
+  // Recovery from a lost worker (server/worker_recovery.h), on the decode thread. suspend()
+  // fails every running and queued request with `reason` (503), keeps the tokens each slot
+  // held as lost (their KV is gone; slot_rebuild evaluates them again), puts the context to
+  // sleep, and fails every request that arrives with `reason` until resume(). resume() makes
+  // the streams of the `renewed` devices anew (their workers are on new connections) and, with
+  // `wake`, places the context's buffers again (without: the model sleeps, and waking it does).
+  Status suspend(const std::string& reason);
+  Status resume(const std::vector<const Device*>& renewed, bool wake);
+  // Evaluates again the tokens whose KV an idle slot lost with a worker, so that its prompt
+  // cache is what it was (/slots/{id}?action=rebuild); n_tokens 0 when it lost none.
+  Result<SlotFileResult> slot_rebuild(int32_t id);
+
  private:
   struct Slot;
   struct Active;
@@ -161,6 +174,9 @@ class PipelineGroup {
   StepDraws draws_;  // with backend sampling
 
   std::optional<PromptCache> cache_ram_;  // decode thread only
+  std::string suspended_;                 // decode thread only; why, while suspended
+  // Fails the tasks that wait for slots (a suspended group takes none).
+  void fail_waiting(const std::string& message);
 
   struct Control {
     std::function<void()> fn;

@@ -32,6 +32,11 @@ Result<SlotFileResult> GroupSlotStore::erase(int32_t slot) {
   return at.first->slot_erase(at.second);
 }
 
+Result<SlotFileResult> GroupSlotStore::rebuild(int32_t slot) {
+  STRATA_ASSIGN_OR_RETURN(auto at, locate(slot));
+  return at.first->slot_rebuild(at.second);
+}
+
 IdleSleeper::IdleSleeper(std::chrono::seconds idle, Engine& engine,
                          std::vector<std::unique_ptr<PipelineGroup>>& groups)
     : idle_(idle), engine_(engine), groups_(groups), last_begin_(std::chrono::steady_clock::now()) {
@@ -50,6 +55,11 @@ IdleSleeper::~IdleSleeper() {
 bool IdleSleeper::asleep() {
   std::lock_guard<std::mutex> lock(mu_);
   return asleep_;
+}
+
+Status IdleSleeper::exclusive(const std::function<Status(bool asleep)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fn(asleep_);
 }
 
 Status IdleSleeper::begin() {

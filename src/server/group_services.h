@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -25,6 +26,7 @@ class GroupSlotStore : public SlotStore {
   Result<SlotFileResult> save(int32_t slot, const std::string& path) override;
   Result<SlotFileResult> restore(int32_t slot, const std::string& path) override;
   Result<SlotFileResult> erase(int32_t slot) override;
+  Result<SlotFileResult> rebuild(int32_t slot) override;
 
  private:
   // The group of a server-wide id and the id within it.
@@ -46,6 +48,9 @@ class IdleSleeper {
   // A request that needs the model is starting: wakes it when it sleeps. Thread-safe.
   Status begin();
   bool asleep();
+  // Runs `fn` with the model neither put to sleep nor woken meanwhile, telling it whether the
+  // model sleeps (the recovery of a lost worker places weights only on an awake model).
+  Status exclusive(const std::function<Status(bool asleep)>& fn);
 
  private:
   void run();

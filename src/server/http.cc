@@ -34,6 +34,7 @@ std::string presented_key(const Request& req) {
 
 void send_error(Response& res, const ApiError& e) {
   res.status = e.status;
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
   res.set_content(error_body(e), "application/json");
 }
 

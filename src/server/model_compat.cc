@@ -44,6 +44,7 @@ void send_anthropic_error(Response& res, const ApiError& e) {
                      : e.status >= 500 ? "api_error"
                                        : "invalid_request_error";
   res.status = e.status;
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
   res.set_content(
       dump(Json{{"type", "error"}, {"error", {{"type", type}, {"message", e.message}}}}),
       "application/json");

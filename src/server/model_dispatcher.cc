@@ -133,13 +133,17 @@ std::vector<Route> ModelDispatcher::routes() {
 
 // A server whose worker is gone is up but cannot generate: a load balancer must hear that.
 void ModelDispatcher::health(Response& res) {
+  Json body = {{"status", "ok"}};
   if (serving_.backend_status) {
     if (Status s = serving_.backend_status(); !s.is_ok()) {
       res.status = 503;
-      return send_json(res, {{"status", "error"}, {"error", s.message()}});
+      body = {{"status", "error"}, {"error", s.message()}};
+      const int after = serving_.backend_retry_after ? serving_.backend_retry_after() : 0;
+      if (after > 0) res.set_header("Retry-After", std::to_string(after));
     }
   }
-  send_json(res, {{"status", "ok"}});
+  if (serving_.backend_workers) body["workers"] = serving_.backend_workers();
+  send_json(res, body);
 }
 
 bool ModelDispatcher::prefills(const ChatRequest& chat) const {
@@ -272,7 +276,10 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
                              std::to_string(max_n_) + " slots of a pipeline group (raise -np)"};
   }
   if (serving_.backend_status) {
-    if (Status s = serving_.backend_status(); !s.is_ok()) return ApiError{503, s.message()};
+    if (Status s = serving_.backend_status(); !s.is_ok()) {
+      return ApiError{503, s.message(),
+                      serving_.backend_retry_after ? serving_.backend_retry_after() : 0};
+    }
   }
   if (serving_.before_work) {
     if (Status s = serving_.before_work(); !s.is_ok()) return ApiError{503, s.message()};

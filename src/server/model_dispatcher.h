@@ -49,6 +49,10 @@ struct ModelServing {
   // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
   // fails, generation requests get 503 with its message at once and /health answers 503.
   std::function<Status()> backend_status;
+  // With backend_status: the seconds of the Retry-After header of such a 503 (0: none), and the
+  // state of each worker for /health and /props ("workers"). Null: none.
+  std::function<int()> backend_retry_after;
+  std::function<Json()> backend_workers;
   // Called before a request that needs the model (generation, slot actions): wakes it from
   // --sleep-idle-seconds; its error is a 503. Null: nothing to do.
   std::function<Status()> before_work;

@@ -157,30 +157,32 @@ void ModelDispatcher::props(Response& res) {
   Json caps = Json::object();
   for (const ChatCapField& f : kChatCapFields) caps[f.name] = chat_->caps().*f.field;
   auto piece = [this](int32_t id) { return id >= 0 ? tok_.token_to_piece(id, true) : ""; };
-  send_json(res, {{"default_generation_settings",
-                   {{"id", 0},
-                    {"id_task", -1},
-                    {"n_ctx", n_ctx_slot_},
-                    {"speculative", false},
-                    {"is_processing", false},
-                    {"params", generation_settings_json(serving_.defaults.params, false,
-                                                        n_ctx_slot_, serving_.model_name)}}},
-                  {"total_slots", total_slots},
-                  {"n_ctx", n_ctx},
-                  {"pipeline_groups", groups_.size()},
-                  {"model_path", serving_.model_path},
-                  {"model_alias", serving_.model_name},
-                  {"chat_template", tmpl ? *tmpl : std::string()},
-                  {"chat_template_caps", caps},
-                  {"chat_format", chat_->name()},
-                  {"bos_token", piece(tok_.bos())},
-                  {"eos_token", piece(tok_.eos())},
-                  {"modalities", {{"vision", false}, {"audio", false}}},
-                  {"is_sleeping", serving_.is_sleeping ? serving_.is_sleeping() : false},
-                  {"endpoint_slots", serving_.endpoint_slots},
-                  {"endpoint_metrics", serving_.endpoint_metrics},
-                  {"endpoint_props", serving_.endpoint_props},
-                  {"build_info", kSystemFingerprint}});
+  Json body = {{"default_generation_settings",
+                {{"id", 0},
+                 {"id_task", -1},
+                 {"n_ctx", n_ctx_slot_},
+                 {"speculative", false},
+                 {"is_processing", false},
+                 {"params", generation_settings_json(serving_.defaults.params, false, n_ctx_slot_,
+                                                     serving_.model_name)}}},
+               {"total_slots", total_slots},
+               {"n_ctx", n_ctx},
+               {"pipeline_groups", groups_.size()},
+               {"model_path", serving_.model_path},
+               {"model_alias", serving_.model_name},
+               {"chat_template", tmpl ? *tmpl : std::string()},
+               {"chat_template_caps", caps},
+               {"chat_format", chat_->name()},
+               {"bos_token", piece(tok_.bos())},
+               {"eos_token", piece(tok_.eos())},
+               {"modalities", {{"vision", false}, {"audio", false}}},
+               {"is_sleeping", serving_.is_sleeping ? serving_.is_sleeping() : false},
+               {"endpoint_slots", serving_.endpoint_slots},
+               {"endpoint_metrics", serving_.endpoint_metrics},
+               {"endpoint_props", serving_.endpoint_props},
+               {"build_info", kSystemFingerprint}};
+  if (serving_.backend_workers) body["workers"] = serving_.backend_workers();
+  send_json(res, body);
 }
 
 // llama-server documents no settable property yet; with --props a JSON object is accepted.
@@ -213,6 +215,7 @@ void ModelDispatcher::slots(const Request& req, Response& res) {
                      {"speculative", false},
                      {"is_processing", v.busy},
                      {"n_cached", v.n_cached},
+                     {"n_lost", v.n_lost},
                      {"params", params}});
     }
     base += g->n_slots();
@@ -237,12 +240,12 @@ void ModelDispatcher::slot_action(const Request& req, Response& res) {
                                              std::to_string(total - 1) + ")"});
   }
   const std::string action = req.get_param_value("action");
-  if (action != "save" && action != "restore" && action != "erase") {
-    return send_error(
-        res, ApiError{400, "'action' must be save, restore or erase, not '" + action + "'"});
+  if (action != "save" && action != "restore" && action != "erase" && action != "rebuild") {
+    return send_error(res, ApiError{400, "'action' must be save, restore, erase or rebuild, not '" +
+                                             action + "'"});
   }
   std::string filename;
-  if (action != "erase") {
+  if (action == "save" || action == "restore") {
     if (serving_.slot_save_path.empty()) {
       return send_error(res, ApiError{501,
                                       "saving and restoring slots is off (start the server "
@@ -270,8 +273,18 @@ void ModelDispatcher::slot_action(const Request& req, Response& res) {
   const std::string path = serving_.slot_save_path + "/" + filename;
   Result<SlotFileResult> r = action == "save"      ? serving_.slot_store->save(slot, path)
                              : action == "restore" ? serving_.slot_store->restore(slot, path)
+                             : action == "rebuild" ? serving_.slot_store->rebuild(slot)
                                                    : serving_.slot_store->erase(slot);
-  if (!r) return send_error(res, ApiError{400, r.status().message()});
+  if (!r) {
+    // A busy slot, or one whose worker is not back yet: try again later.
+    const int status =
+        r.status().kind() == ErrorKind::kUnavailable && action == "rebuild" ? 503 : 400;
+    return send_error(res, ApiError{status, r.status().message()});
+  }
+  if (action == "rebuild") {
+    return send_json(
+        res, {{"id_slot", slot}, {"n_rebuilt", r->n_tokens}, {"timings", {{"rebuild_ms", r->ms}}}});
+  }
   if (action == "save") {
     return send_json(res, {{"id_slot", slot},
                            {"filename", filename},

@@ -7,6 +7,7 @@
 #include "server/group_services.h"
 #include "server/metrics.h"
 #include "server/model_dispatcher.h"
+#include "server/worker_recovery.h"
 #include "server/workers.h"
 
 namespace strata::server {
@@ -20,6 +21,7 @@ struct Server::Parts {
   std::vector<std::unique_ptr<PipelineGroup>> groups;
   std::unique_ptr<GroupSlotStore> slot_store;
   std::unique_ptr<IdleSleeper> sleeper;
+  std::unique_ptr<WorkerRecovery> recovery;
   std::unique_ptr<ModelDispatcher> dispatcher;
   std::unique_ptr<HttpServer> http;
   int32_t n_slots = 0;
@@ -27,6 +29,7 @@ struct Server::Parts {
 
   ~Parts() {
     http.reset();
+    recovery.reset();
     sleeper.reset();
     if (dispatcher) dispatcher->stop();
   }
@@ -74,8 +77,10 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   }
   p->n_ctx_slot = n_ctx_slot;
 
-  // Split over workers: their RPC counters join /metrics, and a lost one fails requests fast.
-  p->workers = std::make_unique<RemoteWorkers>(*p->loaded.engine);
+  // Split over workers: their RPC counters join /metrics, a lost one fails requests fast, and
+  // is reconnected in the background.
+  STRATA_ASSIGN_OR_RETURN(const ReconnectPolicy reconnect, ReconnectPolicy::from_env());
+  p->workers = std::make_unique<RemoteWorkers>(*p->loaded.engine, reconnect);
   if (!p->workers->empty()) {
     p->metrics.add_hook([w = p->workers.get()](std::string& out) { w->render_metrics(out); });
   }
@@ -145,6 +150,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   serving.aip_predict_route = o.aip_predict_route;
   if (!p->workers->empty()) {
     serving.backend_status = [w = p->workers.get()] { return w->status(); };
+    serving.backend_retry_after = [w = p->workers.get()] { return w->retry_after_seconds(); };
+    serving.backend_workers = [w = p->workers.get()] { return w->json(); };
   }
   for (auto& g : p->groups) g->start();
   p->slot_store = std::make_unique<GroupSlotStore>(p->groups);
@@ -154,6 +161,10 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
                                                *p->loaded.engine, p->groups);
     serving.before_work = [s = p->sleeper.get()] { return s->begin(); };
     serving.is_sleeping = [s = p->sleeper.get()] { return s->asleep(); };
+  }
+  if (!p->workers->empty() && p->workers->reconnects()) {
+    p->recovery = std::make_unique<WorkerRecovery>(*p->workers, *p->loaded.engine, p->groups,
+                                                   p->sleeper.get(), o.log.get());
   }
   p->dispatcher = std::make_unique<ModelDispatcher>(std::move(serving), model, p->groups,
                                                     std::move(chat), p->metrics);

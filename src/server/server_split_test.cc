@@ -222,6 +222,11 @@ TEST_F(ServerSplitTest, WorkerDeathFailsRequestsCleanly) {
   EXPECT_EQ(health.status, 503) << health.raw;
   EXPECT_EQ(health.body["status"], "error") << health.raw;
   EXPECT_NE(health.raw.find(b.address()), std::string::npos) << health.raw;
+  ASSERT_TRUE(health.body["workers"].is_array()) << health.raw;
+  ASSERT_EQ(health.body["workers"].size(), 2u) << health.raw;
+  EXPECT_EQ(health.body["workers"][0]["state"], "up") << health.raw;
+  EXPECT_EQ(health.body["workers"][1]["endpoint"], b.address()) << health.raw;
+  EXPECT_EQ(health.body["workers"][1]["state"], "down") << health.raw;
   for (bool streamed : {false, true}) {
     Json body = {{"prompt", "after"}, {"max_tokens", 4}, {"stream", streamed}};
     Reply later = post(s, "/v1/completions", body.dump());

@@ -28,6 +28,11 @@ class SlotStore {
   virtual Result<SlotFileResult> save(int32_t slot, const std::string& path) = 0;
   virtual Result<SlotFileResult> restore(int32_t slot, const std::string& path) = 0;
   virtual Result<SlotFileResult> erase(int32_t slot) = 0;
+  // Evaluates again the tokens whose KV the slot lost with a worker that died (n_tokens: how
+  // many; 0 when it lost none). Optional.
+  virtual Result<SlotFileResult> rebuild(int32_t slot) {
+    return unsupported("rebuilding a slot is not supported by this server");
+  }
 };
 
 }  // namespace strata::server

@@ -1,5 +1,7 @@
 #include "server/workers.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "rpc/remote_backend.h"
@@ -31,6 +33,28 @@ void sample(std::string& out, const char* name, const std::string& labels, uint6
   out += std::string(name) + "{" + labels + "} " + std::to_string(v) + "\n";
 }
 
+void sample(std::string& out, const char* name, const std::string& labels, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3f", v);
+  out += std::string(name) + "{" + labels + "} " + buf + "\n";
+}
+
+// a + b for every counter: unsigned arithmetic wraps, so a - (0 - b) is the sum, and the sum
+// follows the snapshot's fields without listing them.
+rpc::StatsSnapshot add(const rpc::StatsSnapshot& a, const rpc::StatsSnapshot& b) {
+  return a - (rpc::StatsSnapshot{} - b);
+}
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", std::max(0.0, seconds(d)));
+  return buf;
+}
+
 }  // namespace
 
 void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& workers) {
@@ -45,6 +69,9 @@ void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& worker
       }
     }
   };
+  auto each_worker = [&](auto fn) {
+    for (const WorkerStats& w : workers) fn("endpoint=\"" + label_value(w.endpoint) + "\"", w);
+  };
   family(out, "strata_rpc_messages_total", "counter",
          "Messages sent to a worker, by command (requests and one-way messages).");
   each_command([&](const std::string& labels, const rpc::CommandCounters& c) {
@@ -58,62 +85,251 @@ void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& worker
   });
   family(out, "strata_rpc_round_trips_total", "counter",
          "Requests sent to a worker that waited for a response.");
-  for (const WorkerStats& w : workers) {
-    sample(out, "strata_rpc_round_trips_total", "endpoint=\"" + label_value(w.endpoint) + "\"",
-           w.stats.round_trips);
-  }
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_round_trips_total", ep, w.stats.round_trips);
+  });
   family(out, "strata_rpc_decode_steps_total", "counter",
          "Graphs sent to a worker (one per decode step of each of its stages).");
-  for (const WorkerStats& w : workers) {
-    sample(out, "strata_rpc_decode_steps_total", "endpoint=\"" + label_value(w.endpoint) + "\"",
-           w.stats.steps);
-  }
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_decode_steps_total", ep, w.stats.steps);
+  });
   family(out, "strata_rpc_weight_bytes_total", "counter",
          "Weight bytes loaded on a worker: sent over the network, or found in its cache.");
-  for (const WorkerStats& w : workers) {
-    const std::string ep = "endpoint=\"" + label_value(w.endpoint) + "\"";
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
     sample(out, "strata_rpc_weight_bytes_total", ep + ",source=\"network\"",
            w.stats.weight_bytes_sent);
     sample(out, "strata_rpc_weight_bytes_total", ep + ",source=\"cache\"",
            w.stats.weight_bytes_cached);
-  }
+  });
   family(out, "strata_rpc_worker_up", "gauge",
-         "1 while the connection to a worker is usable, 0 once it is broken.");
-  for (const WorkerStats& w : workers) {
-    sample(out, "strata_rpc_worker_up", "endpoint=\"" + label_value(w.endpoint) + "\"",
-           w.up ? 1 : 0);
+         "1 while the connection to a worker is usable, 0 while it is down or being restored.");
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_worker_up", ep, uint64_t{w.up ? 1u : 0u});
+  });
+  family(out, "strata_rpc_reconnect_attempts_total", "counter",
+         "Attempts to reach a lost worker again (each opens a connection).");
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_reconnect_attempts_total", ep, w.reconnect_attempts);
+  });
+  family(out, "strata_rpc_reconnects_total", "counter",
+         "Recoveries of a lost worker: reconnected, its weights and buffers placed again.");
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_reconnects_total", ep, w.reconnects);
+  });
+  family(out, "strata_rpc_worker_down_seconds_total", "counter",
+         "Seconds a worker was not usable (lost or being restored), the current outage included.");
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_worker_down_seconds_total", ep, w.down_seconds);
+  });
+}
+
+RemoteWorkers::RemoteWorkers(const Engine& engine, ReconnectPolicy policy) : policy_(policy) {
+  for (const Stage& stage : engine.stages()) {
+    if (!rpc::remote_device_connection(*stage.device)) continue;
+    bool seen = false;
+    for (const Worker& have : workers_) seen = seen || have.device == stage.device;
+    if (!seen) workers_.push_back(Worker{stage.device, WorkerLink(policy_), {}});
   }
 }
 
-RemoteWorkers::RemoteWorkers(const Engine& engine) {
-  for (const Stage& stage : engine.stages()) {
-    std::shared_ptr<rpc::Connection> c = rpc::remote_device_connection(*stage.device);
-    if (!c) continue;
-    bool seen = false;
-    for (const auto& have : connections_) seen = seen || have == c;
-    if (!seen) connections_.push_back(std::move(c));
+std::string RemoteWorkers::label(size_t i) const {
+  return rpc::remote_device_connection(*workers_[i].device)->label();
+}
+
+LinkState RemoteWorkers::state(size_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return workers_[i].link.state();
+}
+
+std::string RemoteWorkers::describe_locked(const Worker& w, Clock::time_point now) const {
+  const std::shared_ptr<rpc::Connection> conn = rpc::remote_device_connection(*w.device);
+  const WorkerLink& link = w.link;
+  if (link.state() == LinkState::kRestoring) {
+    return "worker " + conn->label() + " is back after " + seconds_text(link.down_for(now)) +
+           " down; its weights and buffers are being placed again: retry later";
   }
+  // Up but broken: lost a moment ago, and the recovery has not seen it yet.
+  const std::string reason =
+      link.state() == LinkState::kDown ? link.reason() : conn->broken().message();
+  if (!policy_.enabled()) {
+    return reason +
+           " (a connection to a worker is not re-opened with STRATA_RPC_RECONNECT_MS=0: restart "
+           "the worker, then the server)";
+  }
+  std::string m = "worker " + conn->label() + " is down";
+  if (link.state() != LinkState::kDown) return m + " (" + reason + "); reconnecting: retry later";
+  m += " (lost " + seconds_text(link.down_for(now)) + " ago: " + reason + "); reconnecting: ";
+  m += "attempt " + std::to_string(link.failures() + 1) + " in " +
+       seconds_text(std::max(link.next_attempt() - now, Clock::duration{0}));
+  if (!link.last_error().empty()) m += " (the last one: " + link.last_error() + ")";
+  return m + "; retry later";
+}
+
+std::string RemoteWorkers::backoff(size_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const WorkerLink& link = workers_[i].link;
+  return "attempt " + std::to_string(link.failures()) + " failed; the next in " +
+         seconds_text(std::max(link.next_attempt() - Clock::now(), Clock::duration{0}));
 }
 
 Status RemoteWorkers::status() const {
-  for (const auto& c : connections_) {
-    if (Status s = c->broken(); !s.is_ok()) {
-      // The connection's errors name the worker already; say what it means for the server.
-      return Status(ErrorKind::kUnavailable,
-                    s.message() +
-                        " (a connection to a worker is not re-opened: restart the "
-                        "worker, then the server)");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  for (const Worker& w : workers_) {
+    const bool broken = !rpc::remote_device_connection(*w.device)->broken().is_ok();
+    if (w.link.state() != LinkState::kUp || broken) {
+      return Status(ErrorKind::kUnavailable, describe_locked(w, now));
     }
   }
   return Status::ok();
 }
 
-std::vector<WorkerStats> RemoteWorkers::snapshot() const {
-  std::vector<WorkerStats> out;
-  for (const auto& c : connections_) {
-    out.push_back(WorkerStats{c->options().endpoint, c->broken().is_ok(), c->stats().snapshot()});
+int RemoteWorkers::retry_after_seconds() const {
+  if (!policy_.enabled()) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  int after = 0;
+  for (const Worker& w : workers_) {
+    const bool broken = !rpc::remote_device_connection(*w.device)->broken().is_ok();
+    int s = 0;
+    if (w.link.state() == LinkState::kDown) {
+      s = static_cast<int>(std::ceil(seconds(w.link.next_attempt() - now)));
+    }
+    if (w.link.state() != LinkState::kUp || broken) after = std::max({after, s, 1});
+  }
+  return after;
+}
+
+Json RemoteWorkers::json() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  Json out = Json::array();
+  for (const Worker& w : workers_) {
+    const std::shared_ptr<rpc::Connection> conn = rpc::remote_device_connection(*w.device);
+    const WorkerLink& link = w.link;
+    const bool broken = !conn->broken().is_ok();
+    LinkState state = link.state();
+    if (state == LinkState::kUp && broken) state = LinkState::kDown;
+    Json j = {{"name", conn->options().name},
+              {"endpoint", conn->options().endpoint},
+              {"state", link_state_name(state)}};
+    if (link.state() != LinkState::kUp) {
+      j["down_seconds"] = seconds(link.down_for(now));
+      j["reason"] = link.reason();
+    } else if (broken) {
+      j["reason"] = conn->broken().message();
+    }
+    if (link.state() == LinkState::kDown) {
+      j["failed_attempts"] = link.failures();
+      j["next_attempt_seconds"] = std::max(0.0, seconds(link.next_attempt() - now));
+      if (!link.last_error().empty()) j["last_error"] = link.last_error();
+    }
+    j["reconnects"] = link.reconnects();
+    out.push_back(std::move(j));
   }
   return out;
+}
+
+std::vector<WorkerStats> RemoteWorkers::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  std::vector<WorkerStats> out;
+  for (const Worker& w : workers_) {
+    const std::shared_ptr<rpc::Connection> c = rpc::remote_device_connection(*w.device);
+    WorkerStats s;
+    s.endpoint = c->options().endpoint;
+    s.up = w.link.state() == LinkState::kUp && c->broken().is_ok();
+    s.stats = add(w.retired, c->stats().snapshot());
+    s.reconnect_attempts = w.link.attempts();
+    s.reconnects = w.link.reconnects();
+    s.down_seconds = seconds(w.link.down_total(now));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<size_t> RemoteWorkers::mark_lost(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<size_t> lost;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Worker& w = workers_[i];
+    if (w.link.state() != LinkState::kUp) continue;
+    const Status broken = rpc::remote_device_connection(*w.device)->broken();
+    if (broken.is_ok()) continue;
+    w.link.lost(now, broken.message());
+    lost.push_back(i);
+  }
+  return lost;
+}
+
+std::vector<size_t> RemoteWorkers::due(Clock::time_point now) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].link.due(now)) out.push_back(i);
+  }
+  return out;
+}
+
+Status RemoteWorkers::reconnect(size_t i) {
+  Worker& w = workers_[i];
+  const std::shared_ptr<rpc::Connection> old = rpc::remote_device_connection(*w.device);
+  Result<std::shared_ptr<rpc::Connection>> conn = rpc::Connection::open(old->options());
+  std::lock_guard<std::mutex> lock(mutex_);
+  Status s = conn.status();
+  if (s.is_ok()) {
+    // No message leaves on the old connection after it broke: its counters are final.
+    const rpc::StatsSnapshot before = old->stats().snapshot();
+    s = rpc::remote_device_set_connection(*w.device, std::move(conn).value());
+    if (s.is_ok()) w.retired = add(w.retired, before);
+  }
+  if (s.is_ok()) {
+    w.link.connected();
+  } else {
+    w.link.failed(Clock::now(), s.message());
+  }
+  return s;
+}
+
+std::string RemoteWorkers::restored(size_t i) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  WorkerLink& link = workers_[i].link;
+  const Clock::time_point now = Clock::now();
+  const uint32_t attempts = link.failures() + 1;
+  const std::string text = "after " + seconds_text(link.down_for(now)) + " down (" +
+                           std::to_string(attempts) + (attempts == 1 ? " attempt)" : " attempts)");
+  link.restored(now);
+  return text;
+}
+
+void RemoteWorkers::restore_failed(size_t i, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  workers_[i].link.failed(Clock::now(), why);
+}
+
+bool RemoteWorkers::all_up() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Worker& w : workers_) {
+    if (w.link.state() != LinkState::kUp) return false;
+  }
+  return true;
+}
+
+bool RemoteWorkers::any_down() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Worker& w : workers_) {
+    if (w.link.state() == LinkState::kDown) return true;
+  }
+  return false;
+}
+
+RemoteWorkers::Clock::time_point RemoteWorkers::next_attempt() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Clock::time_point t = Clock::time_point::max();
+  for (const Worker& w : workers_) {
+    if (w.link.state() == LinkState::kDown) t = std::min(t, w.link.next_attempt());
+  }
+  return t;
 }
 
 }  // namespace strata::server

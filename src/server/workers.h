@@ -1,12 +1,16 @@
-// The workers a split model runs on, as the server sees them: whether each is still usable, and
-// its RPC counters as Prometheus metrics.
+// The workers a split model runs on, as the server sees them: whether each is up, down (its
+// connection broke; reconnection attempts with backoff) or restoring (a new connection is open
+// and its weights and buffers are being placed again), its RPC counters and its reconnections
+// as Prometheus metrics, and its state for /health and /props.
 //
-// A connection to a worker is never re-opened: once one is broken every decode step that needs
-// it fails, so the server refuses new requests at once (503, naming the worker) and /health
-// reports the failure, rather than queueing requests that can only fail.
+// While a worker is not up every decode step would fail, so the server refuses generation
+// requests at once (503 with the reason and a Retry-After) rather than queueing requests that
+// can only fail. server/worker_recovery.h drives the states; this class keeps them, for the
+// HTTP threads to read.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,8 @@
 #include "engine/engine.h"
 #include "rpc/client.h"
 #include "rpc/stats.h"
+#include "server/api.h"
+#include "server/worker_link.h"
 
 namespace strata::server {
 
@@ -21,7 +27,10 @@ namespace strata::server {
 struct WorkerStats {
   std::string endpoint;
   bool up = true;
-  rpc::StatsSnapshot stats;
+  rpc::StatsSnapshot stats;  // every connection to it since the start, added up
+  uint64_t reconnect_attempts = 0;
+  uint64_t reconnects = 0;  // recoveries: reconnected and restored
+  double down_seconds = 0;  // every outage, the current one included
 };
 
 // Appends the RPC metric families (each with one # HELP and # TYPE) for `workers`:
@@ -30,22 +39,70 @@ struct WorkerStats {
 //   strata_rpc_round_trips_total{endpoint}, strata_rpc_decode_steps_total{endpoint}
 //   strata_rpc_weight_bytes_total{endpoint, source="network"|"cache"}
 //   strata_rpc_worker_up{endpoint}
+//   strata_rpc_reconnect_attempts_total{endpoint}, strata_rpc_reconnects_total{endpoint}
+//   strata_rpc_worker_down_seconds_total{endpoint}
 void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& workers);
 
 class RemoteWorkers {
  public:
-  // The remote devices that hold a stage of `engine` (a device without layers is not used).
-  explicit RemoteWorkers(const Engine& engine);
+  using Clock = WorkerLink::Clock;
 
-  bool empty() const { return connections_.empty(); }
-  // Ok while every worker is usable; else the error that broke the first broken one, naming it.
+  // The remote devices that hold a stage of `engine` (a device without layers is not used).
+  // With a policy that is not enabled, a lost worker stays lost.
+  RemoteWorkers(const Engine& engine, ReconnectPolicy policy);
+
+  bool empty() const { return workers_.empty(); }
+  size_t size() const { return workers_.size(); }
+  bool reconnects() const { return policy_.enabled(); }
+
+  // Ok while every worker is up; else kUnavailable naming the first that is not, what broke
+  // it and what the server is doing about it ("reconnecting: attempt 3 in 2.0 s; retry later").
   Status status() const;
+  // Seconds after which a refused request may be tried again (Retry-After); 0 while every
+  // worker is up, or when a lost worker is not reconnected.
+  int retry_after_seconds() const;
+  // Each worker: name, endpoint, state, and while not up how long, why, the attempts so far
+  // and when the next one is; for /health and /props.
+  Json json() const;
   std::vector<WorkerStats> snapshot() const;
   void render_metrics(std::string& out) const { render_rpc_metrics(out, snapshot()); }
 
+  // --- For the recovery (one thread) ---
+  Device& device(size_t i) const { return *workers_[i].device; }
+  // "RPC1[127.0.0.1:50052]".
+  std::string label(size_t i) const;
+  LinkState state(size_t i) const;
+  // Up workers whose connection broke are down from `now`; returns them.
+  std::vector<size_t> mark_lost(Clock::time_point now);
+  // Down workers whose next attempt is due.
+  std::vector<size_t> due(Clock::time_point now) const;
+  // An attempt: opens a new connection to worker i (with the options of its last one) and
+  // makes it the device's (rpc::remote_device_set_connection); restoring on success, down
+  // with the next attempt scheduled on failure. The connect runs without the lock.
+  Status reconnect(size_t i);
+  // The restore after a successful attempt: worker i is up (returns how long it was down and
+  // after how many attempts, for the log), or down again (`why`).
+  std::string restored(size_t i);
+  void restore_failed(size_t i, const std::string& why);
+  // Whether every worker is up; whether any is down (none restoring or up counts).
+  bool all_up() const;
+  bool any_down() const;
+  // When the earliest due attempt is (Clock::time_point::max() when none is scheduled).
+  Clock::time_point next_attempt() const;
+  // "attempt 3 failed; the next in 2.0 s": worker i after a failed attempt, for the log.
+  std::string backoff(size_t i) const;
+
  private:
-  // Shared with the devices: the counters stay readable whatever is destroyed first.
-  std::vector<std::shared_ptr<rpc::Connection>> connections_;
+  struct Worker {
+    Device* device = nullptr;
+    WorkerLink link;
+    rpc::StatsSnapshot retired;  // the counters of its earlier connections, added up
+  };
+  std::string describe_locked(const Worker& w, Clock::time_point now) const;
+
+  ReconnectPolicy policy_;
+  mutable std::mutex mutex_;  // guards every Worker's link and retired counters
+  std::vector<Worker> workers_;
 };
 
 }  // namespace strata::server

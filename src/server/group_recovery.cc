@@ -1,0 +1,103 @@
+// PipelineGroup's recovery from a lost worker: suspend, resume and slot rebuild.
+#include <algorithm>
+
+#include "server/group.h"
+#include "server/group_slot.h"
+
+namespace strata::server {
+namespace {
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+void PipelineGroup::fail_waiting(const std::string& message) {
+  for (Task& t : waiting_) {
+    load_.fetch_sub(t.params.n, std::memory_order_relaxed);
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    metrics_.requests_failed.fetch_add(1, std::memory_order_relaxed);
+    Event e;
+    e.kind = Event::Kind::kError;
+    e.http_status = 503;
+    e.error = message;
+    t.channel->push(std::move(e));
+  }
+  waiting_.clear();
+}
+
+Status PipelineGroup::suspend(const std::string& reason) {
+  return on_decode_thread([&] {
+    suspended_ = reason;
+    for (auto& s : slots_) {
+      if (s->state != Slot::State::kIdle) fail(*s, 503, reason);
+    }
+    fail_waiting(reason);
+    for (auto& s : slots_) {
+      if (!s->cache.empty()) s->lost = std::move(s->cache);
+      s->cache.clear();
+      publish(*s);
+    }
+    ctx_->sleep();
+  });
+}
+
+Status PipelineGroup::resume(const std::vector<const Device*>& renewed, bool wake) {
+  Status out;
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    // Woken meanwhile (a slot action woke the sleeping model): on the old streams.
+    if (!ctx_->asleep()) ctx_->sleep();
+    for (const Device* d : renewed) ctx_->renew_streams(*d);
+    if (wake) out = ctx_->wake();
+    if (out.is_ok()) suspended_.clear();
+  }));
+  return out;
+}
+
+Result<SlotFileResult> PipelineGroup::slot_rebuild(int32_t id) {
+  Result<SlotFileResult> out = internal_error("not run");
+  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
+    const Clock::time_point t0 = Clock::now();
+    Result<Slot*> s = idle_slot(id);
+    if (!s.is_ok()) {
+      out = s.status();
+      return;
+    }
+    if (!suspended_.empty()) {
+      out = unavailable(suspended_);
+      return;
+    }
+    Slot& slot = **s;
+    const std::vector<int32_t> tokens = slot.lost;
+    if (tokens.empty()) {
+      out = SlotFileResult{0, 0, ms_since(t0)};
+      return;
+    }
+    // The same tokens at the same positions give the same K/V rows whatever the batch: the
+    // cache is what it was before the loss, bit for bit.
+    ctx_->seq_truncate(id, 0);
+    slot.cache.clear();
+    Batch b;
+    for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(params_.n_batch)) {
+      b.clear();
+      const size_t end = std::min(tokens.size(), at + static_cast<size_t>(params_.n_batch));
+      for (size_t j = at; j < end; ++j) b.add(tokens[j], static_cast<int32_t>(j), id, false);
+      if (Status st = ctx_->decode(b); !st.is_ok()) {
+        slot.cache = ctx_->seq_tokens(id);
+        publish(slot);
+        out = st.with_context("rebuilding slot " + std::to_string(id));
+        return;
+      }
+      slot.cache.insert(slot.cache.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at),
+                        tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    }
+    metrics_.prompt_tokens.fetch_add(tokens.size(), std::memory_order_relaxed);
+    slot.lost.clear();
+    publish(slot);
+    out = SlotFileResult{static_cast<int32_t>(tokens.size()), 0, ms_since(t0)};
+  }));
+  return out;
+}
+
+}  // namespace strata::server
