@@ -128,7 +128,8 @@ for t in "${targets[@]}"; do
       ;;
     jinja)
       mapfile -t jinja_src < <(ls src/jinja/*.cc | grep -Ev '_(test|fuzz)\.cc$')
-      build jinja_fuzz src/jinja/template_fuzz.cc "${jinja_src[@]}" src/core/check.cc
+      build jinja_fuzz src/jinja/template_fuzz.cc "${jinja_src[@]}" src/core/check.cc \
+        src/core/utf8.cc
       seed_jinja "$corpus"
       dict_jinja >"$out/jinja.dict"
       extra_args=(-dict="$out/jinja.dict" -max_len=65536)
