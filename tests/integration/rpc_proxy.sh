@@ -16,8 +16,7 @@ start_proxy() {
   last_pid=$!
   worker_pids+=("$last_pid")
   addr=""
-  local i
-  for i in $(seq 1 200); do
+  for _ in $(seq 1 200); do
     addr=$(sed -n '1s/.*listening on \([^ ]*\).*/\1/p' "$log")
     [ -n "$addr" ] && return 0
     kill -0 "$last_pid" 2>/dev/null || { cat "$tmp/$name.err"; fail "proxy $name exited at start"; }
