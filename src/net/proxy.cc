@@ -392,7 +392,16 @@ struct Proxy::Impl {
       socklen_t len = sizeof(ss);
       Fd c(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&ss), &len,
                      SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (c.get() < 0) continue;  // the client went away first, or out of descriptors
+      if (c.get() < 0) {
+        // Out of descriptors: the pending connection stays readable, so wait a little (or for
+        // stop) rather than spin on it.
+        if (errno == EMFILE || errno == ENFILE) {
+          log(errno_text("accept"));
+          pollfd w{wake_read.get(), POLLIN, 0};
+          ::poll(&w, 1, 100);
+        }
+        continue;  // else the client went away first
+      }
       const std::string peer = sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
       reap();
       if (sessions.size() >= static_cast<size_t>(kMaxProxyConnections)) {
