@@ -140,9 +140,14 @@ load() {
     local before after json=$tmp/load-${label//\//_}-$n-$c-${link//:/_}.json
     before=$(rpc_totals "$url")
     note "  $label N=$n C=$c link=$link: $((rounds * c)) requests"
+    # Failed requests are counted in the row (exit status 2); any other failure stops the run.
+    local rc=0
     "$strata" bench serve --url "$url" -c "$c" -n $((rounds * c)) --prompt-tokens "$prompt" \
-      --max-tokens "$gen" --json "$json" >"$tmp/load.txt" 2>&1 ||
-      { cat "$tmp/load.txt" >&2; die "the load client failed ($label N=$n C=$c link=$link)"; }
+      --max-tokens "$gen" --json "$json" >"${json%.json}.txt" 2>&1 || rc=$?
+    if [ $rc != 0 ] && { [ $rc != 2 ] || [ ! -s "$json" ]; }; then
+      cat "${json%.json}.txt" >&2
+      die "the load client failed ($label N=$n C=$c link=$link)"
+    fi
     after=$(rpc_totals "$url")
     local perf step
     perf=$(jq -r '"\(.output_tok_s) \(.ttft_ms.mean) \(.tpot_ms.mean) \(.errors)"' "$json")
