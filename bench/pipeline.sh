@@ -176,6 +176,8 @@ fi
 size_mib=$(($(stat -c %s "$model") / 1048576))
 : >"$tmp/rows"
 : >"$tmp/md5s"
+# Other work on the machine moves every number here: the load averages are part of the result.
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 ref_md5=""
 if [ $local_run = 1 ]; then
@@ -222,6 +224,7 @@ echo "# bench/pipeline.sh: $shape ($size_mib MiB)"
 echo "# 2 workers with 1 thread each, the layers split 1:1; server -t 1; $(nproc) cores on one machine"
 echo "# $prompt-token prompts, $gen tokens generated, $rounds x C requests per row; link: direct, or a"
 echo "# proxy per worker with DELAY_MS:MBIT each way. Per step: one decode step of both stages."
+echo "# load average (1, 5, 15 min) before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")"
 echo
 echo "| arm | N | C | link | tok/s | TTFT ms | TPOT ms | msg/step | RT/step | KiB sent/step | KiB recv/step | errors |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
