@@ -133,9 +133,10 @@ greedy_md5() {
   fi
 }
 
-# load LABEL URL N LINK: the load client at every C; appends a row per C to $tmp/rows.
+# load LABEL URL N LINK KEY: the load client at every C; appends a row per C to $tmp/rows,
+# each after KEY N C (the order of the table: arm, link, N, C).
 load() {
-  local label=$1 url=$2 n=$3 link=$4 c
+  local label=$1 url=$2 n=$3 link=$4 key=$5 c
   for c in $concurrency; do
     local before after json=$tmp/load-${label//\//_}-$n-$c-${link//:/_}.json
     before=$(rpc_totals "$url")
@@ -157,7 +158,7 @@ load() {
       if (steps <= 0) { print "- - - -"; exit }
       printf "%.2f %.2f %.1f %.1f\n", ($7 - $1) / steps, ($8 - $2) / steps,
              ($9 - $3) / steps / 1024, ($10 - $4) / steps / 1024 }')
-    echo "$label $n $c $link $perf $step" >>"$tmp/rows"
+    echo "$key $n $c $label $n $c $link $perf $step" >>"$tmp/rows"
   done
 }
 
@@ -184,7 +185,7 @@ if [ $local_run = 1 ]; then
   note "local server (no split, -t 2)"
   start local-serve 600 "$strata" serve -m "$model" -np "$slots" -c "$ctx" -t 2 --metrics --port 0
   url=http://127.0.0.1:${addr##*:}
-  load "local" "$url" 1 "-"
+  load "local" "$url" 1 "-" "0 0"
   ref_md5=$(greedy_md5 "$url")
   stop "$last_pid"
 fi
@@ -194,26 +195,35 @@ worker_a=$addr
 start worker-b 60 "$strata" worker -t 1 --port 0 --cache "$tmp/cache-b"
 worker_b=$addr
 
+# Every link's proxies first, so that the links of one (arm, N) run back to back: their ratio
+# is then measured under the same load of the machine.
+declare -A rpc_of
 for link in $links; do
   if [ "$link" = direct ]; then
-    rpc="$worker_a,$worker_b"
+    rpc_of[$link]="$worker_a,$worker_b"
   else
     delay=${link%%:*} mbit=${link#*:}
     start "proxy-a-$link" 60 "$strata" proxy --to "$worker_a" --delay-ms "$delay" --mbit "$mbit"
     proxy_a=$addr
     start "proxy-b-$link" 60 "$strata" proxy --to "$worker_b" --delay-ms "$delay" --mbit "$mbit"
-    rpc="$proxy_a,$addr"
+    rpc_of[$link]="$proxy_a,$addr"
   fi
-  for arm in "${arms[@]}"; do
-    name=${arm%%|*} flags=${arm#*|}
-    for n in $groups; do
+done
+arm_i=0
+for arm in "${arms[@]}"; do
+  arm_i=$((arm_i + 1))
+  name=${arm%%|*} flags=${arm#*|}
+  for n in $groups; do
+    link_i=0
+    for link in $links; do
+      link_i=$((link_i + 1))
       note "$name, N=$n, link $link"
       # shellcheck disable=SC2086
       start "serve-${name//\//_}-$n-${link//:/_}" 600 "$strata" serve -m "$model" -np "$slots" \
-        -c "$ctx" -t 1 --pipeline-groups "$n" --metrics --rpc "$rpc" --device RPC0,RPC1 -ts 1,1 \
-        --port 0 $flags
+        -c "$ctx" -t 1 --pipeline-groups "$n" --metrics --rpc "${rpc_of[$link]}" \
+        --device RPC0,RPC1 -ts 1,1 --port 0 $flags
       url=http://127.0.0.1:${addr##*:}
-      load "$name" "$url" "$n" "$link"
+      load "$name" "$url" "$n" "$link" "$arm_i $link_i"
       echo "$name $n $link $(greedy_md5 "$url")" >>"$tmp/md5s"
       stop "$last_pid"
     done
@@ -228,38 +238,38 @@ echo "# load average (1, 5, 15 min) before: $load_before; after: $(cut -d' ' -f1
 echo
 echo "| arm | N | C | link | tok/s | TTFT ms | TPOT ms | msg/step | RT/step | KiB sent/step | KiB recv/step | errors |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+sort -k1,1n -k2,2n -k3,3n -k4,4n "$tmp/rows" | cut -d' ' -f5- >"$tmp/table"
 while read -r label n c link toks ttft tpot errors msg rt sent recv; do
   printf '| %s | %s | %s | %s | %.1f | %.0f | %.1f | %s | %s | %s | %s | %s |\n' "$label" "$n" "$c" \
     "$link" "$toks" "$ttft" "$tpot" "$msg" "$rt" "$sent" "$recv" "$errors"
-done <"$tmp/rows"
+done <"$tmp/table"
 
 # Throughput against the first N of the list, and against the first link (direct by default).
-first_n=${groups%% *} first_link=${links%% *}
-awk -v first_n="$first_n" -v first_link="$first_link" -v groups="$groups" -v links="$links" '
-  $1 != "local" { tok[$1 " " $2 " " $3 " " $4] = $5; arm[$1] = 1; cs[$3] = 1 }
+awk -v groups="$groups" -v links="$links" -v cs="$concurrency" '
+  $1 != "local" { tok[$1 " " $2 " " $3 " " $4] = $5; if (!($1 in seen)) { seen[$1] = 1; arm[++na] = $1 } }
   END {
-    ng = split(groups, g, " "); nl = split(links, l, " ")
+    ng = split(groups, g, " "); nl = split(links, l, " "); nc = split(cs, c, " ")
     if (ng > 1) {
-      printf "\n| arm | link | C |"; for (i = 2; i <= ng; i++) printf " N=%s / N=%s |", g[i], first_n
+      printf "\n| arm | link | C |"; for (i = 2; i <= ng; i++) printf " N=%s / N=%s |", g[i], g[1]
       printf "\n|---|---|---|"; for (i = 2; i <= ng; i++) printf "---|"; printf "\n"
-      for (a in arm) for (j = 1; j <= nl; j++) for (c in cs) {
-        base = tok[a " " first_n " " c " " l[j]]; if (base == "") continue
-        printf "| %s | %s | %s |", a, l[j], c
-        for (i = 2; i <= ng; i++) printf " %.2f |", tok[a " " g[i] " " c " " l[j]] / base
+      for (a = 1; a <= na; a++) for (j = 1; j <= nl; j++) for (k = 1; k <= nc; k++) {
+        base = tok[arm[a] " " g[1] " " c[k] " " l[j]]; if (base == "") continue
+        printf "| %s | %s | %s |", arm[a], l[j], c[k]
+        for (i = 2; i <= ng; i++) printf " %.2f |", tok[arm[a] " " g[i] " " c[k] " " l[j]] / base
         printf "\n"
       }
     }
     if (nl > 1) {
-      printf "\n| arm | N | C |"; for (j = 2; j <= nl; j++) printf " %s / %s |", l[j], first_link
+      printf "\n| arm | N | C |"; for (j = 2; j <= nl; j++) printf " %s / %s |", l[j], l[1]
       printf "\n|---|---|---|"; for (j = 2; j <= nl; j++) printf "---|"; printf "\n"
-      for (a in arm) for (i = 1; i <= ng; i++) for (c in cs) {
-        base = tok[a " " g[i] " " c " " first_link]; if (base == "") continue
-        printf "| %s | %s | %s |", a, g[i], c
-        for (j = 2; j <= nl; j++) printf " %.2f |", tok[a " " g[i] " " c " " l[j]] / base
+      for (a = 1; a <= na; a++) for (i = 1; i <= ng; i++) for (k = 1; k <= nc; k++) {
+        base = tok[arm[a] " " g[i] " " c[k] " " l[1]]; if (base == "") continue
+        printf "| %s | %s | %s |", arm[a], g[i], c[k]
+        for (j = 2; j <= nl; j++) printf " %.2f |", tok[arm[a] " " g[i] " " c[k] " " l[j]] / base
         printf "\n"
       }
     }
-  }' "$tmp/rows"
+  }' "$tmp/table"
 echo
 echo "greedy md5 of \"Once upon a time\" + $md5_tokens tokens:"
 [ -n "$ref_md5" ] && echo "  local (no split): $ref_md5"
