@@ -120,6 +120,22 @@ rpc_totals() {
     END { printf "%.0f %.0f %.0f %.0f %.0f %.0f\n", m, r, s, v, g, n }'
 }
 
+# CPU time in clock ticks: "BUSY TOTAL OWN": the machine's busy and total (busy + idle) time
+# over all cores, and the time of this script's processes (itself, its live children, and the
+# children it has waited for, such as the load client). BUSY - OWN is what other work took.
+cpu_ticks() {
+  local own=0 p
+  for p in $$ "${pids[@]}"; do
+    # utime stime cutime cstime: fields 14-17, counted after the ")" that ends the name.
+    [ -r "/proc/$p/stat" ] &&
+      own=$((own + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13 + $14 + $15}')))
+  done
+  # Busy: user, nice, system. Interrupts are left out: loopback traffic is ours, and the kernel
+  # books much of it there, not to a process.
+  awk -v own=$own '/^cpu / { busy = $2 + $3 + $4; print busy, busy + $5 + $6 + $7 + $8 + $9, own }' \
+    /proc/stat
+}
+
 # The md5 of the greedy continuation of one fixed prompt; "error" when the request fails.
 greedy_md5() {
   local body
@@ -140,6 +156,8 @@ load() {
   for c in $concurrency; do
     local before after json=$tmp/load-${label//\//_}-$n-$c-${link//:/_}.json
     before=$(rpc_totals "$url")
+    local cpu_before
+    cpu_before=$(cpu_ticks)
     note "  $label N=$n C=$c link=$link: $((rounds * c)) requests"
     # Failed requests are counted in the row (exit status 2); any other failure stops the run.
     local rc=0
@@ -149,6 +167,10 @@ load() {
       cat "${json%.json}.txt" >&2
       die "the load client failed ($label N=$n C=$c link=$link)"
     fi
+    local others
+    others=$(echo "$cpu_before $(cpu_ticks)" | awk '{
+      busy = $4 - $1; total = $5 - $2; own = $6 - $3; o = total > 0 ? 100 * (busy - own) / total : 0
+      printf "%.0f\n", o < 0 ? 0 : o }')
     after=$(rpc_totals "$url")
     local perf step
     perf=$(jq -r '"\(.output_tok_s) \(.ttft_ms.mean) \(.tpot_ms.mean) \(.errors)"' "$json")
@@ -158,7 +180,7 @@ load() {
       if (steps <= 0) { print "- - - -"; exit }
       printf "%.2f %.2f %.1f %.1f\n", ($7 - $1) / steps, ($8 - $2) / steps,
              ($9 - $3) / steps / 1024, ($10 - $4) / steps / 1024 }')
-    echo "$key $n $c $label $n $c $link $perf $step" >>"$tmp/rows"
+    echo "$key $n $c $label $n $c $link $perf $step $others" >>"$tmp/rows"
   done
 }
 
@@ -236,12 +258,12 @@ echo "# $prompt-token prompts, $gen tokens generated, $rounds x C requests per r
 echo "# proxy per worker with DELAY_MS:MBIT each way. Per step: one decode step of both stages."
 echo "# load average (1, 5, 15 min) before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")"
 echo
-echo "| arm | N | C | link | tok/s | TTFT ms | TPOT ms | msg/step | RT/step | KiB sent/step | KiB recv/step | errors |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| arm | N | C | link | tok/s | TTFT ms | TPOT ms | msg/step | RT/step | KiB sent/step | KiB recv/step | errors | others' CPU |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 sort -k1,1n -k2,2n -k3,3n -k4,4n "$tmp/rows" | cut -d' ' -f5- >"$tmp/table"
-while read -r label n c link toks ttft tpot errors msg rt sent recv; do
-  printf '| %s | %s | %s | %s | %.1f | %.0f | %.1f | %s | %s | %s | %s | %s |\n' "$label" "$n" "$c" \
-    "$link" "$toks" "$ttft" "$tpot" "$msg" "$rt" "$sent" "$recv" "$errors"
+while read -r label n c link toks ttft tpot errors msg rt sent recv others; do
+  printf '| %s | %s | %s | %s | %.1f | %.0f | %.1f | %s | %s | %s | %s | %s | %s%% |\n' "$label" "$n" \
+    "$c" "$link" "$toks" "$ttft" "$tpot" "$msg" "$rt" "$sent" "$recv" "$errors" "$others"
 done <"$tmp/table"
 
 # Throughput against the first N of the list, and against the first link (direct by default).

@@ -13,11 +13,11 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 bash "$here/../../bench/pipeline.sh" "$strata" --quick >"$out" || { cat "$out"; echo "FAIL: bench/pipeline.sh --quick"; exit 1; }
 cat "$out"
-# The main table's rows have 12 columns (14 fields split on '|'); the ratio tables have fewer.
-rows=$(awk -F'|' 'NF == 14 && $2 ~ /cpu-sampling/' "$out" | wc -l)
+# The main table's rows have 13 columns (15 fields split on '|'); the ratio tables have fewer.
+rows=$(awk -F'|' 'NF == 15 && $2 ~ /cpu-sampling/' "$out" | wc -l)
 [ "$rows" = 4 ] || { echo "FAIL: expected 4 split rows (N 1 and 2, two links), got $rows"; exit 1; }
 # Every split row: no request failed, and the step counters moved (numbers, not "-").
-bad=$(awk -F'|' 'NF == 14 && $2 ~ /cpu-sampling/ && ($13 + 0 != 0 || $9 !~ /[0-9]/)' "$out")
+bad=$(awk -F'|' 'NF == 15 && $2 ~ /cpu-sampling/ && ($13 + 0 != 0 || $9 !~ /[0-9]/)' "$out")
 [ -z "$bad" ] || { echo "FAIL: rows with errors or without RPC counters:"; echo "$bad"; exit 1; }
 grep -q "equal to the local run: yes" "$out" || { echo "FAIL: md5s differ"; exit 1; }
 echo "ok"
