@@ -162,7 +162,7 @@ busy_now() {
   a=$(awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
   sleep 0.5
   b=$(awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
-  echo "$a $b" | awk '{ t = $4 - $2; printf "%.0f\n", t > 0 ? 100 * ($3 - $1) / t : 0 }'
+  echo "$a $b" | awk '{ t = $4 - $2; printf "%.0f\n", (t > 0 ? 100 * ($3 - $1) / t : 0) }'
 }
 
 # run_row LABEL URL N LINK C: one run of the load client; prints the row's fields:
@@ -182,7 +182,7 @@ run_row() {
   fi
   others=$(echo "$cpu_before $(cpu_ticks "$self")" | awk '{
     busy = $4 - $1; total = $5 - $2; own = $6 - $3; o = total > 0 ? 100 * (busy - own) / total : 0
-    printf "%.0f\n", o < 0 ? 0 : o }')
+    printf "%.0f\n", (o < 0 ? 0 : o) }')
   after=$(rpc_totals "$url")
   perf=$(jq -r '"\(.output_tok_s) \(.ttft_ms.mean) \(.tpot_ms.mean) \(.errors)"' "$json")
   step=$(echo "$before $after" | awk '{
