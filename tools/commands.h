@@ -17,5 +17,6 @@ int cmd_perplexity(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_serve(const Args& args);
 int cmd_worker(const Args& args);
+int cmd_proxy(const Args& args);
 
 }  // namespace strata::tools

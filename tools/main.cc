@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"bench", strata::tools::cmd_bench, "prompt and decode speed at several batch sizes"},
     {"serve", strata::tools::cmd_serve, "OpenAI-compatible HTTP server"},
     {"worker", strata::tools::cmd_worker, "serve this machine's CPU to remote clients"},
+    {"proxy", strata::tools::cmd_proxy, "relay TCP with a link's delay and rate (benchmarks)"},
     {"gguf", strata::tools::cmd_gguf, "info FILE | gen: inspect or write GGUF files"},
 };
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A smoke run of bench/pipeline.sh --quick: workers, proxies, servers with 1 and 2 pipeline
+# groups and the load client all start, every request succeeds, every row has RPC counters,
+# and the greedy md5s of every configuration equal the run without a split (the script
+# exits non-zero otherwise). Numbers are printed, never checked.
+set -eu
+strata=$1
+here=$(cd "$(dirname "$0")" && pwd)
+for tool in curl jq; do
+  command -v $tool >/dev/null || { echo "SKIP: needs $tool"; exit 77; }
+done
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+bash "$here/../../bench/pipeline.sh" "$strata" --quick >"$out" || { cat "$out"; echo "FAIL: bench/pipeline.sh --quick"; exit 1; }
+cat "$out"
+# The main table's rows have 13 columns (15 fields split on '|'); the ratio tables have fewer.
+rows=$(awk -F'|' 'NF == 15 && $2 ~ /cpu-sampling/' "$out" | wc -l)
+[ "$rows" = 4 ] || { echo "FAIL: expected 4 split rows (N 1 and 2, two links), got $rows"; exit 1; }
+# Every split row: no request failed, and the step counters moved (numbers, not "-").
+bad=$(awk -F'|' 'NF == 15 && $2 ~ /cpu-sampling/ && ($13 + 0 != 0 || $9 !~ /[0-9]/)' "$out")
+[ -z "$bad" ] || { echo "FAIL: rows with errors or without RPC counters:"; echo "$bad"; exit 1; }
+grep -q "equal to the local run: yes" "$out" || { echo "FAIL: md5s differ"; exit 1; }
+echo "ok"
