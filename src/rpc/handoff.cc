@@ -64,16 +64,26 @@ Status HandoffInbox::deliver(HandoffArrival a) {
 Result<HandoffArrival> HandoffInbox::take(uint64_t seq, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool landed = cv_.wait_until(
-      lock, deadline, [&] { return !state_.closed.empty() || state_.held.count(seq) > 0; });
+  // A link that closed with none open since means the sender's session is gone (its worker died,
+  // or its client left): nothing more can come, so the wait ends now, not at its timeout.
+  auto lost = [&] { return state_.links == 0 && !state_.last_link_closed.empty(); };
+  const bool woken = cv_.wait_until(lock, deadline, [&] {
+    return !state_.closed.empty() || state_.held.count(seq) > 0 || lost();
+  });
   if (auto it = state_.held.find(seq); it != state_.held.end()) {
     HandoffArrival a = std::move(it->second);
     state_.held_bytes -= a.message.payload.size();
     state_.held.erase(it);
     return a;
   }
-  if (landed) return unavailable(step_name(seq) + ": " + state_.closed);
   abandon_locked(seq);
+  if (!state_.closed.empty()) return unavailable(step_name(seq) + ": " + state_.closed);
+  if (woken) {
+    return unavailable(step_name(seq) +
+                       " cannot arrive: no link from the previous stage's worker is open (one "
+                       "closed: " +
+                       state_.last_link_closed + ")");
+  }
   std::string why = step_name(seq) + " did not arrive within " + std::to_string(timeout_ms) +
                     " ms: the previous stage's worker is stalled or gone (" +
                     std::to_string(state_.links) + " link(s) from it open";

@@ -68,8 +68,9 @@ class HandoffInbox {
   // session gone) closes the delivering link.
   Status deliver(HandoffArrival a);
 
-  // The session's thread: the hand-off of step `seq`, waiting up to timeout_ms for it. On a
-  // timeout the step is abandoned.
+  // The session's thread: the hand-off of step `seq`, waiting up to timeout_ms for it. The wait
+  // ends at once when no link is open and one has closed (the sender is gone). A step that is
+  // not taken is abandoned.
   Result<HandoffArrival> take(uint64_t seq, int timeout_ms);
   // Drops the hand-off of step `seq`, now if it is held, else when it lands.
   void abandon(uint64_t seq);
