@@ -68,6 +68,12 @@ void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& worker
     sample(out, "strata_rpc_decode_steps_total", "endpoint=\"" + label_value(w.endpoint) + "\"",
            w.stats.steps);
   }
+  family(out, "strata_rpc_handoff_bytes_total", "counter",
+         "Bytes a worker sent straight to the next stage's worker for this server (hand-off).");
+  for (const WorkerStats& w : workers) {
+    sample(out, "strata_rpc_handoff_bytes_total", "endpoint=\"" + label_value(w.endpoint) + "\"",
+           w.stats.handoff_bytes);
+  }
   family(out, "strata_rpc_weight_bytes_total", "counter",
          "Weight bytes loaded on a worker: sent over the network, or found in its cache.");
   for (const WorkerStats& w : workers) {
