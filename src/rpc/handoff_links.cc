@@ -31,22 +31,24 @@ uint32_t handoff_timeout_ms(const ClientOptions& o) {
   return static_cast<uint32_t>(std::min<int64_t>(t, kMaxHandoffTimeoutMs));
 }
 
-std::optional<uint32_t> HandoffLinks::link(Connection& from,
+std::optional<uint32_t> HandoffLinks::link(const std::shared_ptr<Connection>& from,
                                            const std::shared_ptr<Connection>& to) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(entries_, [](const Entry& e) { return e.to.expired(); });
+  std::erase_if(entries_, [](const Entry& e) { return e.from.expired() || e.to.expired(); });
   for (const Entry& e : entries_) {
-    if (e.to.lock() == to) return e.open ? std::optional<uint32_t>(e.id) : std::nullopt;
+    if (e.from.lock() == from && e.to.lock() == to) {
+      return e.open ? std::optional<uint32_t>(e.id) : std::nullopt;
+    }
   }
-  Entry e{to, next_id_++, false};
-  Status s = link_open(from, *to, e.id);
+  Entry e{from, to, next_id_++, false};
+  Status s = link_open(*from, *to, e.id);
   e.open = s.is_ok();
   entries_.push_back(e);
   if (!e.open) {
     std::fprintf(stderr,
                  "strata: no hand-off from %s to %s, the values between them go through this "
                  "host: %s\n",
-                 from.label().c_str(), to->label().c_str(), s.message().c_str());
+                 from->label().c_str(), to->label().c_str(), s.message().c_str());
     return std::nullopt;
   }
   return e.id;

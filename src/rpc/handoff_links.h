@@ -24,13 +24,15 @@ uint32_t handoff_timeout_ms(const ClientOptions& o);
 
 class HandoffLinks {
  public:
-  // The id of `from`'s link to `to`, opened on first use; nullopt when it cannot be opened.
-  std::optional<uint32_t> link(Connection& from, const std::shared_ptr<Connection>& to);
+  // The id of `from`'s link to `to`, opened on first use; nullopt when it cannot be opened. A
+  // link belongs to the pair of connections: a new connection to either worker gets a new one.
+  std::optional<uint32_t> link(const std::shared_ptr<Connection>& from,
+                               const std::shared_ptr<Connection>& to);
 
  private:
   std::mutex mutex_;
   struct Entry {
-    std::weak_ptr<Connection> to;
+    std::weak_ptr<Connection> from, to;
     uint32_t id = 0;
     bool open = false;
   };

@@ -183,7 +183,7 @@ class RemoteStream : public Stream {
     auto* next = dynamic_cast<RemoteStream*>(&to);
     if (next == nullptr || next->shared_ == shared_ || send_ || next->wait_) return false;
     if (!conn_.has(kCapHandoff) || !next->conn_.has(kCapHandoff)) return false;
-    std::optional<uint32_t> link = shared_->links.link(conn_, next->shared_->conn);
+    std::optional<uint32_t> link = shared_->links.link(shared_->conn, next->shared_->conn);
     if (!link) return false;
     auto state = std::make_shared<HandoffState>();
     const uint64_t seq = next->shared_->next_handoff_seq++;
