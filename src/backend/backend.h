@@ -123,6 +123,17 @@ class Stream {
     set_tensor(dst, data, size);
   }
 
+  // Optional: hand-off between devices. Makes the next compute() queued on this stream send,
+  // once it has run, `size` bytes of `src` (a tensor of this stream's device) straight into
+  // `dst` on the device of `to`, and the next compute() queued on `to` wait until they have
+  // landed: a stage's output reaches the next stage's device without passing through the host.
+  // Both streams belong to the caller's thread. An error of either side is reported by the
+  // streams as any other. Default: false, nothing queued (the devices cannot, or not between
+  // these two); the caller then moves the value through the host.
+  virtual bool handoff(Stream& to, const TensorRef& src, const TensorRef& dst, size_t size) {
+    return false;
+  }
+
   // Optional: queues a write of model weights; `data` must stay valid until synchronize(). A
   // device may skip bytes it already holds (a remote worker's cache by content hash).
   // Default: set_tensor.

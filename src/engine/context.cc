@@ -66,6 +66,8 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
   const char* no_async = std::getenv("STRATA_RPC_NO_ASYNC_COPY");
   ctx->async_copy_ = no_async == nullptr || std::string(no_async) != "1";
+  const char* handoff = std::getenv("STRATA_RPC_HANDOFF");
+  ctx->handoff_ = handoff == nullptr || std::string(handoff) != "0";
   ctx->n_vocab_ = engine.model().hparams().n_vocab;
   ctx->can_sample_ =
       engine.stages().back().device->caps().ops.test(static_cast<uint32_t>(Op::kSample));
@@ -340,7 +342,25 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
   }
 
   const uint64_t hidden_bytes = align_up(4 * static_cast<uint64_t>(hp.n_embd * T));
+  // A stage's io buffer: the step's inputs (the draws' too on the last stage), the hidden state
+  // in, the output, the draws' results.
+  struct IoLayout {
+    uint64_t in_bytes, hidden_off, out_off, drawn_off, end;
+  };
+  auto io_layout = [&](const Stage& st) {
+    IoLayout l;
+    const uint64_t out_bytes =
+        st.last ? align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
+                : hidden_bytes;
+    l.in_bytes = st.last ? sample_end : blob;
+    l.hidden_off = l.in_bytes;
+    l.out_off = l.in_bytes + (st.first ? 0 : hidden_bytes);
+    l.drawn_off = l.out_off + out_bytes;
+    l.end = l.drawn_off + (st.last ? align_up(4 * static_cast<uint64_t>(out_words * n_draws)) : 0);
+    return l;
+  };
 
+  bool input_handed_off = false;  // the stage's input went to it from the previous device
   for (size_t si = 0; si < stages_.size(); ++si) {
     StageRuntime& rt = *stages_[si];
     const Stage& st = *rt.stage;
@@ -350,18 +370,12 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
       (void)drain();
       return s.with_context("stage " + std::to_string(si) + " on " + st.device->info().name);
     };
-    const uint64_t out_bytes =
-        st.last ? align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
-                : hidden_bytes;
-    // The step's inputs (the draws' too on the last stage), the hidden state in, the output,
-    // the draws' results.
-    const uint64_t in_bytes = st.last ? sample_end : blob;
-    const uint64_t hidden_off = in_bytes;
-    const uint64_t out_off = in_bytes + (st.first ? 0 : hidden_bytes);
-    const uint64_t drawn_off = out_off + out_bytes;
-    const uint64_t drawn_bytes =
-        st.last ? align_up(4 * static_cast<uint64_t>(out_words * n_draws)) : 0;
-    if (Status s = rt.ensure(rt.io, drawn_off + drawn_bytes); !s) return fail(s);
+    const IoLayout layout = io_layout(st);
+    const uint64_t in_bytes = layout.in_bytes;
+    const uint64_t hidden_off = layout.hidden_off;
+    const uint64_t out_off = layout.out_off;
+    const uint64_t drawn_off = layout.drawn_off;
+    if (Status s = rt.ensure(rt.io, layout.end); !s) return fail(s);
     const uint64_t io = rt.io->handle();
 
     StageTensors t;
@@ -403,7 +417,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
 
     rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(in_bytes)),
                           inputs_.data(), in_bytes);
-    if (!st.first) {
+    if (!st.first && !input_handed_off) {
       const StageRuntime& prev = *stages_[si - 1];
       const size_t bytes = 4 * prev.hidden.size();
       if (async_copy_) {
@@ -412,6 +426,19 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
         rt.stream->set_tensor(t.hidden_in, prev.hidden.data(), bytes);
       }
     }
+    // Hand-off: the output goes from this stage's device straight into the next stage's io
+    // buffer (grown now, before anything of this step is queued on it), when both can.
+    bool handed_off = false;
+    if (handoff_ && !st.last) {
+      StageRuntime& next = *stages_[si + 1];
+      const IoLayout next_layout = io_layout(*next.stage);
+      if (Status s = next.ensure(next.io, next_layout.end); !s) return fail(s);
+      handed_off = rt.stream->handoff(
+          *next.stream, t.out,
+          make_tensor(next.io->handle(), next_layout.hidden_off, DType::kF32, hp.n_embd, T),
+          4 * static_cast<size_t>(hp.n_embd * T));
+    }
+    input_handed_off = handed_off;
     rt.stream->compute(graph);
     if (st.last && draws == nullptr) {
       if (n_out > 0) {
@@ -437,7 +464,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
         drawn_.resize(static_cast<size_t>(out_words * n_draws));
         rt.stream->get_tensor(t.drawn, drawn_.data(), 4 * drawn_.size());
       }
-    } else {
+    } else if (!handed_off) {
       rt.hidden.resize(static_cast<size_t>(hp.n_embd * T));
       rt.stream->get_tensor(t.out, rt.hidden.data(), 4 * rt.hidden.size());
     }
@@ -449,7 +476,9 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
         return first.is_ok() ? fail(s) : first;
       }
     } else {
-      rt.hidden_ready = rt.stream->record();
+      // A stage that handed its output off is not waited for by the next: no event, and no
+      // round trip for one.
+      rt.hidden_ready = handed_off ? Event() : rt.stream->record();
       rt.stream->flush();
     }
   }

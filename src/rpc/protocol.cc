@@ -176,6 +176,16 @@ const char* command_name(Command c) {
       return "GRAPH_RECOMPUTE";
     case Command::kSynchronize:
       return "SYNCHRONIZE";
+    case Command::kHandoffTicket:
+      return "HANDOFF_TICKET";
+    case Command::kHandoffConnect:
+      return "HANDOFF_CONNECT";
+    case Command::kHandoffAttach:
+      return "HANDOFF_ATTACH";
+    case Command::kHandoffData:
+      return "HANDOFF_DATA";
+    case Command::kHandoffCompute:
+      return "HANDOFF_COMPUTE";
   }
   return "UNKNOWN";
 }
@@ -193,6 +203,12 @@ uint64_t command_capability(Command c) {
       return kCapCopyTensor;
     case Command::kGraphRecompute:
       return kCapGraphRecompute;
+    case Command::kHandoffTicket:
+    case Command::kHandoffConnect:
+    case Command::kHandoffAttach:
+    case Command::kHandoffData:
+    case Command::kHandoffCompute:
+      return kCapHandoff;
     default:
       return 0;
   }
@@ -376,6 +392,42 @@ void encode(const GraphComputeRequest& m, std::vector<uint8_t>* out) {
 void encode(const GraphRecomputeRequest& m, std::vector<uint8_t>* out) {
   put_u32(out, m.graph_id);
   put_u32(out, 0);
+}
+
+void encode(const HandoffTicketResponse& m, std::vector<uint8_t>* out) {
+  put_u64(out, m.session);
+  put_bytes(out, m.ticket.data(), m.ticket.size());
+}
+void encode(const HandoffConnectRequest& m, std::vector<uint8_t>* out) {
+  put_u32(out, m.link);
+  put_u32(out, m.timeout_ms);
+  put_u64(out, m.session);
+  put_bytes(out, m.ticket.data(), m.ticket.size());
+  put_u32(out, static_cast<uint32_t>(m.address.size()));
+  put_u32(out, 0);
+  put_bytes(out, reinterpret_cast<const uint8_t*>(m.address.data()), m.address.size());
+}
+void encode(const HandoffAttachRequest& m, std::vector<uint8_t>* out) {
+  put_u64(out, m.session);
+  put_bytes(out, m.ticket.data(), m.ticket.size());
+}
+void encode(const HandoffData& m, std::vector<uint8_t>* out) {
+  put_u64(out, m.seq);
+  put_u16(out, m.status);
+  put_u16(out, 0);
+  put_u32(out, 0);
+  put_region(out, m.dst);
+}
+void encode(const HandoffComputeRequest& m, std::vector<uint8_t>* out) {
+  put_u32(out, m.graph_id);
+  put_u32(out, m.flags);
+  put_u32(out, m.timeout_ms);
+  put_u32(out, m.link);
+  put_u64(out, m.wait_seq);
+  put_region(out, m.wait_dst);
+  put_u64(out, m.send_seq);
+  put_region(out, m.send_src);
+  put_region(out, m.send_dst);
 }
 
 Result<HelloRequest> decode_hello_request(std::span<const uint8_t> p) {
@@ -623,6 +675,134 @@ Result<GraphRecomputeRequest> decode_graph_recompute_request(std::span<const uin
   m.graph_id = r.u32("graph_id");
   const uint32_t reserved = r.u32("reserved");
   if (r.ok() && reserved != 0) r.fail("reserved", std::to_string(reserved) + ", must be 0");
+  STRATA_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+Result<HandoffTicketResponse> decode_handoff_ticket_response(std::span<const uint8_t> p) {
+  Reader r(p, "HANDOFF_TICKET response");
+  HandoffTicketResponse m;
+  m.session = r.u64("session");
+  r.bytes(&m.ticket, "ticket");
+  STRATA_RETURN_IF_ERROR(r.finish());
+  if (m.session == 0) return invalid_argument("HANDOFF_TICKET response field 'session': 0");
+  return m;
+}
+
+namespace {
+
+// A timeout of a hand-off: 1..kMaxHandoffTimeoutMs.
+void check_handoff_timeout(Reader& r, uint32_t timeout_ms) {
+  if (r.ok() && (timeout_ms == 0 || timeout_ms > kMaxHandoffTimeoutMs)) {
+    r.fail("timeout_ms", std::to_string(timeout_ms) + " outside [1, " +
+                             std::to_string(kMaxHandoffTimeoutMs) + "]");
+  }
+}
+
+}  // namespace
+
+Result<HandoffConnectRequest> decode_handoff_connect_request(std::span<const uint8_t> p) {
+  Reader r(p, "HANDOFF_CONNECT request");
+  HandoffConnectRequest m;
+  m.link = r.u32("link");
+  m.timeout_ms = r.u32("timeout_ms");
+  m.session = r.u64("session");
+  r.bytes(&m.ticket, "ticket");
+  const uint32_t len = r.u32("address_len");
+  const uint32_t reserved = r.u32("reserved");
+  if (r.ok() && m.link == 0) r.fail("link", "0 is not a link id");
+  check_handoff_timeout(r, m.timeout_ms);
+  if (r.ok() && (len == 0 || len > kMaxAddressBytes)) {
+    r.fail("address_len",
+           std::to_string(len) + " outside [1, " + std::to_string(kMaxAddressBytes) + "]");
+  }
+  if (r.ok() && reserved != 0) r.fail("reserved", std::to_string(reserved) + ", must be 0");
+  std::span<const uint8_t> address = r.span("address", len);
+  STRATA_RETURN_IF_ERROR(r.finish());
+  for (uint8_t c : address) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return invalid_argument("HANDOFF_CONNECT request field 'address': byte " + std::to_string(c) +
+                              " is not printable ASCII");
+    }
+  }
+  m.address.assign(address.begin(), address.end());
+  return m;
+}
+
+Result<HandoffAttachRequest> decode_handoff_attach_request(std::span<const uint8_t> p) {
+  Reader r(p, "HANDOFF_ATTACH request");
+  HandoffAttachRequest m;
+  m.session = r.u64("session");
+  r.bytes(&m.ticket, "ticket");
+  STRATA_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+Result<HandoffData> decode_handoff_data(std::span<const uint8_t> p) {
+  Reader r(p, "HANDOFF_DATA");
+  HandoffData m;
+  m.seq = r.u64("seq");
+  m.status = r.u16("status");
+  const uint16_t pad = r.u16("reserved");
+  const uint32_t reserved = r.u32("reserved");
+  m.dst = r.region("dst");
+  if (r.ok() && (pad != 0 || reserved != 0)) r.fail("reserved", "must be 0");
+  if (r.ok() && m.status == 0 && m.dst.size != r.remaining()) {
+    r.fail("dst.size", std::to_string(m.dst.size) + " but " + std::to_string(r.remaining()) +
+                           " data bytes follow");
+  }
+  if (r.ok() && m.status != 0 && r.remaining() > kMaxErrorBytes) {
+    r.fail("error text",
+           std::to_string(r.remaining()) + " bytes, limit " + std::to_string(kMaxErrorBytes));
+  }
+  m.bytes = r.span("bytes", r.remaining());
+  STRATA_RETURN_IF_ERROR(r.finish());
+  return m;
+}
+
+Result<HandoffComputeRequest> decode_handoff_compute_request(std::span<const uint8_t> p) {
+  Reader r(p, "HANDOFF_COMPUTE request");
+  HandoffComputeRequest m;
+  m.graph_id = r.u32("graph_id");
+  m.flags = r.u32("flags");
+  m.timeout_ms = r.u32("timeout_ms");
+  m.link = r.u32("link");
+  m.wait_seq = r.u64("wait_seq");
+  m.wait_dst = r.region("wait_dst");
+  m.send_seq = r.u64("send_seq");
+  m.send_src = r.region("send_src");
+  m.send_dst = r.region("send_dst");
+  constexpr uint32_t kKnown = kHandoffWait | kHandoffSend | kHandoffRecompute | kHandoffGraph;
+  if (r.ok() && (m.flags & ~kKnown) != 0)
+    r.fail("flags", "unknown bits " + std::to_string(m.flags));
+  if (r.ok() && (m.flags & kHandoffRecompute) != 0 && (m.flags & kHandoffGraph) != 0) {
+    r.fail("flags", "both a cached graph and a graph to run");
+  }
+  const bool wait = (m.flags & kHandoffWait) != 0;
+  const bool send = (m.flags & kHandoffSend) != 0;
+  const bool graph = (m.flags & (kHandoffRecompute | kHandoffGraph)) != 0;
+  if (wait || send) {
+    check_handoff_timeout(r, m.timeout_ms);
+  } else if (r.ok() && m.timeout_ms != 0) {
+    r.fail("timeout_ms", std::to_string(m.timeout_ms) + " without a wait or a send, must be 0");
+  }
+  const Region none;
+  if (r.ok() && !wait && (m.wait_seq != 0 || m.wait_dst != none)) {
+    r.fail("wait_seq", "a wait without kHandoffWait");
+  }
+  if (r.ok() && !send &&
+      (m.link != 0 || m.send_seq != 0 || m.send_src != none || m.send_dst != none)) {
+    r.fail("link", "a send without kHandoffSend");
+  }
+  if (r.ok() && send && m.send_src.size != m.send_dst.size) {
+    r.fail("send_dst.size", std::to_string(m.send_dst.size) + " != send_src.size " +
+                                std::to_string(m.send_src.size));
+  }
+  if (r.ok() && !graph && m.graph_id != 0) r.fail("graph_id", "a graph id without a graph");
+  if (r.ok() && (m.flags & kHandoffGraph) == 0 && r.remaining() != 0) {
+    r.fail("graph", std::to_string(r.remaining()) + " bytes without kHandoffGraph");
+  }
+  m.graph = r.span("graph", r.remaining());
   STRATA_RETURN_IF_ERROR(r.finish());
   return m;
 }

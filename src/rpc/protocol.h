@@ -86,11 +86,16 @@ enum class Command : uint8_t {
   kGraphCompute = 12,
   kGraphRecompute = 13,  // optional: kCapGraphRecompute
   kSynchronize = 14,
+  kHandoffTicket = 15,   // optional: kCapHandoff
+  kHandoffConnect = 16,  // optional: kCapHandoff
+  kHandoffAttach = 17,   // optional: kCapHandoff (worker to worker)
+  kHandoffData = 18,     // optional: kCapHandoff (worker to worker)
+  kHandoffCompute = 19,  // optional: kCapHandoff
 };
 constexpr uint8_t kCommandFirst = 1;
-constexpr uint8_t kCommandLast = 14;
+constexpr uint8_t kCommandLast = 19;
 static_assert(static_cast<uint8_t>(Command::kHello) == kCommandFirst);
-static_assert(static_cast<uint8_t>(Command::kSynchronize) == kCommandLast);
+static_assert(static_cast<uint8_t>(Command::kHandoffCompute) == kCommandLast);
 static_assert(static_cast<uint8_t>(Command::kGraphCompute) == 12);
 const char* command_name(Command c);
 bool command_known(uint8_t c);
@@ -122,9 +127,10 @@ constexpr uint64_t kCapBatched = 1 << 1;         // SET_TENSORS and GET_TENSORS
 constexpr uint64_t kCapGraphRecompute = 1 << 2;  // GRAPH_RECOMPUTE
 constexpr uint64_t kCapCopyTensor = 1 << 3;      // COPY_TENSOR
 constexpr uint64_t kCapStreams = 1 << 4;         // header.stream: sticky errors per stream
-constexpr uint64_t kCapOpCaps = 1 << 5;  // the HELLO response lists the worker's ops and dtypes
+constexpr uint64_t kCapOpCaps = 1 << 5;   // the HELLO response lists the worker's ops and dtypes
+constexpr uint64_t kCapHandoff = 1 << 6;  // HANDOFF_*: a stage's output goes to the next worker
 constexpr uint64_t kCapAll = kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor |
-                             kCapStreams | kCapOpCaps;
+                             kCapStreams | kCapOpCaps | kCapHandoff;
 // The bit a command needs, 0 for the commands every peer has.
 uint64_t command_capability(Command c);
 
@@ -153,6 +159,7 @@ struct Region {
   uint64_t buffer = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+  friend bool operator==(const Region&, const Region&) = default;
 };
 constexpr size_t kRegionBytes = 24;
 
@@ -286,6 +293,90 @@ struct GraphRecomputeRequest {
 
 // --- SYNCHRONIZE: empty request; empty response, or the sticky error ---------------------------
 
+// --- Hand-off (kCapHandoff) --------------------------------------------------------------------
+// A stage's output goes from its worker (the sender) straight into the next stage's buffer on
+// another worker (the receiver), instead of through the client. The client asks the receiver
+// for a ticket of its session (HANDOFF_TICKET) and gives it, with the receiver's address, to the
+// sender (HANDOFF_CONNECT). The sender opens a connection of its own to the receiver (HELLO with
+// the sender's own token), attaches it to that session with the ticket (HANDOFF_ATTACH), and
+// from then on that link carries HANDOFF_DATA only: writes into the session's buffers, numbered
+// by a step sequence number that the client chose, checked as any SET_TENSOR when they are
+// applied. HANDOFF_COMPUTE is a computation with hand-off parts: on the receiver it first waits
+// for the HANDOFF_DATA of a sequence number (bounded by timeout_ms) and applies it; on the
+// sender it sends a region after the graph ran. A part that fails (or is skipped behind a
+// sticky error) is sent on as an error HANDOFF_DATA, so the receiver fails the step at once.
+using Ticket = std::array<uint8_t, 32>;
+// Addresses of peers in HANDOFF_CONNECT ("host:port", "unix:/path").
+constexpr uint32_t kMaxAddressBytes = 256;
+// The longest a hand-off may wait or a send may stall (timeout_ms): ten minutes, the default
+// idle timeout of a session.
+constexpr uint32_t kMaxHandoffTimeoutMs = 600 * 1000;
+
+// --- HANDOFF_TICKET: empty request; response:
+//   0 u64 session (this connection's id on the worker), 8 u8[32] ticket  (40 bytes)
+// The same ticket for every request of a connection; it dies with the connection.
+struct HandoffTicketResponse {
+  uint64_t session = 0;
+  Ticket ticket{};
+};
+
+// --- HANDOFF_CONNECT: empty response once the link is attached, or the error ---------------
+//   0 u32 link (the client's id for the link, != 0), 4 u32 timeout_ms (1..kMaxHandoffTimeoutMs:
+//   bounds the connect, the handshake and every send on the link), 8 u64 session, 16 u8[32]
+//   ticket, 48 u32 address_len (1..kMaxAddressBytes), 52 u32 reserved (0), 56 address bytes
+// A link id already open on the connection is replaced.
+struct HandoffConnectRequest {
+  uint32_t link = 0;
+  uint32_t timeout_ms = 0;
+  uint64_t session = 0;
+  Ticket ticket{};
+  std::string address;
+};
+
+// --- HANDOFF_ATTACH: the first command after HELLO on a worker's connection to a peer --------
+//   0 u64 session, 8 u8[32] ticket (40 bytes); empty response, or kAuthFailed and the peer closes
+struct HandoffAttachRequest {
+  uint64_t session = 0;
+  Ticket ticket{};
+};
+
+// --- HANDOFF_DATA (one-way; only on an attached connection) -----------------------------------
+//   0 u64 seq, 8 u16 status (0, or the WireStatus of the error that stopped the sender),
+//   10 u16 0, 12 u32 0, 16 Region dst, 40 bytes: dst.size bytes of data when status is 0, else
+//   the error text (<= kMaxErrorBytes)
+struct HandoffData {
+  uint64_t seq = 0;
+  uint16_t status = 0;
+  Region dst;
+  std::span<const uint8_t> bytes;  // decode: points into the payload
+};
+constexpr size_t kHandoffDataPrefixBytes = 40;
+
+// --- HANDOFF_COMPUTE (one-way) -----------------------------------------------------------------
+//   0 u32 graph_id, 4 u32 flags, 8 u32 timeout_ms (1..kMaxHandoffTimeoutMs with kHandoffWait or
+//   kHandoffSend, else 0), 12 u32 link (kHandoffSend, else 0), 16 u64 wait_seq, 24 Region
+//   wait_dst, 48 u64 send_seq, 56 Region send_src, 80 Region send_dst (104 bytes), then the
+//   graph (kHandoffGraph). The fields of a part that the flags leave out must be 0.
+// In order: wait for the HANDOFF_DATA of wait_seq, which must write exactly wait_dst, and apply
+// it; run the graph; send send_src as the HANDOFF_DATA of send_seq into send_dst on `link`.
+constexpr uint32_t kHandoffWait = 1 << 0;
+constexpr uint32_t kHandoffSend = 1 << 1;
+constexpr uint32_t kHandoffRecompute = 1 << 2;  // run the cached graph graph_id
+constexpr uint32_t kHandoffGraph = 1 << 3;      // the graph follows: cache as graph_id and run
+struct HandoffComputeRequest {
+  uint32_t graph_id = 0;
+  uint32_t flags = 0;
+  uint32_t timeout_ms = 0;
+  uint32_t link = 0;
+  uint64_t wait_seq = 0;
+  Region wait_dst;
+  uint64_t send_seq = 0;
+  Region send_src;
+  Region send_dst;
+  std::span<const uint8_t> graph;  // kHandoffGraph; decode: points into the payload
+};
+constexpr size_t kHandoffComputePrefixBytes = 104;
+
 // Encoders append the fixed part of a payload to `out`; data spans (SET_TENSOR(S) data, the
 // graph) are not appended: send them as further pieces after the fixed part.
 void encode(const HelloRequest& m, std::vector<uint8_t>* out);
@@ -304,6 +395,11 @@ void encode(const GetTensorsRequest& m, std::vector<uint8_t>* out);
 void encode(const CopyTensorRequest& m, std::vector<uint8_t>* out);
 void encode(const GraphComputeRequest& m, std::vector<uint8_t>* out);  // without the graph
 void encode(const GraphRecomputeRequest& m, std::vector<uint8_t>* out);
+void encode(const HandoffTicketResponse& m, std::vector<uint8_t>* out);
+void encode(const HandoffConnectRequest& m, std::vector<uint8_t>* out);
+void encode(const HandoffAttachRequest& m, std::vector<uint8_t>* out);
+void encode(const HandoffData& m, std::vector<uint8_t>* out);            // without the bytes
+void encode(const HandoffComputeRequest& m, std::vector<uint8_t>* out);  // without the graph
 
 // Decoders check every length and count against the bytes present (checked sums) and return
 // an error naming the field; spans in the result point into `p`.
@@ -333,6 +429,11 @@ Result<GetTensorsRequest> decode_get_tensors_request(std::span<const uint8_t> p,
 Result<CopyTensorRequest> decode_copy_tensor_request(std::span<const uint8_t> p);
 Result<GraphComputeRequest> decode_graph_compute_request(std::span<const uint8_t> p);
 Result<GraphRecomputeRequest> decode_graph_recompute_request(std::span<const uint8_t> p);
+Result<HandoffTicketResponse> decode_handoff_ticket_response(std::span<const uint8_t> p);
+Result<HandoffConnectRequest> decode_handoff_connect_request(std::span<const uint8_t> p);
+Result<HandoffAttachRequest> decode_handoff_attach_request(std::span<const uint8_t> p);
+Result<HandoffData> decode_handoff_data(std::span<const uint8_t> p);
+Result<HandoffComputeRequest> decode_handoff_compute_request(std::span<const uint8_t> p);
 
 // The error text of an error response, cut to kMaxErrorBytes.
 std::string error_text(const Status& s);

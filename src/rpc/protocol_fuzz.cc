@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The first byte picks the decoder so that each sees the whole input.
   if (size == 0) return 0;
   const std::span<const uint8_t> rest = p.subspan(1);
-  switch (data[0] % 16) {
+  switch (data[0] % 21) {
     case 0:
       (void)decode_hello_request(rest);
       break;
@@ -74,6 +74,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 15:
       (void)decode_graph_recompute_request(rest);
+      break;
+    case 16:
+      (void)decode_handoff_ticket_response(rest);
+      break;
+    case 17:
+      (void)decode_handoff_connect_request(rest);
+      break;
+    case 18:
+      (void)decode_handoff_attach_request(rest);
+      break;
+    case 19: {
+      auto r = decode_handoff_data(rest);
+      if (r && r->status == 0 && r->bytes.size() != r->dst.size) __builtin_trap();
+      break;
+    }
+    case 20:
+      (void)decode_handoff_compute_request(rest);
       break;
   }
   return 0;

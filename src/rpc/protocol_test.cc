@@ -51,10 +51,10 @@ TEST(RpcProtocol, HeaderRejects) {
     b[at] = v;
     return header_decode(b, kMaxMessageBytes);
   };
-  EXPECT_FALSE(with(0, 'X'));  // magic
-  EXPECT_FALSE(with(4, 0));    // command 0
-  EXPECT_FALSE(with(4, 15));   // command past the last
-  EXPECT_FALSE(with(5, 4));    // unknown flag
+  EXPECT_FALSE(with(0, 'X'));               // magic
+  EXPECT_FALSE(with(4, 0));                 // command 0
+  EXPECT_FALSE(with(4, kCommandLast + 1));  // command past the last
+  EXPECT_FALSE(with(5, 4));                 // unknown flag
   // The stream id is carried, whatever its value: the session decides whether it is allowed.
   Result<Header> stream = with(15, 0x80);
   ASSERT_TRUE(stream) << stream.status().message();

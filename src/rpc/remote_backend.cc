@@ -4,10 +4,12 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "core/check.h"
 #include "graph/serialize.h"
+#include "rpc/handoff_links.h"
 
 namespace strata::rpc {
 namespace {
@@ -30,6 +32,15 @@ struct Shared {
   std::shared_ptr<Connection> current;  // guarded by mutex
   std::atomic<uint64_t> allocated{0};
   std::atomic<uint32_t> next_graph_id{1};
+  HandoffLinks links;                         // to the next stages' workers, as a sender
+  std::atomic<uint64_t> next_handoff_seq{1};  // steps handed off to this worker, as a receiver
+};
+
+// One hand-off, shared by the sender's and the receiver's streams (of one thread) until both
+// computations are queued.
+struct HandoffState {
+  bool sent = false;  // the sender's computation left with its send
+  Status cancelled;   // the sender's computation was dropped: why
 };
 
 // The first error of a stream's queued work; set by the caller's thread and by the receiver.
@@ -139,7 +150,14 @@ class RemoteStream : public Stream {
   void compute(std::shared_ptr<const Graph> graph) override {
     flush();
     wait_events();
-    if (dropping()) return;
+    if (dropping()) {
+      settle_handoffs(error_->get());
+      return;
+    }
+    if (send_ || wait_) {
+      compute_handoff(*graph);
+      return;
+    }
     std::vector<uint8_t> bytes = graph_serialize(*graph);
     std::vector<uint8_t> head;
     Status s;
@@ -175,7 +193,24 @@ class RemoteStream : public Stream {
 
   void wait_event(const Event& event) override { waits_.push_back(event); }
 
+  // Both workers must offer hand-off and reach each other (the link opens on first use); the
+  // receiver's sequence numbers are its connection's, so that pipeline groups sharing it never
+  // collide.
+  bool handoff(Stream& to, const TensorRef& src, const TensorRef& dst, size_t size) override {
+    auto* next = dynamic_cast<RemoteStream*>(&to);
+    if (next == nullptr || next->shared_ == shared_ || send_ || next->wait_) return false;
+    if (!conn_.has(kCapHandoff) || !next->conn_.has(kCapHandoff)) return false;
+    std::optional<uint32_t> link = shared_->links.link(session_, next->session_);
+    if (!link) return false;
+    auto state = std::make_shared<HandoffState>();
+    const uint64_t seq = next->shared_->next_handoff_seq++;
+    send_ = PendingSend{*link, seq, region_of(src, size), region_of(dst, size), state};
+    next->wait_ = PendingWait{seq, region_of(dst, size), state};
+    return true;
+  }
+
   Status synchronize() override {
+    settle_handoffs(unavailable("the step ended before the computation of its hand-off"));
     flush();
     wait_events();
     std::shared_ptr<Pending> p = fence();
@@ -202,6 +237,80 @@ class RemoteStream : public Stream {
     Region region;
     uint8_t* dst;
   };
+
+  // A computation with the hand-off parts queued for it, as one HANDOFF_COMPUTE: its wait
+  // names the step its input comes from, its send where its output goes.
+  void compute_handoff(const Graph& graph) {
+    std::vector<uint8_t> bytes = graph_serialize(graph);
+    HandoffComputeRequest req;
+    req.graph_id = graph_id_;
+    req.flags = bytes == last_graph_ ? kHandoffRecompute : kHandoffGraph;
+    req.timeout_ms = handoff_timeout_ms(conn_.options());
+    if (wait_) {
+      if (!wait_->state->cancelled.is_ok()) {
+        // The previous stage never sent its computation: this one has no input.
+        Status why = wait_->state->cancelled.with_context("the input of this stage never left");
+        wait_.reset();
+        error_->set(why);
+        settle_handoffs(why);
+        return;
+      }
+      req.flags |= kHandoffWait;
+      req.wait_seq = wait_->seq;
+      req.wait_dst = wait_->dst;
+    }
+    if (send_) {
+      req.flags |= kHandoffSend;
+      req.link = send_->link;
+      req.send_seq = send_->seq;
+      req.send_src = send_->src;
+      req.send_dst = send_->dst;
+    }
+    std::vector<uint8_t> head;
+    encode(req, &head);
+    const bool graph_bytes = (req.flags & kHandoffGraph) != 0;
+    const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(bytes.data(), bytes.size())};
+    Status s =
+        conn_.send_one_way(Command::kHandoffCompute,
+                           std::span<const Piece>(pieces, graph_bytes ? 2 : 1), true, stream_id_);
+    if (graph_bytes) last_graph_ = std::move(bytes);
+    if (send_) {
+      if (s.is_ok()) {
+        send_->state->sent = true;
+        conn_.stats().on_handoff(send_->src.size);
+      } else {
+        send_->state->cancelled = s;
+      }
+      send_.reset();
+    }
+    wait_.reset();
+    sent_one_way(s);
+  }
+
+  // Hand-offs whose computation will not be queued: a send is cancelled (the receiver then
+  // fails its step instead of waiting), a wait whose input was sent is still taken, with
+  // nothing to run, so that the worker does not hold it.
+  void settle_handoffs(const Status& why) {
+    if (send_) {
+      send_->state->cancelled = why.is_ok() ? unavailable("the computation was dropped") : why;
+      send_.reset();
+    }
+    if (wait_) {
+      if (wait_->state->sent) {
+        HandoffComputeRequest req;
+        req.flags = kHandoffWait;
+        req.timeout_ms = handoff_timeout_ms(conn_.options());
+        req.wait_seq = wait_->seq;
+        req.wait_dst = wait_->dst;
+        std::vector<uint8_t> head;
+        encode(req, &head);
+        const Piece piece(head.data(), head.size());
+        sent_one_way(conn_.send_one_way(Command::kHandoffCompute, std::span<const Piece>(&piece, 1),
+                                        false, stream_id_));
+      }
+      wait_.reset();
+    }
+  }
 
   // Work queued behind an error is dropped until synchronize() reports it.
   bool dropping() { return !error_->get().is_ok(); }
@@ -447,6 +556,21 @@ class RemoteStream : public Stream {
   Region group_region_;
   // A stream that uploads weights: its messages are the load, not decode steps (stats).
   bool loading_ = false;
+  // Hand-off parts of the next computation (handoff()): where its output goes, where its input
+  // comes from.
+  struct PendingSend {
+    uint32_t link;
+    uint64_t seq;
+    Region src, dst;
+    std::shared_ptr<HandoffState> state;
+  };
+  struct PendingWait {
+    uint64_t seq;
+    Region dst;
+    std::shared_ptr<HandoffState> state;
+  };
+  std::optional<PendingSend> send_;
+  std::optional<PendingWait> wait_;
 };
 
 class RemoteDevice : public Device {

@@ -20,6 +20,8 @@ StatsSnapshot StatsSnapshot::operator-(const StatsSnapshot& b) const {
   d.weight_bytes_sent = weight_bytes_sent - b.weight_bytes_sent;
   d.weight_bytes_cached = weight_bytes_cached - b.weight_bytes_cached;
   d.weight_bytes_large_sent = weight_bytes_large_sent - b.weight_bytes_large_sent;
+  d.handoffs = handoffs - b.handoffs;
+  d.handoff_bytes = handoff_bytes - b.handoff_bytes;
   return d;
 }
 
@@ -28,7 +30,8 @@ void RpcStats::on_send(Command c, uint64_t bytes, bool request, bool step) {
   a.count.fetch_add(1, std::memory_order_relaxed);
   a.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
   if (request) round_trips_.fetch_add(1, std::memory_order_relaxed);
-  if (c == Command::kGraphCompute || c == Command::kGraphRecompute) {
+  if (c == Command::kGraphCompute || c == Command::kGraphRecompute ||
+      c == Command::kHandoffCompute) {
     steps_.fetch_add(1, std::memory_order_relaxed);
   }
   if (step) {
@@ -49,6 +52,11 @@ void RpcStats::on_weights(uint64_t sent, uint64_t cached, bool large) {
   if (large) weight_large_sent_.fetch_add(sent, std::memory_order_relaxed);
 }
 
+void RpcStats::on_handoff(uint64_t bytes) {
+  handoffs_.fetch_add(1, std::memory_order_relaxed);
+  handoff_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 StatsSnapshot RpcStats::snapshot() const {
   StatsSnapshot s;
   for (size_t i = 0; i < commands_.size(); ++i) {
@@ -65,6 +73,8 @@ StatsSnapshot RpcStats::snapshot() const {
   s.weight_bytes_sent = weight_sent_.load(std::memory_order_relaxed);
   s.weight_bytes_cached = weight_cached_.load(std::memory_order_relaxed);
   s.weight_bytes_large_sent = weight_large_sent_.load(std::memory_order_relaxed);
+  s.handoffs = handoffs_.load(std::memory_order_relaxed);
+  s.handoff_bytes = handoff_bytes_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -114,6 +124,14 @@ std::string rpc_stats_format(const std::string& endpoint, const std::string& per
                   "%.0f bytes received\n",
                   static_cast<unsigned long long>(s.steps), s.step_messages / n,
                   s.step_round_trips / n, s.step_bytes_sent / n, s.step_bytes_received / n);
+    out += line;
+  }
+  if (s.handoffs > 0 && s.steps > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  hand-off: %llu sends to the next stage's worker, %.0f bytes per step, "
+                  "worker to worker\n",
+                  static_cast<unsigned long long>(s.handoffs),
+                  static_cast<double>(s.handoff_bytes) / static_cast<double>(s.steps));
     out += line;
   }
   if (s.weight_bytes_sent + s.weight_bytes_cached > 0) {

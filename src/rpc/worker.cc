@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "graph/serialize.h"
 #include "rpc/auth.h"
+#include "rpc/handoff.h"
 #include "rpc/protocol.h"
 #include "rpc/transport.h"
 
@@ -147,6 +148,7 @@ struct Worker::Impl {
   uint64_t caps = 0;
   DeviceCaps device_caps;  // what HELLO announces, and all that compute() runs
   uint64_t max_payload = kMaxMessageBytes;
+  HandoffRegistry handoffs;  // sessions that receive hand-offs from peers
 
   struct Conn {
     std::shared_ptr<Transport> transport;
@@ -174,14 +176,17 @@ struct Worker::Impl {
 namespace {
 
 // One client connection: its buffers, cached graphs and sticky errors. Used by its thread only.
-class Session {
+class Session : private HandoffHost {
  public:
-  Session(Worker::Impl& w, Transport& t) : w_(w), t_(t) {}
+  Session(Worker::Impl& w, Transport& t)
+      : w_(w), t_(t), handoff_(w.handoffs, w.options.auth_token, w.max_payload, t.peer()) {}
 
   // Runs the handshake; false closes the connection (`why` says why).
   bool handshake(std::string* why);
   // Serves messages until the peer leaves or breaks the protocol.
   std::string serve();
+  // The connection ends (`why`): hand-offs waiting on it learn why.
+  void closed(const std::string& why) { handoff_.closed(why); }
 
  private:
   Status reply(const Header& req, const Status& s, const Reply& r = {});
@@ -190,7 +195,14 @@ class Session {
   Result<uint8_t*> region_ptr(const Region& r, const char* field) const;
   Result<Reply> run(const Message& m);
   Status compute(const Graph& g);
+  Result<const Graph*> store_graph(uint32_t id, std::span<const uint8_t> bytes, const char* what);
+  Result<const Graph*> cached_graph(uint32_t id, const char* what) const;
   void cache_store(std::span<const uint8_t> data);
+  // HandoffHost.
+  Result<uint8_t*> region(const Region& r, const char* field) const override {
+    return region_ptr(r, field);
+  }
+  Status run_graph(const HandoffComputeRequest& req) override;
 
   Worker::Impl& w_;
   Transport& t_;
@@ -210,6 +222,7 @@ class Session {
     std::vector<std::span<uint8_t>> regions;
   };
   Placed placed_;
+  SessionHandoff handoff_;
 };
 
 Status Session::reply(const Header& req, const Status& s, const Reply& r) {
@@ -375,6 +388,17 @@ std::string Session::serve() {
     const std::optional<Message>& m = *next;
     const Header& h = m->header;
     if ((h.flags & kFlagResponse) != 0) return "protocol error: the client sent a response";
+    if (handoff_.is_link()) {
+      // A peer's link carries its hand-offs (and keepalives) only.
+      if (h.command == Command::kHandoffData) {
+        Status s = handoff_.deliver(std::move(**next));
+        if (!s.is_ok()) return "hand-off link: " + s.message();
+        continue;
+      }
+      if (h.command != Command::kDeviceInfo) {
+        return std::string("protocol error: ") + command_name(h.command) + " on a hand-off link";
+      }
+    }
     if (h.stream != 0 && !streams_) {
       return "protocol error: header field 'stream' is " + std::to_string(h.stream) +
              " but the client did not ask for stream ids (capability bit " +
@@ -385,7 +409,14 @@ std::string Session::serve() {
                                 h.command == Command::kGetTensor ||
                                 h.command == Command::kGetTensors;
     if (auto sticky = sticky_.find(h.stream); sticky != sticky_.end()) {
-      if (one_way) continue;  // skipped until a synchronisation of the stream reports the error
+      if (one_way) {  // skipped until a synchronisation of the stream reports the error
+        if (h.command == Command::kHandoffCompute) {
+          if (auto req = decode_handoff_compute_request(m->payload)) {
+            handoff_.skipped(*req, sticky->second);
+          }
+        }
+        continue;
+      }
       if (reports_sticky) {
         Status s = std::move(sticky->second);
         sticky_.erase(sticky);
@@ -412,6 +443,7 @@ std::string Session::serve() {
       continue;
     }
     if (!(r ? reply(h, Status::ok(), *r) : reply(h, r.status()))) return "peer left";
+    if (h.command == Command::kHandoffAttach && !r) return r.status().message();
   }
 }
 
@@ -438,6 +470,47 @@ Status Session::compute(const Graph& g) {
   }
   std::lock_guard<std::mutex> lock(w_.compute_mutex);
   return cpu_graph_compute(g, ConnectionBuffers(buffers_), w_.pool);
+}
+
+Result<const Graph*> Session::store_graph(uint32_t id, std::span<const uint8_t> bytes,
+                                          const char* what) {
+  STRATA_ASSIGN_OR_RETURN(Graph g, graph_deserialize(bytes));
+  auto old = graphs_.find(id);
+  const uint64_t old_bytes = old == graphs_.end() ? 0 : old->second.bytes;
+  if (old == graphs_.end() && graphs_.size() >= kMaxCachedGraphs) {
+    return out_of_range(std::string(what) + ": " + std::to_string(graphs_.size()) +
+                        " graphs cached on this connection, limit " +
+                        std::to_string(kMaxCachedGraphs));
+  }
+  if (graph_bytes_ - old_bytes + bytes.size() > kMaxCachedGraphBytes) {
+    return out_of_range(std::string(what) + ": cached graphs would take " +
+                        std::to_string(graph_bytes_ - old_bytes + bytes.size()) + " bytes, limit " +
+                        std::to_string(kMaxCachedGraphBytes));
+  }
+  graph_bytes_ = graph_bytes_ - old_bytes + bytes.size();
+  CachedGraph& slot = graphs_[id];
+  slot.graph = std::move(g);
+  slot.bytes = bytes.size();
+  return &slot.graph;
+}
+
+Result<const Graph*> Session::cached_graph(uint32_t id, const char* what) const {
+  auto it = graphs_.find(id);
+  if (it == graphs_.end()) {
+    return invalid_argument(std::string(what) + ": no graph " + std::to_string(id) +
+                            " cached on this connection");
+  }
+  return &it->second.graph;
+}
+
+Status Session::run_graph(const HandoffComputeRequest& req) {
+  const Graph* g = nullptr;
+  if ((req.flags & kHandoffGraph) != 0) {
+    STRATA_ASSIGN_OR_RETURN(g, store_graph(req.graph_id, req.graph, "HANDOFF_COMPUTE"));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(g, cached_graph(req.graph_id, "HANDOFF_COMPUTE"));
+  }
+  return compute(*g);
 }
 
 void Session::cache_store(std::span<const uint8_t> data) {
@@ -590,40 +663,43 @@ Result<Reply> Session::run(const Message& m) {
     }
     case Command::kGraphCompute: {
       STRATA_ASSIGN_OR_RETURN(GraphComputeRequest req, decode_graph_compute_request(p));
-      STRATA_ASSIGN_OR_RETURN(Graph g, graph_deserialize(req.graph));
-      const uint64_t bytes = req.graph.size();
-      auto old = graphs_.find(req.graph_id);
-      const uint64_t old_bytes = old == graphs_.end() ? 0 : old->second.bytes;
-      if (old == graphs_.end() && graphs_.size() >= kMaxCachedGraphs) {
-        return out_of_range("GRAPH_COMPUTE: " + std::to_string(graphs_.size()) +
-                            " graphs cached on this connection, limit " +
-                            std::to_string(kMaxCachedGraphs));
-      }
-      if (graph_bytes_ - old_bytes + bytes > kMaxCachedGraphBytes) {
-        return out_of_range("GRAPH_COMPUTE: cached graphs would take " +
-                            std::to_string(graph_bytes_ - old_bytes + bytes) + " bytes, limit " +
-                            std::to_string(kMaxCachedGraphBytes));
-      }
-      graph_bytes_ = graph_bytes_ - old_bytes + bytes;
-      CachedGraph& slot = graphs_[req.graph_id];
-      slot.graph = std::move(g);
-      slot.bytes = bytes;
-      STRATA_RETURN_IF_ERROR(compute(slot.graph));
+      STRATA_ASSIGN_OR_RETURN(const Graph* g,
+                              store_graph(req.graph_id, req.graph, "GRAPH_COMPUTE"));
+      STRATA_RETURN_IF_ERROR(compute(*g));
       return out;
     }
     case Command::kGraphRecompute: {
       STRATA_ASSIGN_OR_RETURN(GraphRecomputeRequest req, decode_graph_recompute_request(p));
-      auto it = graphs_.find(req.graph_id);
-      if (it == graphs_.end()) {
-        return invalid_argument("GRAPH_RECOMPUTE: no graph " + std::to_string(req.graph_id) +
-                                " cached on this connection");
-      }
-      STRATA_RETURN_IF_ERROR(compute(it->second.graph));
+      STRATA_ASSIGN_OR_RETURN(const Graph* g, cached_graph(req.graph_id, "GRAPH_RECOMPUTE"));
+      STRATA_RETURN_IF_ERROR(compute(*g));
       return out;
     }
     case Command::kSynchronize:
       if (!p.empty()) return invalid_argument("SYNCHRONIZE request: payload must be empty");
       return out;  // commands run in order: everything before this one has finished
+    case Command::kHandoffTicket: {
+      if (!p.empty()) return invalid_argument("HANDOFF_TICKET request: payload must be empty");
+      STRATA_ASSIGN_OR_RETURN(HandoffTicketResponse ticket, handoff_.ticket());
+      encode(ticket, &out.fixed);
+      return out;
+    }
+    case Command::kHandoffConnect: {
+      STRATA_ASSIGN_OR_RETURN(HandoffConnectRequest req, decode_handoff_connect_request(p));
+      STRATA_RETURN_IF_ERROR(handoff_.connect(req));
+      return out;
+    }
+    case Command::kHandoffAttach: {
+      STRATA_ASSIGN_OR_RETURN(HandoffAttachRequest req, decode_handoff_attach_request(p));
+      STRATA_RETURN_IF_ERROR(handoff_.attach(req, buffers_.empty() && graphs_.empty()));
+      return out;
+    }
+    case Command::kHandoffData:  // a link's are delivered by serve()
+      return invalid_argument("HANDOFF_DATA on a connection that is not a hand-off link");
+    case Command::kHandoffCompute: {
+      STRATA_ASSIGN_OR_RETURN(HandoffComputeRequest req, decode_handoff_compute_request(p));
+      STRATA_RETURN_IF_ERROR(handoff_.compute(*this, req));
+      return out;
+    }
   }
   return invalid_argument("unknown command");
 }
@@ -637,6 +713,7 @@ void Worker::Impl::serve(Transport& t) {
   {
     Session s(*this, t);
     if (s.handshake(&why)) why = s.serve();
+    s.closed(why);
   }              // buffers and graphs are freed before the line is printed
   t.shutdown();  // the peer sees the close now, not when the thread is reaped
   n_open.fetch_sub(1);
@@ -718,6 +795,7 @@ void Worker::stop() {
   }
   impl_->listener->shutdown();
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  impl_->handoffs.close_all("the worker is stopping");
   std::list<Impl::Conn> conns;
   {
     std::lock_guard<std::mutex> lock(impl_->conns_mutex);

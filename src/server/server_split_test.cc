@@ -159,6 +159,74 @@ TEST_F(ServerSplitTest, ConcurrentSplitEqualsLocalAlone) {
   EXPECT_TRUE(b.running());
 }
 
+double rpc_sample(const std::map<std::string, double>& m, const std::string& name,
+                  const std::string& labels) {
+  auto it = m.find(name + "{" + labels + "}");
+  return it == m.end() ? -1 : it->second;
+}
+
+// Hand-off (the hidden state from worker to worker) under concurrent load with two pipeline
+// groups, over two and three workers, with and without backend sampling: each prompt's text is
+// that of the prompt sent alone to a server on this machine, and so it is through the server
+// (STRATA_RPC_HANDOFF=0). The counters show which path the steps took.
+TEST_F(ServerSplitTest, HandOffWithPipelineGroupsEqualsLocalAlone) {
+  const std::vector<std::string> prompts = sixteen_prompts();
+  std::vector<std::string> alone;
+  {
+    ServerProcess local(args({"-np", "1"}));
+    ASSERT_GT(local.port(), 0);
+    for (const std::string& p : prompts) alone.push_back(completion_text(local, p, 16));
+  }
+  WorkerProcess a, b, c;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  ASSERT_GT(c.port(), 0);
+  struct Config {
+    std::vector<const WorkerProcess*> workers;
+    bool backend_sampling;
+    bool handoff;
+  };
+  const std::vector<Config> configs = {{{&a, &b}, false, true},
+                                       {{&a, &b}, true, true},
+                                       {{&a, &b, &c}, true, true},
+                                       {{&a, &b, &c}, false, true},
+                                       {{&a, &b, &c}, false, false}};
+  for (const Config& cfg : configs) {
+    std::string rpc, devices;
+    for (size_t i = 0; i < cfg.workers.size(); ++i) {
+      rpc += (i ? "," : "") + cfg.workers[i]->address();
+      devices += (i ? ",RPC" : "RPC") + std::to_string(i);
+    }
+    std::vector<std::string> more = {"--rpc", rpc, "--device",          devices,
+                                     "-np",   "8", "--pipeline-groups", "2"};
+    if (cfg.backend_sampling) more.push_back("--backend-sampling");
+    const std::string name = std::to_string(cfg.workers.size()) + " workers" +
+                             (cfg.backend_sampling ? ", backend sampling" : "") +
+                             (cfg.handoff ? ", hand-off" : ", through the server");
+    SCOPED_TRACE(name);
+    ServerProcess s(args(more), {{"STRATA_RPC_HANDOFF", cfg.handoff ? "1" : "0"}},
+                    log("handoff.err"));
+    ASSERT_GT(s.port(), 0);
+    const std::vector<std::string> together = concurrent_texts(s, prompts, 16);
+    for (size_t i = 0; i < alone.size(); ++i) {
+      EXPECT_FALSE(alone[i].empty()) << "prompt " << i;
+      EXPECT_EQ(together[i], alone[i]) << "prompt " << i;
+    }
+    std::string error;
+    auto m = parse_prometheus(get(s, "/metrics").raw, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    for (size_t i = 0; i < cfg.workers.size(); ++i) {
+      const double bytes = rpc_sample(m, "strata_rpc_handoff_bytes_total",
+                                      "endpoint=\"" + cfg.workers[i]->address() + "\"");
+      const bool sends = cfg.handoff && i + 1 < cfg.workers.size();
+      EXPECT_EQ(bytes > 0, sends) << "stage " << i << ": " << bytes << " bytes handed off";
+    }
+    EXPECT_TRUE(wait_all_idle(s));
+    EXPECT_EQ(s.stop(), 0);
+  }
+  EXPECT_TRUE(a.running() && b.running() && c.running());
+}
+
 // A worker killed while a streamed and a non-streamed request run: both end within the RPC
 // timeout (a 5xx JSON error; an error event, then the end of the stream), the server stays up,
 // /health says why it cannot serve, and later requests fail at once with a 503 naming the worker.
@@ -244,60 +312,69 @@ TEST_F(ServerSplitTest, WorkerDeathFailsRequestsCleanly) {
   EXPECT_TRUE(a.running());
 }
 
-double rpc_sample(const std::map<std::string, double>& m, const std::string& name,
-                  const std::string& labels) {
-  auto it = m.find(name + "{" + labels + "}");
-  return it == m.end() ? -1 : it->second;
-}
-
 // Split, /metrics has each worker's RPC counters, by endpoint and command, and they grow with
-// the requests: one graph per remote stage per decode step.
+// the requests: one graph per remote stage per decode step. With hand-off (the default) the
+// first stage's output goes straight to the second worker: nothing of it comes back to the
+// server, and its bytes are counted as hand-off bytes; without (STRATA_RPC_HANDOFF=0) the first
+// stage's output is read back by the server.
 TEST_F(ServerSplitTest, MetricsExportRpcCountersPerEndpoint) {
-  WorkerProcess a, b;
-  ASSERT_GT(a.port(), 0);
-  ASSERT_GT(b.port(), 0);
-  ServerProcess s(split_args(a, b, {"-np", "2"}), {}, log("metrics.err"));
-  ASSERT_GT(s.port(), 0);
-  std::string error;
-  const auto before = parse_prometheus(get(s, "/metrics").raw, &error);
-  ASSERT_TRUE(error.empty()) << error;
-  EXPECT_FALSE(completion_text(s, "count the messages", 8).empty());
-  const auto after = parse_prometheus(get(s, "/metrics").raw, &error);
-  ASSERT_TRUE(error.empty()) << error;
+  for (const bool handoff : {true, false}) {
+    SCOPED_TRACE(handoff ? "hand-off" : "through the server");
+    WorkerProcess a, b;
+    ASSERT_GT(a.port(), 0);
+    ASSERT_GT(b.port(), 0);
+    ServerProcess s(split_args(a, b, {"-np", "2"}), {{"STRATA_RPC_HANDOFF", handoff ? "1" : "0"}},
+                    log("metrics.err"));
+    ASSERT_GT(s.port(), 0);
+    std::string error;
+    const auto before = parse_prometheus(get(s, "/metrics").raw, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    EXPECT_FALSE(completion_text(s, "count the messages", 8).empty());
+    const auto after = parse_prometheus(get(s, "/metrics").raw, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    auto delta = [&](const std::string& name, const std::string& labels) {
+      return rpc_sample(after, name, labels) - rpc_sample(before, name, labels);
+    };
 
-  const double steps =
-      after.at("strata_decode_steps_total") - before.at("strata_decode_steps_total");
-  EXPECT_GE(steps, 8);
-  for (const WorkerProcess* w : {&a, &b}) {
-    const std::string ep = "endpoint=\"" + w->address() + "\"";
-    SCOPED_TRACE(ep);
-    EXPECT_EQ(rpc_sample(after, "strata_rpc_worker_up", ep), 1);
-    // Loading sent the weights and the handshake before any request.
-    EXPECT_EQ(rpc_sample(before, "strata_rpc_messages_total", ep + ",command=\"HELLO\""), 1);
-    EXPECT_GT(rpc_sample(before, "strata_rpc_bytes_total",
-                         ep + ",command=\"HELLO\",direction=\"received\""),
-              0);
-    const double graphs = rpc_sample(after, "strata_rpc_decode_steps_total", ep) -
-                          rpc_sample(before, "strata_rpc_decode_steps_total", ep);
-    EXPECT_EQ(graphs, steps);
-    double graph_messages = 0;
-    for (const char* c : {"GRAPH_COMPUTE", "GRAPH_RECOMPUTE"}) {
-      const std::string l = ep + ",command=\"" + c + "\"";
-      graph_messages += rpc_sample(after, "strata_rpc_messages_total", l) -
-                        rpc_sample(before, "strata_rpc_messages_total", l);
+    const double steps =
+        after.at("strata_decode_steps_total") - before.at("strata_decode_steps_total");
+    EXPECT_GE(steps, 8);
+    for (const WorkerProcess* w : {&a, &b}) {
+      const bool first = w == &a;
+      const std::string ep = "endpoint=\"" + w->address() + "\"";
+      SCOPED_TRACE(ep);
+      EXPECT_EQ(rpc_sample(after, "strata_rpc_worker_up", ep), 1);
+      // Loading sent the weights and the handshake before any request.
+      EXPECT_EQ(rpc_sample(before, "strata_rpc_messages_total", ep + ",command=\"HELLO\""), 1);
+      EXPECT_GT(rpc_sample(before, "strata_rpc_bytes_total",
+                           ep + ",command=\"HELLO\",direction=\"received\""),
+                0);
+      EXPECT_EQ(delta("strata_rpc_decode_steps_total", ep), steps);
+      double graph_messages = 0, graph_bytes = 0;
+      for (const char* c : {"GRAPH_COMPUTE", "GRAPH_RECOMPUTE", "HANDOFF_COMPUTE"}) {
+        const std::string l = ep + ",command=\"" + c + "\"";
+        graph_messages += delta("strata_rpc_messages_total", l);
+        graph_bytes += delta("strata_rpc_bytes_total", l + ",direction=\"sent\"");
+      }
+      EXPECT_EQ(graph_messages, steps);
+      EXPECT_GT(graph_bytes, 0);
+      EXPECT_EQ(delta("strata_rpc_messages_total", ep + ",command=\"HANDOFF_COMPUTE\"") > 0,
+                handoff);
+      // What the steps read back: GET_TENSORS, or GET_TENSOR without batching.
+      double received = 0;
+      for (const char* c : {"GET_TENSORS", "GET_TENSOR"}) {
+        received +=
+            delta("strata_rpc_bytes_total", ep + ",command=\"" + c + "\",direction=\"received\"");
+      }
+      if (first && handoff) {
+        EXPECT_EQ(received, 0);
+        // At least one row of n_embd (256) floats per step.
+        EXPECT_GE(delta("strata_rpc_handoff_bytes_total", ep), steps * 4 * 256);
+      } else {
+        EXPECT_GT(received, 0);
+        EXPECT_EQ(delta("strata_rpc_handoff_bytes_total", ep), 0);
+      }
     }
-    EXPECT_EQ(graph_messages, steps);
-    const std::string rec = ep + ",command=\"GRAPH_RECOMPUTE\",direction=\"sent\"";
-    EXPECT_GT(rpc_sample(after, "strata_rpc_bytes_total", rec),
-              rpc_sample(before, "strata_rpc_bytes_total", rec));
-    // What the steps read back: GET_TENSORS, or GET_TENSOR without batching.
-    double received = 0;
-    for (const char* c : {"GET_TENSORS", "GET_TENSOR"}) {
-      const std::string l = ep + ",command=\"" + c + "\",direction=\"received\"";
-      received += rpc_sample(after, "strata_rpc_bytes_total", l) -
-                  rpc_sample(before, "strata_rpc_bytes_total", l);
-    }
-    EXPECT_GT(received, 0);
   }
 }
 

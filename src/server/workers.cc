@@ -93,6 +93,11 @@ void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& worker
   each_worker([&](const std::string& ep, const WorkerStats& w) {
     sample(out, "strata_rpc_decode_steps_total", ep, w.stats.steps);
   });
+  family(out, "strata_rpc_handoff_bytes_total", "counter",
+         "Bytes a worker sent straight to the next stage's worker for this server (hand-off).");
+  each_worker([&](const std::string& ep, const WorkerStats& w) {
+    sample(out, "strata_rpc_handoff_bytes_total", ep, w.stats.handoff_bytes);
+  });
   family(out, "strata_rpc_weight_bytes_total", "counter",
          "Weight bytes loaded on a worker: sent over the network, or found in its cache.");
   each_worker([&](const std::string& ep, const WorkerStats& w) {

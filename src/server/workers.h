@@ -38,6 +38,7 @@ struct WorkerStats {
 //   strata_rpc_bytes_total{endpoint, command, direction="sent"|"received"}
 //   strata_rpc_round_trips_total{endpoint}, strata_rpc_decode_steps_total{endpoint}
 //   strata_rpc_weight_bytes_total{endpoint, source="network"|"cache"}
+//   strata_rpc_handoff_bytes_total{endpoint}
 //   strata_rpc_worker_up{endpoint}
 //   strata_rpc_reconnect_attempts_total{endpoint}, strata_rpc_reconnects_total{endpoint}
 //   strata_rpc_worker_down_seconds_total{endpoint}

@@ -3,7 +3,8 @@
 # does not advertise them both give the output of one machine; a worker that cannot run the
 # layers it would get is refused at split time. A client of another major
 # version is refused with both versions named, and a worker with a token refuses clients that
-# do not know it.
+# do not know it. Hand-off between workers happens only when both offer it, and then also with
+# tokens (each worker proves itself to its peer with its own).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -12,10 +13,10 @@ make_model
 ref=$(greedy local -m "$model" -n 32 -t 1)
 start_worker new
 NEW=$addr
-start_worker old --hide-caps 0x3f
+start_worker old --hide-caps 0x7f
 OLD=$addr
 
-for hide in 0x1 0x2 0x4 0x8 0x10 0x20 0x3f; do
+for hide in 0x1 0x2 0x4 0x8 0x10 0x20 0x40 0x7f; do
   got=$(STRATA_RPC_HIDE_CAPS=$hide greedy c -m "$model" -n 32 -t 1 --rpc "$NEW" --device RPC0,CPU)
   [ "$got" = "$ref" ] || fail "a client without capabilities $hide differs"
 done
@@ -24,10 +25,30 @@ got=$(STRATA_RPC_STATS=1 greedy c -m "$model" -n 32 -t 1 --rpc "$OLD,$NEW" --dev
 # The old worker got none of the optional commands; the new one did.
 awk -v ep="$OLD" '$1 == "rpc" && $3 == "total:" { inside = index($2, ep) > 0 }
   inside && ($1 == "SET_TENSORS" || $1 == "GET_TENSORS" || $1 == "GRAPH_RECOMPUTE" ||
-             $1 == "SET_TENSOR_HASH") { bad = 1 } END { exit bad }' "$tmp/c.err" ||
+             $1 == "SET_TENSOR_HASH" || $1 ~ /^HANDOFF_/) { bad = 1 } END { exit bad }' "$tmp/c.err" ||
   { cat "$tmp/c.err"; fail "an optional command went to a worker that did not offer it"; }
 grep -q "GRAPH_RECOMPUTE" "$tmp/c.err" || fail "the new worker was not sent GRAPH_RECOMPUTE"
 echo "old/new clients and workers: same output"
+
+# Hand-off needs both workers to offer it: an old worker (or one hiding only the bit) beside a
+# new one, in either order, moves the hidden state through this host, with the same output; a
+# client that hides the bit does not hand off either.
+start_worker new2
+NEW2=$addr
+start_worker nohandoff --hide-caps 0x40
+NOHANDOFF=$addr
+for pair in "$OLD,$NEW" "$NEW,$OLD" "$NEW,$NOHANDOFF" "$NOHANDOFF,$NEW"; do
+  got=$(STRATA_RPC_STATS=1 greedy c -m "$model" -n 32 -t 1 --rpc "$pair" --device RPC0,RPC1)
+  [ "$got" = "$ref" ] || fail "$pair differs"
+  grep -q "HANDOFF_" "$tmp/c.err" && { cat "$tmp/c.err"; fail "$pair: hand-off with a worker that does not offer it"; }
+done
+got=$(STRATA_RPC_STATS=1 STRATA_RPC_HIDE_CAPS=0x40 greedy c -m "$model" -n 32 -t 1 --rpc "$NEW,$NEW2" --device RPC0,RPC1)
+[ "$got" = "$ref" ] || fail "a client without hand-off differs"
+grep -q "HANDOFF_" "$tmp/c.err" && fail "a client hiding the hand-off bit handed off"
+got=$(STRATA_RPC_STATS=1 greedy c -m "$model" -n 32 -t 1 --rpc "$NEW,$NEW2" --device RPC0,RPC1)
+[ "$got" = "$ref" ] || fail "hand-off between two new workers differs"
+grep -q "HANDOFF_COMPUTE" "$tmp/c.err" || fail "two new workers did not hand off"
+echo "hand-off only between workers that both offer it: same output"
 
 # A worker without an op or a weight dtype that its layers need (posing as an older build) is
 # refused when the model is split, naming it, what it lacks and its layers, before any upload.
@@ -84,4 +105,20 @@ got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$LOCKED" --device RPC0,CPU --rpc-to
 [ "$got" = "$ref" ] || fail "the authenticated run differs"
 got=$(STRATA_RPC_TOKEN=sesame greedy c -m "$model" -n 32 -t 1 --rpc "$LOCKED" --device RPC0,CPU)
 [ "$got" = "$ref" ] || fail "the run with STRATA_RPC_TOKEN differs"
+# Two locked workers hand off to each other, each with its own copy of the token; a worker
+# without the token cannot link to a locked one, and the run goes through this host instead.
+start_worker locked2 --auth-token-file "$tmp/token"
+LOCKED2=$addr
+got=$(STRATA_RPC_STATS=1 greedy c -m "$model" -n 32 -t 1 --rpc "$LOCKED,$LOCKED2" --device RPC0,RPC1 \
+  --rpc-token-file "$tmp/token")
+[ "$got" = "$ref" ] || fail "hand-off between locked workers differs"
+grep -q "HANDOFF_COMPUTE" "$tmp/c.err" || { cat "$tmp/c.err"; fail "locked workers did not hand off"; }
+echo "hand-off between workers with a token: same output"
+got=$(STRATA_RPC_STATS=1 greedy c -m "$model" -n 32 -t 1 --rpc "$NEW,$LOCKED" --device RPC0,RPC1 \
+  --rpc-token-file "$tmp/token")
+[ "$got" = "$ref" ] || fail "a worker without the token before a locked one differs"
+grep -q "no hand-off from RPC0.* to RPC1.*same --auth-token-file" "$tmp/c.err" ||
+  { cat "$tmp/c.err"; fail "the failed link is not said, with its reason"; }
+grep -q "HANDOFF_COMPUTE" "$tmp/c.err" && fail "hand-off without a link"
+echo "no token, no link: $(grep -o 'no hand-off from.*' "$tmp/c.err" | cut -c1-160)"
 echo "ok"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A worker that dies or stalls in the middle of a generation fails the run within the timeout,
 # with an error that names the worker; the client neither hangs nor crashes, and once the
-# worker is back the next run succeeds. Over TCP, then over UCX (its TCP and its shared
-# memory) when this strata has it.
+# worker is back the next run succeeds. So it goes when two workers hand the hidden state to
+# each other, whichever of them fails. Over TCP, then over UCX (its TCP and its shared memory)
+# when this strata has it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -12,12 +13,23 @@ ref=$(greedy local -m "$model" -n 32 -t 1)
 
 # long_run FAULT: starts a long generation against a fresh worker, applies FAULT (a signal) to
 # the worker once text is streaming, and checks how the run ends.
+# With a third argument (0 or 1), the run is split over two fresh workers that hand the hidden
+# state off, and the fault goes to the worker of that stage.
 long_run() {
-  local fault=$1 timeout_ms=$2
-  start_worker victim
-  local victim=$last_pid victim_addr=$addr
+  local fault=$1 timeout_ms=$2 stage=${3:-}
+  local rpc devices victim victim_addr
+  if [ -z "$stage" ]; then
+    start_worker victim
+    victim=$last_pid victim_addr=$addr rpc=$addr devices=CPU,RPC0
+  else
+    start_worker first
+    local first=$last_pid first_addr=$addr
+    start_worker second
+    rpc=$first_addr,$addr devices=RPC0,RPC1
+    if [ "$stage" = 0 ]; then victim=$first victim_addr=$first_addr; else victim=$last_pid victim_addr=$addr; fi
+  fi
   STRATA_RPC_TIMEOUT_MS=$timeout_ms "$strata" run -m "$model" -p "Once upon a time" -n 3000 \
-    -c 4096 --temp 0 --ignore-eos -t 1 --rpc "$victim_addr" --device CPU,RPC0 \
+    -c 4096 --temp 0 --ignore-eos -t 1 --rpc "$rpc" --device "$devices" \
     >"$tmp/long.txt" 2>"$tmp/long.err" &
   local run=$! i
   for i in $(seq 1 400); do
@@ -44,7 +56,7 @@ long_run() {
   [ $rc -ne 0 ] || fail "the run succeeded although its worker got SIG$fault"
   [ $rc -lt 128 ] || { cat "$tmp/long.err"; fail "the run died of signal $((rc - 128))"; }
   grep -q "$victim_addr" "$tmp/long.err" || { cat "$tmp/long.err"; fail "the error does not name $victim_addr"; }
-  echo "SIG$fault: failed after $ms ms: $(tail -n 1 "$tmp/long.err")"
+  echo "SIG$fault${stage:+ of stage $stage (hand-off)}: failed after $ms ms: $(tail -n 1 "$tmp/long.err")"
   [ $ms -le $((timeout_ms + 10000)) ] || fail "SIG$fault took $ms ms to fail (timeout $timeout_ms)"
   kill -CONT "$victim" 2>/dev/null || true
   kill -9 "$victim" 2>/dev/null || true
@@ -63,6 +75,15 @@ faults() {
   # A stalled worker (stopped, its socket open) fails the run after STRATA_RPC_TIMEOUT_MS.
   long_run STOP 2000
   grep -q "within 2000 ms" "$tmp/long.err" || { cat "$tmp/long.err"; fail "the stall is not reported as a timeout"; }
+
+  # Two workers that hand the hidden state to each other: the sender (stage 0) or the receiver
+  # (stage 1) killed or stopped mid-run fails the run in time, naming that worker.
+  local stage
+  for stage in 0 1; do
+    long_run KILL 30000 $stage
+    long_run STOP 2000 $stage
+  done
+  grep -q "STRATA_RPC_TIMEOUT_MS\|stalled" "$tmp/long.err" || { cat "$tmp/long.err"; fail "the stall is not reported as one"; }
 
   # A worker that is not there is an error naming it, not a hang.
   local dead=${worker_scheme:+ucx:}127.0.0.1:$port

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A model split over real workers gives the bytes of one machine: two workers, the CPU and one
-# worker (either order), over the Unix seqpacket transport, and over UCX (its TCP and its
-# shared memory) when this strata has it; the synthetic model, and stories260K when present.
+# A model split over real workers gives the bytes of one machine: two and three workers (which
+# hand the hidden state to each other, or pass it through this host with STRATA_RPC_HANDOFF=0),
+# the CPU and one worker (either order), the CPU between two workers, over the Unix seqpacket
+# transport, and over UCX (its TCP and its shared memory) when this strata has it; the
+# synthetic model, and stories260K when present.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -38,7 +40,8 @@ for m in "${models[@]}"; do
   ref=$(greedy local -m "$m" -n 48 -t 1)
   for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A --device CPU,RPC0" \
     "--rpc $A --device RPC0,CPU --tensor-split 3,1" "--rpc $U,$B --device RPC0,CPU,RPC1" \
-    "--rpc $A,$B"; do
+    "--rpc $A,$B" "--rpc $A,$U,$B --device RPC0,RPC1,RPC2" \
+    "--rpc $B,$A --device CPU,RPC0,RPC1"; do
     # shellcheck disable=SC2086
     got=$(greedy split -m "$m" -n 48 -t 1 $config)
     [ "$got" = "$ref" ] || { diff "$tmp/local.txt" "$tmp/split.txt" || true;
@@ -49,7 +52,8 @@ for m in "${models[@]}"; do
   # seeded bytes as sampling on this machine's CPU.
   seeded=(--temp 0.9 --seed 5 --top-k 0 --top-p 0.95 --repeat-penalty 1.2)
   seeded_ref=$(greedy local -m "$m" -n 48 -t 1 "${seeded[@]}")
-  for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A --device RPC0,CPU --tensor-split 3,1"; do
+  for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A --device RPC0,CPU --tensor-split 3,1" \
+    "--rpc $A,$U,$B --device RPC0,RPC1,RPC2"; do
     # shellcheck disable=SC2086
     got=$(greedy split -m "$m" -n 48 -t 1 $config --backend-sampling)
     [ "$got" = "$ref" ] || fail "$(basename "$m") greedy with $config --backend-sampling differs"
@@ -59,6 +63,16 @@ for m in "${models[@]}"; do
       fail "$(basename "$m") seeded with $config --backend-sampling differs"
     echo "same output, backend sampling: $(basename "$m") $config"
   done
+  # The hidden state through this host rather than handed off, with and without backend sampling.
+  for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A,$U,$B --device RPC0,RPC1,RPC2"; do
+    # shellcheck disable=SC2086
+    got=$(STRATA_RPC_HANDOFF=0 greedy split -m "$m" -n 48 -t 1 $config)
+    [ "$got" = "$ref" ] || fail "$(basename "$m") with $config, STRATA_RPC_HANDOFF=0 differs"
+    # shellcheck disable=SC2086
+    got=$(STRATA_RPC_HANDOFF=0 greedy split -m "$m" -n 48 -t 1 $config --backend-sampling)
+    [ "$got" = "$ref" ] || fail "$(basename "$m") with $config, STRATA_RPC_HANDOFF=0 --backend-sampling differs"
+  done
+  echo "same output without hand-off: $(basename "$m")"
   if [ -n "$XT" ]; then
     got=$(UCX_TLS=tcp greedy split -m "$m" -n 48 -t 1 --rpc "$XT,$B" --device RPC0,CPU,RPC1)
     [ "$got" = "$ref" ] || fail "$(basename "$m") over ucx (tcp) differs from one machine"
@@ -67,10 +81,18 @@ for m in "${models[@]}"; do
       --rpc "ucx://${XS#ucx:}" --device CPU,RPC0)
     [ "$got" = "$ref" ] || fail "$(basename "$m") over ucx (shared memory) differs from one machine"
     echo "same output: $(basename "$m") over ucx (shared memory)"
+    # Two UCX workers hand the hidden state to each other over UCX (the one transport they share).
+    got=$(UCX_TLS=tcp STRATA_RPC_STATS=1 greedy split -m "$m" -n 48 -t 1 --rpc "$XT,$XS" \
+      --device RPC0,RPC1)
+    [ "$got" = "$ref" ] || fail "$(basename "$m") handed off between ucx workers differs"
+    grep -q "HANDOFF_COMPUTE" "$tmp/split.err" || { cat "$tmp/split.err"; fail "no hand-off between ucx workers"; }
+    echo "same output: $(basename "$m") handed off between ucx workers"
   fi
   # The hidden state moved with a synchronisation per stage gives the same bytes too.
   got=$(STRATA_RPC_NO_ASYNC_COPY=1 greedy split -m "$m" -n 48 -t 1 --rpc "$A,$B" --device CPU,RPC0,RPC1)
   [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 differs"
+  got=$(STRATA_RPC_NO_ASYNC_COPY=1 greedy split -m "$m" -n 48 -t 1 --rpc "$A,$U,$B" --device RPC0,RPC1,RPC2)
+  [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 over three workers differs"
 done
 
 # Bad device lists and a split that does not fit are refused with what is wrong.

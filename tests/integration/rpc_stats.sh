@@ -2,7 +2,8 @@
 # STRATA_RPC_STATS: a decode step costs one round trip and at most three messages per remote
 # stage (SET_TENSORS + GRAPH_RECOMPUTE + GET_TENSORS), at batch 1 and at batch 16; turning the
 # batching of reads off (STRATA_RPC_NO_BATCHED_GET=1) costs more round trips, which shows that
-# the counters see the difference.
+# the counters see the difference. Two workers that hand the hidden state to each other: the
+# first costs two one-way messages per step and no round trip, and nothing comes back from it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -20,17 +21,28 @@ per_step() {
     inside && $1 == "per" { gsub(",", ""); print $5, $7; exit }' "$1"
 }
 
+# check_ep LABEL ENDPOINT MAX_MESSAGES MAX_TRIPS MIN_TRIPS FILE
+check_ep() {
+  local label=$1 ep=$2 max_messages=$3 max_trips=$4 min_trips=$5 f=$6 line msgs trips
+  line=$(per_step "$f" "$ep")
+  [ -n "$line" ] || { cat "$f"; fail "$label: no per-step stats for $ep"; }
+  read -r msgs trips <<<"$line"
+  echo "$label $ep: $msgs messages, $trips round trips per step"
+  awk -v m="$msgs" -v t="$trips" -v mm="$max_messages" -v mt="$max_trips" -v nt="$min_trips" \
+    'BEGIN { exit !(m <= mm && t <= mt && t >= nt) }' ||
+    { cat "$f"; fail "$label: $msgs messages and $trips round trips per step at $ep"; }
+}
+
 check() {
-  local label=$1 max_messages=$2 max_trips=$3 min_trips=$4 f=$5 ep line msgs trips
-  for ep in "$A" "$B"; do
-    line=$(per_step "$f" "$ep")
-    [ -n "$line" ] || { cat "$f"; fail "$label: no per-step stats for $ep"; }
-    read -r msgs trips <<<"$line"
-    echo "$label $ep: $msgs messages, $trips round trips per step"
-    awk -v m="$msgs" -v t="$trips" -v mm="$max_messages" -v mt="$max_trips" -v nt="$min_trips" \
-      'BEGIN { exit !(m <= mm && t <= mt && t >= nt) }' ||
-      { cat "$f"; fail "$label: $msgs messages and $trips round trips per step at $ep"; }
-  done
+  local ep
+  for ep in "$A" "$B"; do check_ep "$1" "$ep" "$2" "$3" "$4" "$5"; done
+}
+
+# received FILE ENDPOINT: bytes received per step from the endpoint.
+received() {
+  awk -v ep="$2" '
+    $1 == "rpc" && $3 == "total:" { inside = index($2, ep) > 0; next }
+    inside && $1 == "per" { gsub(",", ""); print $13; exit }' "$1"
 }
 
 for batch in 1 16; do
@@ -56,5 +68,27 @@ for batch in 1 16; do
   if grep -q "GRAPH_RECOMPUTE\|SET_TENSORS\|GET_TENSORS" "$tmp/stats.txt"; then
     fail "a hidden capability was used"
   fi
+
+  # Hand-off between two workers: the first stage's two one-way messages (its inputs, then its
+  # computation with the send) and no read; the last stage's three and one round trip. The one
+  # SYNCHRONIZE of the first stage at the end of the run is all it ever waits for.
+  STRATA_RPC_STATS=1 "$strata" bench -m "$model" -t 1 --batches $batch -p 16 -n 8 -r 1 \
+    --rpc "$A,$B" --device RPC0,RPC1 >"$tmp/bench.txt" 2>"$tmp/handoff.txt" ||
+    { cat "$tmp/handoff.txt"; fail "hand-off at batch $batch"; }
+  check_ep "batch $batch, hand-off" "$A" 2.2 0.2 0 "$tmp/handoff.txt"
+  check_ep "batch $batch, hand-off" "$B" 3 1 1 "$tmp/handoff.txt"
+  grep -q "HANDOFF_COMPUTE" "$tmp/handoff.txt" || fail "no HANDOFF_COMPUTE at batch $batch"
+  grep -q "hand-off: .* sends to the next stage's worker" "$tmp/handoff.txt" ||
+    { cat "$tmp/handoff.txt"; fail "no hand-off counted at batch $batch"; }
+  got=$(received "$tmp/handoff.txt" "$A")
+  [ "${got:-99}" -le 8 ] || { cat "$tmp/handoff.txt"; fail "$got bytes per step came back from the first stage"; }
+  # The same split through this host: three messages and one round trip at each worker, and
+  # the hidden state comes back from the first.
+  STRATA_RPC_STATS=1 STRATA_RPC_HANDOFF=0 "$strata" bench -m "$model" -t 1 --batches $batch \
+    -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,RPC1 >"$tmp/bench.txt" 2>"$tmp/star.txt" ||
+    { cat "$tmp/star.txt"; fail "STRATA_RPC_HANDOFF=0 at batch $batch"; }
+  check "batch $batch, through this host" 3 1 1 "$tmp/star.txt"
+  grep -q "HANDOFF_" "$tmp/star.txt" && fail "STRATA_RPC_HANDOFF=0 still hands off"
+  echo "batch $batch: bytes per step back from the first stage: $got with hand-off, $(received "$tmp/star.txt" "$A") without"
 done
 echo "ok"

@@ -1,0 +1,242 @@
+// The hidden state handed off from worker to worker (Stream::handoff): the bytes of one device
+// over two and three workers, from two contexts at once; the path through this host where a
+// worker lacks the capability or the CPU sits between two workers; and the counters that show
+// which path a step took.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "backend/cpu_backend.h"
+#include "engine/context.h"
+#include "rpc/remote_backend.h"
+#include "rpc/worker.h"
+#include "unit/synth_file.h"
+
+namespace strata {
+namespace {
+
+std::string model_path() {
+  SynthParams p;
+  p.n_embd = 128;
+  p.n_layer = 6;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 256;
+  p.n_vocab = 300;
+  p.dtype = DType::kQ8_0;
+  p.seed = 17;
+  return testing::synth_file("handoff", p);
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+std::unique_ptr<rpc::Worker> start_worker(uint64_t hide_caps = 0) {
+  rpc::WorkerOptions o;
+  o.address = "127.0.0.1:0";
+  o.n_threads = 1;
+  o.log = false;
+  o.hide_caps = hide_caps;
+  auto w = rpc::Worker::start(o);
+  EXPECT_TRUE(w.is_ok()) << w.status().message();
+  return w.is_ok() ? std::move(w).value() : nullptr;
+}
+
+// Devices in stage order: a worker's address, or "CPU". Keeps the workers' connections to read
+// their counters.
+struct Split {
+  std::unique_ptr<Engine> engine;
+  std::vector<std::shared_ptr<rpc::Connection>> conns;  // nullptr for the CPU
+};
+
+Split split_on(const std::vector<std::string>& where) {
+  Split s;
+  std::vector<std::unique_ptr<Device>> devices;
+  for (size_t i = 0; i < where.size(); ++i) {
+    if (where[i] == "CPU") {
+      CpuDeviceOptions co;
+      co.n_threads = 1;
+      devices.push_back(cpu_device_new(co));
+      s.conns.push_back(nullptr);
+      continue;
+    }
+    rpc::ClientOptions o;
+    o.endpoint = where[i];
+    o.name = "RPC" + std::to_string(i);
+    auto d = rpc::remote_device_new(o);
+    EXPECT_TRUE(d.is_ok()) << d.status().message();
+    if (!d.is_ok()) return s;
+    s.conns.push_back(rpc::remote_device_connection(**d));
+    devices.push_back(std::move(d).value());
+  }
+  auto model = Model::open(model_path());
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  EngineOptions eo;
+  eo.split = std::vector<double>(where.size(), 1.0);
+  auto e = Engine::create(std::move(model).value(), std::move(devices), eo);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  if (e.is_ok()) s.engine = std::move(e).value();
+  return s;
+}
+
+// Greedy generation from a prompt of several micro-batches; every logit row, bytewise.
+std::vector<uint8_t> run(const Engine& engine, int seed, int n_gen = 8) {
+  ContextParams cp;
+  cp.n_ctx = 128;
+  cp.n_batch = 4;
+  auto ctx = Context::create(engine, cp);
+  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
+  if (!ctx.is_ok()) return {};
+  std::vector<uint8_t> bytes;
+  Batch b;
+  for (int i = 0; i < 11; ++i) b.add(5 + (seed * 29 + i * 13) % 290, i, 0, i == 10);
+  for (int step = 0; step < n_gen; ++step) {
+    Status s = (*ctx)->decode(b);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    if (!s.is_ok()) return bytes;
+    const float* l = (*ctx)->logits(0);
+    const auto* p = reinterpret_cast<const uint8_t*>(l);
+    bytes.insert(bytes.end(), p, p + 4 * (*ctx)->n_vocab());
+    int32_t best = 0;
+    for (int64_t i = 1; i < (*ctx)->n_vocab(); ++i) best = l[i] > l[best] ? int32_t(i) : best;
+    b.clear();
+    b.add(best, (*ctx)->seq_len(0), 0, true);
+  }
+  return bytes;
+}
+
+std::vector<uint8_t> reference(int seed) {
+  Split local = split_on({"CPU"});
+  EXPECT_TRUE(local.engine);
+  return local.engine ? run(*local.engine, seed) : std::vector<uint8_t>{};
+}
+
+uint64_t handoffs(const Split& s, size_t stage) {
+  return s.conns[stage]->stats().snapshot().handoffs;
+}
+
+uint64_t reads(const Split& s, size_t stage) {
+  const rpc::StatsSnapshot snap = s.conns[stage]->stats().snapshot();
+  return snap.commands[static_cast<size_t>(rpc::Command::kGetTensors)].count +
+         snap.commands[static_cast<size_t>(rpc::Command::kGetTensor)].count;
+}
+
+TEST(EngineHandoff, ThreeWorkersGiveTheBytesOfOneDevice) {
+  const std::vector<uint8_t> ref = reference(0);
+  ASSERT_FALSE(ref.empty());
+  auto w0 = start_worker(), w1 = start_worker(), w2 = start_worker();
+  Split s = split_on({w0->address(), w1->address(), w2->address()});
+  ASSERT_TRUE(s.engine);
+  ASSERT_EQ(s.engine->stages().size(), 3u);
+  EXPECT_EQ(run(*s.engine, 0), ref);
+  // Every step of the first two stages went to the next worker; only the last is read.
+  EXPECT_GT(handoffs(s, 0), 0u);
+  EXPECT_EQ(handoffs(s, 0), handoffs(s, 1));
+  EXPECT_EQ(handoffs(s, 2), 0u);
+  EXPECT_EQ(reads(s, 0), 0u);
+  EXPECT_EQ(reads(s, 1), 0u);
+  EXPECT_GT(reads(s, 2), 0u);
+  EXPECT_EQ(s.conns[0]->stats().snapshot().steps, handoffs(s, 0));
+
+  // Without hand-off, the same bytes through this host.
+  {
+    ScopedEnv off("STRATA_RPC_HANDOFF", "0");
+    const uint64_t before = handoffs(s, 0);
+    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(handoffs(s, 0), before);
+    EXPECT_GT(reads(s, 0), 0u);
+  }
+  // Synchronised stages.
+  {
+    ScopedEnv sync("STRATA_RPC_NO_ASYNC_COPY", "1");
+    EXPECT_EQ(run(*s.engine, 0), ref);
+  }
+}
+
+// Pipeline groups: two contexts of one engine from two threads share the connections and the
+// links; their steps' sequence numbers never collide.
+TEST(EngineHandoff, TwoContextsAtOnce) {
+  const std::vector<uint8_t> ref0 = reference(1), ref1 = reference(2);
+  auto w0 = start_worker(), w1 = start_worker();
+  Split s = split_on({w0->address(), w1->address()});
+  ASSERT_TRUE(s.engine);
+  std::vector<uint8_t> got0, got1;
+  std::thread t0([&] { got0 = run(*s.engine, 1, 16); });
+  std::thread t1([&] { got1 = run(*s.engine, 2, 16); });
+  t0.join();
+  t1.join();
+  EXPECT_EQ(std::vector<uint8_t>(got0.begin(), got0.begin() + ref0.size()), ref0);
+  EXPECT_EQ(std::vector<uint8_t>(got1.begin(), got1.begin() + ref1.size()), ref1);
+  EXPECT_GT(handoffs(s, 0), 0u);
+}
+
+// The path through this host where hand-off cannot be: a worker that does not offer it (an
+// older one), and the CPU between two workers (this host is the peer there).
+TEST(EngineHandoff, FallsBackWhereItCannot) {
+  const std::vector<uint8_t> ref = reference(0);
+  auto old = start_worker(rpc::kCapHandoff);
+  auto w1 = start_worker(), w2 = start_worker();
+  {
+    Split s = split_on({old->address(), w1->address(), w2->address()});
+    ASSERT_TRUE(s.engine);
+    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(handoffs(s, 0), 0u) << "the older worker's output comes through this host";
+    EXPECT_GT(reads(s, 0), 0u);
+    EXPECT_GT(handoffs(s, 1), 0u) << "the two newer workers hand off";
+  }
+  {
+    Split s = split_on({w1->address(), old->address(), w2->address()});
+    ASSERT_TRUE(s.engine);
+    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(handoffs(s, 0), 0u);
+    EXPECT_EQ(handoffs(s, 1), 0u);
+  }
+  {
+    Split s = split_on({w1->address(), "CPU", w2->address()});
+    ASSERT_TRUE(s.engine);
+    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(handoffs(s, 0), 0u);
+    EXPECT_GT(reads(s, 0), 0u);
+  }
+  {
+    Split s = split_on({"CPU", w1->address(), w2->address()});
+    ASSERT_TRUE(s.engine);
+    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_GT(handoffs(s, 1), 0u);
+  }
+}
+
+// A worker of the first stage that goes away mid-run: the decode fails with an error naming it,
+// without hanging; so does every later decode.
+TEST(EngineHandoff, AFirstStageThatDiesFailsTheStep) {
+  auto w0 = start_worker(), w1 = start_worker();
+  const std::string dead = w0->address();
+  Split s = split_on({w0->address(), w1->address()});
+  ASSERT_TRUE(s.engine);
+  ContextParams cp;
+  cp.n_ctx = 64;
+  auto ctx = Context::create(*s.engine, cp);
+  ASSERT_TRUE(ctx.is_ok());
+  Batch b;
+  b.add(3, 0, 0, true);
+  ASSERT_TRUE((*ctx)->decode(b).is_ok());
+  w0->stop();
+  for (int i = 0; i < 2; ++i) {
+    b.clear();
+    b.add(4, 1, 0, true);
+    Status st = (*ctx)->decode(b);
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find(dead), std::string::npos) << st.message();
+    EXPECT_EQ((*ctx)->seq_len(0), 1);
+  }
+}
+
+}  // namespace
+}  // namespace strata
