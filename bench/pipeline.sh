@@ -11,7 +11,7 @@
 #       [--n-head 16] [--n-head-kv 4] [--n-ff 2816] [--n-vocab 512] [--dtype q8_0]
 #       [--groups "1 2 4"] [--concurrency "8 32"] [--links "direct 1:1000"] [--rounds 2]
 #       [--prompt-tokens 32] [--max-tokens 96] [--md5-tokens 64] [--no-local] [--keep DIR]
-#       [--max-others PCT]
+#       [--max-others PCT] [--arms "NAME ..."]
 #
 # A link is "direct" (no proxy) or DELAY_MS:MBIT: a proxy in front of each worker, delaying each
 # direction by DELAY_MS (one way) and carrying at most MBIT Mbit/s each way. Each (arm, N, link)
@@ -20,14 +20,19 @@
 # (`-t 2`) gives the reference md5 and reference rows. Everything runs on this machine: the
 # workers, the server, the proxies and the load client share its cores; the last column says
 # how much of the CPU other work took during each row, and --max-others PCT waits for and
-# re-runs rows that other work disturbed more than that.
+# re-runs rows that other work disturbed more than that. --arms runs only the arms named.
 #
 # Binds 127.0.0.1 only; stops everything it starts. Needs curl and jq.
 set -eu
 
-# The arms: "NAME|extra flags of strata serve". A new way to run the split is one line here.
+# The arms: "NAME|extra flags of strata serve|environment of strata serve". A new way to run the
+# split is one line here. Star: the hidden state goes worker -> server -> worker; hand-off
+# (the default): straight from worker to worker.
 arms=(
-  "cpu-sampling/star|"
+  "cpu-sampling/star||STRATA_RPC_HANDOFF=0"
+  "backend-sampling/star|--backend-sampling|STRATA_RPC_HANDOFF=0"
+  "cpu-sampling/hand-off||"
+  "backend-sampling/hand-off|--backend-sampling|"
 )
 
 strata=${1:?usage: bench/pipeline.sh STRATA [options] (see the head of this file)}
@@ -41,6 +46,7 @@ rounds=2 prompt=32 gen=96 md5_tokens=64
 local_run=1
 keep=""
 max_others=""
+only_arms=""
 quick() {
   n_embd=256 n_layer=4 n_head=8 n_head_kv=4 n_ff=512 n_vocab=512 dtype=q8_0
   groups="1 2" concurrency="4" rounds=1 prompt=16 gen=16 md5_tokens=16
@@ -69,6 +75,7 @@ while [ $# -gt 0 ]; do
     --md5-tokens) md5_tokens=$2 ;;
     --keep) keep=$2 ;;
     --max-others) max_others=$2 ;;
+    --arms) only_arms=$2 ;;
     *) echo "bench/pipeline.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift 2
@@ -269,14 +276,15 @@ done
 arm_i=0
 for arm in "${arms[@]}"; do
   arm_i=$((arm_i + 1))
-  name=${arm%%|*} flags=${arm#*|}
+  IFS='|' read -r name flags arm_env <<<"$arm"
+  if [ -n "$only_arms" ] && [[ " $only_arms " != *" $name "* ]]; then continue; fi
   for n in $groups; do
     link_i=0
     for link in $links; do
       link_i=$((link_i + 1))
       note "$name, N=$n, link $link"
       # shellcheck disable=SC2086
-      start "serve-${name//\//_}-$n-${link//:/_}" 600 "$strata" serve -m "$model" -np "$slots" \
+      start "serve-${name//\//_}-$n-${link//:/_}" 600 env $arm_env "$strata" serve -m "$model" -np "$slots" \
         -c "$ctx" -t 1 --pipeline-groups "$n" --metrics --rpc "${rpc_of[$link]}" \
         --device RPC0,RPC1 -ts 1,1 --port 0 $flags
       url=http://127.0.0.1:${addr##*:}
