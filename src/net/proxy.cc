@@ -23,6 +23,8 @@
 #include <span>
 #include <thread>
 
+#include "rpc/transport_socket.h"
+
 namespace strata::net {
 namespace {
 
@@ -32,78 +34,17 @@ Nanos now_ns() {
       .count();
 }
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+using rpc::Fd;
+using rpc::HostPort;
+using rpc::loopback;
+using rpc::sockaddr_text;
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-struct HostPort {
-  std::string host;
-  std::string port;
-};
-
+std::string errno_text(const std::string& what) { return rpc::errno_text(what.c_str()); }
+// `address` split into host and port; `what` ("target", "listen address") begins its errors.
 Result<HostPort> split_host_port(const std::string& address, const char* what) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size()) {
-    return invalid_argument(std::string(what) + " '" + address + "': expected host:port");
-  }
-  HostPort hp{address.substr(0, colon), address.substr(colon + 1)};
-  if (hp.host.size() >= 2 && hp.host.front() == '[' && hp.host.back() == ']') {
-    hp.host = hp.host.substr(1, hp.host.size() - 2);
-  }
-  if (hp.port.size() > 5 || hp.port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(hp.port) > 65535) {
-    return invalid_argument(std::string(what) + " '" + address + "': port '" + hp.port +
-                            "' is not a number from 0 to 65535");
-  }
+  Result<HostPort> hp = rpc::split_host_port(address, address);
+  if (!hp) return Status(hp.status().kind(), std::string(what) + " " + hp.status().message());
   return hp;
-}
-
-std::string sockaddr_text(const sockaddr* sa) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (sa->sa_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (sa->sa_family == AF_INET6) {
-    const auto* in = reinterpret_cast<const sockaddr_in6*>(sa);
-    ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
-    std::string out = "[";
-    out += host;
-    out += "]:";
-    out += std::to_string(ntohs(in->sin6_port));
-    return out;
-  }
-  return "?";
-}
-
-bool loopback(const sockaddr* sa) {
-  if (sa->sa_family == AF_INET) {
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (sa->sa_family == AF_INET6) {
-    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
-  }
-  return false;
 }
 
 // Both ends of a relay send small messages that someone waits for: never hold them back.
