@@ -143,9 +143,10 @@ cpu_ticks() {
     [ -r "/proc/$p/stat" ] &&
       own=$((own + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13 + $14 + $15}')))
   done
-  # Busy: user, nice, system. Interrupts are left out: loopback traffic is ours, and the kernel
-  # books much of it there, not to a process.
-  awk -v own=$own '/^cpu / { busy = $2 + $3 + $4; print busy, busy + $5 + $6 + $7 + $8 + $9, own }' \
+  # Busy: user, nice, system, and steal (the time the host gave its other guests: other work
+  # too). Interrupts are left out: loopback traffic is ours, and the kernel books much of it
+  # there, not to a process.
+  awk -v own=$own '/^cpu / { busy = $2 + $3 + $4 + $9; print busy, busy + $5 + $6 + $7 + $8, own }' \
     /proc/stat
 }
 
@@ -166,9 +167,9 @@ greedy_md5() {
 # benchmark's own processes are idle, so this is other work.
 busy_now() {
   local a b
-  a=$(awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+  a=$(awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
   sleep 0.5
-  b=$(awk '/^cpu / { print $2 + $3 + $4, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+  b=$(awk '/^cpu / { print $2 + $3 + $4 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
   echo "$a $b" | awk '{ t = $4 - $2; printf "%.0f\n", (t > 0 ? 100 * ($3 - $1) / t : 0) }'
 }
 
