@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "rpc/transport_kinds.h"
 #include "rpc/transport_socket.h"
@@ -17,22 +16,14 @@
 namespace strata::rpc {
 namespace {
 
-class SeqpacketTransport : public Transport {
+class SeqpacketTransport final : public SocketTransport {
  public:
-  SeqpacketTransport(Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
-
-  Status send(const Header& header, std::span<const Piece> pieces) override {
-    std::lock_guard<std::mutex> lock(send_mutex_);
-    if (closed_.load()) return unavailable("send to " + peer_ + ": connection shut down");
-    return socket_send(fd_.get(), header, pieces, kSeqpacketChunkBytes, true, peer_);
-  }
+  SeqpacketTransport(Fd fd, std::string peer)
+      : SocketTransport(std::move(fd), std::move(peer), kSeqpacketChunkBytes, true) {}
 
   Result<std::optional<Message>> try_recv_into(int start_timeout_ms, int stall_timeout_ms,
                                                const Placer& place) override {
-    if (!poisoned_.is_ok()) return poisoned_;
-    if (closed_.load()) return closed_error();
-    STRATA_ASSIGN_OR_RETURN(
-        bool ready, wait_fd(fd_.get(), POLLIN, start_timeout_ms, ("recv from " + peer_).c_str()));
+    STRATA_ASSIGN_OR_RETURN(bool ready, wait_start(start_timeout_ms));
     if (!ready) return std::optional<Message>();
     // The first datagrams, up to the end of the lead, are staged; the rest of the payload is
     // received straight into its destination.
@@ -84,34 +75,7 @@ class SeqpacketTransport : public Transport {
     return std::optional<Message>(std::move(m));
   }
 
-  void shutdown() override {
-    closed_.store(true);
-    ::shutdown(fd_.get(), SHUT_RDWR);
-  }
-
-  std::string peer() const override { return peer_; }
-
  private:
-  Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
-
-  // An error inside a message: the rest of it would be read as the next one.
-  Status out_of_step(const Status& s) {
-    poisoned_ = s;
-    shutdown();
-    return s;
-  }
-
-  // The rest of a started message did not come: shut the socket down so that no later datagram
-  // is read as the start of another message.
-  Status stalled(int timeout_ms, uint64_t got, uint64_t want) {
-    poisoned_ =
-        unavailable("recv from " + peer_ + ": the peer stalled for " + std::to_string(timeout_ms) +
-                    " ms inside a message (" + std::to_string(got) + " of " + std::to_string(want) +
-                    " bytes); the connection is out of step and closed");
-    shutdown();
-    return poisoned_;
-  }
-
   // One datagram into iov; a datagram longer than the iovecs is an error. The first datagram
   // of a message is already waiting; the later ones are waited for, each for at most
   // stall_timeout_ms. got_before and total count the message's bytes, for the stall message.
@@ -121,8 +85,8 @@ class SeqpacketTransport : public Transport {
     for (size_t i = 0; i < n_iov; ++i) cap += iov[i].iov_len;
     for (;;) {
       if (started) {
-        STRATA_ASSIGN_OR_RETURN(bool ready, wait_fd(fd_.get(), POLLIN, stall_timeout_ms,
-                                                    ("recv from " + peer_).c_str()));
+        STRATA_ASSIGN_OR_RETURN(bool ready,
+                                wait_fd(fd_.get(), POLLIN, stall_timeout_ms, recv_what().c_str()));
         if (!ready) return stalled(stall_timeout_ms, got_before, total);
       }
       msghdr msg{};
@@ -131,7 +95,7 @@ class SeqpacketTransport : public Transport {
       const ssize_t r = ::recvmsg(fd_.get(), &msg, 0);
       if (r < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        return unavailable(errno_text(("recv from " + peer_).c_str()));
+        return unavailable(errno_text(recv_what().c_str()));
       }
       if (r == 0) {
         return started
@@ -145,12 +109,6 @@ class SeqpacketTransport : public Transport {
       return static_cast<size_t>(r);
     }
   }
-
-  Fd fd_;
-  std::string peer_;
-  std::mutex send_mutex_;
-  std::atomic<bool> closed_{false};
-  Status poisoned_;  // set by the receiving thread only
 };
 
 Result<sockaddr_un> unix_addr(const std::string& address, const std::string& path) {

@@ -218,4 +218,34 @@ Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t le
   return fd;
 }
 
+Status SocketTransport::send(const Header& header, std::span<const Piece> pieces) {
+  std::lock_guard<std::mutex> lock(send_mutex_);
+  if (closed_.load()) return unavailable("send to " + peer_ + ": connection shut down");
+  return socket_send(fd_.get(), header, pieces, max_per_call_, datagrams_, peer_);
+}
+
+void SocketTransport::shutdown() {
+  closed_.store(true);
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+Result<bool> SocketTransport::wait_start(int start_timeout_ms) {
+  if (!poisoned_.is_ok()) return poisoned_;
+  if (closed_.load()) return closed_error();
+  return wait_fd(fd_.get(), POLLIN, start_timeout_ms, recv_what().c_str());
+}
+
+Status SocketTransport::out_of_step(const Status& s) {
+  poisoned_ = s;
+  shutdown();
+  return s;
+}
+
+Status SocketTransport::stalled(int timeout_ms, uint64_t got, uint64_t want) {
+  return out_of_step(unavailable(recv_what() + ": the peer stalled for " +
+                                 std::to_string(timeout_ms) + " ms inside a message (" +
+                                 std::to_string(got) + " of " + std::to_string(want) +
+                                 " bytes); the connection is out of step and closed"));
+}
+
 }  // namespace strata::rpc

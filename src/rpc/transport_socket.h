@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,46 @@ std::string sockaddr_text(const sockaddr* sa);
 bool loopback(const sockaddr* sa);
 
 Result<std::pair<Fd, Fd>> make_pipe();
+
+// What a transport over one connected socket keeps, whatever frames its messages: the
+// descriptor, the peer's name, one sender at a time, and the state of a connection that was
+// shut down or fell out of step. try_recv_into is the framing's.
+class SocketTransport : public Transport {
+ public:
+  Status send(const Header& header, std::span<const Piece> pieces) final;
+  void shutdown() final;
+  std::string peer() const final { return peer_; }
+
+ protected:
+  // Sends go in calls of at most max_per_call bytes; `datagrams`: each call is one datagram
+  // that must go whole (socket_send).
+  SocketTransport(Fd fd, std::string peer, uint64_t max_per_call, bool datagrams)
+      : fd_(std::move(fd)),
+        peer_(std::move(peer)),
+        max_per_call_(max_per_call),
+        datagrams_(datagrams) {}
+
+  // The start of a receive: the error of a connection out of step or shut down; else whether
+  // a message (or the end of the connection) started within start_timeout_ms.
+  Result<bool> wait_start(int start_timeout_ms);
+  Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
+  // An error inside a message: the rest of it would be read as the next one, so the connection
+  // is shut down and every later receive returns `s`.
+  Status out_of_step(const Status& s);
+  // The rest of a started message did not come within timeout_ms (`got` of `want` bytes).
+  Status stalled(int timeout_ms, uint64_t got, uint64_t want);
+  std::string recv_what() const { return "recv from " + peer_; }
+
+  Fd fd_;
+  const std::string peer_;
+
+ private:
+  const uint64_t max_per_call_;
+  const bool datagrams_;
+  std::mutex send_mutex_;
+  std::atomic<bool> closed_{false};
+  Status poisoned_;  // set by the receiving thread only
+};
 
 // Accepts on a listening socket until shut down; `wrap` turns an accepted descriptor and the
 // peer's address into a transport.

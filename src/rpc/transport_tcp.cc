@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <mutex>
 
 #include "rpc/transport_kinds.h"
 #include "rpc/transport_socket.h"
@@ -20,25 +19,17 @@ namespace {
 // The most one sendmsg or readv is asked to take.
 constexpr uint64_t kMaxSendCallBytes = uint64_t{1} << 30;
 
-class TcpTransport : public Transport {
+class TcpTransport final : public SocketTransport {
  public:
-  TcpTransport(Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {
+  TcpTransport(Fd fd, std::string peer)
+      : SocketTransport(std::move(fd), std::move(peer), kMaxSendCallBytes, false) {
     const int one = 1;
     ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
 
-  Status send(const Header& header, std::span<const Piece> pieces) override {
-    std::lock_guard<std::mutex> lock(send_mutex_);
-    if (closed_.load()) return unavailable("send to " + peer_ + ": connection shut down");
-    return socket_send(fd_.get(), header, pieces, kMaxSendCallBytes, false, peer_);
-  }
-
   Result<std::optional<Message>> try_recv_into(int start_timeout_ms, int stall_timeout_ms,
                                                const Placer& place) override {
-    if (!poisoned_.is_ok()) return poisoned_;
-    if (closed_.load()) return closed_error();
-    STRATA_ASSIGN_OR_RETURN(
-        bool ready, wait_fd(fd_.get(), POLLIN, start_timeout_ms, ("recv from " + peer_).c_str()));
+    STRATA_ASSIGN_OR_RETURN(bool ready, wait_start(start_timeout_ms));
     if (!ready) return std::optional<Message>();
     // The socket is readable: a message (or the end of the connection) has started.
     uint8_t head[kHeaderBytes];
@@ -58,8 +49,8 @@ class TcpTransport : public Transport {
       iovec iov[64];
       size_t n_iov = 0;
       w.fill(iov, 64, kMaxSendCallBytes, &n_iov);
-      STRATA_ASSIGN_OR_RETURN(
-          bool more, wait_fd(fd_.get(), POLLIN, stall_timeout_ms, ("recv from " + peer_).c_str()));
+      STRATA_ASSIGN_OR_RETURN(bool more,
+                              wait_fd(fd_.get(), POLLIN, stall_timeout_ms, recv_what().c_str()));
       if (!more) return stalled(stall_timeout_ms, total - w.remaining(), total);
       const ssize_t r = ::readv(fd_.get(), iov, static_cast<int>(n_iov));
       if (r == 0) {
@@ -67,41 +58,14 @@ class TcpTransport : public Transport {
       }
       if (r < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        return unavailable(errno_text(("recv from " + peer_).c_str()));
+        return unavailable(errno_text(recv_what().c_str()));
       }
       w.advance(static_cast<size_t>(r));
     }
     return std::optional<Message>(std::move(m));
   }
 
-  void shutdown() override {
-    closed_.store(true);
-    ::shutdown(fd_.get(), SHUT_RDWR);
-  }
-
-  std::string peer() const override { return peer_; }
-
  private:
-  Status closed_error() const { return unavailable("connection to " + peer_ + " closed"); }
-
-  // An error inside a message: the rest of it would be read as the next one.
-  Status out_of_step(const Status& s) {
-    poisoned_ = s;
-    shutdown();
-    return s;
-  }
-
-  // Once a message has started, the stream is out of step if it stops: shut it down so that
-  // nothing reads the rest of this message as the start of the next.
-  Status stalled(int timeout_ms, uint64_t got, uint64_t want) {
-    poisoned_ =
-        unavailable("recv from " + peer_ + ": the peer stalled for " + std::to_string(timeout_ms) +
-                    " ms inside a message (" + std::to_string(got) + " of " + std::to_string(want) +
-                    " bytes); the connection is out of step and closed");
-    shutdown();
-    return poisoned_;
-  }
-
   // Reads exactly n bytes from the stream; `started` tells whether a message began (the
   // caller saw the socket readable, or read part of the message). `before` bytes of the
   // message were read by earlier calls and `total` is its size, for the stall message.
@@ -109,8 +73,8 @@ class TcpTransport : public Transport {
                     uint64_t total) {
     size_t got = 0;
     while (got < n) {
-      STRATA_ASSIGN_OR_RETURN(
-          bool ready, wait_fd(fd_.get(), POLLIN, stall_timeout_ms, ("recv from " + peer_).c_str()));
+      STRATA_ASSIGN_OR_RETURN(bool ready,
+                              wait_fd(fd_.get(), POLLIN, stall_timeout_ms, recv_what().c_str()));
       if (!ready) return stalled(stall_timeout_ms, before + got, total);
       const ssize_t r = ::recv(fd_.get(), dst + got, n - got, 0);
       if (r == 0) {
@@ -120,18 +84,12 @@ class TcpTransport : public Transport {
       }
       if (r < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        return unavailable(errno_text(("recv from " + peer_).c_str()));
+        return unavailable(errno_text(recv_what().c_str()));
       }
       got += static_cast<size_t>(r);
     }
     return Status::ok();
   }
-
-  Fd fd_;
-  std::string peer_;
-  std::mutex send_mutex_;
-  std::atomic<bool> closed_{false};
-  Status poisoned_;  // set by the receiving thread only
 };
 
 }  // namespace
