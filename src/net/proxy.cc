@@ -1,8 +1,5 @@
 #include "net/proxy.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -36,7 +33,7 @@ Nanos now_ns() {
 
 using rpc::Fd;
 using rpc::HostPort;
-using rpc::loopback;
+using rpc::make_pipe;
 using rpc::sockaddr_text;
 
 std::string errno_text(const std::string& what) { return rpc::errno_text(what.c_str()); }
@@ -51,95 +48,6 @@ Result<HostPort> split_host_port(const std::string& address, const char* what) {
 void set_nodelay(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-struct Listening {
-  Fd fd;
-  std::string address;
-  bool beyond_loopback = false;
-};
-
-Result<Listening> listen_tcp(const std::string& address) {
-  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, "listen address"));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const int gai =
-      ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  Status last = io_error("listen " + address + ": no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-    if (fd.get() < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 64) != 0) {
-      last = io_error(errno_text("listen " + address));
-      continue;
-    }
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-    const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
-    return Listening{std::move(fd), sockaddr_text(sa), !loopback(sa)};
-  }
-  return last;
-}
-
-// Waits for fd to become ready for `events`, or for `wake` to become readable (stop), or for
-// timeout_ms. Returns true when fd is ready, false on timeout; an error when woken.
-Result<bool> wait_ready(int fd, short events, int wake, int timeout_ms, const std::string& what) {
-  for (;;) {
-    pollfd p[2] = {{fd, events, 0}, {wake, POLLIN, 0}};
-    const int r = ::poll(p, 2, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error(errno_text(what));
-    if (p[1].revents != 0) return unavailable(what + ": proxy stopping");
-    return r > 0;
-  }
-}
-
-// A non-blocking connection to `address`; waits at most timeout_ms, and gives up at once when
-// `wake` becomes readable.
-Result<Fd> connect_tcp(const std::string& address, int timeout_ms, int wake) {
-  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, "target"));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  Status last = unavailable("connect " + address + ": no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const std::string what = "connect " + sockaddr_text(ai->ai_addr);
-    Fd fd(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (fd.get() < 0) return io_error(errno_text("socket"));
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        last = unavailable(errno_text(what));
-        continue;
-      }
-      STRATA_ASSIGN_OR_RETURN(bool ready, wait_ready(fd.get(), POLLOUT, wake, timeout_ms, what));
-      if (!ready) {
-        last = unavailable(what + ": timed out after " + std::to_string(timeout_ms) + " ms");
-        continue;
-      }
-      int err = 0;
-      socklen_t el = sizeof(err);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el);
-      if (err != 0) {
-        last = unavailable(what + ": " + std::strerror(err));
-        continue;
-      }
-    }
-    set_nodelay(fd.get());
-    return fd;
-  }
-  return last;
 }
 
 // One direction of a relayed connection.
@@ -295,14 +203,16 @@ struct Proxy::Impl {
     // Departures are timed to the microsecond: keep the kernel from rounding our sleeps up by
     // its default 50 us slack.
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    Result<Fd> target = connect_tcp(options.target, options.connect_timeout_ms, wake_read.get());
+    Result<rpc::ConnectedSocket> target = rpc::tcp_connect_socket(
+        options.target, options.target, options.connect_timeout_ms, "", wake_read.get());
     if (!target) {
       log(peer + ": " + target.status().message() + "; closing the client's connection");
       return;
     }
+    set_nodelay(target->fd.get());
     set_nodelay(client.get());
     log(peer + " -> " + options.target + ": open");
-    const RelayEnd e = relay(client.get(), target->get(), wake_read.get(), options);
+    const RelayEnd e = relay(client.get(), target->fd.get(), wake_read.get(), options);
     log(peer + " -> " + options.target + ": closed (" +
         (e.status.is_ok() ? std::string("both sides ended") : e.status.message()) + "); " +
         std::to_string(e.up) + " bytes to the target, " + std::to_string(e.down) + " bytes back");
@@ -367,6 +277,7 @@ Proxy::~Proxy() { stop(); }
 
 Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
   STRATA_RETURN_IF_ERROR(split_host_port(options.target, "target").status());
+  STRATA_RETURN_IF_ERROR(split_host_port(options.listen, "listen address").status());
   if (options.max_held_bytes == 0 || options.max_held_bytes > kMaxHeldBytesLimit) {
     return invalid_argument("max held bytes " + std::to_string(options.max_held_bytes) +
                             ": must be from 1 to " + std::to_string(kMaxHeldBytesLimit));
@@ -377,14 +288,14 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  STRATA_ASSIGN_OR_RETURN(Listening l, listen_tcp(options.listen));
+  STRATA_ASSIGN_OR_RETURN(rpc::ListeningSocket l,
+                          rpc::tcp_listen_socket(options.listen, options.listen));
   impl->listener = std::move(l.fd);
   impl->address = l.address;
   impl->beyond_loopback = l.beyond_loopback;
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return io_error(errno_text("pipe"));
-  impl->wake_read = Fd(p[0]);
-  impl->wake_write = Fd(p[1]);
+  STRATA_ASSIGN_OR_RETURN(auto wake, make_pipe());
+  impl->wake_read = std::move(wake.first);
+  impl->wake_write = std::move(wake.second);
   Impl* raw = impl.get();
   impl->acceptor = std::thread([raw] { raw->accept_loop(); });
   return std::make_unique<Proxy>(std::move(impl));

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <unistd.h>
@@ -27,10 +28,13 @@ Fd& Fd::operator=(Fd&& o) noexcept {
   return *this;
 }
 
-Result<bool> wait_fd(int fd, short events, int timeout_ms, const char* what) {
-  pollfd p{fd, events, 0};
+Result<bool> wait_fd(int fd, short events, int timeout_ms, const char* what, int wake) {
+  pollfd p[2] = {{fd, events, 0}, {wake, POLLIN, 0}};
   for (;;) {
-    const int r = ::poll(&p, 1, timeout_ms);
+    const int r = ::poll(p, wake >= 0 ? 2 : 1, timeout_ms);
+    if (r > 0 && wake >= 0 && p[1].revents != 0) {
+      return unavailable(std::string(what) + ": stopping");
+    }
     if (r > 0) return true;
     if (r == 0) return false;
     if (errno != EINTR) return io_error(errno_text(what));
@@ -195,15 +199,15 @@ void SocketListener::shutdown() {
 }
 
 Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t len, int timeout_ms,
-                          const std::string& peer) {
+                          const std::string& peer, int wake) {
   Fd fd(::socket(family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd.get() < 0) return io_error(errno_text("socket"));
   if (::connect(fd.get(), sa, len) != 0) {
     if (errno != EINPROGRESS && errno != EAGAIN) {
       return unavailable(errno_text(("connect " + peer).c_str()));
     }
-    STRATA_ASSIGN_OR_RETURN(bool ready,
-                            wait_fd(fd.get(), POLLOUT, timeout_ms, ("connect " + peer).c_str()));
+    STRATA_ASSIGN_OR_RETURN(
+        bool ready, wait_fd(fd.get(), POLLOUT, timeout_ms, ("connect " + peer).c_str(), wake));
     if (!ready) {
       return unavailable("connect " + peer + ": timed out after " + std::to_string(timeout_ms) +
                          " ms");
@@ -216,6 +220,57 @@ Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t le
   const int flags = ::fcntl(fd.get(), F_GETFL);
   ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   return fd;
+}
+
+Result<ListeningSocket> tcp_listen_socket(const std::string& address, const std::string& where) {
+  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const int gai =
+      ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
+  if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  Status last = io_error("listen " + address + ": no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (fd.get() < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 64) != 0) {
+      last = io_error(errno_text(("listen " + address).c_str()));
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+    const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+    return ListeningSocket{std::move(fd), sockaddr_text(sa), !loopback(sa)};
+  }
+  return last;
+}
+
+Result<ConnectedSocket> tcp_connect_socket(const std::string& address, const std::string& where,
+                                           int timeout_ms, const std::string& scheme, int wake) {
+  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
+  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  Status last = unavailable("connect " + address + ": no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const std::string peer = scheme + sockaddr_text(ai->ai_addr);
+    Result<Fd> fd = socket_connect(ai->ai_family, SOCK_STREAM, ai->ai_addr, ai->ai_addrlen,
+                                   timeout_ms, peer, wake);
+    if (fd) return ConnectedSocket{std::move(*fd), peer};
+    last = fd.status();
+  }
+  return last;
 }
 
 Status SocketTransport::send(const Header& header, std::span<const Piece> pieces) {

@@ -31,8 +31,9 @@ class Fd {
   int fd_;
 };
 
-// Waits for `events` on fd: true when ready, false when timeout_ms passed first.
-Result<bool> wait_fd(int fd, short events, int timeout_ms, const char* what);
+// Waits for `events` on fd: true when ready, false when timeout_ms passed first. With a `wake`
+// descriptor, its becoming readable ends the wait with an error ("stopping").
+Result<bool> wait_fd(int fd, short events, int timeout_ms, const char* what, int wake = -1);
 
 // Walks the bytes of [header, pieces...] as one sequence, handing out iovecs.
 class GatherCursor {
@@ -131,9 +132,29 @@ class SocketListener : public Listener {
   std::atomic<bool> closed_{false};
 };
 
-// Connects a socket of `family` and `type` to sa within timeout_ms; the descriptor is returned
-// in blocking mode.
+// Connects a socket of `family` and `type` to sa within timeout_ms (or until `wake` is
+// readable); the descriptor is returned in blocking mode.
 Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t len, int timeout_ms,
-                          const std::string& peer);
+                          const std::string& peer, int wake = -1);
+
+// A TCP socket listening on `where` ("host:port"; an empty host: every interface; port 0: a
+// free one); `address` names it in errors. `address` of the result is where it listens.
+struct ListeningSocket {
+  Fd fd;
+  std::string address;
+  bool beyond_loopback = false;
+};
+Result<ListeningSocket> tcp_listen_socket(const std::string& address, const std::string& where);
+
+// A TCP connection to the first address of `where` that answers within
+// timeout_ms (or until `wake` is readable); `address` names it in errors. `peer` of the result
+// is the address reached, after `scheme` ("tcp:"), as errors about it name it.
+struct ConnectedSocket {
+  Fd fd;
+  std::string peer;
+};
+Result<ConnectedSocket> tcp_connect_socket(const std::string& address, const std::string& where,
+                                           int timeout_ms, const std::string& scheme,
+                                           int wake = -1);
 
 }  // namespace strata::rpc

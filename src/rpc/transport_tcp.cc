@@ -95,60 +95,21 @@ class TcpTransport final : public SocketTransport {
 }  // namespace
 
 Result<std::unique_ptr<Listener>> tcp_listen(const std::string& address, const std::string& where) {
-  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const int gai =
-      ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  Status last = io_error("listen " + address + ": no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-    if (fd.get() < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 64) != 0) {
-      last = io_error(errno_text(("listen " + address).c_str()));
-      continue;
-    }
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-    const sockaddr* sa = reinterpret_cast<const sockaddr*>(&ss);
-    STRATA_ASSIGN_OR_RETURN(auto wake, make_pipe());
-    auto wrap = [](Fd c, const sockaddr* peer) -> std::unique_ptr<Transport> {
-      return std::make_unique<TcpTransport>(std::move(c), "tcp:" + sockaddr_text(peer));
-    };
-    return std::unique_ptr<Listener>(std::make_unique<SocketListener>(
-        std::move(fd), std::move(wake.first), std::move(wake.second), wrap, sockaddr_text(sa),
-        !loopback(sa), ""));
-  }
-  return last;
+  STRATA_ASSIGN_OR_RETURN(ListeningSocket l, tcp_listen_socket(address, where));
+  STRATA_ASSIGN_OR_RETURN(auto wake, make_pipe());
+  auto wrap = [](Fd c, const sockaddr* peer) -> std::unique_ptr<Transport> {
+    return std::make_unique<TcpTransport>(std::move(c), "tcp:" + sockaddr_text(peer));
+  };
+  return std::unique_ptr<Listener>(std::make_unique<SocketListener>(
+      std::move(l.fd), std::move(wake.first), std::move(wake.second), wrap, l.address,
+      l.beyond_loopback, ""));
 }
 
 Result<std::unique_ptr<Transport>> tcp_connect(const std::string& address, const std::string& where,
                                                int timeout_ms) {
-  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  Status last = unavailable("connect " + address + ": no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const std::string peer = "tcp:" + sockaddr_text(ai->ai_addr);
-    Result<Fd> fd =
-        socket_connect(ai->ai_family, SOCK_STREAM, ai->ai_addr, ai->ai_addrlen, timeout_ms, peer);
-    if (fd) return std::unique_ptr<Transport>(std::make_unique<TcpTransport>(std::move(*fd), peer));
-    last = fd.status();
-  }
-  return last;
+  STRATA_ASSIGN_OR_RETURN(ConnectedSocket c,
+                          tcp_connect_socket(address, where, timeout_ms, "tcp:"));
+  return std::unique_ptr<Transport>(std::make_unique<TcpTransport>(std::move(c.fd), c.peer));
 }
 
 }  // namespace strata::rpc
