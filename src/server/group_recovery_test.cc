@@ -15,18 +15,7 @@
 namespace strata::server {
 namespace {
 
-std::string model_path() {
-  SynthParams p;
-  p.n_embd = 128;
-  p.n_layer = 3;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.n_ff = 256;
-  p.n_vocab = 300;
-  p.dtype = DType::kQ8_0;
-  p.seed = 71;
-  return testing::synth_file("group_recovery", p);
-}
+std::string model_path() { return testing::small_llama_file("group_recovery", 3, 71); }
 
 std::unique_ptr<Engine> make_engine() {
   auto model = Model::open(model_path());

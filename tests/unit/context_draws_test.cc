@@ -12,6 +12,7 @@
 #include "engine/step_draws.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
@@ -50,13 +51,8 @@ std::vector<std::unique_ptr<Device>> cpus(int n) {
 
 std::unique_ptr<rpc::Worker> start_worker(OpSet hide = {}) {
   rpc::WorkerOptions o;
-  o.address = "127.0.0.1:0";
-  o.n_threads = 2;
-  o.log = false;
   o.hide_ops = hide;
-  auto w = rpc::Worker::start(o);
-  EXPECT_TRUE(w) << w.status().message();
-  return w ? std::move(w).value() : nullptr;
+  return testing::start_local_worker(o, 2);
 }
 
 Result<std::unique_ptr<Device>> remote(const rpc::Worker& w) {

@@ -11,10 +11,13 @@
 #include "engine/stage_caps.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
+
+using testing::argmax;
 
 // As context_test's models: "llama31" is llama with rope_freqs (a rate table), phi3 has
 // LongRoPE (rate tables with an mscale), gemma3 two rope kinds over sliding and global layers.
@@ -82,12 +85,6 @@ std::unique_ptr<Context> context(const Engine& e, int64_t n_batch = 512, DType k
   auto c = Context::create(e, cp);
   EXPECT_TRUE(c.is_ok()) << c.status().message();
   return c.is_ok() ? std::move(c).value() : nullptr;
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i) best = x[i] > x[best] ? static_cast<int32_t>(i) : best;
-  return best;
 }
 
 std::vector<int32_t> prompt(int seed, int len) {
@@ -213,13 +210,7 @@ TEST(ContextShift, OnOneLayerTheShiftedKeysAreTheFreshOnes) {
 }
 
 std::unique_ptr<rpc::Worker> start_worker(const rpc::WorkerOptions& base = {}) {
-  rpc::WorkerOptions o = base;
-  o.address = "127.0.0.1:0";
-  o.n_threads = 1;
-  o.log = false;
-  auto w = rpc::Worker::start(o);
-  EXPECT_TRUE(w.is_ok()) << w.status().message();
-  return w.is_ok() ? std::move(w).value() : nullptr;
+  return testing::start_local_worker(base);
 }
 
 std::unique_ptr<Engine> with_worker(const std::string& path, rpc::Worker& worker,

@@ -10,10 +10,13 @@
 
 #include "backend/cpu_backend.h"
 #include "core/thread_pool.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
+
+using testing::argmax;
 
 // `arch` names an architecture, or "llama31" for llama with Llama 3.1's rope frequency
 // divisors. Sliding windows, LongRoPE and the rope tables are small enough to matter within
@@ -69,14 +72,6 @@ Loaded make(const std::string& path, int threads, std::vector<double> split = {1
   auto ctx = Context::create(**engine, cp);
   EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
   return {std::move(engine).value(), std::move(ctx).value()};
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = static_cast<int32_t>(i);
-  }
-  return best;
 }
 
 std::vector<int32_t> prompt_for(int seed, int len) {

@@ -8,6 +8,7 @@
 #include "engine/stage_caps.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
@@ -69,13 +70,7 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
 }
 
 std::unique_ptr<rpc::Worker> start_worker(const rpc::WorkerOptions& base) {
-  rpc::WorkerOptions o = base;
-  o.address = "127.0.0.1:0";
-  o.n_threads = 1;
-  o.log = false;
-  auto w = rpc::Worker::start(o);
-  EXPECT_TRUE(w) << w.status().message();
-  return w ? std::move(w).value() : nullptr;
+  return testing::start_local_worker(base);
 }
 
 // CPU for layers 0-2, the worker for layers 2-4 and the output.

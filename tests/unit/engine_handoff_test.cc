@@ -11,42 +11,20 @@
 #include "engine/context.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
 
-std::string model_path() {
-  SynthParams p;
-  p.n_embd = 128;
-  p.n_layer = 6;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.n_ff = 256;
-  p.n_vocab = 300;
-  p.dtype = DType::kQ8_0;
-  p.seed = 17;
-  return testing::synth_file("handoff", p);
-}
+using testing::ScopedEnv;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+std::string model_path() { return testing::small_llama_file("handoff", 6, 17); }
 
 std::unique_ptr<rpc::Worker> start_worker(uint64_t hide_caps = 0) {
   rpc::WorkerOptions o;
-  o.address = "127.0.0.1:0";
-  o.n_threads = 1;
-  o.log = false;
   o.hide_caps = hide_caps;
-  auto w = rpc::Worker::start(o);
-  EXPECT_TRUE(w.is_ok()) << w.status().message();
-  return w.is_ok() ? std::move(w).value() : nullptr;
+  return testing::start_local_worker(o);
 }
 
 // Devices in stage order: a worker's address, or "CPU". Keeps the workers' connections to read

@@ -13,29 +13,15 @@
 #include "engine/context.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
 
-std::string model_path() {
-  SynthParams p;
-  p.n_embd = 128;
-  p.n_layer = 4;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.n_ff = 256;
-  p.n_vocab = 300;
-  p.dtype = DType::kQ8_0;
-  p.seed = 67;
-  return testing::synth_file("reconnect", p);
-}
+using testing::argmax;
 
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i) best = x[i] > x[best] ? static_cast<int32_t>(i) : best;
-  return best;
-}
+std::string model_path() { return testing::small_llama_file("reconnect", 4, 67); }
 
 // Greedy from an empty sequence 0: the prompt, then n steps; every logit row, bytewise.
 Result<std::vector<uint8_t>> generate(Context& ctx, const std::vector<int32_t>& prompt, int n) {

@@ -10,31 +10,17 @@
 #include "engine/context.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
 
+using testing::argmax;
+
 constexpr uint64_t kCpuLimit = uint64_t{512} << 20;
 
-std::string model_path() {
-  SynthParams p;
-  p.n_embd = 128;
-  p.n_layer = 4;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.n_ff = 256;
-  p.n_vocab = 300;
-  p.dtype = DType::kQ8_0;
-  p.seed = 53;
-  return testing::synth_file("sleep", p);
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i) best = x[i] > x[best] ? static_cast<int32_t>(i) : best;
-  return best;
-}
+std::string model_path() { return testing::small_llama_file("sleep", 4, 53); }
 
 // Greedy: the prompt (when not empty) then n steps from `next`; every logit row, bytewise.
 std::vector<uint8_t> generate(Context& ctx, const std::vector<int32_t>& prompt, int32_t next,

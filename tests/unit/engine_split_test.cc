@@ -7,23 +7,15 @@
 
 #include "backend/cpu_backend.h"
 #include "engine/context.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
 
-std::string model_path() {
-  SynthParams p;
-  p.n_embd = 128;
-  p.n_layer = 4;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.n_ff = 256;
-  p.n_vocab = 300;
-  p.dtype = DType::kQ8_0;
-  p.seed = 11;
-  return testing::synth_file("split", p);
-}
+using testing::ScopedEnv;
+
+std::string model_path() { return testing::small_llama_file("split", 4, 11); }
 
 // Forwards to a CPU device; its streams fail every computation from the `fail_from`-th on.
 class FlakyDevice : public Device {
@@ -115,15 +107,6 @@ std::vector<uint8_t> run(const Engine& engine, int n_gen = 8) {
   }
   return bytes;
 }
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 TEST(EngineSplit, AsyncAndSyncCopiesGiveTheBytesOfOneDevice) {
   std::vector<std::unique_ptr<Device>> one;

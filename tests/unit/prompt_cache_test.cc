@@ -8,10 +8,13 @@
 
 #include "backend/cpu_backend.h"
 #include "engine/context.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
+
+using testing::argmax;
 
 std::vector<int32_t> seq(int32_t first, size_t n) {
   std::vector<int32_t> v(n);
@@ -93,12 +96,6 @@ std::string model_path() {
   p.dtype = DType::kQ4_0;
   p.seed = 23;
   return testing::synth_file("prompt_cache", p);
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i) best = x[i] > x[best] ? static_cast<int32_t>(i) : best;
-  return best;
 }
 
 // Evaluates prompt[from..] in `seq` (which holds prompt[0..from)) and generates n tokens

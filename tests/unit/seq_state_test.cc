@@ -14,10 +14,13 @@
 #include "engine/context.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
 namespace strata {
 namespace {
+
+using testing::argmax;
 
 SynthParams small(const std::string& arch, uint64_t seed) {
   SynthParams p;
@@ -78,12 +81,6 @@ std::unique_ptr<Context> context(const Engine& e, int64_t n_ctx = 128, int32_t n
   auto c = Context::create(e, cp);
   EXPECT_TRUE(c.is_ok()) << c.status().message();
   return c.is_ok() ? std::move(c).value() : nullptr;
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i) best = x[i] > x[best] ? static_cast<int32_t>(i) : best;
-  return best;
 }
 
 std::vector<int32_t> prompt(int seed, int len) {
@@ -168,15 +165,7 @@ TEST(SeqState, SaveThenRestoreContinuesWithTheSameBytes) {
   }
 }
 
-std::unique_ptr<rpc::Worker> start_worker() {
-  rpc::WorkerOptions o;
-  o.address = "127.0.0.1:0";
-  o.n_threads = 1;
-  o.log = false;
-  auto w = rpc::Worker::start(o);
-  EXPECT_TRUE(w.is_ok()) << w.status().message();
-  return w.is_ok() ? std::move(w).value() : nullptr;
-}
+std::unique_ptr<rpc::Worker> start_worker() { return testing::start_local_worker(); }
 
 // CPU for the first layers, a worker over loopback for the rest and the output.
 std::unique_ptr<Engine> split_engine(const std::string& path, rpc::Worker& worker) {

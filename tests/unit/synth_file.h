@@ -39,4 +39,19 @@ inline std::string synth_file(const std::string& name, const SynthParams& p) {
   return path;
 }
 
+// A small llama (n_embd 128, 4 heads of which 2 are KV heads, n_ff 256, n_vocab 300, q8_0)
+// of n_layer layers with weights from `seed`, written once per test binary as `name`.
+inline std::string small_llama_file(const std::string& name, int64_t n_layer, uint64_t seed) {
+  SynthParams p;
+  p.n_embd = 128;
+  p.n_layer = n_layer;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 256;
+  p.n_vocab = 300;
+  p.dtype = DType::kQ8_0;
+  p.seed = seed;
+  return synth_file(name, p);
+}
+
 }  // namespace strata::testing
