@@ -222,19 +222,28 @@ Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t le
   return fd;
 }
 
-Result<ListeningSocket> tcp_listen_socket(const std::string& address, const std::string& where) {
+Result<AddressList> resolve_stream(const std::string& address, const std::string& where,
+                                   bool listen) {
   STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
+  hints.ai_flags = listen ? AI_PASSIVE : 0;
+  const char* host = listen && hp.host.empty() ? nullptr : hp.host.c_str();
   addrinfo* res = nullptr;
-  const int gai =
-      ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  const int gai = ::getaddrinfo(host, hp.port.c_str(), &hints, &res);
+  if (gai != 0) {
+    const std::string what =
+        (listen ? "listen " : "connect ") + address + ": " + ::gai_strerror(gai);
+    return listen ? invalid_argument(what) : unavailable(what);
+  }
+  return AddressList(res, ::freeaddrinfo);
+}
+
+Result<ListeningSocket> tcp_listen_socket(const std::string& address, const std::string& where) {
+  STRATA_ASSIGN_OR_RETURN(AddressList list, resolve_stream(address, where, true));
   Status last = io_error("listen " + address + ": no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+  for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
     Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
     if (fd.get() < 0) continue;
     const int one = 1;
@@ -254,16 +263,9 @@ Result<ListeningSocket> tcp_listen_socket(const std::string& address, const std:
 
 Result<ConnectedSocket> tcp_connect_socket(const std::string& address, const std::string& where,
                                            int timeout_ms, const std::string& scheme, int wake) {
-  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  STRATA_ASSIGN_OR_RETURN(AddressList list, resolve_stream(address, where, false));
   Status last = unavailable("connect " + address + ": no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+  for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
     const std::string peer = scheme + sockaddr_text(ai->ai_addr);
     Result<Fd> fd = socket_connect(ai->ai_family, SOCK_STREAM, ai->ai_addr, ai->ai_addrlen,
                                    timeout_ms, peer, wake);

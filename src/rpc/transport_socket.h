@@ -2,6 +2,7 @@
 // a listener that a shutdown wakes, and a connect with a timeout. Internal to src/rpc.
 #pragma once
 
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -136,6 +137,14 @@ class SocketListener : public Listener {
 // readable); the descriptor is returned in blocking mode.
 Result<Fd> socket_connect(int family, int type, const sockaddr* sa, socklen_t len, int timeout_ms,
                           const std::string& peer, int wake = -1);
+
+// The addresses of `where` ("host:port") for a stream socket, first to try first; `address`
+// names it in errors. `listen`: addresses to listen on (an empty host: every interface), and a
+// failure is a bad argument; else addresses to connect to, and a failure leaves the peer
+// unavailable.
+using AddressList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+Result<AddressList> resolve_stream(const std::string& address, const std::string& where,
+                                   bool listen);
 
 // A TCP socket listening on `where` ("host:port"; an empty host: every interface; port 0: a
 // free one); `address` names it in errors. `address` of the result is where it listens.

@@ -1,6 +1,5 @@
 // TCP: messages framed on the byte stream by the header's payload_size.
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>

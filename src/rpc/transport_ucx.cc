@@ -20,7 +20,6 @@
 // another's queue while its thread computes), used from several threads (UCS_THREAD_MODE_MULTI):
 // the thread that waits progresses it, one at a time; the others wait on a condition variable
 // and are woken after each round.
-#include <netdb.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -647,16 +646,8 @@ class UcxListener : public Listener {
 
   static Result<std::unique_ptr<Listener>> create(const std::string& address,
                                                   const std::string& where) {
-    STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* res = nullptr;
-    const int gai =
-        ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), hp.port.c_str(), &hints, &res);
-    if (gai != 0) return invalid_argument("listen " + address + ": " + ::gai_strerror(gai));
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+    STRATA_ASSIGN_OR_RETURN(AddressList list, resolve_stream(address, where, true));
+    const addrinfo* res = list.get();
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<UcxContext> ctx, UcxContext::create());
     STRATA_ASSIGN_OR_RETURN(ucp_worker_h worker, ctx->new_worker());
     Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -754,14 +745,8 @@ class UcxListener : public Listener {
 
 Result<std::unique_ptr<Transport>> ucx_connect(const std::string& address, const std::string& where,
                                                int timeout_ms) {
-  STRATA_ASSIGN_OR_RETURN(HostPort hp, split_host_port(address, where));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res);
-  if (gai != 0) return unavailable("connect " + address + ": " + ::gai_strerror(gai));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  STRATA_ASSIGN_OR_RETURN(AddressList list, resolve_stream(address, where, false));
+  const addrinfo* res = list.get();
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<UcxContext> ctx, UcxContext::create());
   const std::string peer = "ucx:" + sockaddr_text(res->ai_addr);
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> t, UcxTransport::make(ctx, peer));
