@@ -583,77 +583,51 @@ Result<PipelineGroup::Slot*> PipelineGroup::idle_slot(int32_t id) {
   return &s;
 }
 
-Result<SlotFileResult> PipelineGroup::slot_save(int32_t id, const std::string& path) {
+Result<SlotFileResult> PipelineGroup::slot_action(
+    int32_t id, const std::function<Result<SlotFileResult>(Slot&)>& action) {
   Result<SlotFileResult> out = internal_error("not run");
   STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
     const Clock::time_point t0 = Clock::now();
     Result<Slot*> s = idle_slot(id);
-    if (!s.is_ok()) {
-      out = s.status();
-      return;
-    }
-    Result<HostBytes> state = ctx_->seq_state_save(id);
-    if (!state.is_ok()) {
-      out = state.status();
-      return;
-    }
-    if (Status w = seq_state_write_file(path, *state); !w.is_ok()) {
-      out = w;
-      return;
-    }
-    out = SlotFileResult{ctx_->seq_len(id), state->size(), ms_since(t0)};
+    out = s.is_ok() ? action(**s) : Result<SlotFileResult>(s.status());
+    if (out.is_ok()) out->ms = ms_since(t0);
   }));
   return out;
+}
+
+Result<SlotFileResult> PipelineGroup::slot_save(int32_t id, const std::string& path) {
+  return slot_action(id, [&](Slot&) -> Result<SlotFileResult> {
+    STRATA_ASSIGN_OR_RETURN(HostBytes state, ctx_->seq_state_save(id));
+    STRATA_RETURN_IF_ERROR(seq_state_write_file(path, state));
+    return SlotFileResult{ctx_->seq_len(id), state.size(), 0};
+  });
 }
 
 Result<SlotFileResult> PipelineGroup::slot_restore(int32_t id, const std::string& path) {
-  Result<SlotFileResult> out = internal_error("not run");
-  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
-    const Clock::time_point t0 = Clock::now();
-    Result<Slot*> s = idle_slot(id);
-    if (!s.is_ok()) {
-      out = s.status();
-      return;
-    }
-    Result<HostBytes> bytes = seq_state_read_file(path, ctx_->seq_state_max_bytes());
-    if (!bytes.is_ok()) {
-      out = bytes.status();
-      return;
-    }
-    Result<SeqStateHeader> h = seq_state_parse_header(*bytes);
+  return slot_action(id, [&](Slot& slot) -> Result<SlotFileResult> {
+    STRATA_ASSIGN_OR_RETURN(HostBytes bytes,
+                            seq_state_read_file(path, ctx_->seq_state_max_bytes()));
+    Result<SeqStateHeader> h = seq_state_parse_header(bytes);
     if (h.is_ok() && h->n_tokens > static_cast<uint32_t>(params_.n_ctx_slot)) {
-      out = out_of_range(path + ": a state of " + std::to_string(h->n_tokens) +
-                         " tokens, a slot holds " + std::to_string(params_.n_ctx_slot));
-      return;
+      return out_of_range(path + ": a state of " + std::to_string(h->n_tokens) +
+                          " tokens, a slot holds " + std::to_string(params_.n_ctx_slot));
     }
-    const Status r = ctx_->seq_state_restore(id, *bytes);
-    (*s)->cache = ctx_->seq_tokens(id);
-    publish(**s);
-    if (!r.is_ok()) {
-      out = r.with_context(path);
-      return;
-    }
-    out = SlotFileResult{ctx_->seq_len(id), bytes->size(), ms_since(t0)};
-  }));
-  return out;
+    const Status r = ctx_->seq_state_restore(id, bytes);
+    slot.cache = ctx_->seq_tokens(id);
+    publish(slot);
+    if (!r.is_ok()) return r.with_context(path);
+    return SlotFileResult{ctx_->seq_len(id), bytes.size(), 0};
+  });
 }
 
 Result<SlotFileResult> PipelineGroup::slot_erase(int32_t id) {
-  Result<SlotFileResult> out = internal_error("not run");
-  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
-    const Clock::time_point t0 = Clock::now();
-    Result<Slot*> s = idle_slot(id);
-    if (!s.is_ok()) {
-      out = s.status();
-      return;
-    }
+  return slot_action(id, [&](Slot& slot) -> Result<SlotFileResult> {
     const int32_t n = ctx_->seq_len(id);
     ctx_->seq_truncate(id, 0);
-    (*s)->cache.clear();
-    publish(**s);
-    out = SlotFileResult{n, 0, ms_since(t0)};
-  }));
-  return out;
+    slot.cache.clear();
+    publish(slot);
+    return SlotFileResult{n, 0, 0};
+  });
 }
 
 std::pair<uint64_t, size_t> PipelineGroup::cache_ram_use() {

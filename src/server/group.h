@@ -151,6 +151,10 @@ class PipelineGroup {
   Status on_decode_thread(std::function<void()> fn);
   void run_control();
   Result<Slot*> idle_slot(int32_t id);
+  // Runs `action` on the decode thread on slot `id` if it is idle (else the refusal); the
+  // result's ms is the time the action took.
+  Result<SlotFileResult> slot_action(int32_t id,
+                                     const std::function<Result<SlotFileResult>(Slot&)>& action);
   // Context shift of a full slot; false when nothing can be dropped.
   Result<bool> shift(Slot& slot);
   // Before the slot gives up what it holds past its first `keep` tokens: its whole state into

@@ -56,24 +56,10 @@ Status PipelineGroup::resume(const std::vector<const Device*>& renewed, bool wak
 }
 
 Result<SlotFileResult> PipelineGroup::slot_rebuild(int32_t id) {
-  Result<SlotFileResult> out = internal_error("not run");
-  STRATA_RETURN_IF_ERROR(on_decode_thread([&] {
-    const Clock::time_point t0 = Clock::now();
-    Result<Slot*> s = idle_slot(id);
-    if (!s.is_ok()) {
-      out = s.status();
-      return;
-    }
-    if (!suspended_.empty()) {
-      out = unavailable(suspended_);
-      return;
-    }
-    Slot& slot = **s;
+  return slot_action(id, [&](Slot& slot) -> Result<SlotFileResult> {
+    if (!suspended_.empty()) return unavailable(suspended_);
     const std::vector<int32_t> tokens = slot.lost;
-    if (tokens.empty()) {
-      out = SlotFileResult{0, 0, ms_since(t0)};
-      return;
-    }
+    if (tokens.empty()) return SlotFileResult{};
     // The same tokens at the same positions give the same K/V rows whatever the batch: the
     // cache is what it was before the loss, bit for bit.
     ctx_->seq_truncate(id, 0);
@@ -86,8 +72,7 @@ Result<SlotFileResult> PipelineGroup::slot_rebuild(int32_t id) {
       if (Status st = ctx_->decode(b); !st.is_ok()) {
         slot.cache = ctx_->seq_tokens(id);
         publish(slot);
-        out = st.with_context("rebuilding slot " + std::to_string(id));
-        return;
+        return st.with_context("rebuilding slot " + std::to_string(id));
       }
       slot.cache.insert(slot.cache.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at),
                         tokens.begin() + static_cast<std::ptrdiff_t>(end));
@@ -95,9 +80,8 @@ Result<SlotFileResult> PipelineGroup::slot_rebuild(int32_t id) {
     metrics_.prompt_tokens.fetch_add(tokens.size(), std::memory_order_relaxed);
     slot.lost.clear();
     publish(slot);
-    out = SlotFileResult{static_cast<int32_t>(tokens.size()), 0, ms_since(t0)};
-  }));
-  return out;
+    return SlotFileResult{static_cast<int32_t>(tokens.size()), 0, 0};
+  });
 }
 
 }  // namespace strata::server
