@@ -10,6 +10,7 @@
 
 #include "backend/cpu_backend.h"
 #include "server/group.h"
+#include "server/group_test_util.h"
 #include "unit/synth_file.h"
 
 namespace strata::server {
@@ -17,86 +18,29 @@ namespace {
 
 std::string model_path() { return testing::small_llama_file("group_recovery", 3, 71); }
 
-std::unique_ptr<Engine> make_engine() {
-  auto model = Model::open(model_path());
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  std::vector<std::unique_ptr<Device>> d;
-  CpuDeviceOptions o;
-  o.n_threads = 2;
-  d.push_back(cpu_device_new(o));
-  EngineOptions eo;
-  eo.context_shift = true;
-  auto e = Engine::create(std::move(model).value(), std::move(d), eo);
-  EXPECT_TRUE(e.is_ok()) << e.status().message();
-  return std::move(e).value();
-}
+using group_testing::collect;
+using group_testing::generate;
+using Output = group_testing::GroupOutput;
 
-struct Group {
-  Metrics metrics;
-  std::unique_ptr<PipelineGroup> group;
-  Group(const Engine& e, int32_t n_slots, int64_t n_batch, bool context_shift = false) {
+std::unique_ptr<Engine> make_engine() { return group_testing::cpu_engine(model_path()); }
+
+// A started group of n_slots slots of 128 positions, n_batch tokens per step.
+struct Group : group_testing::TestGroup {
+  Group(const Engine& e, int32_t n_slots, int64_t n_batch, bool context_shift = false)
+      : TestGroup(e, params(n_slots, n_batch, context_shift)) {}
+  static GroupParams params(int32_t n_slots, int64_t n_batch, bool context_shift) {
     GroupParams p;
     p.n_slots = n_slots;
     p.context_shift = context_shift;
     p.n_ctx_slot = 128;
     p.n_batch = n_batch;
-    ContextParams cp;
-    cp.n_ctx = static_cast<int64_t>(n_slots) * p.n_ctx_slot;
-    cp.n_seq = n_slots;
-    auto ctx = Context::create(e, cp);
-    EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
-    group = std::make_unique<PipelineGroup>(0, std::move(ctx).value(), p, metrics);
-    group->start();
+    return p;
   }
-  ~Group() { group->stop(); }
-};
-
-struct Output {
-  std::vector<int32_t> tokens;
-  int32_t n_cached = -1;
-  int http_status = 0;
-  std::string error;
 };
 
 std::shared_ptr<ResultChannel> post(PipelineGroup& g, const std::vector<int32_t>& prompt,
                                     int32_t n_predict) {
-  static uint64_t next_id = 1;
-  Task t;
-  t.id = next_id++;
-  t.prompt = prompt;
-  t.params.sampling.temperature = 0;
-  t.params.n_predict = n_predict;
-  t.params.ignore_eos = true;
-  t.params.logprobs = true;  // the events carry the token ids
-  t.channel = std::make_shared<ResultChannel>();
-  std::shared_ptr<ResultChannel> ch = t.channel;
-  g.post(std::move(t));
-  return ch;
-}
-
-Output collect(ResultChannel& ch) {
-  Output out;
-  for (;;) {
-    std::optional<Event> e = ch.pop(std::chrono::milliseconds(60000));
-    if (!e) {
-      out.error = "timeout";
-      return out;
-    }
-    for (const TokenOut& t : e->tokens) out.tokens.push_back(t.id);
-    if (e->kind == Event::Kind::kDone) {
-      out.n_cached = e->n_cached;
-      return out;
-    }
-    if (e->kind == Event::Kind::kError) {
-      out.http_status = e->http_status;
-      out.error = e->error;
-      return out;
-    }
-  }
-}
-
-Output generate(PipelineGroup& g, const std::vector<int32_t>& prompt, int32_t n_predict) {
-  return collect(*post(g, prompt, n_predict));
+  return group_testing::post_greedy(g, prompt, n_predict);
 }
 
 std::vector<int32_t> prompt(int seed, int len) {

@@ -7,107 +7,31 @@
 
 #include "backend/cpu_backend.h"
 #include "server/group.h"
+#include "server/group_test_util.h"
 #include "unit/synth_file.h"
 
 namespace strata::server {
 namespace {
 
 std::string model_path(uint64_t seed = 41) {
-  SynthParams p;
-  p.n_embd = 128;
-  p.n_layer = 3;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.n_ff = 256;
-  p.n_vocab = 300;
-  p.dtype = DType::kQ8_0;
-  p.seed = seed;
-  return testing::synth_file("group_slots_" + std::to_string(seed), p);
+  return testing::small_llama_file("group_slots_" + std::to_string(seed), 3, seed);
 }
+
+using group_testing::collect;
+using group_testing::generate;
+using group_testing::greedy_task;
+using Group = group_testing::TestGroup;
+using Output = group_testing::GroupOutput;
 
 std::unique_ptr<Engine> make_engine(const std::string& path) {
-  auto model = Model::open(path);
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  std::vector<std::unique_ptr<Device>> d;
-  CpuDeviceOptions o;
-  o.n_threads = 2;
-  d.push_back(cpu_device_new(o));
-  EngineOptions eo;
-  eo.context_shift = true;
-  auto e = Engine::create(std::move(model).value(), std::move(d), eo);
-  EXPECT_TRUE(e.is_ok()) << e.status().message();
-  return std::move(e).value();
+  return group_testing::cpu_engine(path);
 }
-
-// A group of `n_slots` slots of n_ctx_slot positions each, started.
-struct Group {
-  Metrics metrics;
-  std::unique_ptr<PipelineGroup> group;
-  Group(const Engine& e, GroupParams p) {
-    ContextParams cp;
-    cp.n_ctx = static_cast<int64_t>(p.n_slots) * p.n_ctx_slot;
-    cp.n_seq = p.n_slots;
-    auto ctx = Context::create(e, cp);
-    EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
-    group = std::make_unique<PipelineGroup>(0, std::move(ctx).value(), p, metrics);
-    group->start();
-  }
-  ~Group() { group->stop(); }
-};
 
 GroupParams params(int32_t n_slots, int32_t n_ctx_slot) {
   GroupParams p;
   p.n_slots = n_slots;
   p.n_ctx_slot = n_ctx_slot;
   return p;
-}
-
-struct Output {
-  std::vector<int32_t> tokens;
-  std::string finish_reason;
-  int32_t n_cached = -1;
-  std::string error;
-};
-
-Task greedy_task(std::vector<int32_t> prompt, int32_t n_predict) {
-  Task t;
-  static uint64_t next_id = 1;
-  t.id = next_id++;
-  t.prompt = std::move(prompt);
-  t.params.sampling.temperature = 0;
-  t.params.n_predict = n_predict;
-  t.params.ignore_eos = true;
-  t.params.logprobs = true;  // the events carry the token ids
-  t.channel = std::make_shared<ResultChannel>();
-  return t;
-}
-
-Output collect(ResultChannel& ch) {
-  Output out;
-  for (;;) {
-    std::optional<Event> e = ch.pop(std::chrono::milliseconds(60000));
-    if (!e) {
-      out.error = "timeout";
-      return out;
-    }
-    for (const TokenOut& t : e->tokens) out.tokens.push_back(t.id);
-    if (e->kind == Event::Kind::kDone) {
-      out.finish_reason = e->finish_reason;
-      out.n_cached = e->n_cached;
-      return out;
-    }
-    if (e->kind == Event::Kind::kError) {
-      out.error = e->error;
-      return out;
-    }
-  }
-}
-
-Output generate(PipelineGroup& g, std::vector<int32_t> prompt, int32_t n_predict) {
-  Task t = greedy_task(std::move(prompt), n_predict);
-  std::shared_ptr<ResultChannel> ch = t.channel;
-  g.post(std::move(t));
-  return collect(*ch);
 }
 
 std::vector<int32_t> prompt(int seed, int len) {
