@@ -10,6 +10,7 @@
 #include <future>
 #include <thread>
 
+#include "graph/graph_testing.h"
 #include "graph/serialize.h"
 #include "rpc/auth.h"
 #include "rpc/client.h"
@@ -254,18 +255,7 @@ HandoffComputeRequest wait_part(uint64_t seq, Region dst, uint32_t timeout_ms = 
 }
 
 // out = x + y, over three f32[4] tensors of `buf` at offsets 0, 16, 32.
-std::vector<uint8_t> add_graph(uint64_t buf) {
-  Graph g;
-  g.tensors = {make_tensor(buf, 0, DType::kF32, 4), make_tensor(buf, 16, DType::kF32, 4),
-               make_tensor(buf, 32, DType::kF32, 4)};
-  Node n;
-  n.op = Op::kAdd;
-  n.src[0] = 0;
-  n.src[1] = 1;
-  n.out = 2;
-  g.nodes.push_back(n);
-  return graph_serialize(g);
-}
+std::vector<uint8_t> add_graph(uint64_t buf) { return graph_serialize(testing::add_graph(buf, 4)); }
 
 // A peer that speaks the link's side of the protocol by hand: HELLO, HANDOFF_ATTACH, then
 // whatever HANDOFF_DATA a test makes up.
@@ -284,6 +274,11 @@ class RawPeer {
   }
   Status attach(uint64_t session, const Ticket& ticket) {
     return call(Command::kHandoffAttach, payload(HandoffAttachRequest{session, ticket})).status();
+  }
+  // HELLO, then HANDOFF_ATTACH with the ticket `t`: a link as a worker opens it.
+  Status join(const HandoffTicketResponse& t) {
+    STRATA_RETURN_IF_ERROR(hello());
+    return attach(t.session, t.ticket);
   }
   Status data(const HandoffData& d) {
     std::vector<uint8_t> head = payload(d);
@@ -510,8 +505,7 @@ TEST_P(HandoffTest, HostilePeers) {
   {
     // A duplicated step closes the link; the wait for the next step says why.
     RawPeer p(wb->address());
-    ASSERT_TRUE(p.hello());
-    ASSERT_TRUE(p.attach(t->session, t->ticket));
+    ASSERT_TRUE(p.join(*t));
     const std::vector<uint8_t> four = {1, 2, 3, 4};
     HandoffData d;
     d.seq = 1;
@@ -532,8 +526,7 @@ TEST_P(HandoffTest, HostilePeers) {
   {
     // A size that does not match its data closes the link.
     RawPeer p(wb->address());
-    ASSERT_TRUE(p.hello());
-    ASSERT_TRUE(p.attach(t->session, t->ticket));
+    ASSERT_TRUE(p.join(*t));
     const std::vector<uint8_t> three = {1, 2, 3};
     HandoffData d;
     d.seq = 3;
@@ -548,8 +541,7 @@ TEST_P(HandoffTest, HostilePeers) {
   {
     // A peer cannot make a session hold more than kMaxHandoffPending hand-offs.
     RawPeer p(wb->address());
-    ASSERT_TRUE(p.hello());
-    ASSERT_TRUE(p.attach(t->session, t->ticket));
+    ASSERT_TRUE(p.join(*t));
     const std::vector<uint8_t> one = {7};
     HandoffData d;
     d.dst = {bb, 8, 1};
@@ -567,8 +559,7 @@ TEST_P(HandoffTest, HostilePeers) {
   {
     // A link carries hand-offs only.
     RawPeer p(wb->address());
-    ASSERT_TRUE(p.hello());
-    ASSERT_TRUE(p.attach(t->session, t->ticket));
+    ASSERT_TRUE(p.join(*t));
     EXPECT_FALSE(p.call(Command::kAllocBuffer, payload(AllocBufferRequest{8})));
     EXPECT_TRUE(p.closed_by_worker());
   }
@@ -585,8 +576,7 @@ TEST_P(HandoffTest, AStalledOrLostPeerFailsTheStep) {
   Result<HandoffTicketResponse> t = b.ticket();
   ASSERT_TRUE(t);
   RawPeer p(wb->address());
-  ASSERT_TRUE(p.hello());
-  ASSERT_TRUE(p.attach(t->session, t->ticket));
+  ASSERT_TRUE(p.join(*t));
   ASSERT_TRUE(b.handoff(wait_part(1, {bb, 0, 4}, 200)));
   Status s = b.sync();
   EXPECT_NE(s.message().find("did not arrive within 200 ms"), std::string::npos) << s.message();

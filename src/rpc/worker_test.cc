@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "backend/cpu_backend.h"
+#include "graph/graph_testing.h"
 #include "graph/serialize.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
@@ -310,15 +311,7 @@ TEST_P(WorkerTest, GraphComputeAndRecompute) {
   auto c = client(*w);
   ASSERT_NE(c, nullptr);
   const uint64_t buf = c->alloc(3 * 32);
-  Graph g;
-  g.tensors = {make_tensor(buf, 0, DType::kF32, 8), make_tensor(buf, 32, DType::kF32, 8),
-               make_tensor(buf, 64, DType::kF32, 8)};
-  Node n;
-  n.op = Op::kAdd;
-  n.src[0] = 0;
-  n.src[1] = 1;
-  n.out = 2;
-  g.nodes.push_back(n);
+  Graph g = testing::add_graph(buf, 8);
   std::vector<float> x(8), y(8);
   for (int i = 0; i < 8; ++i) {
     x[i] = 0.5f * i;
@@ -642,15 +635,7 @@ TEST_P(WorkerTest, AnnouncesItsOpsAndDTypesAndRunsNoOthers) {
   EXPECT_FALSE(h->device_caps.weight_dtypes.test(static_cast<uint32_t>(DType::kQ8_0)));
   EXPECT_TRUE(h->device_caps.weight_dtypes.test(static_cast<uint32_t>(DType::kQ4_0)));
   const uint64_t buf = c->alloc(3 * 32);
-  Graph g;
-  g.tensors = {make_tensor(buf, 0, DType::kF32, 8), make_tensor(buf, 32, DType::kF32, 8),
-               make_tensor(buf, 64, DType::kF32, 8)};
-  Node n;
-  n.op = Op::kAdd;
-  n.src[0] = 0;
-  n.src[1] = 1;
-  n.out = 2;
-  g.nodes.push_back(n);
+  Graph g = testing::add_graph(buf, 8);
   ASSERT_TRUE(
       c->one_way(Command::kGraphCompute, payload(GraphComputeRequest{1, {}}), graph_serialize(g)));
   Status s = c->sync();
