@@ -272,17 +272,9 @@ class Reader {
     if (s_.size() - pos_ < 4) return fail("truncated \\u escape");
     uint32_t v = 0;
     for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        v |= static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        v |= static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        return fail("bad \\u escape");
-      }
+      const int d = hex_value(s_[pos_++]);
+      if (d < 0) return fail("bad \\u escape");
+      v = (v << 4) | static_cast<uint32_t>(d);
     }
     return v;
   }
@@ -305,26 +297,15 @@ class Reader {
       }
       if (++pos_ >= s_.size()) return fail("unterminated escape");
       const char e = s_[pos_++];
+      if (const char ctl = control_escape(e)) {
+        out += ctl;
+        continue;
+      }
       switch (e) {
         case '"':
         case '\\':
         case '/':
           out += e;
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
           break;
         case 'u': {
           STRATA_ASSIGN_OR_RETURN(uint32_t cp, hex4());

@@ -39,13 +39,6 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 class Lexer {
  public:
   Lexer(std::string_view source, const LexOptions& options) : s_(source), opt_(options) {}
@@ -346,6 +339,10 @@ class Lexer {
         continue;
       }
       const char c = body[++i];
+      if (const char ctl = control_escape(c)) {
+        out += ctl;
+        continue;
+      }
       switch (c) {
         case '\n':
           break;  // a backslash before a line end joins the lines
@@ -356,21 +353,6 @@ class Lexer {
           break;
         case 'a':
           out += '\a';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
           break;
         case 'v':
           out += '\v';

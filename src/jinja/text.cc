@@ -6,6 +6,30 @@
 
 namespace strata::jinja {
 
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+char control_escape(char e) {
+  switch (e) {
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return 0;
+  }
+}
+
 char32_t utf8_next(std::string_view s, size_t& i) {
   const auto b0 = static_cast<uint8_t>(s[i]);
   size_t n = 0;

@@ -21,6 +21,12 @@ namespace strata::jinja {
 char32_t utf8_next(std::string_view s, size_t& i);
 // (Encoding a code point is strata::utf8_append, core/utf8.h.)
 
+// The value of a hexadecimal digit (either case), or -1.
+int hex_value(char c);
+// What the one-letter escape \b, \f, \n, \r or \t stands for (JSON and Python share them);
+// 0 for any other letter.
+char control_escape(char e);
+
 // Byte offsets of every code point of s, plus s.size() at the end.
 std::vector<size_t> code_point_offsets(std::string_view s);
 size_t code_point_count(std::string_view s);
