@@ -13,6 +13,8 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace strata::rpc {
@@ -353,10 +355,27 @@ TEST_P(TransportPairTest, AnOversizedPayloadIsAnError) {
 // shutdown() wakes a receive blocked without a timeout, and later calls fail.
 TEST_P(TransportPairTest, ShutdownWakesABlockedReceive) {
   Result<std::optional<Message>> r = std::optional<Message>();
-  std::thread receiver([&] { r = far_->try_recv(-1, -1); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::atomic<pid_t> tid{0};
+  std::thread receiver([&] {
+    tid.store(::gettid());
+    r = far_->try_recv(-1, -1);
+  });
+  // Shut down only once the receiver sleeps in the kernel (/proc's state S): blocked in its
+  // receive, not yet to start it.
+  auto blocked = [&] {
+    if (tid.load() == 0) return false;
+    std::ifstream f("/proc/self/task/" + std::to_string(tid.load()) + "/stat");
+    const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t end = stat.rfind(')');
+    return end != std::string::npos && end + 2 < stat.size() && stat[end + 2] == 'S';
+  };
+  for (int i = 0; i < 10000 && !blocked(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool was_blocked = blocked();
   far_->shutdown();
   receiver.join();
+  ASSERT_TRUE(was_blocked) << "the receiver never blocked";
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().kind(), ErrorKind::kUnavailable) << r.status().message();
   EXPECT_FALSE(far_->try_recv(-1, -1).is_ok());
