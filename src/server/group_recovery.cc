@@ -5,14 +5,6 @@
 #include "server/group_slot.h"
 
 namespace strata::server {
-namespace {
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-}  // namespace
-
 void PipelineGroup::fail_waiting(const std::string& message) {
   for (Task& t : waiting_) {
     load_.fetch_sub(t.params.n, std::memory_order_relaxed);

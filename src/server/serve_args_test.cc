@@ -226,10 +226,14 @@ TEST(ServeArgs, EveryNameIsInOneRowOnlyAndHelpListsEveryRow) {
         EXPECT_NE(help.find(n), std::string::npos) << n << " is missing from --help";
       }
     }
-    if (row.effect != ArgEffect::kApplied) EXPECT_NE(std::string(row.note), "") << row.names[0];
+    if (row.effect != ArgEffect::kApplied) {
+      EXPECT_NE(std::string(row.note), "") << row.names[0];
+    }
     const bool listed_in_full =
         row.effect == ArgEffect::kApplied || row.effect == ArgEffect::kPending;
-    if (row.env && listed_in_full) EXPECT_NE(help.find(row.env), std::string::npos) << row.env;
+    if (row.env && listed_in_full) {
+      EXPECT_NE(help.find(row.env), std::string::npos) << row.env;
+    }
   }
 }
 

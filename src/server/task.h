@@ -6,15 +6,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/mutex_guarded.h"
 #include "engine/sampler.h"
 
 namespace strata::server {
@@ -78,19 +77,16 @@ struct Event {
 class ResultChannel {
  public:
   void push(Event e) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back(std::move(e));
-    }
-    cv_.notify_one();
+    events_.lock()->push_back(std::move(e));
+    events_.notify_one();
   }
 
   // The next event, or nothing when none arrives within `timeout`.
   std::optional<Event> pop(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return std::nullopt;
-    Event e = std::move(events_.front());
-    events_.pop_front();
+    auto events = events_.lock();
+    if (!events.wait_for(timeout, [](const auto& q) { return !q.empty(); })) return std::nullopt;
+    Event e = std::move(events->front());
+    events->pop_front();
     return e;
   }
 
@@ -99,9 +95,7 @@ class ResultChannel {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Event> events_;
+  MutexGuarded<std::deque<Event>> events_;
   std::atomic<bool> cancelled_{false};
 };
 
