@@ -389,6 +389,63 @@ TEST_F(RouterTest, StreamsAreRelayedAndDisconnectsCancel) {
   EXPECT_EQ(status_of(s, "alpha")["requests_in_flight"], 0);
 }
 
+bool wait_slot(const ServerProcess& s, const std::string& model, bool busy) {
+  for (int i = 0; i < 400; ++i) {
+    const Reply slots = get(s, "/slots?model=" + model);
+    if (slots.status == 200 && slots.body[0]["is_processing"].get<bool>() == busy) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
+// A whole (not streamed) answer writes nothing until the end: the router watches the client's
+// connection meanwhile, and a client that hangs up cancels the child's request too.
+TEST_F(RouterTest, DisconnectCancelsWholeAnswers) {
+  ServerProcess s(args({"-c", "4096"}));
+  generate(s, "alpha", 1);
+  const double before = tokens_predicted(s, "alpha");
+  constexpr int kLong = 4000;
+  {
+    RawConnection c(s.port());
+    const Json body = {{"model", "alpha"},
+                       {"prompt", "Hello"},
+                       {"max_tokens", kLong},
+                       {"ignore_eos", true},
+                       {"temperature", 0}};
+    ASSERT_TRUE(c.post("/v1/completions", body.dump()));
+    ASSERT_TRUE(wait_slot(s, "alpha", true));
+  }
+  EXPECT_TRUE(wait_slot(s, "alpha", false));
+  EXPECT_LT(tokens_predicted(s, "alpha") - before, kLong) << "the request ran to its end";
+}
+
+// Past --models-max, a model with a request in flight is never the one unloaded: the new model
+// waits for its turn (an error that says so), and gets it once the request is over.
+TEST_F(RouterTest, ModelsWithRequestsInFlightAreNotUnloaded) {
+  ServerProcess s(args({"-c", "4096", "--models-max", "1"}));
+  {
+    RawConnection c(s.port());
+    const Json body = {{"model", "alpha"}, {"prompt", "Hello"},  {"max_tokens", 4000},
+                       {"stream", true},   {"ignore_eos", true}, {"temperature", 0}};
+    ASSERT_TRUE(c.post("/v1/completions", body.dump()));
+    ASSERT_TRUE(c.read_until("data: "));
+    EXPECT_EQ(status_of(s, "alpha")["requests_in_flight"], 1);
+    const Reply r = post(s, "/v1/completions", R"({"model": "beta", "prompt": "x"})");
+    expect_error(r, 503);
+    EXPECT_NE(r.raw.find("model limit reached"), std::string::npos) << r.raw;
+    EXPECT_EQ(state_of(s, "alpha"), "loaded");
+    EXPECT_EQ(state_of(s, "beta"), "unloaded");
+  }
+  bool done = false;
+  for (int i = 0; i < 400 && !done; ++i) {
+    done = status_of(s, "alpha")["requests_in_flight"] == 0;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(text_of(generate(s, "beta", 2)).empty());
+  EXPECT_EQ(state_of(s, "alpha"), "unloaded");
+}
+
 // No child outlives its router: stopped with it, or killed by the kernel when the router is.
 TEST_F(RouterTest, ChildrenStopWithTheRouter) {
   int pid_a = 0, pid_b = 0;
