@@ -446,6 +446,33 @@ TEST_F(RouterTest, ModelsWithRequestsInFlightAreNotUnloaded) {
   EXPECT_EQ(state_of(s, "alpha"), "unloaded");
 }
 
+// What the router cannot start with is an error at start naming its cause; a preset's
+// load-on-startup model is loaded before the router listens.
+TEST_F(RouterTest, StartupErrorsAndLoadOnStartup) {
+  const auto run = [](const std::vector<std::string>& argv, std::string* out) {
+    std::string cmd = std::string("'") + STRATA_BINARY + "' serve --port 0";
+    for (const std::string& a : argv) cmd += " '" + a + "'";
+    const std::string log = path("startup.log");
+    const int rc = std::system((cmd + " >'" + log + "' 2>&1 </dev/null").c_str());
+    std::ifstream f(log);
+    *out = std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return rc;
+  };
+  std::ofstream(path("bad.ini")) << "[alpha]\n; fine\nctx-size = lots\n";
+  std::string out;
+  EXPECT_NE(run({"--models-preset", path("bad.ini")}, &out), 0);
+  EXPECT_NE(out.find("bad.ini:3:"), std::string::npos) << out;
+  EXPECT_NE(run({"--models-dir", path("models"), "-m", path("models/alpha.gguf")}, &out), 0);
+  EXPECT_NE(out.find("without -m"), std::string::npos) << out;
+  EXPECT_NE(run({"--models-dir", path("nowhere")}, &out), 0);
+  EXPECT_NE(out.find("nowhere"), std::string::npos) << out;
+
+  std::ofstream(path("startup.ini")) << "[beta]\nload-on-startup = true\n";
+  ServerProcess s(args({"--models-preset", path("startup.ini")}));
+  EXPECT_EQ(state_of(s, "beta"), "loaded");
+  EXPECT_EQ(state_of(s, "alpha"), "unloaded");
+}
+
 // No child outlives its router: stopped with it, or killed by the kernel when the router is.
 TEST_F(RouterTest, ChildrenStopWithTheRouter) {
   int pid_a = 0, pid_b = 0;
