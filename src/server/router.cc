@@ -34,9 +34,19 @@ const char* phase_name(int phase) {
   return names[phase];
 }
 
-// The "model" of a JSON body; a body that is no JSON object names none.
+// A name from a request, as an error message shows it: bounded, whatever the client sent.
+std::string shown_name(const std::string& name) {
+  constexpr size_t kMaxShown = 128;
+  return name.size() <= kMaxShown ? name : name.substr(0, kMaxShown) + "...";
+}
+
+// The "model" of a JSON body. A body that is no JSON object (POST /lora-adapters takes a list)
+// may name its model in ?model= instead.
 std::string body_model(const Request& req, ApiError* error) {
   const Json body = Json::parse(req.body, nullptr, false);
+  if (!body.is_discarded() && !body.is_object() && req.has_param("model")) {
+    return req.get_param_value("model");
+  }
   if (body.is_discarded() || !body.is_object()) {
     *error = ApiError{400, "the request body must be a JSON object"};
     return "";
@@ -44,7 +54,7 @@ std::string body_model(const Request& req, ApiError* error) {
   auto it = body.find("model");
   if (it == body.end() || it->is_null()) return "";
   if (!it->is_string()) {
-    *error = ApiError{400, "'model' must be a string, not " + it->dump()};
+    *error = ApiError{400, "'model' must be a string, not " + shown_name(it->dump())};
     return "";
   }
   return it->get<std::string>();
@@ -356,7 +366,7 @@ void RouterDispatcher::forward(const Request& req, Response& res, const std::str
                                bool touch) {
   if (name.empty()) return send_error(res, ApiError{400, "model name is missing from the request"});
   if (source(name) == nullptr) {
-    return send_error(res, ApiError{400, "model '" + name + "' not found"});
+    return send_error(res, ApiError{400, "model '" + shown_name(name) + "' not found"});
   }
   bool autoload = options_.autoload;
   if (req.has_param("autoload")) {

@@ -148,6 +148,9 @@ TEST_F(RouterTest, RoutesByNameAndUnloadsLeastRecentlyUsed) {
   EXPECT_NE(r.raw.find("model name is missing"), std::string::npos) << r.raw;
   expect_error(post(s, "/v1/completions", R"({"model": "../models/alpha.gguf"})"), 400);
   expect_error(post(s, "/v1/completions", "not json"), 400);
+  r = post(s, "/v1/completions", Json{{"model", std::string(100000, 'x')}}.dump());
+  expect_error(r, 400);
+  EXPECT_LT(r.raw.size(), 1000u) << "an error echoes a bounded part of the name";
   expect_error(get(s, "/slots"), 400);
   EXPECT_EQ(get(s, "/slots?model=alpha").status, 200);
   const Reply router_props = get(s, "/props");
@@ -166,6 +169,28 @@ TEST_F(RouterTest, RoutesByNameAndUnloadsLeastRecentlyUsed) {
   ASSERT_EQ(r.status, 200) << r.raw;
   EXPECT_EQ(state_of(s, "beta"), "loaded");
   EXPECT_EQ(get(s, "/v1/models").body["data"].size(), 2u);
+}
+
+// First requests that arrive together start one child per model, not one per request.
+TEST_F(RouterTest, ConcurrentFirstRequestsStartOneChildPerModel) {
+  ServerProcess s(args({"-np", "2"}));
+  std::vector<std::thread> threads;
+  std::vector<std::string> texts(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] { texts[i] = text_of(generate(s, i % 2 ? "beta" : "alpha")); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 2; i < 8; ++i) EXPECT_EQ(texts[i], texts[i % 2]) << i;
+  // All four requests for each model went to its one child.
+  for (const char* model : {"alpha", "beta"}) {
+    const Reply metrics = get(s, std::string("/metrics?model=") + model);
+    std::string error;
+    const auto samples = parse_prometheus(metrics.raw, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    EXPECT_EQ(samples.at("strata_requests_total"), 4) << model;
+  }
+  EXPECT_EQ(status_of(s, "alpha")["requests_in_flight"], 0);
+  EXPECT_EQ(status_of(s, "beta")["requests_in_flight"], 0);
 }
 
 TEST_F(RouterTest, NoAutoloadRefusesUnloadedModels) {
