@@ -35,6 +35,8 @@ class Exchange {
   Exchange(const httplib::Request& req, const Upstream& up, std::shared_ptr<void> hold)
       : client_("127.0.0.1", up.port), hold_(std::move(hold)) {
     client_.set_connection_timeout(kConnectTimeoutS, 0);
+    // Headers and body go in separate writes: without it, Nagle holds the body for an ACK.
+    client_.set_tcp_nodelay(true);
     client_.set_read_timeout(up.timeout_s, 0);
     client_.set_write_timeout(up.timeout_s, 0);
     request_.method = req.method;
