@@ -312,9 +312,11 @@ TEST_F(RouterTest, RpcEndpointsAndTokenReachChildren) {
   EXPECT_EQ(st["failed"], true);
 }
 
-// A child that dies is reported (state, exit code) and started again on the next request.
+// A child that dies is reported (state, exit code, a log line) and started again on the next
+// request. The children's output is in the router's log, each line under its model's name.
 TEST_F(RouterTest, CrashedChildIsReportedAndRestarted) {
-  ServerProcess s(args({}));
+  const std::string log = path("crash.log");
+  ServerProcess s(args({}), {}, log);
   const std::string before = text_of(generate(s, "alpha"));
   const int pid = status_of(s, "alpha")["pid"].get<int>();
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -333,6 +335,13 @@ TEST_F(RouterTest, CrashedChildIsReportedAndRestarted) {
   EXPECT_EQ(again["value"], "loaded");
   EXPECT_NE(again["pid"].get<int>(), pid);
   EXPECT_FALSE(again.contains("failed"));
+  std::ifstream f(log);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("[alpha] strata serve: listening on http://127.0.0.1:"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("model 'alpha' (pid " + std::to_string(pid) + ") stopped unexpectedly"),
+            std::string::npos)
+      << text;
 }
 
 // A raw connection, so that a test reads a stream as it comes and closes it when it likes.
