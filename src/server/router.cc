@@ -144,9 +144,27 @@ Status RouterDispatcher::start_child(const std::string& name, uint64_t generatio
       });
   if (!child) return child.status();
   std::shared_ptr<ChildServer> started = std::move(*child);
+  // What the child says of its model (vocabulary, training context...), as llama-server's
+  // router forwards it into its listing.
+  std::string info;
+  {
+    httplib::Client c("127.0.0.1", started->port());
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(10, 0);
+    const std::string key = state_.lock()->models.at(name).key;
+    auto res = c.Get("/v1/models", {{"Authorization", "Bearer " + key}});
+    if (res && res->status == 200) {
+      const Json j = Json::parse(res->body, nullptr, false);
+      if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+          j["data"][0].is_object()) {
+        info = j["data"][0].dump();
+      }
+    }
+  }
   {
     auto s = state_.lock();
     s->models.at(name).child = started;
+    s->models.at(name).info = std::move(info);
   }
   if (log_) {
     log_->write(LogLevel::kInfo, "router: model '" + name + "' is loaded (pid " +
@@ -427,12 +445,15 @@ void RouterDispatcher::list_models(Response& res) {
       status["port"] = m.child->port();
       status["requests_in_flight"] = m.in_flight;
     }
-    data.push_back({{"id", src.name},
-                    {"object", "model"},
-                    {"owned_by", "strata"},
-                    {"created", created_},
-                    {"path", src.path},
-                    {"status", status}});
+    Json entry = {{"id", src.name},      {"object", "model"}, {"owned_by", "strata"},
+                  {"created", created_}, {"path", src.path},  {"status", status}};
+    if (m.phase == Phase::kLoaded && !m.info.empty()) {
+      const Json info = Json::parse(m.info, nullptr, false);
+      for (auto it = info.begin(); info.is_object() && it != info.end(); ++it) {
+        if (!entry.contains(it.key())) entry[it.key()] = it.value();
+      }
+    }
+    data.push_back(std::move(entry));
   }
   send_json(res, {{"object", "list"}, {"data", data}});
 }

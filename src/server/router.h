@@ -61,6 +61,7 @@ class RouterDispatcher : public Dispatcher {
     int exit_code = 0;
     std::string error;
     std::vector<std::string> args;  // the last child's command line, as /models shows it
+    std::string info;  // the child's own /v1/models entry (JSON), merged into the listing
   };
   struct State {
     std::map<std::string, Model> models;

@@ -137,6 +137,10 @@ TEST_F(RouterTest, RoutesByNameAndUnloadsLeastRecentlyUsed) {
   EXPECT_EQ(state_of(s, "beta"), "unloaded");
   const Json st = status_of(s, "alpha");
   EXPECT_EQ(st["args"][0], "strata");
+  // A loaded model's entry carries what its child says of it; an unloaded one's does not.
+  const Json listed = get(s, "/v1/models").body["data"];
+  EXPECT_GT(listed[0]["meta"]["n_vocab"].get<int>(), 0) << listed;
+  EXPECT_FALSE(listed[1].contains("meta")) << listed;
   EXPECT_TRUE(has_pair(st["args"].get<std::vector<std::string>>(), "--alias", "alpha"));
 
   // Errors as llama-server words them.
