@@ -285,7 +285,8 @@ TEST_F(RouterTest, RpcEndpointsAndTokenReachChildren) {
   std::ofstream(path("token")) << "open-sesame\n";
   ChildProcess worker({"worker", "-t", "1", "--port", "0", "--auth-token-file", path("token")});
   ASSERT_GT(worker.port(), 0);
-  const std::vector<std::string> split = {"--rpc", worker.address(), "--device", "RPC0,CPU"};
+  const std::vector<std::string> split = {"--rpc", worker.address(), "--device", "RPC0,CPU", "-ts",
+                                          "3,1"};
   std::string reference;
   {
     ServerProcess local(args({}));
@@ -299,6 +300,10 @@ TEST_F(RouterTest, RpcEndpointsAndTokenReachChildren) {
     const Reply p = get(s, "/props?model=alpha");
     ASSERT_TRUE(p.body.contains("workers")) << p.raw;
     EXPECT_EQ(p.body["workers"][0]["endpoint"], worker.address());
+    // The layer split shows in no endpoint: the child's command line has it.
+    const std::vector<std::string> argv = cmdline(status_of(s, "alpha")["pid"].get<int>());
+    EXPECT_TRUE(has_pair(argv, "-ts", "3,1"));
+    EXPECT_TRUE(has_pair(argv, "--device", "RPC0,CPU"));
   }
   {
     ServerProcess s(args(split), {{"STRATA_RPC_TOKEN", "open-sesame"}});
