@@ -82,6 +82,7 @@ int cmd_serve(const Args& args) {
     options.log->write(server::LogLevel::kWarning, "strata serve: " + note);
   }
 
+  options.router.args = args;
   ProgressBar bar("loading " + options.load.model_path);
   options.load.progress = [&bar](uint64_t done, uint64_t total) { bar.update(done, total); };
   auto server = server::Server::create(options);

@@ -218,6 +218,7 @@ Result<ArgReport> parse_serve_args(const std::vector<std::string>& args, const E
 
 std::string serve_help() {
   return "usage: strata serve -m FILE [options]\n"
+         "       strata serve --models-dir DIR | --models-preset FILE.ini [options]  (router)\n"
          "An OpenAI-compatible HTTP server taking llama-server's flags and environment\n"
          "variables (a flag on the command line wins over its variable).\n" +
          arg_table_help(serve_arg_table());

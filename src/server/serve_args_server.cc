@@ -416,15 +416,56 @@ void add_server_rows(std::vector<Row>& t) {
                nullptr,
                string_to(STRATA_FIELD(options.slot_save_path))});
   ignored(t, {"--media-path"}, K::kValue, "strata has no multimodal input", nullptr, S::kServer);
-  refused(t, {"--models-dir"}, K::kValue, "one model per server: router mode is not in this build",
-          "LLAMA_ARG_MODELS_DIR", S::kServer);
-  refused(t, {"--models-preset"}, K::kValue,
-          "one model per server: router mode is not in this build", "LLAMA_ARG_MODELS_PRESET",
-          S::kServer);
-  ignored(t, {"--models-max"}, K::kValue, "one model per server", "LLAMA_ARG_MODELS_MAX",
-          S::kServer);
-  ignored(t, {"--models-autoload"}, K::kSwitch, "one model per server", "LLAMA_ARG_MODELS_AUTOLOAD",
-          S::kServer, {"--no-models-autoload"});
+  // Router mode: without -m, these start a router of child servers (server/router.h).
+  t.push_back({{"--models-dir"},
+               {},
+               "LLAMA_ARG_MODELS_DIR",
+               K::kValue,
+               "PATH",
+               "",
+               "router mode: serve the GGUF files of this folder, one child server per model",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               string_to(STRATA_FIELD(options.router.models_dir))});
+  t.push_back({{"--models-preset"},
+               {},
+               "LLAMA_ARG_MODELS_PRESET",
+               K::kValue,
+               "PATH",
+               "",
+               "router mode: an .ini of models and their flags ([*] for all of them)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               string_to(STRATA_FIELD(options.router.models_preset))});
+  t.push_back({{"--models-max"},
+               {},
+               "LLAMA_ARG_MODELS_MAX",
+               K::kValue,
+               "N",
+               "4",
+               "router mode: models loaded at once; the least recently used idle one is unloaded "
+               "(0: no limit)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.router.models_max), 0, 4096)});
+  t.push_back({{"--models-autoload"},
+               {"--no-models-autoload"},
+               "LLAMA_ARG_MODELS_AUTOLOAD",
+               K::kSwitch,
+               "",
+               "on",
+               "router mode: a request for a model that is not loaded loads it",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(options.router.autoload))});
   t.push_back({{"--jinja"},
                {"--no-jinja"},
                "LLAMA_ARG_JINJA",

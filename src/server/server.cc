@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "server/chat_format.h"
@@ -7,6 +9,7 @@
 #include "server/group_services.h"
 #include "server/metrics.h"
 #include "server/model_dispatcher.h"
+#include "server/router.h"
 #include "server/worker_recovery.h"
 #include "server/workers.h"
 
@@ -23,6 +26,7 @@ struct Server::Parts {
   std::unique_ptr<IdleSleeper> sleeper;
   std::unique_ptr<WorkerRecovery> recovery;
   std::unique_ptr<ModelDispatcher> dispatcher;
+  std::unique_ptr<RouterDispatcher> router;  // router mode, instead of all the above
   std::unique_ptr<HttpServer> http;
   int32_t n_slots = 0;
   int64_t n_ctx_slot = 0;
@@ -32,13 +36,45 @@ struct Server::Parts {
     recovery.reset();
     sleeper.reset();
     if (dispatcher) dispatcher->stop();
+    if (router) router->stop();
   }
 };
 
 Server::Server(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 Server::~Server() = default;
 
+Result<std::unique_ptr<Server>> Server::create_router(const ServerOptions& o) {
+  if (!o.load.model_path.empty()) {
+    return invalid_argument(
+        "--models-dir and --models-preset start a router of several models: give them without "
+        "-m (or -m without them)");
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<ModelSource> models,
+                          models_catalog(o.router.models_dir, o.router.models_preset));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> inherited, router_child_args(o.router.args));
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  RouterOptions ro = o.router;
+  // The binary's own path, so that children show as `strata serve` in ps, not as `exe`.
+  if (ro.exe == "/proc/self/exe") {
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (n > 0) ro.exe.assign(path, static_cast<size_t>(n));
+  }
+  auto p = std::make_unique<Parts>();
+  p->router = std::make_unique<RouterDispatcher>(
+      std::move(ro), std::move(models), std::move(inherited), std::move(env), o.http.api_prefix,
+      o.http.timeout_seconds, o.log.get());
+  HttpOptions http = o.http;
+  // A relayed request holds an HTTP thread for as long as its child answers.
+  if (http.n_threads <= 0) http.n_threads = std::max(16, 2 * o.n_slots + 2);
+  p->http = std::make_unique<HttpServer>(http, *p->router, o.log.get());
+  STRATA_RETURN_IF_ERROR(p->router->load_startup_models());
+  return std::unique_ptr<Server>(new Server(std::move(p)));
+}
+
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
+  if (o.router.enabled()) return create_router(o);
   if (o.n_slots < 1) return invalid_argument("-np must be at least 1");
   if (o.n_groups < 1) return invalid_argument("--pipeline-groups must be at least 1");
   STRATA_RETURN_IF_ERROR(o.defaults.sampling.validate());
@@ -179,13 +215,15 @@ int Server::port() const { return parts_->http->port(); }
 
 bool Server::listen() {
   const bool ok = parts_->http->listen();
-  parts_->dispatcher->stop();
+  if (parts_->dispatcher) parts_->dispatcher->stop();
+  if (parts_->router) parts_->router->stop();
   return ok;
 }
 
 void Server::stop() { parts_->http->stop(); }
 
 std::string Server::summary() const {
+  if (parts_->router) return "router of " + std::to_string(parts_->router->n_models()) + " models";
   return std::to_string(parts_->n_slots) + " slots, " + std::to_string(parts_->groups.size()) +
          " pipeline groups, " + std::to_string(parts_->n_ctx_slot) + " cells per slot";
 }

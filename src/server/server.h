@@ -13,6 +13,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/model_load.h"
+#include "server/router_options.h"
 #include "server/task.h"
 
 namespace strata::server {
@@ -61,6 +62,9 @@ struct ServerOptions {
   std::string aip_health_route;
   std::string aip_predict_route;
 
+  // Router mode (no model, --models-dir or --models-preset): children serve the models.
+  RouterOptions router;
+
   std::shared_ptr<Log> log;  // null: no log
 };
 
@@ -78,11 +82,12 @@ class Server {
   bool listen();
   // Thread-safe: may be called from any thread (a signal waiter) while listen() runs.
   void stop();
-  // "4 slots, 2 pipeline groups, 1024 cells per slot"
+  // "4 slots, 2 pipeline groups, 1024 cells per slot"; a router: "router of 3 models"
   std::string summary() const;
 
  private:
   struct Parts;
+  static Result<std::unique_ptr<Server>> create_router(const ServerOptions& options);
   explicit Server(std::unique_ptr<Parts> parts);
   std::unique_ptr<Parts> parts_;
 };
