@@ -168,6 +168,7 @@ void ModelDispatcher::props(Response& res) {
                {"total_slots", total_slots},
                {"n_ctx", n_ctx},
                {"pipeline_groups", groups_.size()},
+               {"fit", {{"on", serving_.fit}, {"note", serving_.fit_note}}},
                {"model_path", serving_.model_path},
                {"model_alias", serving_.model_name},
                {"chat_template", tmpl ? *tmpl : std::string()},
