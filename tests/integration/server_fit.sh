@@ -3,7 +3,8 @@
 # `strata serve` and `strata worker` on 127.0.0.1: four groups on a model and context that do
 # not fit are refused with need and free per device (the CPU and the worker, by name);
 # `--fit on` starts with the largest context that fits and says so (log, /props); the groups'
-# pools are distinct threads with the asked affinity and priority.
+# pools are distinct threads with the asked affinity and priority; /metrics has the per-group
+# series.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -67,7 +68,7 @@ grep -qE "ALLOC_BUFFER|SET_TENSOR" "$err" && { cat "$err"; fail "the worker got 
 cat "$err"
 
 echo "--fit on: starts with the largest context that fits, and says what it chose"
-STRATA_RPC_STATS=1 start fit "${big[@]}" --fit on --fit-target 0 --fit-ctx 1024 --props
+STRATA_RPC_STATS=1 start fit "${big[@]}" --fit on --fit-target 0 --fit-ctx 1024 --props --metrics
 grep -q -- "--fit: [0-9]* KV cells (asked 65536)" "$tmp/fit.out" ||
   { cat "$tmp/fit.out" "$tmp/fit.err"; fail "the summary does not say what --fit chose"; }
 grep -q -- "--fit:" "$tmp/fit.err" || { cat "$tmp/fit.err"; fail "no log line for --fit"; }
@@ -89,6 +90,25 @@ for job in $(jobs -p); do
 done
 [ $wait_ok = 1 ] || fail "a completion on the fitted server failed"
 
+echo "/metrics: per-group decode steps, busy slots per decode and queue depth"
+curl -sf "$url/metrics" >"$tmp/metrics.txt" || fail "/metrics"
+m=$tmp/metrics.txt
+for name in strata_group_decode_steps_total strata_group_busy_slots_per_decode \
+  strata_group_requests_queued; do
+  for g in 0 1 2 3; do
+    grep -qE "^$name\{group=\"$g\"\} [0-9.e+-]+$" "$m" || { cat "$m"; fail "no $name for group $g"; }
+  done
+done
+grep -qE '^llamacpp:n_busy_slots_per_decode [0-9.]+' "$m" || fail "no llamacpp:n_busy_slots_per_decode"
+total=$(sed -n 's/^strata_decode_steps_total //p' "$m")
+summed=$(sed -n 's/^strata_group_decode_steps_total{group="[0-9]*"} //p' "$m" | paste -sd+ | bc)
+[ "$total" = "$summed" ] || fail "group decode steps sum to $summed, not the $total in all"
+[ "$total" -gt 0 ] || fail "no decode steps counted"
+sed -n 's/^strata_group_busy_slots_per_decode{group="[0-9]*"} //p' "$m" | while read -r v; do
+  /usr/bin/python3 -c "import sys; v=float(sys.argv[1]); sys.exit(0 if 0 <= v <= 1 else 1)" "$v" ||
+    fail "busy slots per decode $v outside [0, 1] (1 slot per group)"
+done
+grep -E '^strata_group_|^llamacpp:n_busy' "$m"
 kill "$spid"
 wait "$spid" 2>/dev/null || true
 grep -qE "ALLOC_BUFFER +count [1-9]" "$tmp/fit.err" ||
