@@ -19,7 +19,7 @@ trap cleanup_all EXIT
 
 "$strata" gguf gen -o "$tmp/model.gguf" --n-layer 4 --n-ctx 65536 >/dev/null || fail "gguf gen"
 model=$tmp/model.gguf
-start_worker small --mem $((64 << 20))
+start_worker small --mem 64M
 W=$addr
 
 # start NAME ARGS...: `strata serve ARGS` in the background; sets $url and $spid once it
