@@ -38,6 +38,37 @@ struct Server::Parts {
   }
 };
 
+namespace {
+
+// Pipeline group g's own pools, kept in `owned`: one for steps of one token and, when its
+// settings differ, one for prompt steps. Groups never wait for each other's CPU threads.
+Result<StreamPools> group_pools(int32_t g, const ThreadPoolOptions& decode,
+                                const ThreadPoolOptions& batch, Log* log,
+                                std::vector<std::unique_ptr<ThreadPool>>& owned) {
+  const bool one_pool = decode.n_threads == batch.n_threads && decode.cpus == batch.cpus &&
+                        decode.strict == batch.strict && decode.priority == batch.priority &&
+                        decode.poll == batch.poll;
+  StreamPools pools;
+  for (const ThreadPoolOptions* t : {&decode, &batch}) {
+    if (t == &batch && one_pool) break;
+    ThreadPoolOptions named = *t;
+    named.name = "g" + std::to_string(g) + (t == &batch ? "b" : "");
+    auto pool = ThreadPool::create(named);
+    if (!pool.is_ok()) {
+      return pool.status().with_context("thread pool of pipeline group " + std::to_string(g));
+    }
+    // Every group's pools meet the same refusal: say it once.
+    if (!(*pool)->setup_note().empty() && log != nullptr && g == 0) {
+      log->write(LogLevel::kWarning, "strata serve: " + (*pool)->setup_note());
+    }
+    (t == &decode ? pools.pool : pools.pool_batch) = pool->get();
+    owned.push_back(std::move(pool).value());
+  }
+  return pools;
+}
+
+}  // namespace
+
 Server::Server(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 Server::~Server() = default;
 
@@ -107,27 +138,9 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     }
   }
-  const bool one_pool = decode_threads.n_threads == batch_threads.n_threads &&
-                        decode_threads.cpus == batch_threads.cpus &&
-                        decode_threads.strict == batch_threads.strict &&
-                        decode_threads.priority == batch_threads.priority &&
-                        decode_threads.poll == batch_threads.poll;
   for (int32_t g = 0; g < n_groups; ++g) {
-    // The group's own pools: groups never wait for each other's CPU threads.
-    StreamPools pools;
-    for (const ThreadPoolOptions* t : {&decode_threads, &batch_threads}) {
-      if (t == &batch_threads && one_pool) break;
-      ThreadPoolOptions named = *t;
-      named.name = "g" + std::to_string(g) + (t == &batch_threads ? "b" : "");
-      auto pool = ThreadPool::create(named);
-      if (!pool.is_ok())
-        return pool.status().with_context("thread pool of pipeline group " + std::to_string(g));
-      if (!(*pool)->setup_note().empty() && o.log && g == 0) {
-        o.log->write(LogLevel::kWarning, "strata serve: " + (*pool)->setup_note());
-      }
-      (t == &decode_threads ? pools.pool : pools.pool_batch) = pool->get();
-      p->pools.push_back(std::move(pool).value());
-    }
+    STRATA_ASSIGN_OR_RETURN(StreamPools pools,
+                            group_pools(g, decode_threads, batch_threads, o.log.get(), p->pools));
     ContextParams cp = base;
     cp.pools = pools;
     if (n_groups == 1) {
