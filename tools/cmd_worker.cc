@@ -47,14 +47,36 @@ Result<std::string> worker_address(const Flags& flags) {
   return scheme + (colons > 0 && !bracketed ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+// "67108864", "64M", "64MiB", "2G": bytes, or with a binary unit (K, M, G; "iB" optional).
+Result<uint64_t> parse_bytes(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string unit = text.substr(digits);
+  if (unit.size() == 3 && unit.compare(1, 2, "iB") == 0) unit = unit.substr(0, 1);
+  int shift = -1;
+  for (auto [name, s] : {std::pair{"", 0}, {"K", 10}, {"M", 20}, {"G", 30}}) {
+    if (unit == name) shift = s;
+  }
+  // At most 2^50 bytes (a PiB): a cap past that is a typo, and the shift below stays in range.
+  if (digits == 0 || digits > 16 || shift < 0) {
+    return invalid_argument("--mem '" + text + "': a byte count, optionally with K, M or G");
+  }
+  const uint64_t n = std::stoull(text.substr(0, digits));
+  if (n > (uint64_t{1} << (50 - shift))) {
+    return invalid_argument("--mem '" + text + "': more than 2^50 bytes");
+  }
+  return n << shift;
+}
+
 Result<rpc::WorkerOptions> worker_options(const Flags& flags) {
   rpc::WorkerOptions o;
   STRATA_ASSIGN_OR_RETURN(o.address, worker_address(flags));
   STRATA_ASSIGN_OR_RETURN(int64_t threads,
                           flags.get_int("--threads", std::thread::hardware_concurrency(), 1, 1024));
   o.n_threads = static_cast<int>(threads);
-  STRATA_ASSIGN_OR_RETURN(int64_t mem, flags.get_int("--mem", 0, 0, INT64_MAX));
-  o.memory_limit = static_cast<uint64_t>(mem);
+  if (auto mem = flags.get("--mem")) {
+    STRATA_ASSIGN_OR_RETURN(o.memory_limit, parse_bytes(*mem));
+  }
   o.cache_dir = flags.get_or("--cache", "");
   STRATA_ASSIGN_OR_RETURN(o.auth_token,
                           rpc::auth_token_load(flags.get_or("--auth-token-file", "")));
@@ -90,7 +112,9 @@ int cmd_worker(const Args& args) {
         "  --port N                port (default 50052; 0 picks a free port)\n"
         "  --unix PATH             listen on a Unix seqpacket socket instead of TCP\n"
         "  -t, --threads N         compute threads (default: all cores)\n"
-        "  --mem BYTES             cap on the bytes all clients may allocate (default: free RAM)\n"
+        "  --mem BYTES             cap on the bytes all clients may allocate, also what the\n"
+        "                          worker reports free (64M, 2G...; default: MemAvailable at\n"
+        "                          start, under the cgroup's limit)\n"
         "  --cache DIR             keep uploaded weights by content hash, so that a restart\n"
         "                          does not send them again\n"
         "  --auth-token-file FILE  require clients to prove they know this token (or set %s)\n"

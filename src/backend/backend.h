@@ -22,6 +22,15 @@
 
 namespace strata {
 
+class ThreadPool;
+
+// Where a CPU stream computes when it has pools of its own (a pipeline group's), instead of the
+// device's pool that its other streams share. Borrowed: the pools outlive the stream.
+struct StreamPools {
+  ThreadPool* pool = nullptr;        // steps of one token (decoding)
+  ThreadPool* pool_batch = nullptr;  // steps of several tokens (prompts); null: `pool`
+};
+
 struct DeviceInfo {
   std::string name;         // "CPU", "RPC0[host:port]"
   std::string description;  // human readable: ISA, threads, endpoint
@@ -140,6 +149,10 @@ class Stream {
   virtual void set_tensor_weights(const TensorRef& dst, const void* data, size_t size) {
     set_tensor(dst, data, size);
   }
+
+  // Optional: the computations queued from now on are steps of several tokens (true) or of one
+  // (false); a stream with a batch pool (StreamPools) runs the former on it. Default: nothing.
+  virtual void set_batch(bool batch) {}
 };
 
 class Device {
@@ -153,6 +166,11 @@ class Device {
     return unsupported(info().name + " cannot use host memory in place");
   }
   virtual std::unique_ptr<Stream> create_stream() = 0;
+  // Optional: a stream that computes on `pools` (the CPU). Devices that compute elsewhere (a
+  // worker) have no use for them. Default: create_stream().
+  virtual std::unique_ptr<Stream> create_stream_on(const StreamPools& pools) {
+    return create_stream();
+  }
   // Optional: the ops and weight dtypes the device runs. Default: the baseline, what every
   // device could run before devices said.
   virtual DeviceCaps caps() const { return device_caps_baseline(); }

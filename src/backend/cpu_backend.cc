@@ -12,7 +12,9 @@
 #include <mutex>
 #include <thread>
 
+#include "core/host_memory.h"
 #include "core/isa.h"
+#include "core/mutex_guarded.h"
 
 namespace strata {
 namespace {
@@ -83,15 +85,19 @@ class CpuBuffer : public Buffer {
 };
 
 struct Shared {
+  explicit Shared(int n) : n_threads(n) {}
   std::shared_ptr<Registry> registry = std::make_shared<Registry>();
-  std::mutex compute_mutex;  // one computation at a time on the device's pool
-  std::unique_ptr<ThreadPool> pool;
+  const int n_threads;
+  // The device's pool, for streams without pools of their own: made at their first
+  // computation (a server whose groups have their own pools never starts its threads), and
+  // used by one computation at a time.
+  MutexGuarded<std::unique_ptr<ThreadPool>> pool;
 };
 
 class CpuStream : public Stream {
  public:
-  explicit CpuStream(std::shared_ptr<Shared> shared)
-      : shared_(std::move(shared)), thread_([this] { run(); }) {}
+  CpuStream(std::shared_ptr<Shared> shared, const StreamPools& pools)
+      : shared_(std::move(shared)), pools_(pools), thread_([this] { run(); }) {}
 
   ~CpuStream() override {
     {
@@ -134,11 +140,16 @@ class CpuStream : public Stream {
   }
 
   void compute(std::shared_ptr<const Graph> graph) override {
-    push([this, graph = std::move(graph)]() -> Status {
-      std::lock_guard<std::mutex> lock(shared_->compute_mutex);
-      return cpu_graph_compute(*graph, *shared_->registry, *shared_->pool);
+    ThreadPool* own = batch_ && pools_.pool_batch != nullptr ? pools_.pool_batch : pools_.pool;
+    push([this, own, graph = std::move(graph)]() -> Status {
+      if (own != nullptr) return cpu_graph_compute(*graph, *shared_->registry, *own);
+      auto pool = shared_->pool.lock();
+      if (*pool == nullptr) *pool = std::make_unique<ThreadPool>(shared_->n_threads);
+      return cpu_graph_compute(*graph, *shared_->registry, **pool);
     });
   }
+
+  void set_batch(bool batch) override { batch_ = batch; }
 
   Event record() override {
     auto state = event_state_new();
@@ -213,6 +224,8 @@ class CpuStream : public Stream {
   }
 
   std::shared_ptr<Shared> shared_;
+  const StreamPools pools_;
+  bool batch_ = false;  // the caller's: set_batch and compute are called from one thread
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Command> queue_;
@@ -221,25 +234,17 @@ class CpuStream : public Stream {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-uint64_t available_memory() {
-  const long pages = sysconf(_SC_AVPHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
-
 class CpuDevice : public Device {
  public:
   explicit CpuDevice(const CpuDeviceOptions& options)
-      : options_(options), shared_(std::make_shared<Shared>()) {
-    shared_->pool = std::make_unique<ThreadPool>(options.n_threads);
-  }
+      : options_(options), shared_(std::make_shared<Shared>(options.n_threads)) {}
 
   DeviceInfo info() const override {
     DeviceInfo info;
     info.name = options_.name;
     info.description = std::string(isa_name(isa_active())) + ", " +
                        std::to_string(options_.n_threads) + " threads";
-    const uint64_t avail = available_memory();
+    const uint64_t avail = host_memory_available();
     info.memory_total = options_.memory_limit ? options_.memory_limit : avail;
     const uint64_t used = shared_->registry->used();
     info.memory_free = options_.memory_limit
@@ -274,7 +279,12 @@ class CpuDevice : public Device {
         shared_->registry, static_cast<uint8_t*>(const_cast<void*>(ptr)), size, false));
   }
 
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(shared_); }
+  std::unique_ptr<Stream> create_stream() override {
+    return std::make_unique<CpuStream>(shared_, StreamPools{});
+  }
+  std::unique_ptr<Stream> create_stream_on(const StreamPools& pools) override {
+    return std::make_unique<CpuStream>(shared_, pools);
+  }
 
   DeviceCaps caps() const override { return cpu_device_caps(); }
 

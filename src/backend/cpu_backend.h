@@ -18,7 +18,9 @@ struct CpuDeviceOptions {
 
 // Buffers are named by handles that the device resolves, and checks, for every graph: a graph
 // that names a buffer of another device, or a region past a buffer's end, is an error, never a
-// stray access. Streams of one device share its thread pool, one computation at a time.
+// stray access. Streams of one device share its thread pool, one computation at a time, except
+// the streams made with pools of their own (create_stream_on: a pipeline group's), which compute
+// on those and never wait for another group.
 std::unique_ptr<Device> cpu_device_new(const CpuDeviceOptions& options);
 
 // Runs a graph whose tensors are resolved to host memory; every index in the data (ids,

@@ -35,16 +35,16 @@ void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, 
   MatmulArgs args{
       static_cast<const uint8_t*>(w), w_row_bytes, k, m, x, x_stride, nullptr, 0, y, y_stride};
   if (kernel->act_column_bytes != nullptr) {
-    // Reused per calling thread so that the decode loop does not allocate per matmul.
-    thread_local std::vector<uint8_t> scratch;
+    // The caller's scratch of the pool (thread 0), reused so that the decode loop does not
+    // allocate per matmul; the pool's threads only read it.
     const size_t col_bytes = kernel->act_column_bytes(k);
     const size_t need = col_bytes * static_cast<size_t>(m);
-    if (scratch.size() < need) scratch.resize(need);
+    uint8_t* scratch = pool.scratch(0, need);
     for (int64_t j = 0; j < m; ++j) {
-      kernel->quantize_activation(x + j * x_stride,
-                                  scratch.data() + static_cast<size_t>(j) * col_bytes, k);
+      kernel->quantize_activation(x + j * x_stride, scratch + static_cast<size_t>(j) * col_bytes,
+                                  k);
     }
-    args.xq = scratch.data();
+    args.xq = scratch;
     args.xq_col_bytes = col_bytes;
   }
 

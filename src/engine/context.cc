@@ -74,7 +74,7 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   for (const Stage& s : engine.stages()) {
     auto rt = std::make_unique<StageRuntime>();
     rt->stage = &s;
-    rt->stream = s.device->create_stream();
+    rt->stream = ctx->new_stream(*s.device);
     ctx->stages_.push_back(std::move(rt));
   }
   STRATA_RETURN_IF_ERROR(ctx->alloc_buffers());
@@ -149,8 +149,13 @@ Status Context::wake() {
 void Context::renew_streams(const Device& device) {
   STRATA_CHECK(asleep_, "streams are renewed while the context sleeps");
   for (auto& rt : stages_) {
-    if (rt->stage->device == &device) rt->stream = rt->stage->device->create_stream();
+    if (rt->stage->device == &device) rt->stream = new_stream(*rt->stage->device);
   }
+}
+
+std::unique_ptr<Stream> Context::new_stream(Device& device) const {
+  return params_.pools.pool != nullptr ? device.create_stream_on(params_.pools)
+                                       : device.create_stream();
 }
 
 Status Context::check_awake() const {
@@ -439,6 +444,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
           4 * static_cast<size_t>(hp.n_embd * T));
     }
     input_handed_off = handed_off;
+    rt.stream->set_batch(T > 1);
     rt.stream->compute(graph);
     if (st.last && draws == nullptr) {
       if (n_out > 0) {

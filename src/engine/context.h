@@ -25,6 +25,9 @@ struct ContextParams {
   DType kv_dtype = DType::kF16;
   // The longest a sequence may grow (0: n_ctx); picks LongRoPE's short or long factors.
   int64_t n_ctx_seq = 0;
+  // The context's own CPU thread pools (borrowed; they outlive the context); none: the CPU
+  // device's pool, shared with the device's other streams.
+  StreamPools pools;
 };
 
 class Context {
@@ -103,6 +106,7 @@ class Context {
   Status alloc_buffers();
   Status upload_rope_tables();
   Status check_awake() const;
+  std::unique_ptr<Stream> new_stream(Device& device) const;
   // Copies the K/V rows of `seq` between the stages' caches and a state laid out as `layout`
   // says: reads them into `read_into`, or (when it is null) writes them from `write_from`.
   Status transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t* read_into,

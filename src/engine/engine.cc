@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "engine/placement.h"
 #include "engine/stage_caps.h"
 #include "engine/step_draws.h"
 
@@ -14,17 +15,10 @@ constexpr uint64_t kAlign = 64;
 
 uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-std::string mib(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
-  return buf;
-}
-
 // "RPC0[host:port] (layers 2-4, output)": a stage as messages name it.
-std::string stage_label(const Stage& s, const DeviceInfo& info) {
-  return info.name + " (layers " + std::to_string(s.layer_begin) + "-" +
-         std::to_string(s.layer_end) + (s.first ? ", embedding" : "") + (s.last ? ", output" : "") +
-         ")";
+std::string stage_label(const Stage& s, const std::string& device) {
+  return device + " (layers " + std::to_string(s.layer_begin) + "-" + std::to_string(s.layer_end) +
+         (s.first ? ", embedding" : "") + (s.last ? ", output" : "") + ")";
 }
 
 }  // namespace
@@ -71,51 +65,17 @@ StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                                                std::vector<std::unique_ptr<Device>> devices,
                                                const EngineOptions& options) {
-  if (devices.empty()) return invalid_argument("no devices to run the model on");
-  std::vector<DeviceInfo> infos;
-  for (const auto& d : devices) infos.push_back(d->info());
-  std::vector<double> weights = options.split;
-  if (weights.empty()) {
-    for (const DeviceInfo& info : infos) weights.push_back(static_cast<double>(info.memory_free));
-  }
-  if (weights.size() != devices.size()) {
-    return invalid_argument("the split has " + std::to_string(weights.size()) + " entries for " +
-                            std::to_string(devices.size()) + " devices");
-  }
-  double total = 0;
-  for (double w : weights) {
-    if (!(w >= 0) || !std::isfinite(w)) return invalid_argument("split values must be >= 0");
-    total += w;
-  }
-  if (total <= 0) return invalid_argument("the split gives no device any layer");
-
+  STRATA_ASSIGN_OR_RETURN(Placement plan, placement_plan(*model, devices, options));
   auto engine = std::unique_ptr<Engine>(new Engine());
-  const int64_t n_layer = model->hparams().n_layer;
-  const std::vector<int64_t> bounds = split_layers(n_layer, weights);
-  std::vector<size_t> device_of;  // per stage: index into devices/infos
-  for (size_t i = 0; i < devices.size(); ++i) {
+  for (const StagePlan& p : plan.stages) {
     Stage s;
-    s.device = devices[i].get();
-    s.layer_begin = bounds[i];
-    s.layer_end = bounds[i + 1];
-    if (s.layer_begin == s.layer_end && i != 0 && i + 1 != devices.size()) continue;
+    s.device = devices[p.device].get();
+    s.layer_begin = p.layer_begin;
+    s.layer_end = p.layer_end;
+    s.first = p.first;
+    s.last = p.last;
     engine->stages_.push_back(std::move(s));
-    device_of.push_back(i);
   }
-  // The first and last stages may be empty of layers when the split says so; drop empty ones
-  // at the ends only when a neighbour can take their role.
-  while (engine->stages_.size() > 1 &&
-         engine->stages_.front().layer_begin == engine->stages_.front().layer_end) {
-    engine->stages_.erase(engine->stages_.begin());
-    device_of.erase(device_of.begin());
-  }
-  while (engine->stages_.size() > 1 &&
-         engine->stages_.back().layer_begin == engine->stages_.back().layer_end) {
-    engine->stages_.pop_back();
-    device_of.pop_back();
-  }
-  engine->stages_.front().first = true;
-  engine->stages_.back().last = true;
 
   // Refuse a stage whose device cannot run its graph (an older worker without an op or a
   // weight dtype) before a byte is loaded: it would fail at its first step, after the upload.
@@ -128,7 +88,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                           options.context_shift, options.backend_sampling));
     const std::string missing = caps_missing(need, s.device->caps());
     if (!missing.empty()) {
-      lacking += "\n  " + stage_label(s, infos[device_of[si]]) + ": cannot run " + missing;
+      lacking += "\n  " + stage_label(s, plan.devices[plan.stages[si].device].name) +
+                 ": cannot run " + missing;
     }
   }
   if (!lacking.empty()) {
@@ -140,30 +101,15 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
 
   // Refuse a model that does not fit before a byte of it is loaded, naming what each device
   // needs and has. A device that reports no memory size (0: unknown) is not checked.
-  bool fits = true;
-  std::string report;
-  for (size_t si = 0; si < engine->stages_.size(); ++si) {
-    const Stage& s = engine->stages_[si];
-    const DeviceInfo& info = infos[device_of[si]];
-    uint64_t weight_bytes = 0;
-    if (!options.use_mmap || !device_maps_host(*model, *s.device)) {
-      weight_bytes = stage_weight_bytes(
-          stage_weight_tensors(*model, s.layer_begin, s.layer_end, s.first, s.last),
-          std::max<uint64_t>(info.alignment, 32));
-    }
-    const StageNeeds need = stage_needs(model->hparams(), s.layer_begin, s.layer_end, s.first,
-                                        s.last, weight_bytes, options);
-    const bool ok = info.memory_total == 0 || need.total() <= info.memory_free;
-    fits = fits && ok;
-    report += "\n  " + stage_label(s, info) + ": needs " + mib(need.total()) + " (weights " +
-              mib(need.weights) + ", KV cache " + mib(need.kv) + ", compute " + mib(need.compute) +
-              "), has " + mib(info.memory_free) + " free" + (ok ? "" : "  <- does not fit");
-  }
-  if (!fits) {
-    return out_of_range(
-        "the model does not fit on the devices (use --tensor-split, a smaller -c, "
-        "or more devices):" +
-        report);
+  if (!plan.fits()) {
+    return out_of_range("the model does not fit on its devices with " +
+                        std::to_string(options.n_ctx) + " KV cells" +
+                        (options.n_contexts > 1
+                             ? " over " + std::to_string(options.n_contexts) + " contexts"
+                             : std::string()) +
+                        " (use a smaller -c, fewer pipeline groups, --tensor-split or more "
+                        "devices):" +
+                        plan.table());
   }
 
   engine->model_ = std::move(model);

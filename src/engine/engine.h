@@ -34,6 +34,8 @@ struct EngineOptions {
   int64_t n_ctx = 0;
   DType kv_dtype = DType::kF16;
   int64_t n_batch = 512;
+  // Contexts that share the n_ctx cells (pipeline groups): each has its own step buffers.
+  int32_t n_contexts = 1;
   // The contexts will shift sequences (Context::seq_shift): a device that cannot run the shift's
   // graph (an older worker without rope_shift) is refused at split time too.
   bool context_shift = false;

@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "backend/cpu_backend.h"
+#include "core/host_memory.h"
 #include "core/isa.h"
 #include "core/thread_pool.h"
 #include "graph/serialize.h"
@@ -36,12 +37,6 @@ constexpr uint64_t kMessageSlackBytes = uint64_t{32} << 20;
 // SET_TENSOR(S) payloads from this size on are received straight into the buffers. Below it a
 // copy costs less than the receive calls of a scattered read.
 constexpr uint64_t kPlaceMinBytes = uint64_t{64} << 10;
-
-uint64_t machine_available_memory() {
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
 
 // Bytes allocated across connections, against --mem.
 class MemoryBudget {
@@ -766,8 +761,7 @@ Result<std::unique_ptr<Worker>> Worker::start(const WorkerOptions& options) {
     std::filesystem::create_directories(options.cache_dir, ec);
     if (ec) return io_error("cache directory '" + options.cache_dir + "': " + ec.message());
   }
-  const uint64_t limit =
-      options.memory_limit != 0 ? options.memory_limit : machine_available_memory();
+  const uint64_t limit = options.memory_limit != 0 ? options.memory_limit : host_memory_available();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, transport_listen(options.address));
   auto impl = std::make_unique<Impl>(options, std::move(l), limit);
   impl->caps = kCapAll & ~options.hide_caps;

@@ -286,6 +286,8 @@ void PipelineGroup::step() {
   metrics_.decode_steps.fetch_add(1, std::memory_order_relaxed);
   metrics_.batch_tokens.observe(static_cast<double>(batch_.size()));
   metrics_.busy_slots.observe(static_cast<double>(n_busy));
+  decode_steps_.fetch_add(1, std::memory_order_relaxed);
+  busy_summed_.fetch_add(static_cast<uint64_t>(n_busy), std::memory_order_relaxed);
   if (params_.backend_sampling) add_draws();
   if (Status st = ctx_->decode(batch_, params_.backend_sampling ? &draws_ : nullptr); !st) {
     // The context rolled its KV back, so every slot's cache still matches it. Fail the tasks

@@ -94,6 +94,9 @@ class PipelineGroup {
   int64_t queued() const { return queued_.load(std::memory_order_relaxed); }
   int64_t busy_slots() const { return busy_.load(std::memory_order_relaxed); }
   int64_t kv_used() const { return kv_used_.load(std::memory_order_relaxed); }
+  // Decode steps this group ran, and the busy slots they carried summed over them.
+  uint64_t decode_steps() const { return decode_steps_.load(std::memory_order_relaxed); }
+  uint64_t busy_slots_summed() const { return busy_summed_.load(std::memory_order_relaxed); }
   std::vector<SlotView> slot_views() const;
   // Longest prefix of `prompt` cached by any slot (needs publish_cache).
   size_t cache_match(const std::vector<int32_t>& prompt) const;
@@ -197,6 +200,8 @@ class PipelineGroup {
   std::atomic<int64_t> queued_{0};
   std::atomic<int64_t> busy_{0};
   std::atomic<int64_t> kv_used_{0};
+  std::atomic<uint64_t> decode_steps_{0};
+  std::atomic<uint64_t> busy_summed_{0};
 
   mutable std::mutex cache_mu_;
   std::vector<std::vector<int32_t>> cache_copy_;  // guarded by cache_mu_; per slot

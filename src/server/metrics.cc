@@ -50,6 +50,33 @@ void prometheus_scalar(std::string& out, const std::string& name, const char* ty
   out += name + " " + number(value) + "\n";
 }
 
+void render_group_metrics(std::string& out, const std::vector<GroupGauges>& groups) {
+  auto family = [&out, &groups](const char* name, const char* type, const char* help,
+                                double (*value)(const GroupGauges&)) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const GroupGauges& g : groups) {
+      out += std::string(name) + "{group=\"" + std::to_string(g.group) + "\"} " + number(value(g)) +
+             "\n";
+    }
+  };
+  family("strata_group_decode_steps_total", "counter", "Decode steps of the pipeline group.",
+         [](const GroupGauges& g) { return static_cast<double>(g.decode_steps); });
+  family("strata_group_busy_slots_per_decode", "gauge",
+         "Average number of busy slots per decode step of the pipeline group.",
+         [](const GroupGauges& g) {
+           return g.decode_steps > 0 ? static_cast<double>(g.busy_slots_summed) /
+                                           static_cast<double>(g.decode_steps)
+                                     : 0.0;
+         });
+  family("strata_group_requests_queued", "gauge",
+         "Requests waiting for a slot of the pipeline group.",
+         [](const GroupGauges& g) { return static_cast<double>(g.requests_queued); });
+  family("strata_group_slots_busy", "gauge", "Slots of the pipeline group serving a request.",
+         [](const GroupGauges& g) { return static_cast<double>(g.slots_busy); });
+  family("strata_group_slots", "gauge", "Slots of the pipeline group.",
+         [](const GroupGauges& g) { return static_cast<double>(g.slots_total); });
+}
+
 Metrics::Metrics()
     : ttft_seconds({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
       tpot_seconds({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),

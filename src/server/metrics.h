@@ -41,6 +41,20 @@ struct Gauges {
   int64_t requests_queued = 0;
 };
 
+// What /metrics shows of one pipeline group, read from it when rendered.
+struct GroupGauges {
+  int32_t group = 0;
+  uint64_t decode_steps = 0;       // Context::decode calls
+  uint64_t busy_slots_summed = 0;  // over those calls: the slots each carried
+  int64_t requests_queued = 0;     // tasks waiting for the group's slots
+  int64_t slots_busy = 0;
+  int64_t slots_total = 0;
+};
+
+// Appends the per-group series (strata_group_*{group="N"}): decode steps, busy slots per decode
+// (llama-server's n_busy_slots_per_decode, per group), queue depth, busy and total slots.
+void render_group_metrics(std::string& out, const std::vector<GroupGauges>& groups);
+
 class Metrics {
  public:
   Metrics();

@@ -46,6 +46,9 @@ struct ModelServing {
   // Vertex AI prediction (AIP_MODE=PREDICTION): routes of their own; "" when off.
   std::string aip_health_route;
   std::string aip_predict_route;
+  // --fit was on, and what it chose (empty: the plan fitted as asked); /props reports both.
+  bool fit = false;
+  std::string fit_note;
   // Whether the devices the model runs on can still serve (e.g. RemoteWorkers::status); when it
   // fails, generation requests get 503 with its message at once and /health answers 503.
   std::function<Status()> backend_status;

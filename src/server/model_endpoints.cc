@@ -168,6 +168,7 @@ void ModelDispatcher::props(Response& res) {
                {"total_slots", total_slots},
                {"n_ctx", n_ctx},
                {"pipeline_groups", groups_.size()},
+               {"fit", {{"on", serving_.fit}, {"note", serving_.fit_note}}},
                {"model_path", serving_.model_path},
                {"model_alias", serving_.model_name},
                {"chat_template", tmpl ? *tmpl : std::string()},
@@ -307,7 +308,10 @@ void ModelDispatcher::metrics(Response& res) {
     return send_error(res, ApiError{501, "the /metrics endpoint is off (start with --metrics)"});
   }
   Gauges gauges;
+  std::vector<GroupGauges> per_group;
   for (const auto& g : groups_) {
+    per_group.push_back({g->index(), g->decode_steps(), g->busy_slots_summed(), g->queued(),
+                         g->busy_slots(), g->n_slots()});
     gauges.slots_busy += g->busy_slots();
     gauges.slots_total += g->n_slots();
     gauges.kv_used += g->kv_used();
@@ -342,6 +346,7 @@ void ModelDispatcher::metrics(Response& res) {
   prom(out, "llamacpp:n_decode_total", "counter", "Total number of decode calls.", steps);
   prom(out, "llamacpp:n_busy_slots_per_decode", "gauge",
        "Average number of busy slots per decode call.", metrics_.busy_slots.mean());
+  render_group_metrics(out, per_group);
   res.set_content(out, "text/plain; version=0.0.4");
 }
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "backend/cpu_backend.h"
+#include "engine/placement.h"
 #include "rpc/auth.h"
 #include "rpc/remote_backend.h"
 
@@ -90,6 +91,63 @@ Result<std::vector<double>> split_for_gpu_layers(const LoadOptions& options,
   return shares;
 }
 
+// Whether the plan for n_ctx cells over n contexts fits, keeping the margins free.
+Result<bool> plan_fits(const Model& model, const std::vector<std::unique_ptr<Device>>& devices,
+                       const LoadOptions::Fit& fit, EngineOptions o, int64_t n_ctx, int32_t n) {
+  o.n_ctx = n_ctx;
+  o.n_contexts = n;
+  STRATA_ASSIGN_OR_RETURN(Placement plan, placement_plan(model, devices, o));
+  return plan.fits(fit.margins);
+}
+
+// The largest context in [lo, hi] that fits with n contexts; 0 when not even lo fits. The need
+// grows with the context, so a bisection finds it; a result of 256 or more is rounded down to
+// a multiple of 256 (as the cell lists are padded), never below lo.
+Result<int64_t> largest_context(const Model& model,
+                                const std::vector<std::unique_ptr<Device>>& devices,
+                                const LoadOptions::Fit& fit, const EngineOptions& eo, int64_t lo,
+                                int64_t hi, int32_t n) {
+  STRATA_ASSIGN_OR_RETURN(bool ok, plan_fits(model, devices, fit, eo, hi, n));
+  if (ok) return hi;
+  STRATA_ASSIGN_OR_RETURN(ok, plan_fits(model, devices, fit, eo, lo, n));
+  if (!ok) return int64_t{0};
+  int64_t good = lo, bad = hi;
+  while (bad - good > 1) {
+    const int64_t mid = good + (bad - good) / 2;
+    STRATA_ASSIGN_OR_RETURN(ok, plan_fits(model, devices, fit, eo, mid, n));
+    (ok ? good : bad) = mid;
+  }
+  return good >= 256 ? std::max(lo, good / 256 * 256) : good;
+}
+
+// --fit: when the asked plan does not fit with the margins kept free, the largest context down
+// to fit.min_ctx with the contexts asked; failing that, at that context, the most contexts
+// that fit (each context's step buffers are what another one costs), with their largest
+// context. Changes eo and says what it chose; changes nothing when the asked plan fits or when
+// nothing smaller does (Engine::create then checks the asked plan, without margins).
+Result<std::string> fit_plan(const Model& model,
+                             const std::vector<std::unique_ptr<Device>>& devices,
+                             const LoadOptions::Fit& fit, int64_t min_cells, EngineOptions& eo) {
+  const int64_t asked = eo.n_ctx;
+  const int32_t asked_n = eo.n_contexts;
+  const int64_t lo = std::min(asked, std::max(fit.min_ctx, min_cells));
+  for (int32_t n = asked_n; n >= 1; --n) {
+    STRATA_ASSIGN_OR_RETURN(int64_t best, largest_context(model, devices, fit, eo, lo, asked, n));
+    if (best == 0) continue;
+    eo.n_ctx = best;
+    eo.n_contexts = n;
+    if (best == asked && n == asked_n) return std::string();
+    return "--fit: " + std::to_string(best) + " KV cells (asked " + std::to_string(asked) + ")" +
+           (n != asked_n ? ", " + std::to_string(n) + " pipeline groups (asked " +
+                               std::to_string(asked_n) + ")"
+                         : std::string()) +
+           ": the largest that fits the devices' free memory";
+  }
+  return "--fit: no plan down to " + std::to_string(lo) +
+         " KV cells (--fit-ctx) and 1 pipeline group keeps the --fit-target margins free; "
+         "trying what was asked";
+}
+
 }  // namespace
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -109,10 +167,18 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
   if (options.kv_dtype != DType::kF16 && options.kv_dtype != DType::kF32) {
     return invalid_argument("the KV cache type must be f16 or f32");
   }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(options.model_path));
+  return load_model(std::move(model), options, n_seq);
+}
+
+Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& options, int32_t n_seq) {
+  if (options.kv_dtype != DType::kF16 && options.kv_dtype != DType::kF32) {
+    return invalid_argument("the KV cache type must be f16 or f32");
+  }
+  if (options.n_contexts < 1) return invalid_argument("contexts must be at least 1");
   const int threads = options.n_threads > 0
                           ? options.n_threads
                           : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(options.model_path));
   const int64_t train_ctx = model->hparams().n_ctx_train;
   const int64_t n_layer = model->hparams().n_layer;
   int64_t n_ctx = options.n_ctx;
@@ -122,6 +188,7 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
   std::vector<std::unique_ptr<Device>> all;
   CpuDeviceOptions cpu;
   cpu.n_threads = threads;
+  cpu.memory_limit = options.cpu_memory_limit;
   all.push_back(cpu_device_new(cpu));
   STRATA_RETURN_IF_ERROR(add_remote_devices(options, all));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Device>> devices,
@@ -139,20 +206,32 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
     STRATA_ASSIGN_OR_RETURN(eo.split, split_for_gpu_layers(options, devices, n_layer));
   }
   eo.n_ctx = n_ctx;
+  eo.n_contexts = options.n_contexts;
   eo.kv_dtype = options.kv_dtype;
   eo.n_batch = options.n_batch;
   eo.progress = options.progress;
   eo.use_mmap = options.use_mmap;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                          Engine::create(std::move(model), std::move(devices), eo));
+  Loaded out;
+  if (options.fit.on) {
+    const int64_t min_cells = std::max<int64_t>({options.min_ctx, 2 * int64_t{n_seq}, 1});
+    STRATA_ASSIGN_OR_RETURN(out.fit_note, fit_plan(*model, devices, options.fit, min_cells, eo));
+  }
+  auto engine = Engine::create(std::move(model), std::move(devices), eo);
+  if (!engine.is_ok()) {
+    return out.fit_note.empty() ? engine.status() : engine.status().with_context(out.fit_note);
+  }
+  out.engine = std::move(engine).value();
+  out.n_ctx = eo.n_ctx;
+  out.n_contexts = eo.n_contexts;
+  if (eo.n_contexts > 1 || !options.make_context) return out;
   ContextParams cp;
-  cp.n_ctx = n_ctx;
+  cp.n_ctx = eo.n_ctx;
   cp.n_batch = options.n_batch;
   cp.n_seq = n_seq;
-  cp.n_ctx_seq = n_ctx / std::max<int64_t>(n_seq, 1);  // what one sequence may use
+  cp.n_ctx_seq = eo.n_ctx / std::max<int64_t>(n_seq, 1);  // what one sequence may use
   cp.kv_dtype = options.kv_dtype;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(*engine, cp));
-  return Loaded{std::move(engine), std::move(ctx)};
+  STRATA_ASSIGN_OR_RETURN(out.context, Context::create(*out.engine, cp));
+  return out;
 }
 
 }  // namespace strata::server

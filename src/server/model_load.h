@@ -35,15 +35,37 @@ struct LoadOptions {
   // The last stage's device must run the sample op (checked when the split is made).
   bool backend_sampling = false;
   ProgressFn progress;
+  // Contexts that will share the n_ctx cells (the server's pipeline groups), each with its own
+  // step buffers: the memory check counts them all.
+  int32_t n_contexts = 1;
+  // Make the context for n_seq sequences (with one context); false: the caller makes its own.
+  bool make_context = true;
+  // The CPU's memory for the plan and its buffers, in bytes; 0: what the machine has free
+  // (MemAvailable, under this process's cgroup limit).
+  uint64_t cpu_memory_limit = 0;
+  // --fit: when the plan does not fit (keeping `margins` free per device), lower the context
+  // (not below min_ctx) and then the contexts, instead of refusing.
+  struct Fit {
+    bool on = false;
+    std::vector<uint64_t> margins = {uint64_t{1024} << 20};  // bytes; one value: every device
+    int64_t min_ctx = 4096;
+  } fit;
 };
 
 struct Loaded {
   std::unique_ptr<Engine> engine;
+  // The context for n_seq sequences; null with several contexts (the caller makes them).
   std::unique_ptr<Context> context;
+  int64_t n_ctx = 0;       // KV cells over all contexts, as planned
+  int32_t n_contexts = 1;  // as planned: fewer than asked when --fit dropped some
+  std::string fit_note;    // what --fit changed; empty when it changed nothing
 };
 
-// Opens the model, places it on the devices and makes a context for n_seq sequences.
+// Opens the model, places it on the devices and makes a context for n_seq sequences. The memory
+// every device needs is checked before any weight is read (see engine/placement.h).
 Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq);
+// The same with a model already open (the weights of `model` are not read before the check).
+Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& options, int32_t n_seq);
 
 // "a,b,c" -> {"a", "b", "c"}; "" -> {""}.
 std::vector<std::string> split_commas(const std::string& text);

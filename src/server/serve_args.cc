@@ -116,6 +116,32 @@ Status set_gpu_layers(ServeArgs& a, const std::string& v) {
   return Status::ok();
 }
 
+Status set_fit_target(ServeArgs& a, const std::string& v) {
+  std::vector<uint64_t> margins;
+  for (const std::string& part : split_commas(v)) {
+    STRATA_ASSIGN_OR_RETURN(int64_t mib, parse_arg_int(part, 0, int64_t{1} << 30));
+    margins.push_back(static_cast<uint64_t>(mib) << 20);
+  }
+  a.options.load.fit.margins = std::move(margins);
+  return Status::ok();
+}
+
+Status add_cpus(std::vector<int>& cpus, const std::string& v, bool mask) {
+  Result<std::vector<int>> more = mask ? cpu_list_from_mask(v) : cpu_list_from_range(v);
+  if (!more.is_ok()) return more.status();
+  const int n = cpu_count();
+  for (int c : *more) {
+    if (c >= n) {
+      return invalid_argument("CPU " + std::to_string(c) + " does not exist: this machine has " +
+                              std::to_string(n) + " CPUs (0-" + std::to_string(n - 1) + ")");
+    }
+    cpus.push_back(c);
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return Status::ok();
+}
+
 Status set_cache_type(std::string& out, const std::string& v) {
   if (v != "f16" && v != "f32") {
     return invalid_argument("the KV cache types strata has are f16 and f32, not '" + v + "'");
@@ -191,6 +217,14 @@ Result<ArgReport> parse_serve_args(const std::vector<std::string>& args, const E
                             " and -ctv " + out.cache_type_v + " differ");
   }
   out.options.load.kv_dtype = out.cache_type_k == "f32" ? DType::kF32 : DType::kF16;
+  out.options.threads.n_threads = out.options.load.n_threads;
+  ThreadPoolOptions& batch = out.options.threads_batch;
+  batch = out.options.threads;
+  if (out.threads_batch) batch.n_threads = *out.threads_batch;
+  if (out.cpus_batch) batch.cpus = *out.cpus_batch;
+  if (out.strict_batch) batch.strict = *out.strict_batch;
+  if (out.poll_batch) batch.poll = *out.poll_batch;
+  batch.priority = out.prio_batch;
   // Vertex AI runs the container with AIP_MODE=PREDICTION and names the port and routes.
   const char* aip = env ? env("AIP_MODE") : nullptr;
   if (aip != nullptr && std::string(aip) == "PREDICTION") {

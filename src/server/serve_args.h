@@ -3,6 +3,7 @@
 // flags that are accepted but do nothing here, and --help.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,13 @@ struct ServeArgs {
   // Set by -ctk / -ctv / --kv-type; checked to agree after parsing.
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
+  // The batch variants of the thread flags, which default to their plain flag's value (as in
+  // llama.cpp); resolved into options.threads_batch after parsing.
+  std::optional<int> threads_batch;
+  std::optional<std::vector<int>> cpus_batch;
+  std::optional<bool> strict_batch;
+  std::optional<int> poll_batch;
+  int prio_batch = 0;
 };
 
 const std::vector<ArgRow<ServeArgs>>& serve_arg_table();

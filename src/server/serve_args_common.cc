@@ -58,13 +58,74 @@ void add_common_rows(std::vector<Row>& t) {
                  a.options.load.n_threads = n <= 0 ? 0 : static_cast<int>(n);
                  return Status::ok();
                }});
-  ignored(t, {"-tb", "--threads-batch"}, K::kValue,
-          "one thread pool serves prompts and decoding (-t)");
-  for (const char* f : {"-C", "--cpu-mask", "-Cr", "--cpu-range", "--cpu-strict", "--prio",
-                        "--poll", "-Cb", "--cpu-mask-batch", "-Crb", "--cpu-range-batch",
-                        "--cpu-strict-batch", "--prio-batch", "--poll-batch"}) {
-    ignored(t, {f}, K::kValue, kNoPin);
-  }
+  // Every pipeline group has its own pools (one for decoding steps, one for prompt steps when
+  // the -b settings differ); these flags apply to each group's pools alike.
+  auto pool_row = [&t](std::vector<std::string> names, const char* env, const char* value,
+                       const char* def, const char* help, Setter set) {
+    t.push_back({std::move(names),
+                 {},
+                 env,
+                 K::kValue,
+                 value,
+                 def,
+                 help,
+                 S::kCommon,
+                 E::kApplied,
+                 "",
+                 nullptr,
+                 std::move(set)});
+  };
+  pool_row({"-tb", "--threads-batch"}, "LLAMA_ARG_THREADS_BATCH", "N", "same as --threads",
+           "CPU threads of each pipeline group for prompt steps (-1: all cores)",
+           [](ServeArgs& a, const std::string& v) -> Status {
+             STRATA_ASSIGN_OR_RETURN(int64_t n, parse_arg_int(v, -1, 1024));
+             a.threads_batch = n <= 0 ? 0 : static_cast<int>(n);
+             return Status::ok();
+           });
+  pool_row(
+      {"-C", "--cpu-mask"}, nullptr, "M", "\"\"",
+      "CPU affinity mask in hex (bit i: CPU i); adds to --cpu-range",
+      [](ServeArgs& a, const std::string& v) { return add_cpus(a.options.threads.cpus, v, true); });
+  pool_row({"-Cr", "--cpu-range"}, nullptr, "lo-hi", "", "CPUs for affinity; adds to --cpu-mask",
+           [](ServeArgs& a, const std::string& v) {
+             return add_cpus(a.options.threads.cpus, v, false);
+           });
+  pool_row({"--cpu-strict"}, nullptr, "<0|1>", "0",
+           "strict placement: thread i alone on the i-th CPU of the mask",
+           bool_to(STRATA_FIELD(options.threads.strict)));
+  pool_row({"--prio"}, nullptr, "N", "0",
+           "thread priority: low(-1), normal(0), medium(1), high(2), realtime(3)",
+           int_to(STRATA_FIELD(options.threads.priority), -1, 3));
+  pool_row({"--poll"}, nullptr, "<0...100>", "50",
+           "how long a waiting thread polls for work before it sleeps (0: no polling)",
+           int_to(STRATA_FIELD(options.threads.poll), 0, 100));
+  pool_row({"-Cb", "--cpu-mask-batch"}, nullptr, "M", "same as --cpu-mask",
+           "CPU affinity mask of the prompt threads; adds to --cpu-range-batch",
+           [](ServeArgs& a, const std::string& v) {
+             if (!a.cpus_batch) a.cpus_batch.emplace();
+             return add_cpus(*a.cpus_batch, v, true);
+           });
+  pool_row({"-Crb", "--cpu-range-batch"}, nullptr, "lo-hi", "",
+           "CPUs of the prompt threads; adds to --cpu-mask-batch",
+           [](ServeArgs& a, const std::string& v) {
+             if (!a.cpus_batch) a.cpus_batch.emplace();
+             return add_cpus(*a.cpus_batch, v, false);
+           });
+  pool_row({"--cpu-strict-batch"}, nullptr, "<0|1>", "same as --cpu-strict",
+           "strict placement of the prompt threads", [](ServeArgs& a, const std::string& v) {
+             STRATA_ASSIGN_OR_RETURN(bool b, parse_arg_bool(v));
+             a.strict_batch = b;
+             return Status::ok();
+           });
+  pool_row({"--prio-batch"}, nullptr, "N", "0", "priority of the prompt threads (as --prio)",
+           int_to(STRATA_FIELD(prio_batch), -1, 3));
+  pool_row({"--poll-batch"}, nullptr, "<0...100>", "same as --poll",
+           "polling of the prompt threads (as --poll)",
+           [](ServeArgs& a, const std::string& v) -> Status {
+             STRATA_ASSIGN_OR_RETURN(int64_t n, parse_arg_int(v, 0, 100));
+             a.poll_batch = static_cast<int>(n);
+             return Status::ok();
+           });
   t.push_back({{"-c", "--ctx-size"},
                {},
                "LLAMA_ARG_CTX_SIZE",
@@ -277,9 +338,61 @@ void add_common_rows(std::vector<Row>& t) {
                nullptr,
                set_split});
   ignored(t, {"-mg", "--main-gpu"}, K::kValue, kNoGpu, "LLAMA_ARG_MAIN_GPU");
-  ignored(t, {"-fit", "--fit"}, K::kValue, "placement is checked, not adjusted", "LLAMA_ARG_FIT");
-  ignored(t, {"-fitt", "--fit-target"}, K::kValue, kNoGpu, "LLAMA_ARG_FIT_TARGET");
-  ignored(t, {"-fitc", "--fit-ctx"}, K::kValue, kNoGpu, "LLAMA_ARG_FIT_CTX");
+  t.push_back({{"-fit", "--fit"},
+               {},
+               "LLAMA_ARG_FIT",
+               K::kValue,
+               "on|off",
+               "off",
+               "when the model, the context and the pipeline groups do not fit the devices' free "
+               "memory, lower the context (down to --fit-ctx), then the groups, instead of "
+               "refusing",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(options.load.fit.on))});
+  t.push_back({{"-fitt", "--fit-target"},
+               {},
+               "LLAMA_ARG_FIT_TARGET",
+               K::kValue,
+               "MiB0,MiB1,...",
+               "1024",
+               "memory --fit leaves free per device, in --device order (one value: every device)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               set_fit_target});
+  t.push_back({{"-fitc", "--fit-ctx"},
+               {},
+               "LLAMA_ARG_FIT_CTX",
+               K::kValue,
+               "N",
+               "4096",
+               "smallest context --fit may choose (KV cells in total)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.load.fit.min_ctx), 1, 1 << 24)});
+  t.push_back({{"--cpu-mem"},
+               {},
+               nullptr,
+               K::kValue,
+               "MiB",
+               "0: free memory",
+               "memory the local CPU device may use for weights copies, KV caches and buffers "
+               "(the plan checks against it)",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 STRATA_ASSIGN_OR_RETURN(int64_t mib, parse_arg_int(v, 0, int64_t{1} << 40));
+                 a.options.load.cpu_memory_limit = static_cast<uint64_t>(mib) << 20;
+                 return Status::ok();
+               }});
   ignored(t, {"--check-tensors"}, K::kSwitch,
           "tensors are checked for shape and bounds, not values");
   refused(t, {"--override-kv"}, K::kValue, "the model's metadata is used as written");

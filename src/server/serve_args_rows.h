@@ -78,6 +78,10 @@ Status add_keys(ServeArgs& a, const std::string& list);
 Status add_key_file(ServeArgs& a, const std::string& path);
 Status set_split(ServeArgs& a, const std::string& v);
 Status set_gpu_layers(ServeArgs& a, const std::string& v);
+Status set_fit_target(ServeArgs& a, const std::string& v);
+// Adds the CPUs of a hex mask (-C) or a range list (-Cr) to `cpus`; a CPU that does not exist
+// on this machine is an error.
+Status add_cpus(std::vector<int>& cpus, const std::string& v, bool mask);
 Status set_cache_type(std::string& out, const std::string& v);
 Status set_logit_bias_flag(ServeArgs& a, const std::string& v);
 Status set_load_mode(ServeArgs& a, const std::string& v);
@@ -97,7 +101,8 @@ void add_sampling_rows(std::vector<Row>& t);  // sampling defaults
 void add_server_rows(std::vector<Row>& t);    // llama-server's own, then strata's
 
 inline constexpr const char* kNoGpu = "a GPU setting; strata's devices are the CPU and RPC workers";
-inline constexpr const char* kNoPin = "strata does not pin or prioritise its threads";
+inline constexpr const char* kNoPin =
+    "strata places no memory by NUMA node; pin the threads with --cpu-mask or --cpu-range";
 inline constexpr const char* kNoSpec = "strata has no speculative decoding";
 inline constexpr const char* kDownload =
     "strata loads local GGUF files only: download the file, pass -m";

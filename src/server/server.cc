@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "server/chat_format.h"
 #include "server/group.h"
@@ -19,6 +20,7 @@ namespace strata::server {
 // they are destroyed from the bottom up.
 struct Server::Parts {
   Loaded loaded;
+  std::vector<std::unique_ptr<ThreadPool>> pools;  // every group's own; outlive the contexts
   std::unique_ptr<RemoteWorkers> workers;
   Metrics metrics;
   std::vector<std::unique_ptr<PipelineGroup>> groups;
@@ -30,6 +32,7 @@ struct Server::Parts {
   std::unique_ptr<HttpServer> http;
   int32_t n_slots = 0;
   int64_t n_ctx_slot = 0;
+  std::string fit_note;
 
   ~Parts() {
     http.reset();
@@ -39,6 +42,37 @@ struct Server::Parts {
     if (router) router->stop();
   }
 };
+
+namespace {
+
+// Pipeline group g's own pools, kept in `owned`: one for steps of one token and, when its
+// settings differ, one for prompt steps. Groups never wait for each other's CPU threads.
+Result<StreamPools> group_pools(int32_t g, const ThreadPoolOptions& decode,
+                                const ThreadPoolOptions& batch, Log* log,
+                                std::vector<std::unique_ptr<ThreadPool>>& owned) {
+  const bool one_pool = decode.n_threads == batch.n_threads && decode.cpus == batch.cpus &&
+                        decode.strict == batch.strict && decode.priority == batch.priority &&
+                        decode.poll == batch.poll;
+  StreamPools pools;
+  for (const ThreadPoolOptions* t : {&decode, &batch}) {
+    if (t == &batch && one_pool) break;
+    ThreadPoolOptions named = *t;
+    named.name = "g" + std::to_string(g) + (t == &batch ? "b" : "");
+    auto pool = ThreadPool::create(named);
+    if (!pool.is_ok()) {
+      return pool.status().with_context("thread pool of pipeline group " + std::to_string(g));
+    }
+    // Every group's pools meet the same refusal: say it once.
+    if (!(*pool)->setup_note().empty() && log != nullptr && g == 0) {
+      log->write(LogLevel::kWarning, "strata serve: " + (*pool)->setup_note());
+    }
+    (t == &decode ? pools.pool : pools.pool_batch) = pool->get();
+    owned.push_back(std::move(pool).value());
+  }
+  return pools;
+}
+
+}  // namespace
 
 Server::Server(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 Server::~Server() = default;
@@ -88,15 +122,23 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   }
   auto p = std::make_unique<Parts>();
   p->n_slots = o.n_slots;
-  // Slots of group g: an even share, the first groups taking the remainder.
-  std::vector<int32_t> slots_of;
-  for (int32_t g = 0; g < o.n_groups; ++g) {
-    slots_of.push_back(o.n_slots / o.n_groups + (g < o.n_slots % o.n_groups));
-  }
   LoadOptions load = o.load;
   load.context_shift = o.context_shift;
   load.backend_sampling = o.backend_sampling;
-  STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(load, o.n_groups == 1 ? o.n_slots : slots_of[0]));
+  load.n_contexts = o.n_groups;
+  load.make_context = false;  // each group's context is made below, on the group's own pools
+  STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(load, o.n_slots));
+  // --fit may have chosen fewer groups (and a smaller context) than asked.
+  const int32_t n_groups = p->loaded.n_contexts;
+  if (!p->loaded.fit_note.empty() && o.log) {
+    o.log->write(LogLevel::kInfo, "strata serve: " + p->loaded.fit_note);
+  }
+  p->fit_note = p->loaded.fit_note;
+  // Slots of group g: an even share, the first groups taking the remainder.
+  std::vector<int32_t> slots_of;
+  for (int32_t g = 0; g < n_groups; ++g) {
+    slots_of.push_back(o.n_slots / n_groups + (g < o.n_slots % n_groups));
+  }
   const int32_t n_vocab = p->loaded.engine->model().tokenizer().n_vocab();
   for (const TokenBias& b : o.defaults.logit_bias) {
     if (b.token >= n_vocab) {
@@ -104,7 +146,10 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
                               " is outside the vocabulary of " + std::to_string(n_vocab));
     }
   }
-  const ContextParams base = p->loaded.context->params();
+  ContextParams base;
+  base.n_ctx = p->loaded.n_ctx;
+  base.n_batch = o.load.n_batch;
+  base.kv_dtype = o.load.kv_dtype;
   const int64_t n_ctx_slot = base.n_ctx / o.n_slots;
   if (n_ctx_slot < 2) {
     return invalid_argument("-c " + std::to_string(base.n_ctx) + " leaves " +
@@ -120,23 +165,35 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   if (!p->workers->empty()) {
     p->metrics.add_hook([w = p->workers.get()](std::string& out) { w->render_metrics(out); });
   }
-  for (int32_t g = 0; g < o.n_groups; ++g) {
-    std::unique_ptr<Context> ctx;
-    if (o.n_groups == 1) {
-      ctx = std::move(p->loaded.context);
+  ThreadPoolOptions decode_threads = o.threads;
+  ThreadPoolOptions batch_threads = o.threads_batch;
+  for (ThreadPoolOptions* t : {&decode_threads, &batch_threads}) {
+    if (t->n_threads <= 0) {
+      t->n_threads = o.load.n_threads > 0
+                         ? o.load.n_threads
+                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    }
+  }
+  for (int32_t g = 0; g < n_groups; ++g) {
+    STRATA_ASSIGN_OR_RETURN(StreamPools pools,
+                            group_pools(g, decode_threads, batch_threads, o.log.get(), p->pools));
+    ContextParams cp = base;
+    cp.pools = pools;
+    if (n_groups == 1) {
+      cp.n_seq = o.n_slots;
+      cp.n_ctx_seq = base.n_ctx / o.n_slots;
     } else {
       // Each group gets its slots' share of the context; the KV memory in total is unchanged.
-      ContextParams cp = base;
       cp.n_seq = slots_of[g];
       cp.n_ctx = n_ctx_slot * slots_of[g];
       cp.n_ctx_seq = n_ctx_slot;
-      STRATA_ASSIGN_OR_RETURN(ctx, Context::create(*p->loaded.engine, cp));
     }
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, Context::create(*p->loaded.engine, cp));
     GroupParams gp;
     gp.n_slots = slots_of[g];
     gp.n_ctx_slot = static_cast<int32_t>(n_ctx_slot);
     gp.n_batch = base.n_batch;
-    gp.publish_cache = o.n_groups > 1;
+    gp.publish_cache = n_groups > 1;
     gp.cache_similarity = o.slot_prompt_similarity;
     gp.context_shift = o.context_shift;
     gp.backend_sampling = o.backend_sampling;
@@ -151,7 +208,6 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     }
     p->groups.push_back(std::make_unique<PipelineGroup>(g, std::move(ctx), gp, p->metrics));
   }
-  p->loaded.context.reset();
 
   const Model& model = p->loaded.engine->model();
   ChatTemplateChoice choice;
@@ -184,6 +240,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   serving.log = o.log.get();
   serving.aip_health_route = o.aip_health_route;
   serving.aip_predict_route = o.aip_predict_route;
+  serving.fit = o.load.fit.on;
+  serving.fit_note = p->fit_note;
   if (!p->workers->empty()) {
     serving.backend_status = [w = p->workers.get()] { return w->status(); };
     serving.backend_retry_after = [w = p->workers.get()] { return w->retry_after_seconds(); };
@@ -225,7 +283,8 @@ void Server::stop() { parts_->http->stop(); }
 std::string Server::summary() const {
   if (parts_->router) return "router of " + std::to_string(parts_->router->n_models()) + " models";
   return std::to_string(parts_->n_slots) + " slots, " + std::to_string(parts_->groups.size()) +
-         " pipeline groups, " + std::to_string(parts_->n_ctx_slot) + " cells per slot";
+         " pipeline groups, " + std::to_string(parts_->n_ctx_slot) + " cells per slot" +
+         (parts_->fit_note.empty() ? "" : "; " + parts_->fit_note);
 }
 
 }  // namespace strata::server

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "server/http.h"
 #include "server/log.h"
 #include "server/model_load.h"
@@ -22,7 +23,13 @@ struct ServerOptions {
   LoadOptions load;
   int32_t n_slots = 1;   // -np: requests decoded together
   int32_t n_groups = 1;  // --pipeline-groups: contexts decoded concurrently
-  HttpOptions http;      // n_threads 0: max(8, 2 x slots + 2)
+  // Every pipeline group's own CPU thread pools, never shared between groups: `threads` for
+  // steps of one token, `threads_batch` for prompt steps (llama.cpp's -t/-C/-Cr/--cpu-strict/
+  // --prio/--poll and their batch variants). n_threads 0: load.n_threads, else every core.
+  // When the two are the same, a group has one pool for both.
+  ThreadPoolOptions threads{.n_threads = 0};
+  ThreadPoolOptions threads_batch{.n_threads = 0};
+  HttpOptions http;  // n_threads 0: max(8, 2 x slots + 2)
   // Names the API reports (the first) and accepts; empty: the model file's name.
   std::vector<std::string> aliases;
   std::vector<std::string> tags;  // informational, listed by /models

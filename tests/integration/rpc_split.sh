@@ -107,6 +107,7 @@ fi
 # By default the layers follow free memory: the small worker gets none, and the run is local.
 got=$(greedy small -m "$model" -n 48 -t 1 --rpc "$addr" --device CPU,RPC0)
 [ "$got" = "$(greedy local -m "$model" -n 48 -t 1)" ] || fail "split by free memory"
-grep -q "does not fit" "$tmp/err.txt" && grep -q "RPC0\[$addr\] (layers 2-4, output): needs" "$tmp/err.txt" ||
+grep -q "does not fit" "$tmp/err.txt" &&
+  grep -qE "^  RPC0\[$addr\] +2-4, output .*<- does not fit" "$tmp/err.txt" ||
   { cat "$tmp/err.txt"; fail "the fit error does not say what each device needs"; }
 echo "ok"

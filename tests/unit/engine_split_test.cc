@@ -145,10 +145,19 @@ TEST(EngineSplit, RefusesAModelThatDoesNotFitBeforeLoading) {
   auto e = engine_on(std::move(d), {1, 1}, 4096);
   ASSERT_FALSE(e.is_ok());
   const std::string& m = e.status().message();
-  EXPECT_NE(m.find("does not fit"), std::string::npos) << m;
-  EXPECT_NE(m.find("CPU1 (layers 2-4, output): needs"), std::string::npos) << m;
-  EXPECT_NE(m.find("has 1.0 MiB free  <- does not fit"), std::string::npos) << m;
-  EXPECT_EQ(m.find("CPU0 (layers 0-2, embedding): needs 0.0"), std::string::npos) << m;
+  EXPECT_NE(m.find("does not fit on its devices with 4096 KV cells"), std::string::npos) << m;
+  // One line per device: its layers, need and free in MiB, and the mark where it does not fit.
+  auto line_of = [&m](const std::string& device) {
+    const size_t at = m.find("\n  " + device + " ");
+    return at == std::string::npos ? std::string() : m.substr(at + 1, m.find('\n', at + 1) - at);
+  };
+  const std::string cpu1 = line_of("CPU1");
+  EXPECT_NE(cpu1.find("2-4, output"), std::string::npos) << m;
+  EXPECT_NE(cpu1.find(" 1.0 "), std::string::npos) << "free MiB: " << m;
+  EXPECT_NE(cpu1.find("<- does not fit"), std::string::npos) << m;
+  const std::string cpu0 = line_of("CPU0");
+  EXPECT_NE(cpu0.find("0-2, embedding"), std::string::npos) << m;
+  EXPECT_EQ(cpu0.find("does not fit"), std::string::npos) << m;
 
   // The same devices take it with a small context.
   std::vector<std::unique_ptr<Device>> d2;
