@@ -20,6 +20,12 @@
 namespace strata::server {
 
 struct ServerOptions {
+  static ThreadPoolOptions unset_threads() {
+    ThreadPoolOptions o;
+    o.n_threads = 0;
+    return o;
+  }
+
   LoadOptions load;
   int32_t n_slots = 1;   // -np: requests decoded together
   int32_t n_groups = 1;  // --pipeline-groups: contexts decoded concurrently
@@ -27,8 +33,8 @@ struct ServerOptions {
   // steps of one token, `threads_batch` for prompt steps (llama.cpp's -t/-C/-Cr/--cpu-strict/
   // --prio/--poll and their batch variants). n_threads 0: load.n_threads, else every core.
   // When the two are the same, a group has one pool for both.
-  ThreadPoolOptions threads{.n_threads = 0};
-  ThreadPoolOptions threads_batch{.n_threads = 0};
+  ThreadPoolOptions threads = unset_threads();
+  ThreadPoolOptions threads_batch = unset_threads();
   HttpOptions http;  // n_threads 0: max(8, 2 x slots + 2)
   // Names the API reports (the first) and accepts; empty: the model file's name.
   std::vector<std::string> aliases;
