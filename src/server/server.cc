@@ -57,8 +57,9 @@ Result<StreamPools> group_pools(int32_t g, const ThreadPoolOptions& decode,
   for (const ThreadPoolOptions* t : {&decode, &batch}) {
     if (t == &batch && one_pool) break;
     ThreadPoolOptions named = *t;
-    named.name = "g" + std::to_string(g);
-    if (t == &batch) named.name += 'b';
+    named.name = std::to_string(g);
+    named.name.insert(named.name.begin(), 'g');
+    if (t == &batch) named.name.push_back('b');
     auto pool = ThreadPool::create(named);
     if (!pool.is_ok()) {
       return pool.status().with_context("thread pool of pipeline group " + std::to_string(g));
