@@ -168,9 +168,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   }
   p->dispatcher = std::make_unique<ModelDispatcher>(std::move(serving), model, p->groups,
                                                     std::move(chat), p->metrics);
-  HttpOptions http = o.http;
-  if (http.n_threads <= 0) http.n_threads = std::max(8, 2 * o.n_slots + 2);
-  p->http = std::make_unique<HttpServer>(http, *p->dispatcher, o.log.get());
+  p->http = std::make_unique<HttpServer>(o.http, *p->dispatcher, o.log.get());
   return std::unique_ptr<Server>(new Server(std::move(p)));
 }
 

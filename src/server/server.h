@@ -21,7 +21,7 @@ struct ServerOptions {
   LoadOptions load;
   int32_t n_slots = 1;   // -np: requests decoded together
   int32_t n_groups = 1;  // --pipeline-groups: contexts decoded concurrently
-  HttpOptions http;      // n_threads 0: max(8, 2 x slots + 2)
+  HttpOptions http;
   // Names the API reports (the first) and accepts; empty: the model file's name.
   std::vector<std::string> aliases;
   std::vector<std::string> tags;  // informational, listed by /models

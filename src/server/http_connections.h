@@ -1,0 +1,68 @@
+// The HTTP server's open connections: each served on a thread of its own, up to a cap; past the
+// cap a connection is answered 503 at once and closed.
+//
+// Why a thread per connection and not a fixed pool: a pool of N threads is held by N clients
+// that send half a request, and then nothing else is served (not even /health). A thread per
+// connection costs a stack (mostly untouched) and is freed when its client's time is up (see
+// http_stream.h), so slow clients only take their own threads. The cap bounds threads, sockets
+// and buffered request bodies; a connection past it costs one 503 written by one shared thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/mutex_guarded.h"
+
+namespace strata::server {
+
+class Connections {
+ public:
+  // `serve` handles one connection (its socket) and returns when it is done; the socket is
+  // closed afterwards. Connections past `max_connections` get `refusal` (a whole HTTP
+  // response; empty: nothing) and are closed.
+  Connections(int max_connections, std::string refusal, std::function<void(int fd)> serve);
+  ~Connections();  // shutdown()
+  Connections(const Connections&) = delete;
+  Connections& operator=(const Connections&) = delete;
+
+  // Takes ownership of an accepted socket. Never blocks on the client.
+  void admit(int fd);
+  // Ends the reading side of every open connection (a request being read or awaited fails;
+  // answers being written go on) and waits for their threads.
+  void shutdown();
+  bool stopping() const;
+  int n_open() const;
+
+ private:
+  struct Open {
+    std::map<uint64_t, std::pair<int, std::thread>> conns;  // id -> socket, thread
+    std::vector<std::thread> finished;                      // to be joined
+    uint64_t next_id = 0;
+    bool stopping = false;
+  };
+  void run(uint64_t id, int fd);
+  void join_finished();
+  // Over the cap: hands the socket to the refusing thread.
+  void refuse(int fd);
+  void refuse_loop();
+
+  const int max_connections_;
+  const std::string refusal_;
+  std::function<void(int)> serve_;
+  MutexGuarded<Open> open_;
+
+  struct Refusals {
+    std::vector<int> incoming;
+    bool stop = false;
+  };
+  MutexGuarded<Refusals> refusals_;
+  int wake_[2] = {-1, -1};  // a pipe that wakes the refusing thread's poll
+  std::thread refuser_;
+};
+
+}  // namespace strata::server
