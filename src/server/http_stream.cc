@@ -155,7 +155,13 @@ bool ConnectionStream::is_readable() const {
 
 bool ConnectionStream::is_writable() const {
   if (refused_) return false;
-  return wait(POLLOUT, HttpClock::now() + limits_.write_timeout) == Wait::kReady;
+  if (wait(POLLOUT, HttpClock::now() + limits_.write_timeout) != Wait::kReady) return false;
+  // A peer that has closed its end reads as end of file: a stream waiting for its next event
+  // stops now rather than at its next write (as cpp-httplib's own stream does).
+  pollfd p{fd_, POLLIN, 0};
+  if (poll(&p, 1, 0) <= 0) return true;
+  char c;
+  return recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
 }
 
 ssize_t ConnectionStream::fill(HttpClock::time_point until) {

@@ -3,6 +3,7 @@
 // connections past the cap get a 503.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ class RawClient {
   RawClient& operator=(const RawClient&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   bool send_text(const std::string& s) {
     return fd_ >= 0 &&
            send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
@@ -262,6 +264,44 @@ TEST_F(ServerHttpTest, IdleConnectionsCloseAndHugeHeadsAreRefused) {
   huge.send_text(head + "\r\n");
   expect_json_error(huge.read_to_close(std::chrono::seconds(30)), 431);
   EXPECT_EQ(get(s, "/health").status, 200);
+}
+
+// Over TLS the same limits hold: a client stuck in the handshake and one that sends half a
+// request after it hold their own connections only; the second gets its 408 inside TLS, and
+// /health answers meanwhile.
+TEST_F(ServerHttpTest, TlsSlowClientsGetTheirErrors) {
+  const std::string key = (*dir_ / "key.pem").string(), cert = (*dir_ / "cert.pem").string();
+  if (run_command({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                   "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"}) != 0) {
+    GTEST_SKIP() << "no openssl command to make a certificate";
+  }
+  ServerProcess s(args({"--request-timeout", "3", "--ssl-key-file", key, "--ssl-cert-file", cert}));
+  ASSERT_GT(s.port(), 0);
+  RawClient no_handshake(s.port());
+  ASSERT_TRUE(no_handshake.send_text(std::string("\x16\x03\x01\x02\x00", 5)));  // half a hello
+
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        SSL_CTX_free);
+  RawClient half(s.port());
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  SSL_set_fd(ssl.get(), half.fd());
+  ASSERT_EQ(SSL_connect(ssl.get()), 1);
+  const std::string head = kHalfHead;
+  ASSERT_EQ(SSL_write(ssl.get(), head.data(), static_cast<int>(head.size())),
+            static_cast<int>(head.size()));
+
+  httplib::SSLClient c("127.0.0.1", s.port());
+  c.enable_server_certificate_verification(false);
+  c.set_read_timeout(1, 0);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
+
+  std::string reply;
+  char buf[4096];
+  for (int n; (n = SSL_read(ssl.get(), buf, sizeof(buf))) > 0;) reply.append(buf, n);
+  expect_json_error(reply, 408);
+  EXPECT_EQ(no_handshake.read_to_close(std::chrono::seconds(30)), "");
 }
 
 }  // namespace
