@@ -196,8 +196,6 @@ bool HttpServer::listen() {
   return ok;
 }
 
-int HttpServer::n_connections() const { return connections_->n_open(); }
-
 void HttpServer::stop() {
   if (http_) http_->stop();
 }

@@ -67,7 +67,6 @@ class HttpServer {
   // has ended (those answering a request finish their answer first).
   bool listen();
   void stop();
-  int n_connections() const;  // open now
 
  private:
   class Listener;

@@ -95,8 +95,6 @@ void Connections::shutdown() {
 
 bool Connections::stopping() const { return open_.lock()->stopping; }
 
-int Connections::n_open() const { return static_cast<int>(open_.lock()->conns.size()); }
-
 void Connections::refuse(int fd) {
   if (wake_[1] < 0) {
     close(fd);

@@ -36,7 +36,6 @@ class Connections {
   // answers being written go on) and waits for their threads.
   void shutdown();
   bool stopping() const;
-  int n_open() const;
 
  private:
   struct Open {
