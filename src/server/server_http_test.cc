@@ -216,7 +216,8 @@ TEST_F(ServerHttpTest, ConnectionsPastTheCapGet503) {
 // with --request-timeout 1, generations that take longer arrive whole, streamed and not, and a
 // keep-alive connection idle for longer serves its next request.
 TEST_F(ServerHttpTest, LongAnswersOutliveTheRequestDeadline) {
-  ServerProcess s(args({"--request-timeout", "1", "-c", "8192"}));
+  // One slot with a long context: 5000 tokens take several times the deadline here.
+  ServerProcess s(args({"--request-timeout", "1", "-c", "16384", "-np", "1"}));
   ASSERT_GT(s.port(), 0);
   auto c = s.client();
   c->set_keep_alive(true);
@@ -225,7 +226,7 @@ TEST_F(ServerHttpTest, LongAnswersOutliveTheRequestDeadline) {
     const auto t0 = Clock::now();
     auto res = c->Post(
         "/completion",
-        Json{{"prompt", "a"}, {"n_predict", 3000}, {"ignore_eos", true}, {"stream", stream}}.dump(),
+        Json{{"prompt", "a"}, {"n_predict", 5000}, {"ignore_eos", true}, {"stream", stream}}.dump(),
         "application/json");
     ASSERT_TRUE(res) << httplib::to_string(res.error());
     ASSERT_EQ(res->status, 200);
@@ -240,7 +241,7 @@ TEST_F(ServerHttpTest, LongAnswersOutliveTheRequestDeadline) {
     } else {
       last = Json::parse(res->body);
     }
-    EXPECT_EQ(last["tokens_predicted"], 3000);
+    EXPECT_EQ(last["tokens_predicted"], 5000);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle past the deadline
   }
   EXPECT_EQ(get(s, "/health").status, 200);
