@@ -109,11 +109,12 @@ dict_jinja() {
   done
 }
 
-# Seeds for the request target: a selector byte (the endpoint, or 6: raw connection bytes), then
-# a request each endpoint accepts.
+# Seeds for the request target: a selector byte (the endpoint, or 6: raw connection bytes; the
+# high bit: with a vocabulary), then a request each endpoint accepts.
 seed_request() {
   local c=$1
   printf '\x00{"prompt": "hi", "max_tokens": 4, "temperature": 0.5, "stop": ["x"], "n": 2, "logprobs": 2, "logit_bias": {"15": -1}, "seed": 7}' >"$c/seed-completions"
+  printf '\x80{"prompt": "abc", "logit_bias": [["ab", -1], [5, false], ["c", 2]], "n_probs": 2}' >"$c/seed-vocab"
   printf '\x01{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "1"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto", "stream": true, "stream_options": {"include_usage": true}}' >"$c/seed-chat"
   printf '\x02{"prompt": [1, 2, "three"], "n_predict": 8, "top_k": 5, "repeat_penalty": 1.1, "n_probs": 3, "samplers": ["top_k", "temperature"], "t_max_predict_ms": 100}' >"$c/seed-native"
   printf '\x03{"input_prefix": "def f(", "input_suffix": "):", "input_extra": [{"filename": "a.py", "text": "x = 1"}], "prompt": "y"}' >"$c/seed-infill"

@@ -3,6 +3,8 @@
 //   0-5: a JSON request body, validated as the endpoint it names would: completions, chat
 //        completions, llama-server's /completion and /infill, Anthropic's /v1/messages and
 //        OpenAI's /v1/responses (converted to a chat body, then validated as one).
+//        With the selector's high bit, against a small vocabulary (logit_bias as text, ids
+//        checked), as the server validates.
 //   6:   raw bytes of a connection read through ConnectionStream (the request's head and body
 //        limits), in read sizes taken from the input.
 // Any input must end in a result or a clear error, never in a crash, a sanitizer report or a
@@ -20,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "model/tokenizer.h"
 #include "server/api.h"
 #include "server/compat_anthropic.h"
 #include "server/compat_responses.h"
@@ -39,34 +42,57 @@ void require(bool ok, const char* what) {
   }
 }
 
+// A small SPM vocabulary (byte tokens, a user-defined token): logit_bias given as text is
+// tokenized with it and token ids are checked against it.
+const strata::Tokenizer& small_tokenizer() {
+  static const strata::Tokenizer tok = [] {
+    strata::VocabSpec v;
+    v.model = "llama";
+    const std::string sp = "\xe2\x96\x81";
+    v.tokens = {"<unk>", "<s>",     "</s>",   sp,       "a",      "b",   "c",
+                "ab",    sp + "ab", "<0xC3>", "<0xA9>", "<0x21>", "<my>"};
+    v.scores = {0, 0, 0, -1, -2, -2, -2, -0.5f, -0.1f, 0, 0, 0, 0};
+    v.token_types = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6, 6, 6, 4};
+    strata::Result<strata::Tokenizer> t = strata::Tokenizer::from_spec(v);
+    require(t.is_ok(), "the fuzz vocabulary does not load");
+    return std::move(*t);
+  }();
+  return tok;
+}
+
 // A validated request is one the server may queue: its numbers within their limits.
-void check_accepted(const CompletionRequest& r) {
+void check_accepted(const CompletionRequest& r, const strata::Tokenizer* tok) {
   require(r.params.n >= 1, "n below 1 accepted");
   require(r.params.logit_bias.size() <= strata::server::kMaxLogitBias, "logit_bias past limit");
   require(r.params.sampling.validate().is_ok(), "invalid sampling accepted");
+  if (tok == nullptr) return;
+  for (const strata::server::TokenBias& b : r.params.logit_bias) {
+    require(b.token >= 0 && b.token < tok->n_vocab(), "logit_bias token outside the vocabulary");
+  }
 }
 
-void validate(const Json& body, Endpoint endpoint) {
+void validate(const Json& body, Endpoint endpoint, const strata::Tokenizer* tok) {
   CompletionRequest req;
-  std::optional<ApiError> e = strata::server::parse_completion(body, endpoint, 42, req);
+  std::optional<ApiError> e = strata::server::parse_completion(
+      body, endpoint, strata::server::RequestDefaults{}, 42, tok, req);
   if (e) {
     require(e->status >= 400 && e->status < 600, "error status outside 4xx/5xx");
     require(!e->message.empty(), "error without a message");
     strata::server::error_body(*e);
     return;
   }
-  check_accepted(req);
+  check_accepted(req, tok);
 }
 
 using Convert = std::optional<std::string> (*)(const Json& body, Json& chat);
 
-void convert_then_validate(const Json& body, Convert convert) {
+void convert_then_validate(const Json& body, Convert convert, const strata::Tokenizer* tok) {
   Json chat;
   if (std::optional<std::string> e = convert(body, chat)) {
     require(!e->empty(), "conversion error without a message");
     return;
   }
-  validate(chat, Endpoint::kChat);
+  validate(chat, Endpoint::kChat, tok);
 }
 
 std::optional<std::string> from_messages(const Json& body, Json& chat) {
@@ -111,22 +137,25 @@ void read_stream(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
+  using Tok = const strata::Tokenizer*;
   // The endpoints, by selector; one past them is the raw stream.
-  static const std::function<void(const Json&)> kEndpoints[] = {
-      [](const Json& b) { validate(b, Endpoint::kCompletions); },
-      [](const Json& b) { validate(b, Endpoint::kChat); },
-      [](const Json& b) { validate(b, Endpoint::kNative); },
-      [](const Json& b) { validate(b, Endpoint::kInfill); },
-      [](const Json& b) { convert_then_validate(b, from_messages); },
-      [](const Json& b) { convert_then_validate(b, strata::server::responses_to_chat); },
+  static const std::function<void(const Json&, Tok)> kEndpoints[] = {
+      [](const Json& b, Tok t) { validate(b, Endpoint::kCompletions, t); },
+      [](const Json& b, Tok t) { validate(b, Endpoint::kChat, t); },
+      [](const Json& b, Tok t) { validate(b, Endpoint::kNative, t); },
+      [](const Json& b, Tok t) { validate(b, Endpoint::kInfill, t); },
+      [](const Json& b, Tok t) { convert_then_validate(b, from_messages, t); },
+      [](const Json& b, Tok t) { convert_then_validate(b, strata::server::responses_to_chat, t); },
   };
   constexpr size_t kSelectors = std::size(kEndpoints) + 1;
-  const size_t selector = data[0] % kSelectors;
+  const size_t selector = (data[0] & 0x7f) % kSelectors;
   if (selector == kSelectors - 1) {
     read_stream(data + 1, size - 1);
     return 0;
   }
   const Json body = Json::parse(data + 1, data + size, nullptr, false);
-  if (!body.is_discarded()) kEndpoints[selector](body);
+  // The high bit of the selector: with a vocabulary (as the server validates), or without.
+  if (!body.is_discarded())
+    kEndpoints[selector](body, data[0] & 0x80 ? &small_tokenizer() : nullptr);
   return 0;
 }
