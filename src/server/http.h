@@ -40,7 +40,7 @@ struct HttpOptions {
   std::string ssl_cert_file;
   int timeout_seconds = 3600;  // each wait to read or write a connection's bytes
   // Connections open at once, each with its thread; past it: 503 with Retry-After. The limit
-  // bounds threads, sockets and buffered request bodies (max_connections x max_body_bytes).
+  // bounds threads, sockets and buffered request bodies (each below 2 x max_body_bytes).
   int max_connections = 1024;
   // A whole request (line, headers, body) must arrive within this time after its first byte,
   // or it is answered 408: a client sending a byte every few seconds holds its thread no longer.
