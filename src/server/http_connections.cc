@@ -21,6 +21,9 @@ constexpr std::chrono::milliseconds kLinger{1000};
 // Refused sockets lingering at once; past it they close at once. Bounds the refusing thread's
 // sockets while a flood lasts.
 constexpr size_t kMaxLingering = 256;
+// A thread without a connection ends after this long: long enough to serve the next request of
+// clients that connect for each one, short enough to give back what a burst took.
+constexpr std::chrono::seconds kIdleThread{30};
 
 }  // namespace
 
@@ -47,34 +50,52 @@ void Connections::admit(int fd) {
   join_finished();
   {
     auto open = open_.lock();
-    if (!open->stopping && static_cast<int>(open->conns.size()) < max_connections_) {
+    const size_t n_open = open->waiting.size() + open->serving.size();
+    if (!open->stopping && n_open < static_cast<size_t>(max_connections_)) {
+      open->waiting.push_back(fd);
+      if (static_cast<size_t>(open->n_idle) >= open->waiting.size()) {
+        open_.notify_all();
+        return;
+      }
       const uint64_t id = open->next_id++;
-      auto& entry = open->conns[id];
-      entry.first = fd;
       try {
         // Started under the lock: the thread's last step takes the lock and moves its own
         // handle out of the map, so the handle must be in place first.
-        entry.second = std::thread([this, id, fd] { run(id, fd); });
+        open->threads[id] = std::thread([this, id] { work(id); });
         return;
       } catch (const std::system_error&) {
-        open->conns.erase(id);  // no thread to be had: refused as over the cap
+        open->threads.erase(id);  // no thread to be had: refused as over the cap
+        open->waiting.pop_back();
       }
     }
   }
   refuse(fd);
 }
 
-void Connections::run(uint64_t id, int fd) {
-  serve_(fd);
-  {
-    auto open = open_.lock();
-    auto it = open->conns.find(id);
-    open->finished.push_back(std::move(it->second.second));
-    open->conns.erase(it);
+void Connections::work(uint64_t id) {
+  for (;;) {
+    int fd = -1;
+    {
+      auto open = open_.lock();
+      ++open->n_idle;
+      open.wait_for(kIdleThread, [](const Open& o) { return !o.waiting.empty() || o.stopping; });
+      --open->n_idle;
+      if (open->waiting.empty() || open->stopping) {
+        auto it = open->threads.find(id);
+        open->finished.push_back(std::move(it->second));
+        open->threads.erase(it);
+        open_.notify_all();
+        return;
+      }
+      fd = open->waiting.front();
+      open->waiting.pop_front();
+      open->serving.insert(fd);
+    }
+    serve_(fd);
+    open_.lock()->serving.erase(fd);
+    // Out of the set first: shutdown() never touches a descriptor number after its close.
+    close(fd);
   }
-  open_.notify_all();
-  // Out of the map first: shutdown() never touches a descriptor number after its close.
-  close(fd);
 }
 
 void Connections::join_finished() {
@@ -87,8 +108,11 @@ void Connections::shutdown() {
   {
     auto open = open_.lock();
     open->stopping = true;
-    for (auto& [id, conn] : open->conns) ::shutdown(conn.first, SHUT_RD);
-    open.wait([](const Open& o) { return o.conns.empty(); });
+    for (int fd : open->serving) ::shutdown(fd, SHUT_RD);
+    for (int fd : open->waiting) close(fd);
+    open->waiting.clear();
+    open_.notify_all();
+    open.wait([](const Open& o) { return o.threads.empty(); });
   }
   join_finished();
 }

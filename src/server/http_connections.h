@@ -6,12 +6,16 @@
 // connection costs a stack (mostly untouched) and is freed when its client's time is up (see
 // http_stream.h), so slow clients only take their own threads. The cap bounds threads, sockets
 // and buffered request bodies; a connection past it costs one 503 written by one shared thread.
+// A thread that has served its connection waits a while for the next one before it ends, so
+// that clients that connect for each request do not cost a thread each.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,12 +43,16 @@ class Connections {
 
  private:
   struct Open {
-    std::map<uint64_t, std::pair<int, std::thread>> conns;  // id -> socket, thread
-    std::vector<std::thread> finished;                      // to be joined
+    std::deque<int> waiting;  // admitted sockets no thread has taken yet
+    std::set<int> serving;    // sockets being served
+    std::map<uint64_t, std::thread> threads;
+    std::vector<std::thread> finished;  // to be joined
     uint64_t next_id = 0;
+    int n_idle = 0;  // threads waiting for a socket
     bool stopping = false;
   };
-  void run(uint64_t id, int fd);
+  // A thread: serves sockets from `waiting` until none comes for a while.
+  void work(uint64_t id);
   void join_finished();
   // Over the cap: hands the socket to the refusing thread.
   void refuse(int fd);
