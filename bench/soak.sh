@@ -13,7 +13,7 @@ set -eu
 strata=$(realpath "$1")
 requests=${2:-10000}
 concurrency=${3:-32}
-warmup=${4:-1000}
+warmup=${4:-2000}
 disconnect=${SOAK_DISCONNECT:-0.1}
 gen=${SOAK_MAX_TOKENS:-16}
 prompt=${SOAK_PROMPT_TOKENS:-24}
