@@ -105,6 +105,10 @@ LoadReport summarize(const std::vector<RequestSample>& samples, double wall_s) {
   r.wall_s = wall_s;
   std::vector<double> ttft, tpot, latency;
   for (const RequestSample& s : samples) {
+    if (s.left) {
+      ++r.left;
+      continue;
+    }
     if (!s.ok) {
       ++r.errors;
       if (r.error_samples.size() < kMaxErrorSamples &&
@@ -178,21 +182,66 @@ Result<std::string> build_prompt(const LoadConfig& config) {
                           " tokens found (closest: " + std::to_string(got) + ")");
 }
 
-RequestSample send_completion(const LoadConfig& config, const std::string& prompt) {
+RequestPlan plan_request(const LoadConfig& config, int64_t index) {
+  // Draws from a hash of (seed, index): the same plans whatever the threads' timing.
+  uint64_t x = config.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index);
+  auto draw = [&x] {
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+  };
+  RequestPlan p;
+  p.stream = config.stream_fraction < 0 ? config.stream : draw() < config.stream_fraction;
+  if (draw() < config.disconnect_fraction) {
+    const double kind = draw();
+    if (kind < 1.0 / 3) {
+      p.leave = RequestPlan::Leave::kWhileSending;
+    } else if (p.stream) {
+      p.leave = RequestPlan::Leave::kAfterFirstEvent;
+    } else {
+      p.leave = RequestPlan::Leave::kWhileWaiting;
+      p.wait_ms = 1 + static_cast<int>(draw() * 50);
+    }
+  }
+  return p;
+}
+
+RequestSample send_completion(const LoadConfig& config, const std::string& prompt,
+                              const RequestPlan& plan) {
+  using Leave = RequestPlan::Leave;
   RequestSample s;
   Json body = {{"prompt", prompt},
                {"max_tokens", config.max_tokens},
                {"temperature", 0},
-               {"stream", config.stream},
+               {"stream", plan.stream},
                // Extensions of llama-server, ignored by servers that do not know them: every
                // request generates max_tokens, and repeating the prompt reuses no KV cache.
                {"ignore_eos", true},
                {"cache_prompt", false}};
-  if (config.stream) body["stream_options"] = {{"include_usage", true}};
+  if (plan.stream) body["stream_options"] = {{"include_usage", true}};
   if (!config.model.empty()) body["model"] = config.model;
 
   httplib::Client cli(config.url);
   configure(cli, config.timeout_s);
+  if (plan.leave == Leave::kWhileSending) {
+    // Half the body, then the client closes: the server must drop the request.
+    const std::string text = body.dump();
+    auto res = cli.Post(
+        "/v1/completions", text.size(),
+        [&text](size_t offset, size_t, httplib::DataSink& sink) {
+          if (offset > 0) return false;
+          sink.write(text.data(), text.size() / 2);
+          return true;
+        },
+        "application/json");
+    s.left = !res;
+    if (res)
+      s.error = "POST /v1/completions: answered " + std::to_string(res->status) + " to half a body";
+    return s;
+  }
+  if (plan.leave == Leave::kWhileWaiting) cli.set_read_timeout(0, plan.wait_ms * 1000);
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
@@ -206,6 +255,7 @@ RequestSample send_completion(const LoadConfig& config, const std::string& promp
   int64_t chunks = 0, usage_tokens = -1;
   Clock::time_point first{}, last{};
   std::string event_error;
+  bool left_on_purpose = false;
 
   req.response_handler = [&](const httplib::Response& res) {
     status = res.status;
@@ -217,9 +267,13 @@ RequestSample send_completion(const LoadConfig& config, const std::string& promp
       if (error_body.size() < kMaxErrorBody) error_body.append(data, len);
       return true;
     }
-    if (!config.stream) {
+    if (!plan.stream) {
       whole_body.append(data, len);
       return true;
+    }
+    if (plan.leave == Leave::kAfterFirstEvent) {
+      left_on_purpose = true;
+      return false;
     }
     const Clock::time_point now = Clock::now();
     for (const std::string& payload : sse.feed(std::string_view(data, len))) {
@@ -257,6 +311,12 @@ RequestSample send_completion(const LoadConfig& config, const std::string& promp
 
   auto res = cli.send(req);
   s.latency_s = seconds_between(t0, Clock::now());
+  // Gone as planned: before an answer came (a plain request giving up), or on the first event.
+  if (left_on_purpose ||
+      (plan.leave == Leave::kWhileWaiting && !res && res.error() == httplib::Error::Read)) {
+    s.left = true;
+    return s;
+  }
   if (!event_error.empty()) {
     s.error = event_error;
     return s;
@@ -269,7 +329,7 @@ RequestSample send_completion(const LoadConfig& config, const std::string& promp
     s.error = http_error(status, error_body);
     return s;
   }
-  if (!config.stream) {
+  if (!plan.stream) {
     Json out = Json::parse(whole_body, nullptr, false);
     if (out.is_discarded()) {
       s.error = "response is not JSON";
@@ -319,12 +379,9 @@ Result<LoadReport> run_load(const LoadConfig& config) {
                                                  std::chrono::duration<double>(config.duration_s));
   auto client = [&] {
     while (true) {
-      if (config.n_requests > 0) {
-        if (next.fetch_add(1) >= config.n_requests) return;
-      } else if (Clock::now() >= deadline) {
-        return;
-      }
-      RequestSample s = send_completion(config, prompt);
+      const int64_t index = next.fetch_add(1);
+      if (config.n_requests > 0 ? index >= config.n_requests : Clock::now() >= deadline) return;
+      RequestSample s = send_completion(config, prompt, plan_request(config, index));
       std::lock_guard<std::mutex> lock(mu);
       samples.push_back(std::move(s));
     }
@@ -343,8 +400,15 @@ std::string report_text(const LoadConfig& config, const LoadReport& r) {
                 "%lld requests ok, %lld errors, %d clients, prompt %d tokens, max_tokens %d%s\n",
                 static_cast<long long>(r.requests_ok), static_cast<long long>(r.errors),
                 config.concurrency, config.prompt_tokens, config.max_tokens,
-                config.stream ? ", streamed" : "");
+                config.stream_fraction >= 0 ? ", some streamed"
+                : config.stream             ? ", streamed"
+                                            : "");
   out += line;
+  if (config.disconnect_fraction > 0) {
+    std::snprintf(line, sizeof(line), "%lld requests left mid-way by their clients, as planned\n",
+                  static_cast<long long>(r.left));
+    out += line;
+  }
   std::snprintf(line, sizeof(line),
                 "wall %.2f s   output %.1f tok/s (%lld tokens)   %.2f requests/s\n", r.wall_s,
                 r.output_tok_s, static_cast<long long>(r.output_tokens), r.requests_s);
@@ -377,9 +441,13 @@ std::string report_json(const LoadConfig& config, const LoadReport& r) {
         {"duration_s", config.duration_s},
         {"prompt_tokens", config.prompt_tokens},
         {"max_tokens", config.max_tokens},
-        {"stream", config.stream}}},
+        {"stream", config.stream},
+        {"stream_fraction", config.stream_fraction},
+        {"disconnect_fraction", config.disconnect_fraction},
+        {"seed", config.seed}}},
       {"requests_ok", r.requests_ok},
       {"errors", r.errors},
+      {"left", r.left},
       {"wall_s", r.wall_s},
       {"output_tokens", r.output_tokens},
       {"output_tok_s", r.output_tok_s},

@@ -4,8 +4,9 @@
 //
 // Goal: numbers comparable across servers: a prompt of exactly N tokens (verified with the
 // server's /tokenize), greedy sampling, max_tokens M with "ignore_eos" so every request
-// generates M tokens where the server honours it. Non-goals: open-loop (Poisson) arrivals,
-// chat completions, TLS.
+// generates M tokens where the server honours it. For soaks it also mixes streamed and plain
+// requests and clients that go away mid-request (bench/soak.sh). Non-goals: open-loop
+// (Poisson) arrivals, chat completions, TLS.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +28,30 @@ struct LoadConfig {
   bool stream = true;      // without streaming TTFT and TPOT cannot be measured
   std::string model;       // the request's "model" field; empty: not sent
   double timeout_s = 600;  // per request
+  // Soak mixes, drawn per request from `seed`: the share of requests streamed (< 0: all as
+  // `stream` says), and the share whose client goes away mid-request (while sending the body,
+  // after the first streamed event, or while waiting for a plain answer).
+  double stream_fraction = -1;
+  double disconnect_fraction = 0;
+  uint64_t seed = 1;
 };
+
+// What one request does: streamed or not, and whether (and how) its client goes away.
+struct RequestPlan {
+  enum class Leave { kNever, kWhileSending, kAfterFirstEvent, kWhileWaiting };
+  bool stream = true;
+  Leave leave = Leave::kNever;
+  int wait_ms = 0;  // kWhileWaiting: gives up after this long without an answer
+};
+
+// The plan of request number `index` (the same for the same config and index).
+RequestPlan plan_request(const LoadConfig& config, int64_t index);
 
 // One request as the client saw it. Times in seconds from sending the request.
 struct RequestSample {
   bool ok = false;
-  std::string error;           // when !ok
+  bool left = false;           // the client went away as planned (neither ok nor an error)
+  std::string error;           // when !ok and !left
   double latency_s = 0;        // until the response is complete
   double ttft_s = -1;          // first streamed token; -1: not measured
   double tpot_s = -1;          // (last token - first token) / (tokens - 1); -1: < 2 tokens
@@ -52,6 +71,7 @@ Distribution distribution(std::vector<double> values);
 struct LoadReport {
   int64_t requests_ok = 0;
   int64_t errors = 0;
+  int64_t left = 0;   // requests whose client went away as planned
   double wall_s = 0;  // first request sent to last response complete
   int64_t output_tokens = 0;
   double output_tok_s = 0;  // output tokens of successful requests / wall_s
@@ -77,7 +97,11 @@ class SseParser {
 Result<std::string> build_prompt(const LoadConfig& config);
 
 // One request of `prompt`, timed.
-RequestSample send_completion(const LoadConfig& config, const std::string& prompt);
+RequestSample send_completion(const LoadConfig& config, const std::string& prompt,
+                              const RequestPlan& plan);
+inline RequestSample send_completion(const LoadConfig& config, const std::string& prompt) {
+  return send_completion(config, prompt, RequestPlan{config.stream});
+}
 
 // Runs the whole load (config.concurrency threads) and summarises it.
 Result<LoadReport> run_load(const LoadConfig& config);

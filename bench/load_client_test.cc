@@ -164,6 +164,66 @@ TEST(LoadClient, SummarizeCountsAndRates) {
   EXPECT_EQ(r.error_samples, (std::vector<std::string>{"HTTP 500: x"}));  // distinct only
 }
 
+// Plans are a function of (seed, index): the same whatever the threads' timing, and the shares
+// of streamed requests and of clients that leave come out near the configured ones.
+TEST(LoadClient, PlansFollowTheSeedAndTheShares) {
+  LoadConfig config;
+  config.stream_fraction = 0.5;
+  config.disconnect_fraction = 0.2;
+  config.seed = 3;
+  int streamed = 0, leaving = 0, while_sending = 0;
+  for (int64_t i = 0; i < 4000; ++i) {
+    const RequestPlan p = plan_request(config, i);
+    const RequestPlan again = plan_request(config, i);
+    ASSERT_EQ(p.stream, again.stream);
+    ASSERT_EQ(p.leave, again.leave);
+    streamed += p.stream;
+    leaving += p.leave != RequestPlan::Leave::kNever;
+    while_sending += p.leave == RequestPlan::Leave::kWhileSending;
+    if (p.leave == RequestPlan::Leave::kAfterFirstEvent) {
+      EXPECT_TRUE(p.stream);
+    }
+    if (p.leave == RequestPlan::Leave::kWhileWaiting) {
+      EXPECT_FALSE(p.stream);
+      EXPECT_GE(p.wait_ms, 1);
+    }
+  }
+  EXPECT_NEAR(streamed, 2000, 200);
+  EXPECT_NEAR(leaving, 800, 120);
+  EXPECT_NEAR(while_sending, 800 / 3, 80);
+  config.seed = 4;
+  int same = 0;
+  for (int64_t i = 0; i < 100; ++i) same += plan_request(config, i).stream == (i % 2 == 0);
+  EXPECT_LT(same, 100);  // another seed, other plans
+  // Without a stream share every request follows `stream`; without a leave share none leaves.
+  LoadConfig plain;
+  plain.stream = false;
+  for (int64_t i = 0; i < 100; ++i) {
+    EXPECT_FALSE(plan_request(plain, i).stream);
+    EXPECT_EQ(plan_request(plain, i).leave, RequestPlan::Leave::kNever);
+  }
+}
+
+// Clients that leave as planned are counted apart: neither ok nor errors.
+TEST(LoadClient, LeavingClientsAreNotErrors) {
+  FakeServer server(FakeServer::Mode::kStream);
+  LoadConfig config;
+  config.url = server.url();
+  config.concurrency = 2;
+  config.n_requests = 30;
+  config.prompt_tokens = 4;
+  config.max_tokens = 3;
+  config.timeout_s = 30;
+  config.stream_fraction = 0.5;
+  config.disconnect_fraction = 0.5;
+  auto report = run_load(config);
+  ASSERT_TRUE(report.is_ok()) << report.status().message();
+  EXPECT_EQ(report->errors, 0) << report_text(config, *report);
+  EXPECT_GT(report->left, 0);
+  EXPECT_EQ(report->requests_ok + report->left, 30);
+  EXPECT_NE(report_text(config, *report).find("left mid-way"), std::string::npos);
+}
+
 TEST(LoadClient, StreamsAgainstAFakeServer) {
   FakeServer server(FakeServer::Mode::kStream);
   LoadConfig config;

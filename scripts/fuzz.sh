@@ -3,15 +3,17 @@
 # Builds the libFuzzer targets (src/**/*_fuzz.cc) with clang, AddressSanitizer and UBSan in
 # their own directory (STRATA_FUZZ_DIR, default build-fuzz) and runs each for SECONDS (default
 # 60). Targets: protocol (RPC message decoders), graph (graph deserialiser), jinja (template
-# lexer, parser and interpreter); default all. The jinja corpus is seeded at run time from the
-# chat templates of STRATA_SHARED_DIR (default ../shared), never from files kept in the repo.
+# lexer, parser and interpreter), request (HTTP request bodies validated as each endpoint does,
+# and the connection stream's request limits); default all. The jinja corpus is seeded at run
+# time from the chat templates of STRATA_SHARED_DIR (default ../shared), never from files kept
+# in the repo.
 # Exits 77 (skipped) when clang or libFuzzer is not installed; 1 when a target finds a crash.
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(protocol graph jinja)
+[ ${#targets[@]} -gt 0 ] || targets=(protocol graph jinja request)
 out=${STRATA_FUZZ_DIR:-build-fuzz}
 cxx=${STRATA_FUZZ_CXX:-clang++}
 mkdir -p "$out"
@@ -107,6 +109,26 @@ dict_jinja() {
   done
 }
 
+# Seeds for the request target: a selector byte (the endpoint, or 6: raw connection bytes; the
+# high bit: with a vocabulary), then a request each endpoint accepts.
+seed_request() {
+  local c=$1
+  printf '\x00{"prompt": "hi", "max_tokens": 4, "temperature": 0.5, "stop": ["x"], "n": 2, "logprobs": 2, "logit_bias": {"15": -1}, "seed": 7}' >"$c/seed-completions"
+  printf '\x80{"prompt": "abc", "logit_bias": [["ab", -1], [5, false], ["c", 2]], "n_probs": 2}' >"$c/seed-vocab"
+  printf '\x01{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "1"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto", "stream": true, "stream_options": {"include_usage": true}}' >"$c/seed-chat"
+  printf '\x02{"prompt": [1, 2, "three"], "n_predict": 8, "top_k": 5, "repeat_penalty": 1.1, "n_probs": 3, "samplers": ["top_k", "temperature"], "t_max_predict_ms": 100}' >"$c/seed-native"
+  printf '\x03{"input_prefix": "def f(", "input_suffix": "):", "input_extra": [{"filename": "a.py", "text": "x = 1"}], "prompt": "y"}' >"$c/seed-infill"
+  printf '\x04{"model": "m", "max_tokens": 8, "system": "s", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "1"}]}], "tools": [{"name": "f", "input_schema": {"type": "object"}}], "stop_sequences": ["x"]}' >"$c/seed-messages"
+  printf '\x05{"model": "m", "instructions": "be brief", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "1"}], "tools": [{"type": "function", "name": "f", "parameters": {}}], "max_output_tokens": 8}' >"$c/seed-responses"
+  printf '\x06POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n' >"$c/seed-stream"
+}
+
+# The request fields the parsers read, so that mutations form them.
+dict_request() {
+  grep -oh '"[a-z_]\{2,32\}"' src/server/api.cc src/server/chat_request.cc \
+    src/server/compat_anthropic.cc src/server/compat_responses.cc | sort -u
+}
+
 status=0
 for t in "${targets[@]}"; do
   corpus="$out/corpus-$t"
@@ -135,8 +157,21 @@ for t in "${targets[@]}"; do
       extra_args=(-dict="$out/jinja.dict" -max_len=65536)
       bin=jinja_fuzz
       ;;
+    request)
+      core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
+      mapfile -t core <"$out/core.list"
+      build request_fuzz src/server/request_fuzz.cc src/server/api.cc src/server/chat_request.cc \
+        src/server/compat_anthropic.cc src/server/compat_responses.cc src/server/reply_parse.cc \
+        src/server/http_stream.cc src/engine/sampler.cc src/model/gguf.cc src/model/unicode.cc \
+        src/model/tokenizer.cc src/model/tokenizer_bpe.cc src/model/tokenizer_spm.cc \
+        src/model/tokenizer_pre.cc "${core[@]}" -lcpp-httplib -lssl -lcrypto -lpcre2-8 -lpthread
+      seed_request "$corpus"
+      dict_request >"$out/request.dict"
+      extra_args=(-dict="$out/request.dict" -max_len=8192)
+      bin=request_fuzz
+      ;;
     *)
-      echo "fuzz: unknown target '$t' (protocol, graph, jinja)"
+      echo "fuzz: unknown target '$t' (protocol, graph, jinja, request)"
       exit 2
       ;;
   esac

@@ -89,7 +89,9 @@ std::optional<std::string> convert_message(const Json& m, size_t i, Json& out) {
       std::optional<std::string> result =
           block.contains("content") ? text_of(block["content"], bw + ".content", error) : "";
       if (!result) return error;
-      if (block.value("is_error", false)) *result = "Error: " + *result;
+      const std::optional<bool> is_error = request_field<bool>(block, "is_error", false);
+      if (!is_error) return bw + ".is_error: not a boolean";
+      if (*is_error) *result = "Error: " + *result;
       out.push_back(
           {{"role", "tool"}, {"tool_call_id", block["tool_use_id"]}, {"content", *result}});
     } else {
@@ -163,7 +165,8 @@ std::optional<std::string> anthropic_to_chat(const Json& body, bool require_max_
   }
   if (body.contains("tool_choice")) {
     const Json& tc = body["tool_choice"];
-    const std::string type = tc.is_object() ? tc.value("type", "") : "";
+    const std::string type =
+        tc.is_object() ? request_field<std::string>(tc, "type", "").value_or("") : "";
     if (type == "auto") {
       chat["tool_choice"] = "auto";
     } else if (type == "any") {
@@ -177,7 +180,10 @@ std::optional<std::string> anthropic_to_chat(const Json& body, bool require_max_
     }
   }
   if (body.contains("thinking") && body["thinking"].is_object()) {
-    const bool enabled = body["thinking"].value("type", "") == "enabled";
+    const std::optional<std::string> type =
+        request_field<std::string>(body["thinking"], "type", "");
+    if (!type) return "thinking.type: not a string";
+    const bool enabled = *type == "enabled";
     chat["chat_template_kwargs"] = {{"enable_thinking", enabled}};
   }
   return std::nullopt;

@@ -10,11 +10,27 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace strata::server {
+
+// A field of a request object as T (std::string or bool), or `fallback` when it is absent or
+// null; nullopt when it holds another type. (json::value() throws there instead: a request with
+// a number where a string belongs must be a 400 naming the field, not an exception.)
+template <typename T>
+std::optional<T> request_field(const nlohmann::ordered_json& obj, const char* key, T fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return std::nullopt;
+  } else {
+    if (!it->is_string()) return std::nullopt;
+  }
+  return it->template get<T>();
+}
 
 // One server-sent event: "event: <name>\ndata: <json>\n\n".
 struct SseEvent {

@@ -19,9 +19,14 @@ std::optional<std::string> content_text(const Json& content, const std::string& 
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
     const std::string pw = where + "[" + std::to_string(i) + "]";
-    const std::string type = part.is_object() ? part.value("type", "") : "";
-    if (type != "input_text" && type != "output_text" && type != "text") {
-      error = pw + ": part type '" + type + "' is not supported";
+    const std::optional<std::string> type =
+        part.is_object() ? request_field<std::string>(part, "type", "") : "";
+    if (!type) {
+      error = pw + ".type: not a string";
+      return std::nullopt;
+    }
+    if (*type != "input_text" && *type != "output_text" && *type != "text") {
+      error = pw + ": part type '" + *type + "' is not supported";
       return std::nullopt;
     }
     if (!part.contains("text") || !part["text"].is_string()) {
@@ -98,9 +103,14 @@ std::optional<std::string> responses_to_chat(const Json& body, Json& chat) {
       const Json& item = input[i];
       const std::string where = "input[" + std::to_string(i) + "]";
       if (!item.is_object()) return where + ": must be an object";
-      const std::string type = item.value("type", "message");
+      const std::optional<std::string> type_field =
+          request_field<std::string>(item, "type", "message");
+      if (!type_field) return where + ".type: not a string";
+      const std::string& type = *type_field;
       if (type == "message") {
-        const std::string role = item.value("role", "");
+        const std::optional<std::string> role_field = request_field<std::string>(item, "role", "");
+        if (!role_field) return where + ".role: not a string";
+        const std::string& role = *role_field;
         if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
           return where + ".role: '" + role + "' is not user, assistant, system or developer";
         }
@@ -115,10 +125,12 @@ std::optional<std::string> responses_to_chat(const Json& body, Json& chat) {
             !item["name"].is_string()) {
           return where + ": a function_call needs string 'call_id' and 'name'";
         }
-        Json call = {
-            {"id", item["call_id"]},
-            {"type", "function"},
-            {"function", {{"name", item["name"]}, {"arguments", item.value("arguments", "{}")}}}};
+        const std::optional<std::string> arguments =
+            request_field<std::string>(item, "arguments", "{}");
+        if (!arguments) return where + ".arguments: not a string";
+        Json call = {{"id", item["call_id"]},
+                     {"type", "function"},
+                     {"function", {{"name", item["name"]}, {"arguments", *arguments}}}};
         // Consecutive calls belong to one assistant turn.
         if (!messages.empty() && messages.back()["role"] == "assistant" &&
             messages.back().contains("tool_calls")) {
@@ -156,8 +168,8 @@ std::optional<std::string> responses_to_chat(const Json& body, Json& chat) {
     Json tools = Json::array();
     for (size_t i = 0; i < body["tools"].size(); ++i) {
       const Json& t = body["tools"][i];
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("name") ||
-          !t["name"].is_string()) {
+      if (!t.is_object() || request_field<std::string>(t, "type", "") != "function" ||
+          !t.contains("name") || !t["name"].is_string()) {
         return "tools[" + std::to_string(i) + "]: only function tools with a string 'name'";
       }
       Json fn = {{"name", t["name"]},
@@ -171,7 +183,8 @@ std::optional<std::string> responses_to_chat(const Json& body, Json& chat) {
     const Json& tc = body["tool_choice"];
     if (tc.is_string()) {
       chat["tool_choice"] = tc;
-    } else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("name")) {
+    } else if (tc.is_object() && request_field<std::string>(tc, "type", "") == "function" &&
+               tc.contains("name")) {
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
     } else {
       return "tool_choice: must be auto, none, required or {\"type\": \"function\", \"name\"}";

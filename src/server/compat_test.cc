@@ -154,6 +154,42 @@ TEST(CompatResponses, RequestBecomesAChatRequest) {
             std::string::npos);
 }
 
+// A field of the wrong JSON type is a 400 that names it, never an exception (found by the
+// request fuzz target: json::value() throws on a type mismatch).
+TEST(CompatResponses, WrongTypesNameTheField) {
+  Json chat;
+  auto err = [&](const char* body) {
+    return responses_to_chat(Json::parse(body), chat).value_or("");
+  };
+  EXPECT_EQ(err(R"({"input": [{"role": ["user"], "content": "x"}]})"),
+            "input[0].role: not a string");
+  EXPECT_EQ(err(R"({"input": [{"type": 7}]})"), "input[0].type: not a string");
+  EXPECT_EQ(err(R"({"input": [{"role": "user", "content": [{"type": 1, "text": "x"}]}]})"),
+            "input[0].content[0].type: not a string");
+  EXPECT_EQ(err(R"({"input": [{"type": "function_call", "call_id": "c", "name": "f",
+                               "arguments": {"a": 1}}]})"),
+            "input[0].arguments: not a string");
+  EXPECT_NE(err(R"({"input": "x", "tools": [{"type": 3, "name": "f"}]})").find("tools[0]"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"input": "x", "tool_choice": {"type": [], "name": "f"}})").find("tool_choice"),
+            std::string::npos);
+}
+
+TEST(CompatAnthropic, WrongTypesNameTheField) {
+  Json chat;
+  auto err = [&](const char* body) {
+    return anthropic_to_chat(Json::parse(body), true, chat).value_or("");
+  };
+  EXPECT_EQ(err(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type":
+                "tool_result", "tool_use_id": "t", "content": "1", "is_error": "yes"}]}]})"),
+            "messages[0].content[0].is_error: not a boolean");
+  EXPECT_EQ(err(R"({"max_tokens": 5, "messages": [], "thinking": {"type": 1}})"),
+            "thinking.type: not a string");
+  EXPECT_NE(
+      err(R"({"max_tokens": 5, "messages": [], "tool_choice": {"type": 2}})").find("tool_choice"),
+      std::string::npos);
+}
+
 // The streamed events add up to the response the non-streamed path gives.
 TEST(CompatResponses, StreamEndsWithTheResponseOfTheWholeCompletion) {
   ResponsesStream s("7", "m", 1000);

@@ -1,8 +1,14 @@
 #include "server/http.h"
 
 #include <httplib.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+
+#include "server/http_connections.h"
+#include "server/http_stream.h"
 #include "server/reply.h"
 
 namespace strata::server {
@@ -13,6 +19,9 @@ using httplib::Response;
 using HandlerResponse = httplib::Server::HandlerResponse;
 
 constexpr int kListenBacklog = 512;
+// Files the server holds besides its connections: the model, workers' sockets, refused sockets
+// lingering (256), logs.
+constexpr rlim_t kSpareFiles = 512;
 
 // Compares without an early exit so that the time taken does not reveal the key's prefix.
 bool same_secret(const std::string& a, const std::string& b) {
@@ -40,25 +49,79 @@ void send_error(Response& res, const ApiError& e) {
 
 void send_json(Response& res, const Json& j) { res.set_content(dump(j), "application/json"); }
 
-namespace {
-
-// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (16 connecting at once)
-// overflows it and connections fail. Listening again on the bound socket raises the backlog.
-template <typename Base>
-class Listener : public Base {
+// cpp-httplib's request parser and router, with its connection handling replaced: the accept
+// loop hands each socket to Connections (a thread each, up to the cap), and each connection is
+// served here over a ConnectionStream, whose reads of a request end at its deadline.
+class HttpServer::Listener : public httplib::Server {
  public:
-  using Base::Base;
-  void raise_backlog(int n) { ::listen(this->svr_sock_, n); }
+  Listener(const HttpOptions& o, const TlsContext* tls) : options_(o), tls_(tls) {
+    // The accept loop calls process_and_close_socket through this queue on its own thread;
+    // that override only hands the socket over (Connections::admit never blocks).
+    new_task_queue = [] { return new InlineQueue; };
+    limits_.read_timeout = std::chrono::seconds(o.timeout_seconds);
+    limits_.write_timeout = std::chrono::seconds(o.timeout_seconds);
+    limits_.request_timeout = std::chrono::seconds(o.request_timeout_seconds);
+    limits_.max_request_bytes = 2 * o.max_body_bytes + kMaxHeadBytes;
+  }
+
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (16 connecting at once)
+  // overflows it and connections fail. Listening again on the bound socket raises the backlog.
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+  void set_connections(Connections* c) { connections_ = c; }
+
+  // One connection, on its own thread: requests one after another (keep-alive) until the
+  // client closes, stays idle too long, is too slow, or the server stops.
+  void serve(int fd) {
+    ConnectionStream strm(fd, tls_, limits_);
+    const auto now = HttpClock::now;
+    if (strm.handshake(now() + limits_.request_timeout)) {
+      for (int n = options_.keep_alive_max_requests; n > 0 && running(); --n) {
+        if (!strm.wait_request(std::chrono::seconds(options_.keep_alive_timeout_seconds))) break;
+        strm.begin_request(now() + limits_.request_timeout);
+        bool closed = false;
+        const bool ok = process_request(strm, n == 1 || !running(), closed, nullptr);
+        if (!ok || closed || strm.refused()) break;
+      }
+    }
+    if (strm.refused()) linger(fd);
+  }
+
+ private:
+  class InlineQueue : public httplib::TaskQueue {
+   public:
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override {}
+  };
+
+  bool process_and_close_socket(int sock) override {
+    connections_->admit(sock);
+    return true;
+  }
+
+  bool running() const { return svr_sock_ != INVALID_SOCKET && !connections_->stopping(); }
+
+  // After an answer that closes the connection early (408, 413, 431): the client's unread
+  // bytes are dropped for a moment, as a close with unread data would reset the connection
+  // and could destroy the answer before the client reads it.
+  static void linger(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    const auto until = HttpClock::now() + std::chrono::seconds(1);
+    char drop[4096];
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(until - HttpClock::now());
+      pollfd p{fd, POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
+      const ssize_t n = recv(fd, drop, sizeof(drop), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;
+    }
+  }
+
+  const HttpOptions& options_;
+  const TlsContext* tls_;
+  StreamLimits limits_;
+  Connections* connections_ = nullptr;
 };
-
-template <typename Base, typename... A>
-std::unique_ptr<httplib::Server> make_listener(std::function<void(int)>& raise, A&&... a) {
-  auto l = std::make_unique<Listener<Base>>(std::forward<A>(a)...);
-  raise = [p = l.get()](int n) { p->raise_backlog(n); };
-  return l;
-}
-
-}  // namespace
 
 HttpServer::HttpServer(HttpOptions options, Dispatcher& dispatcher, Log* log)
     : options_(std::move(options)), log_(log) {
@@ -66,24 +129,54 @@ HttpServer::HttpServer(HttpOptions options, Dispatcher& dispatcher, Log* log)
   if (tls) {
     if (options_.ssl_key_file.empty() || options_.ssl_cert_file.empty()) {
       setup_error_ = invalid_argument("HTTPS needs both --ssl-key-file and --ssl-cert-file");
+    } else {
+      Result<std::unique_ptr<TlsContext>> ctx =
+          TlsContext::create(options_.ssl_cert_file, options_.ssl_key_file);
+      if (ctx) {
+        tls_ = std::move(*ctx);
+      } else {
+        setup_error_ = ctx.status();
+      }
     }
-    http_ = make_listener<httplib::SSLServer>(raise_backlog_, options_.ssl_cert_file.c_str(),
-                                              options_.ssl_key_file.c_str());
-    if (setup_error_.is_ok() && !http_->is_valid()) {
-      setup_error_ = invalid_argument("cannot use the certificate '" + options_.ssl_cert_file +
-                                      "' with the key '" + options_.ssl_key_file +
-                                      "' (both must be PEM files, the key the certificate's)");
-    }
-  } else {
-    http_ = make_listener<httplib::Server>(raise_backlog_);
   }
+  http_ = std::make_unique<Listener>(options_, tls_.get());
+  // Past the cap a TLS client would need a handshake before its 503: it is closed instead.
+  const std::string refusal =
+      tls_ ? ""
+           : raw_error_response(503,
+                                "the server has " + std::to_string(options_.max_connections) +
+                                    " connections open, its limit (--max-connections): retry later",
+                                1);
+  connections_ = std::make_unique<Connections>(options_.max_connections, refusal,
+                                               [this](int fd) { http_->serve(fd); });
+  http_->set_connections(connections_.get());
   install(dispatcher.routes());
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+  connections_->shutdown();
+}
 
 Status HttpServer::bind() {
   if (!setup_error_.is_ok()) return setup_error_;
+  // Each connection holds a socket: a soft limit of open files below the cap (often 1024) would
+  // stop accept() before the cap answers 503. The soft limit goes up to the hard one.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    if (files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+    }
+    const rlim_t wanted = static_cast<rlim_t>(options_.max_connections) + kSpareFiles;
+    if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < wanted && log_ != nullptr) {
+      log_->write(LogLevel::kWarning,
+                  "open files are limited to " + std::to_string(files.rlim_cur) + ", below " +
+                      std::to_string(options_.max_connections) +
+                      " connections (--max-connections) and the server's own files; raise "
+                      "`ulimit -n` or lower --max-connections");
+    }
+  }
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
     if (port_ <= 0) return unavailable("cannot listen on " + options_.host + " (any port)");
@@ -93,20 +186,21 @@ Status HttpServer::bind() {
     }
     port_ = options_.port;
   }
-  raise_backlog_(kListenBacklog);
+  http_->raise_backlog(kListenBacklog);
   return Status::ok();
 }
 
-bool HttpServer::listen() { return http_->listen_after_bind(); }
+bool HttpServer::listen() {
+  const bool ok = http_->listen_after_bind();
+  connections_->shutdown();
+  return ok;
+}
 
 void HttpServer::stop() {
   if (http_) http_->stop();
 }
 
 void HttpServer::install(std::vector<Route> routes) {
-  const int n_threads = options_.n_threads > 0 ? options_.n_threads : 8;
-  // cpp-httplib takes ownership of the queue it is handed as a raw pointer.
-  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(options_.timeout_seconds, 0);
   http_->set_write_timeout(options_.timeout_seconds, 0);

@@ -328,7 +328,7 @@ void add_server_rows(std::vector<Row>& t) {
                K::kValue,
                "N",
                "3600",
-               "read and write timeout of a connection, in seconds",
+               "seconds of each wait to read or write a connection's bytes",
                S::kServer,
                E::kApplied,
                "",
@@ -336,22 +336,45 @@ void add_server_rows(std::vector<Row>& t) {
                int_to(STRATA_FIELD(options.http.timeout_seconds), 1, 1 << 30)});
   ignored(t, {"--sse-ping-interval"}, K::kValue, "streams send no pings",
           "LLAMA_ARG_SSE_PING_INTERVAL", S::kServer);
-  t.push_back({{"--threads-http"},
+  ignored(t, {"--threads-http"}, K::kValue,
+          "each connection has a thread of its own, up to --max-connections",
+          "LLAMA_ARG_THREADS_HTTP", S::kServer);
+  t.push_back({{"--max-connections"},
                {},
-               "LLAMA_ARG_THREADS_HTTP",
+               nullptr,
                K::kValue,
                "N",
-               "-1: max(8, 2 x slots + 2)",
-               "HTTP worker threads",
-               S::kServer,
+               "1024",
+               "HTTP connections open at once (a thread each); past it: 503 with Retry-After",
+               S::kStrata,
                E::kApplied,
                "",
                nullptr,
-               [](ServeArgs& a, const std::string& v) -> Status {
-                 STRATA_ASSIGN_OR_RETURN(int64_t n, parse_arg_int(v, -1, 1024));
-                 a.options.http.n_threads = n <= 0 ? 0 : static_cast<int>(n);
-                 return Status::ok();
-               }});
+               int_to(STRATA_FIELD(options.http.max_connections), 1, 1 << 20)});
+  t.push_back({{"--request-timeout"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "60",
+               "seconds for a whole request (line, headers, body) to arrive, else 408",
+               S::kStrata,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.http.request_timeout_seconds), 1, 1 << 30)});
+  t.push_back({{"--keep-alive-timeout"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "5",
+               "seconds an open HTTP connection may wait for its next request",
+               S::kStrata,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.http.keep_alive_timeout_seconds), 1, 1 << 30)});
   t.push_back({{"--cache-prompt"},
                {"--no-cache-prompt"},
                "LLAMA_ARG_CACHE_PROMPT",

@@ -101,10 +101,9 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerOptions& o) {
   p->router = std::make_unique<RouterDispatcher>(
       std::move(ro), std::move(models), std::move(inherited), std::move(env), o.http.api_prefix,
       o.http.timeout_seconds, o.log.get());
-  HttpOptions http = o.http;
-  // A relayed request holds an HTTP thread for as long as its child answers.
-  if (http.n_threads <= 0) http.n_threads = std::max(16, 2 * o.n_slots + 2);
-  p->http = std::make_unique<HttpServer>(http, *p->router, o.log.get());
+  // A relayed request holds its connection's thread for as long as its child answers; the HTTP
+  // layer gives each connection one.
+  p->http = std::make_unique<HttpServer>(o.http, *p->router, o.log.get());
   STRATA_RETURN_IF_ERROR(p->router->load_startup_models());
   return std::unique_ptr<Server>(new Server(std::move(p)));
 }
@@ -264,9 +263,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   }
   p->dispatcher = std::make_unique<ModelDispatcher>(std::move(serving), model, p->groups,
                                                     std::move(chat), p->metrics);
-  HttpOptions http = o.http;
-  if (http.n_threads <= 0) http.n_threads = std::max(8, 2 * o.n_slots + 2);
-  p->http = std::make_unique<HttpServer>(http, *p->dispatcher, o.log.get());
+  p->http = std::make_unique<HttpServer>(o.http, *p->dispatcher, o.log.get());
   return std::unique_ptr<Server>(new Server(std::move(p)));
 }
 

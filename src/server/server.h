@@ -35,7 +35,7 @@ struct ServerOptions {
   // When the two are the same, a group has one pool for both.
   ThreadPoolOptions threads = unset_threads();
   ThreadPoolOptions threads_batch = unset_threads();
-  HttpOptions http;  // n_threads 0: max(8, 2 x slots + 2)
+  HttpOptions http;
   // Names the API reports (the first) and accepts; empty: the model file's name.
   std::vector<std::string> aliases;
   std::vector<std::string> tags;  // informational, listed by /models

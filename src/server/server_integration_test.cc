@@ -433,8 +433,8 @@ TEST_F(ServerTest, ThousandRequestsSixteenAtATime) {
   EXPECT_LE(m["strata_kv_cache_used_cells"], 1024);
 }
 
-// With -np 16 and no --threads-http, sixteen requests run at once: the HTTP pool is sized by
-// the slots (max(8, 2 x slots + 2)), not a fixed 8 that would queue half of them.
+// With -np 16, sixteen requests run at once: each connection has a thread of its own, so no
+// request waits for an HTTP thread (a fixed pool of 8 would queue half of them).
 TEST_F(ServerTest, HttpThreadsFollowTheSlots) {
   ServerProcess s(args({"-np", "16", "-c", "65536"}));
   std::vector<std::thread> threads;
