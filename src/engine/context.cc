@@ -340,8 +340,10 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
       const int32_t d = local[static_cast<size_t>(i)];
       if (!identity) rows[i] = local_rows[static_cast<size_t>(i)];
       std::memcpy(settings + i * kSampleWords, draws->words(d), 4 * kSampleWords);
-      std::memcpy(entries + i * 2 * width, draws->entries(d),
-                  8 * static_cast<size_t>(draws->draws()[static_cast<size_t>(d)].n_entries));
+      const size_t n_entries =
+          static_cast<size_t>(draws->draws()[static_cast<size_t>(d)].n_entries);
+      // A draw without entries may have no array at all: memcpy from null is undefined.
+      if (n_entries > 0) std::memcpy(entries + i * 2 * width, draws->entries(d), 8 * n_entries);
       uniforms[i] = draws->uniform(d);
     }
   }
@@ -571,10 +573,14 @@ Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
   const uint64_t at_delta = at_cells + align_up(4 * static_cast<uint64_t>(n));
   const uint64_t blob = at_delta + align_up(4 * static_cast<uint64_t>(n));
   inputs_.assign(blob, 0);
-  std::memcpy(inputs_.data(), copy_src.data(), 4 * copy_src.size());
-  std::memcpy(inputs_.data() + at_dst, copy_dst.data(), 4 * copy_dst.size());
-  std::memcpy(inputs_.data() + at_cells, cells.data(), 4 * cells.size());
-  std::memcpy(inputs_.data() + at_delta, delta.data(), 4 * delta.size());
+  // An empty vector's data() may be null, which memcpy may not be given even for 0 bytes.
+  auto put = [&](uint64_t at, const std::vector<int32_t>& v) {
+    if (!v.empty()) std::memcpy(inputs_.data() + at, v.data(), 4 * v.size());
+  };
+  put(0, copy_src);
+  put(at_dst, copy_dst);
+  put(at_cells, cells);
+  put(at_delta, delta);
 
   Status failed;
   for (size_t si = 0; si < stages_.size() && failed.is_ok(); ++si) {

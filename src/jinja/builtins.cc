@@ -49,6 +49,7 @@ class Namespace : public Object {
     attrs_.set(Value(name), std::move(value));
     return Status::ok();
   }
+  void release() override { attrs_ = Dict(); }
   std::string repr(int depth) const override {
     if (depth <= 0) return "<Namespace ...>";
     std::string out = "<Namespace {";
@@ -115,7 +116,9 @@ Result<Value> global_dict(Interpreter& in, Args& args) {
 
 Result<Value> global_namespace(Interpreter& in, Args& args) {
   STRATA_ASSIGN_OR_RETURN(Dict d, dict_from(in, args, "namespace"));
-  return Value(std::shared_ptr<Object>(std::make_shared<Namespace>(std::move(d))));
+  auto ns = std::make_shared<Namespace>(std::move(d));
+  in.release_at_end(ns);
+  return Value(std::shared_ptr<Object>(std::move(ns)));
 }
 
 // The sandbox's cap on range(): a bigger one is refused before any list is built.

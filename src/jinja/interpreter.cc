@@ -176,7 +176,12 @@ Status Interpreter::render(const Body& body, std::string& out) {
   frame_ = std::make_shared<Frame>();
   flow_ = Flow::kNormal;
   error_placed_ = false;
-  return render_body(body, out);
+  Status s = render_body(body, out);
+  for (const std::shared_ptr<Frame>& f : closures_) f->vars.clear();
+  closures_.clear();
+  for (const std::shared_ptr<Object>& o : mutables_) o->release();
+  mutables_.clear();
+  return s;
 }
 
 Status Interpreter::render_body(const Body& body, std::string& out) {
@@ -221,6 +226,7 @@ Status Interpreter::render_stmt(const Stmt& s, std::string& out) {
     case StmtKind::kMacro: {
       const auto& m = static_cast<const MacroStmt&>(s);
       frame_->set(m.name, Value(std::make_shared<const MacroFn>(m, frame_, Value())));
+      closures_.push_back(frame_);
       return Status::ok();
     }
     case StmtKind::kCallBlock: {

@@ -56,6 +56,9 @@ class Interpreter {
   Result<Value> apply_filter(std::string_view name, const Value& input, Args& args);
   Result<bool> apply_test(std::string_view name, const Value& input, Args& args);
 
+  // An object that may end up holding itself: released (Object::release) when render() ends.
+  void release_at_end(std::shared_ptr<Object> o) { mutables_.push_back(std::move(o)); }
+
   // A macro call (the Callable of a macro forwards here).
   Result<Value> call_macro(const MacroStmt& macro, const std::shared_ptr<Frame>& closure,
                            const Value& caller, Args& args);
@@ -91,6 +94,10 @@ class Interpreter {
   const Dict& context_;
   std::tm now_;
   std::shared_ptr<Frame> frame_;
+  // The frames a macro closes over. A macro is a variable of the frame it closes over, so each
+  // is a reference cycle; render() breaks them when it ends, as nothing can call a macro then.
+  std::vector<std::shared_ptr<Frame>> closures_;
+  std::vector<std::shared_ptr<Object>> mutables_;
   Flow flow_ = Flow::kNormal;
   int depth_ = 0;
   int calls_ = 0;

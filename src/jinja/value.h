@@ -188,6 +188,9 @@ class Object {
   virtual Status set_attr(std::string_view name, Value value);
   // Python's repr(); `depth` bounds recursion through objects that hold themselves.
   virtual std::string repr(int depth) const = 0;
+  // Drops what the object holds, at the end of a render: a namespace may hold itself, and
+  // without a garbage collector that cycle would outlive the render.
+  virtual void release() {}
 };
 
 // Python's str(): what {{ value }} prints. None prints "None", undefined "".
