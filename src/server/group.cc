@@ -33,7 +33,7 @@ PipelineGroup::PipelineGroup(int32_t index, std::unique_ptr<Context> context,
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->id = i;
   }
-  cache_copy_.resize(params_.n_slots);
+  cache_copy_.lock()->resize(params_.n_slots);
   if (params_.cache_ram_bytes > 0) cache_ram_.emplace(params_.cache_ram_bytes);
 }
 
@@ -45,11 +45,8 @@ void PipelineGroup::start() {
 }
 
 void PipelineGroup::stop() {
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    stopping_ = true;
-  }
-  queue_cv_.notify_all();
+  inbox_.lock()->stopping = true;
+  inbox_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -57,10 +54,10 @@ void PipelineGroup::post(Task task) {
   load_.fetch_add(task.params.n, std::memory_order_relaxed);
   queued_.fetch_add(1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (!stopping_) {
-      incoming_.push_back(std::move(task));
-      queue_cv_.notify_one();
+    auto inbox = inbox_.lock();
+    if (!inbox->stopping) {
+      inbox->incoming.push_back(std::move(task));
+      inbox_.notify_one();
       return;
     }
   }
@@ -88,9 +85,8 @@ std::vector<SlotView> PipelineGroup::slot_views() const {
 }
 
 size_t PipelineGroup::cache_match(const std::vector<int32_t>& prompt) const {
-  std::lock_guard<std::mutex> lock(cache_mu_);
   size_t best = 0;
-  for (const auto& c : cache_copy_) best = std::max(best, common_prefix(c, prompt));
+  for (const auto& c : *cache_copy_.lock()) best = std::max(best, common_prefix(c, prompt));
   return best;
 }
 
@@ -100,8 +96,7 @@ void PipelineGroup::publish(Slot& slot) {
   slot.cached_pub.store(static_cast<int32_t>(slot.cache.size()), std::memory_order_relaxed);
   slot.lost_pub.store(static_cast<int32_t>(slot.lost.size()), std::memory_order_relaxed);
   if (params_.publish_cache) {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    cache_copy_[slot.id] = slot.cache;
+    (*cache_copy_.lock())[slot.id] = slot.cache;
   }
 }
 
@@ -109,14 +104,15 @@ void PipelineGroup::loop() {
   for (;;) {
     const bool idle = waiting_.empty() && busy_.load(std::memory_order_relaxed) == 0;
     {
-      std::unique_lock<std::mutex> lock(queue_mu_);
+      auto inbox = inbox_.lock();
       if (idle) {
-        queue_cv_.wait(lock,
-                       [this] { return stopping_ || !incoming_.empty() || !control_.empty(); });
+        inbox.wait([](const Inbox& in) {
+          return in.stopping || !in.incoming.empty() || !in.control.empty();
+        });
       }
-      for (Task& t : incoming_) waiting_.push_back(std::move(t));
-      incoming_.clear();
-      if (stopping_) break;
+      for (Task& t : inbox->incoming) waiting_.push_back(std::move(t));
+      inbox->incoming.clear();
+      if (inbox->stopping) break;
     }
     run_control();
     drop_cancelled();
@@ -126,9 +122,9 @@ void PipelineGroup::loop() {
     step();
   }
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    for (Control& c : control_) c.ran.set_value(false);
-    control_.clear();
+    auto inbox = inbox_.lock();
+    for (Control& c : inbox->control) c.ran.set_value(false);
+    inbox->control.clear();
   }
   for (auto& s : slots_) {
     if (s->state != Slot::State::kIdle) fail(*s, 503, "the server is shutting down");
@@ -551,21 +547,18 @@ size_t PipelineGroup::cache_ram_restore(Slot& s, const std::vector<int32_t>& pro
 Status PipelineGroup::on_decode_thread(std::function<void()> fn) {
   std::future<bool> ran;
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (stopping_) return unavailable("the server is shutting down");
-    control_.push_back(Control{std::move(fn), {}});
-    ran = control_.back().ran.get_future();
+    auto inbox = inbox_.lock();
+    if (inbox->stopping) return unavailable("the server is shutting down");
+    inbox->control.push_back(Control{std::move(fn), {}});
+    ran = inbox->control.back().ran.get_future();
   }
-  queue_cv_.notify_one();
+  inbox_.notify_one();
   return ran.get() ? Status::ok() : unavailable("the server is shutting down");
 }
 
 void PipelineGroup::run_control() {
   std::deque<Control> todo;
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    todo.swap(control_);
-  }
+  todo.swap(inbox_.lock()->control);
   for (Control& c : todo) {
     c.fn();
     c.ran.set_value(true);

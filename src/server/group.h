@@ -8,17 +8,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex_guarded.h"
 #include "core/utf8.h"
 #include "engine/context.h"
 #include "engine/prompt_cache.h"
@@ -189,11 +188,13 @@ class PipelineGroup {
     std::function<void()> fn;
     std::promise<bool> ran;  // false: dropped because the group stopped
   };
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<Task> incoming_;    // guarded by queue_mu_
-  std::deque<Control> control_;  // guarded by queue_mu_
-  bool stopping_ = false;        // guarded by queue_mu_
+  // What other threads hand the decode thread.
+  struct Inbox {
+    std::deque<Task> incoming;
+    std::deque<Control> control;
+    bool stopping = false;
+  };
+  MutexGuarded<Inbox> inbox_;
   std::thread thread_;
 
   std::atomic<int64_t> load_{0};
@@ -203,8 +204,7 @@ class PipelineGroup {
   std::atomic<uint64_t> decode_steps_{0};
   std::atomic<uint64_t> busy_summed_{0};
 
-  mutable std::mutex cache_mu_;
-  std::vector<std::vector<int32_t>> cache_copy_;  // guarded by cache_mu_; per slot
+  MutexGuarded<std::vector<std::vector<int32_t>>> cache_copy_;  // per slot
 };
 
 }  // namespace strata::server

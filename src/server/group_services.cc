@@ -39,42 +39,37 @@ Result<SlotFileResult> GroupSlotStore::rebuild(int32_t slot) {
 
 IdleSleeper::IdleSleeper(std::chrono::seconds idle, Engine& engine,
                          std::vector<std::unique_ptr<PipelineGroup>>& groups)
-    : idle_(idle), engine_(engine), groups_(groups), last_begin_(std::chrono::steady_clock::now()) {
+    : idle_(idle), engine_(engine), groups_(groups) {
+  state_.lock()->last_begin = std::chrono::steady_clock::now();
   thread_ = std::thread([this] { run(); });
 }
 
 IdleSleeper::~IdleSleeper() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  state_.lock()->stopping = true;
+  state_.notify_all();
   thread_.join();
 }
 
-bool IdleSleeper::asleep() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return asleep_;
-}
+bool IdleSleeper::asleep() { return state_.lock()->asleep; }
 
 Status IdleSleeper::exclusive(const std::function<Status(bool asleep)>& fn) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return fn(asleep_);
+  auto st = state_.lock();
+  return fn(st->asleep);
 }
 
 Status IdleSleeper::begin() {
-  std::lock_guard<std::mutex> lock(mu_);
-  last_begin_ = std::chrono::steady_clock::now();
-  if (!asleep_) return Status::ok();
+  auto st = state_.lock();
+  st->last_begin = std::chrono::steady_clock::now();
+  if (!st->asleep) return Status::ok();
   STRATA_RETURN_IF_ERROR(engine_.wake().with_context("waking the model"));
   for (auto& g : groups_) STRATA_RETURN_IF_ERROR(g->wake().with_context("waking the model"));
-  asleep_ = false;
+  st->asleep = false;
   return Status::ok();
 }
 
 // All groups, then the engine; a group that refuses (a request is queued or running) undoes
 // the ones before it, and the model stays awake.
-Status IdleSleeper::sleep_locked() {
+Status IdleSleeper::sleep_locked(State& st) {
   size_t slept = 0;
   Status s;
   for (; slept < groups_.size(); ++slept) {
@@ -86,19 +81,20 @@ Status IdleSleeper::sleep_locked() {
     return s;
   }
   engine_.sleep();
-  asleep_ = true;
+  st.asleep = true;
   return Status::ok();
 }
 
 void IdleSleeper::run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    const auto due = last_begin_ + idle_;
-    if (!asleep_ && std::chrono::steady_clock::now() >= due) {
-      if (!sleep_locked().is_ok()) last_begin_ = std::chrono::steady_clock::now();
+  auto st = state_.lock();
+  while (!st->stopping) {
+    const auto due = st->last_begin + idle_;
+    if (!st->asleep && std::chrono::steady_clock::now() >= due) {
+      if (!sleep_locked(*st).is_ok()) st->last_begin = std::chrono::steady_clock::now();
       continue;
     }
-    cv_.wait_until(lock, asleep_ ? std::chrono::steady_clock::now() + idle_ : due);
+    st.wait_until(st->asleep ? std::chrono::steady_clock::now() + idle_ : due,
+                  [](const State& s) { return s.stopping; });
   }
 }
 

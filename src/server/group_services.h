@@ -4,14 +4,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/mutex_guarded.h"
 #include "engine/engine.h"
 #include "server/group.h"
 #include "server/slot_store.h"
@@ -53,17 +52,19 @@ class IdleSleeper {
   Status exclusive(const std::function<Status(bool asleep)>& fn);
 
  private:
+  // Held for every sleep and wake, as well as to read or change these fields.
+  struct State {
+    bool stopping = false;
+    bool asleep = false;
+    std::chrono::steady_clock::time_point last_begin;
+  };
   void run();
-  Status sleep_locked();
+  Status sleep_locked(State& st);
 
   const std::chrono::seconds idle_;
   Engine& engine_;
   std::vector<std::unique_ptr<PipelineGroup>>& groups_;
-  std::mutex mu_;  // guards the fields below and every sleep/wake
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  bool asleep_ = false;
-  std::chrono::steady_clock::time_point last_begin_;
+  MutexGuarded<State> state_;
   std::thread thread_;
 };
 

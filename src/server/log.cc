@@ -23,10 +23,10 @@ Result<std::unique_ptr<Log>> Log::open(const LogOptions& options) {
 }
 
 Log::Log(const LogOptions& options, std::FILE* out, bool owned)
-    : options_(options), out_(out), owned_(owned), start_(now_seconds()) {}
+    : options_(options), owned_(owned), start_(now_seconds()), out_(out) {}
 
 Log::~Log() {
-  if (owned_) std::fclose(out_);
+  if (owned_) std::fclose(*out_.lock());
 }
 
 bool Log::enabled(LogLevel level) const {
@@ -43,9 +43,9 @@ void Log::write(LogLevel level, const std::string& line) {
   }
   if (options_.prefix) s += std::string(1, " EWITD"[static_cast<int>(level)]) + " ";
   s += line + "\n";
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fwrite(s.data(), 1, s.size(), out_);
-  std::fflush(out_);
+  auto out = out_.lock();
+  std::fwrite(s.data(), 1, s.size(), *out);
+  std::fflush(*out);
 }
 
 }  // namespace strata::server

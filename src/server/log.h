@@ -4,9 +4,9 @@
 
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/mutex_guarded.h"
 #include "core/status.h"
 
 namespace strata::server {
@@ -32,10 +32,10 @@ class Log {
  private:
   Log(const LogOptions& options, std::FILE* out, bool owned);
   LogOptions options_;
-  std::FILE* out_;
   bool owned_;
   double start_;
-  std::mutex mu_;
+  // Held while a line is written, so that lines of several threads never interleave.
+  MutexGuarded<std::FILE*> out_;
 };
 
 }  // namespace strata::server

@@ -20,11 +20,8 @@ WorkerRecovery::WorkerRecovery(RemoteWorkers& workers, Engine& engine,
 }
 
 WorkerRecovery::~WorkerRecovery() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  *stopping_.lock() = true;
+  stopping_.notify_all();
   thread_.join();
 }
 
@@ -33,13 +30,10 @@ void WorkerRecovery::log(LogLevel level, const std::string& line) {
 }
 
 void WorkerRecovery::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
+  while (!*stopping_.lock()) {
     tick();
-    lock.lock();
-    const auto poll = RemoteWorkers::Clock::now() + kPoll;
-    cv_.wait_until(lock, std::min(poll, workers_.next_attempt()), [this] { return stopping_; });
+    const auto due = std::min(RemoteWorkers::Clock::now() + kPoll, workers_.next_attempt());
+    stopping_.lock().wait_until(due, [](bool stopping) { return stopping; });
   }
 }
 

@@ -18,12 +18,11 @@
 // only renews the streams, and waking the model places everything.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/mutex_guarded.h"
 #include "engine/engine.h"
 #include "server/group.h"
 #include "server/group_services.h"
@@ -62,9 +61,7 @@ class WorkerRecovery {
   bool suspended_ = false;
   std::vector<size_t> renewed_;  // reconnected workers not restored yet
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mutex_
+  MutexGuarded<bool> stopping_{false};
   std::thread thread_;
 };
 

@@ -129,26 +129,24 @@ void render_rpc_metrics(std::string& out, const std::vector<WorkerStats>& worker
 }
 
 RemoteWorkers::RemoteWorkers(const Engine& engine, ReconnectPolicy policy) : policy_(policy) {
+  auto links = links_.lock();
   for (const Stage& stage : engine.stages()) {
     if (!rpc::remote_device_connection(*stage.device)) continue;
-    bool seen = false;
-    for (const Worker& have : workers_) seen = seen || have.device == stage.device;
-    if (!seen) workers_.push_back(Worker{stage.device, WorkerLink(policy_), {}});
+    if (std::find(devices_.begin(), devices_.end(), stage.device) != devices_.end()) continue;
+    devices_.push_back(stage.device);
+    links->push_back(Link{WorkerLink(policy_), {}});
   }
 }
 
 std::string RemoteWorkers::label(size_t i) const {
-  return rpc::remote_device_connection(*workers_[i].device)->label();
+  return rpc::remote_device_connection(*devices_[i])->label();
 }
 
-LinkState RemoteWorkers::state(size_t i) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return workers_[i].link.state();
-}
+LinkState RemoteWorkers::state(size_t i) const { return (*links_.lock())[i].link.state(); }
 
-std::string RemoteWorkers::describe_locked(const Worker& w, Clock::time_point now) const {
-  const std::shared_ptr<rpc::Connection> conn = rpc::remote_device_connection(*w.device);
-  const WorkerLink& link = w.link;
+std::string RemoteWorkers::describe_locked(size_t i, const Link& l, Clock::time_point now) const {
+  const std::shared_ptr<rpc::Connection> conn = rpc::remote_device_connection(*devices_[i]);
+  const WorkerLink& link = l.link;
   if (link.state() == LinkState::kRestoring) {
     return "worker " + conn->label() + " is back after " + seconds_text(link.down_for(now)) +
            " down; its weights and buffers are being placed again: retry later";
@@ -171,19 +169,19 @@ std::string RemoteWorkers::describe_locked(const Worker& w, Clock::time_point no
 }
 
 std::string RemoteWorkers::backoff(size_t i) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const WorkerLink& link = workers_[i].link;
+  auto links = links_.lock();
+  const WorkerLink& link = (*links)[i].link;
   return "attempt " + std::to_string(link.failures()) + " failed; the next in " +
          seconds_text(std::max(link.next_attempt() - Clock::now(), Clock::duration{0}));
 }
 
 Status RemoteWorkers::status() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   const Clock::time_point now = Clock::now();
-  for (const Worker& w : workers_) {
-    const bool broken = !rpc::remote_device_connection(*w.device)->broken().is_ok();
-    if (w.link.state() != LinkState::kUp || broken) {
-      return Status(ErrorKind::kUnavailable, describe_locked(w, now));
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const bool broken = !rpc::remote_device_connection(*devices_[i])->broken().is_ok();
+    if ((*links)[i].link.state() != LinkState::kUp || broken) {
+      return Status(ErrorKind::kUnavailable, describe_locked(i, (*links)[i], now));
     }
   }
   return Status::ok();
@@ -191,27 +189,28 @@ Status RemoteWorkers::status() const {
 
 int RemoteWorkers::retry_after_seconds() const {
   if (!policy_.enabled()) return 0;
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   const Clock::time_point now = Clock::now();
   int after = 0;
-  for (const Worker& w : workers_) {
-    const bool broken = !rpc::remote_device_connection(*w.device)->broken().is_ok();
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const WorkerLink& link = (*links)[i].link;
+    const bool broken = !rpc::remote_device_connection(*devices_[i])->broken().is_ok();
     int s = 0;
-    if (w.link.state() == LinkState::kDown) {
-      s = static_cast<int>(std::ceil(seconds(w.link.next_attempt() - now)));
+    if (link.state() == LinkState::kDown) {
+      s = static_cast<int>(std::ceil(seconds(link.next_attempt() - now)));
     }
-    if (w.link.state() != LinkState::kUp || broken) after = std::max({after, s, 1});
+    if (link.state() != LinkState::kUp || broken) after = std::max({after, s, 1});
   }
   return after;
 }
 
 Json RemoteWorkers::json() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   const Clock::time_point now = Clock::now();
   Json out = Json::array();
-  for (const Worker& w : workers_) {
-    const std::shared_ptr<rpc::Connection> conn = rpc::remote_device_connection(*w.device);
-    const WorkerLink& link = w.link;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const std::shared_ptr<rpc::Connection> conn = rpc::remote_device_connection(*devices_[i]);
+    const WorkerLink& link = (*links)[i].link;
     const bool broken = !conn->broken().is_ok();
     LinkState state = link.state();
     if (state == LinkState::kUp && broken) state = LinkState::kDown;
@@ -236,69 +235,71 @@ Json RemoteWorkers::json() const {
 }
 
 std::vector<WorkerStats> RemoteWorkers::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   const Clock::time_point now = Clock::now();
   std::vector<WorkerStats> out;
-  for (const Worker& w : workers_) {
-    const std::shared_ptr<rpc::Connection> c = rpc::remote_device_connection(*w.device);
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Link& l = (*links)[i];
+    const std::shared_ptr<rpc::Connection> c = rpc::remote_device_connection(*devices_[i]);
     WorkerStats s;
     s.endpoint = c->options().endpoint;
-    s.up = w.link.state() == LinkState::kUp && c->broken().is_ok();
-    s.stats = add(w.retired, c->stats().snapshot());
-    s.reconnect_attempts = w.link.attempts();
-    s.reconnects = w.link.reconnects();
-    s.down_seconds = seconds(w.link.down_total(now));
+    s.up = l.link.state() == LinkState::kUp && c->broken().is_ok();
+    s.stats = add(l.retired, c->stats().snapshot());
+    s.reconnect_attempts = l.link.attempts();
+    s.reconnects = l.link.reconnects();
+    s.down_seconds = seconds(l.link.down_total(now));
     out.push_back(std::move(s));
   }
   return out;
 }
 
 std::vector<size_t> RemoteWorkers::mark_lost(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   std::vector<size_t> lost;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    Worker& w = workers_[i];
-    if (w.link.state() != LinkState::kUp) continue;
-    const Status broken = rpc::remote_device_connection(*w.device)->broken();
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    WorkerLink& link = (*links)[i].link;
+    if (link.state() != LinkState::kUp) continue;
+    const Status broken = rpc::remote_device_connection(*devices_[i])->broken();
     if (broken.is_ok()) continue;
-    w.link.lost(now, broken.message());
+    link.lost(now, broken.message());
     lost.push_back(i);
   }
   return lost;
 }
 
 std::vector<size_t> RemoteWorkers::due(Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   std::vector<size_t> out;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (workers_[i].link.due(now)) out.push_back(i);
+  for (size_t i = 0; i < links->size(); ++i) {
+    if ((*links)[i].link.due(now)) out.push_back(i);
   }
   return out;
 }
 
 Status RemoteWorkers::reconnect(size_t i) {
-  Worker& w = workers_[i];
-  const std::shared_ptr<rpc::Connection> old = rpc::remote_device_connection(*w.device);
+  Device& device = *devices_[i];
+  const std::shared_ptr<rpc::Connection> old = rpc::remote_device_connection(device);
   Result<std::shared_ptr<rpc::Connection>> conn = rpc::Connection::open(old->options());
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
+  Link& l = (*links)[i];
   Status s = conn.status();
   if (s.is_ok()) {
     // No message leaves on the old connection after it broke: its counters are final.
     const rpc::StatsSnapshot before = old->stats().snapshot();
-    s = rpc::remote_device_set_connection(*w.device, std::move(conn).value());
-    if (s.is_ok()) w.retired = add(w.retired, before);
+    s = rpc::remote_device_set_connection(device, std::move(conn).value());
+    if (s.is_ok()) l.retired = add(l.retired, before);
   }
   if (s.is_ok()) {
-    w.link.connected();
+    l.link.connected();
   } else {
-    w.link.failed(Clock::now(), s.message());
+    l.link.failed(Clock::now(), s.message());
   }
   return s;
 }
 
 std::string RemoteWorkers::restored(size_t i) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  WorkerLink& link = workers_[i].link;
+  auto links = links_.lock();
+  WorkerLink& link = (*links)[i].link;
   const Clock::time_point now = Clock::now();
   const uint32_t attempts = link.failures() + 1;
   const std::string text = "after " + seconds_text(link.down_for(now)) + " down (" +
@@ -308,31 +309,26 @@ std::string RemoteWorkers::restored(size_t i) {
 }
 
 void RemoteWorkers::restore_failed(size_t i, const std::string& why) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  workers_[i].link.failed(Clock::now(), why);
+  (*links_.lock())[i].link.failed(Clock::now(), why);
 }
 
 bool RemoteWorkers::all_up() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Worker& w : workers_) {
-    if (w.link.state() != LinkState::kUp) return false;
-  }
-  return true;
+  auto links = links_.lock();
+  return std::all_of(links->begin(), links->end(),
+                     [](const Link& l) { return l.link.state() == LinkState::kUp; });
 }
 
 bool RemoteWorkers::any_down() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Worker& w : workers_) {
-    if (w.link.state() == LinkState::kDown) return true;
-  }
-  return false;
+  auto links = links_.lock();
+  return std::any_of(links->begin(), links->end(),
+                     [](const Link& l) { return l.link.state() == LinkState::kDown; });
 }
 
 RemoteWorkers::Clock::time_point RemoteWorkers::next_attempt() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  auto links = links_.lock();
   Clock::time_point t = Clock::time_point::max();
-  for (const Worker& w : workers_) {
-    if (w.link.state() == LinkState::kDown) t = std::min(t, w.link.next_attempt());
+  for (const Link& l : *links) {
+    if (l.link.state() == LinkState::kDown) t = std::min(t, l.link.next_attempt());
   }
   return t;
 }

@@ -10,10 +10,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/mutex_guarded.h"
 #include "core/status.h"
 #include "engine/engine.h"
 #include "rpc/client.h"
@@ -52,8 +52,8 @@ class RemoteWorkers {
   // With a policy that is not enabled, a lost worker stays lost.
   RemoteWorkers(const Engine& engine, ReconnectPolicy policy);
 
-  bool empty() const { return workers_.empty(); }
-  size_t size() const { return workers_.size(); }
+  bool empty() const { return devices_.empty(); }
+  size_t size() const { return devices_.size(); }
   bool reconnects() const { return policy_.enabled(); }
 
   // Ok while every worker is up; else kUnavailable naming the first that is not, what broke
@@ -69,7 +69,7 @@ class RemoteWorkers {
   void render_metrics(std::string& out) const { render_rpc_metrics(out, snapshot()); }
 
   // --- For the recovery (one thread) ---
-  Device& device(size_t i) const { return *workers_[i].device; }
+  Device& device(size_t i) const { return *devices_[i]; }
   // "RPC1[127.0.0.1:50052]".
   std::string label(size_t i) const;
   LinkState state(size_t i) const;
@@ -94,16 +94,16 @@ class RemoteWorkers {
   std::string backoff(size_t i) const;
 
  private:
-  struct Worker {
-    Device* device = nullptr;
+  // What changes of worker i, under the lock.
+  struct Link {
     WorkerLink link;
     rpc::StatsSnapshot retired;  // the counters of its earlier connections, added up
   };
-  std::string describe_locked(const Worker& w, Clock::time_point now) const;
+  std::string describe_locked(size_t i, const Link& l, Clock::time_point now) const;
 
   ReconnectPolicy policy_;
-  mutable std::mutex mutex_;  // guards every Worker's link and retired counters
-  std::vector<Worker> workers_;
+  std::vector<Device*> devices_;           // fixed at construction
+  MutexGuarded<std::vector<Link>> links_;  // one per device
 };
 
 }  // namespace strata::server
