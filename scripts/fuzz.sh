@@ -2,8 +2,8 @@
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 # Builds the libFuzzer targets (src/**/*_fuzz.cc) with clang, AddressSanitizer and UBSan in
 # their own directory (STRATA_FUZZ_DIR, default build-fuzz) and runs each for SECONDS (default
-# 60). Targets: protocol (RPC message decoders), graph (graph deserialiser), jinja (template
-# lexer, parser and interpreter), request (HTTP request bodies validated as each endpoint does,
+# 60). Targets: protocol (RPC message decoders), graph (graph deserialiser), gguf (GGUF reader
+# and hyperparameters), jinja (template lexer, parser and interpreter), request (HTTP request bodies validated as each endpoint does,
 # and the connection stream's request limits); default all. The jinja corpus is seeded at run
 # time from the chat templates of STRATA_SHARED_DIR (default ../shared), never from files kept
 # in the repo.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(protocol graph jinja request)
+[ ${#targets[@]} -gt 0 ] || targets=(protocol graph jinja request gguf)
 out=${STRATA_FUZZ_DIR:-build-fuzz}
 cxx=${STRATA_FUZZ_CXX:-clang++}
 mkdir -p "$out"
@@ -130,6 +130,58 @@ dict_request() {
 }
 
 status=0
+# Small GGUFs as seeds: synthetic models written by the binary under test (STRATA_BINARY,
+# default build/strata) and the shared models cut where their tensor data begins.
+strata=${STRATA_BINARY:-build/strata}
+shared=${STRATA_SHARED_DIR:-../shared}
+seed_gguf() {
+  local corpus=$1 arch dtype f
+  for arch in llama qwen2 qwen3 gemma2 gemma3 phi3; do
+    for dtype in f32 q8_0 q4_K; do
+      "$strata" gguf gen -o "$corpus/seed-$arch-$dtype.gguf" --arch "$arch" \
+        --dtype "$dtype" --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 \
+        --n-vocab 260 --n-ctx 64 >/dev/null 2>&1 || rm -f "$corpus/seed-$arch-$dtype.gguf"
+    done
+  done
+  for f in "$shared"/models/*.gguf "$shared"/models/*/*.gguf; do
+    [ -f "$f" ] || continue
+    python3 - "$f" "$corpus/seed-$(basename "$f")" <<'PY' || true
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+pos, align = 24, 32
+n_tensors, n_kv = struct.unpack_from("<QQ", b, 8)
+size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def value(t):
+    global pos
+    if t == 8:
+        pos += 8 + struct.unpack_from("<Q", b, pos)[0]
+    elif t == 9:
+        et, n = struct.unpack_from("<IQ", b, pos)
+        pos += 12
+        for _ in range(n) if et == 8 else ():
+            value(8)
+        pos += 0 if et == 8 else n * size[et]
+    else:
+        v = b[pos:pos + size[t]]
+        pos += size[t]
+        return int.from_bytes(v, "little")
+for _ in range(n_kv):
+    n = struct.unpack_from("<Q", b, pos)[0]
+    key = b[pos + 8:pos + 8 + n]
+    pos += 8 + n
+    t = struct.unpack_from("<I", b, pos)[0]
+    pos += 4
+    v = value(t)
+    if key == b"general.alignment":
+        align = v
+for _ in range(n_tensors):
+    pos += 8 + struct.unpack_from("<Q", b, pos)[0]
+    pos += 4 + 8 * struct.unpack_from("<I", b, pos)[0] + 4 + 8
+open(sys.argv[2], "wb").write(b[:(pos + align - 1) // align * align])
+PY
+  done
+}
+
 for t in "${targets[@]}"; do
   corpus="$out/corpus-$t"
   mkdir -p "$corpus"
@@ -170,8 +222,17 @@ for t in "${targets[@]}"; do
       extra_args=(-dict="$out/request.dict" -max_len=8192)
       bin=request_fuzz
       ;;
+    gguf)
+      core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
+      mapfile -t core <"$out/core.list"
+      build gguf_fuzz src/model/gguf_fuzz.cc src/model/gguf.cc src/model/hparams.cc \
+        $(ls src/model/arch*.cc | grep -v _test) src/model/layer_graph.cc src/model/rope.cc \
+        $(ls src/graph/*.cc | grep -v "_test\|_fuzz") "${core[@]}" -lpthread
+      seed_gguf "$corpus"
+      bin=gguf_fuzz
+      ;;
     *)
-      echo "fuzz: unknown target '$t' (protocol, graph, jinja, request)"
+      echo "fuzz: unknown target '$t' (protocol, graph, jinja, request, gguf)"
       exit 2
       ;;
   esac
