@@ -42,16 +42,29 @@ build() {  # name, sources..., -- libs...
 # src/core as objects (the dtype table pulls in the kernels), each SIMD file with its flags as
 # CMakeLists.txt gives them; prints the object paths.
 core_objects() {
-  mkdir -p "$out/core"
-  local src obj extra
+  local dir=${STRATA_FUZZ_CORE_DIR:-$out/core}
+  mkdir -p "$dir"
+  # Targets run in parallel (ctest -j) share one folder of objects: one compiles, the others wait
+  # for the lock and reuse what is newer than every file of src/core.
+  exec {lock}>"$dir/.lock"
+  flock "$lock"
+  local src obj extra newest
+  newest=$(ls -t src/core/*.cc src/core/*.h scripts/fuzz.sh | head -n 1)
   for src in src/core/*.cc; do
     case $src in *_test.cc | *_fuzz.cc) continue ;; esac
-    obj="$out/core/$(basename "${src%.cc}").o"
+    obj="$dir/$(basename "${src%.cc}").o"
     extra=()
     case $src in *_avx2.cc) extra=(-mavx2 -mfma -mf16c) ;; esac
-    "$cxx" "${flags[@]}" -ffp-contract=off "${extra[@]}" -c "$src" -o "$obj" >&2 || return 1
+    if ! [ "$obj" -nt "$newest" ]; then
+      "$cxx" "${flags[@]}" -ffp-contract=off "${extra[@]}" -c "$src" -o "$obj" >&2 || {
+        rm -f "$obj"
+        flock -u "$lock"
+        return 1
+      }
+    fi
     echo "$obj"
   done
+  flock -u "$lock"
 }
 
 # A valid graph as a seed, so that the fuzzer starts past the header checks: out = a + b over
