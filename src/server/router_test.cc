@@ -353,46 +353,6 @@ TEST_F(RouterTest, CrashedChildIsReportedAndRestarted) {
       << text;
 }
 
-// A raw connection, so that a test reads a stream as it comes and closes it when it likes.
-class RawConnection {
- public:
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{60, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) close_now();
-  }
-  ~RawConnection() { close_now(); }
-  bool post(const std::string& path, const std::string& body) {
-    const std::string req = "POST " + path +
-                            " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    return fd_ >= 0 && write(fd_, req.data(), req.size()) == static_cast<ssize_t>(req.size());
-  }
-  bool read_until(const std::string& needle) {
-    while (got_.find(needle) == std::string::npos) {
-      char buf[4096];
-      const ssize_t n = read(fd_, buf, sizeof(buf));
-      if (n <= 0) return false;
-      got_.append(buf, static_cast<size_t>(n));
-    }
-    return true;
-  }
-  void close_now() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  std::string got_;
-};
-
 double tokens_predicted(const ServerProcess& s, const std::string& model) {
   const Reply r = get(s, "/metrics?model=" + model);
   std::string error;
@@ -410,7 +370,7 @@ TEST_F(RouterTest, StreamsAreRelayedAndDisconnectsCancel) {
   ASSERT_GE(before, 0);
   constexpr int kLong = 4000;
   {
-    RawConnection c(s.port());
+    RawConnection c(s.port(), 60);
     const Json body = {{"model", "alpha"}, {"prompt", "Hello"},  {"max_tokens", kLong},
                        {"stream", true},   {"ignore_eos", true}, {"temperature", 0}};
     ASSERT_TRUE(c.post("/v1/completions", body.dump()));
@@ -449,7 +409,7 @@ TEST_F(RouterTest, DisconnectCancelsWholeAnswers) {
   const double before = tokens_predicted(s, "alpha");
   constexpr int kLong = 4000;
   {
-    RawConnection c(s.port());
+    RawConnection c(s.port(), 60);
     const Json body = {{"model", "alpha"},
                        {"prompt", "Hello"},
                        {"max_tokens", kLong},
@@ -467,7 +427,7 @@ TEST_F(RouterTest, DisconnectCancelsWholeAnswers) {
 TEST_F(RouterTest, ModelsWithRequestsInFlightAreNotUnloaded) {
   ServerProcess s(args({"-c", "4096", "--models-max", "1"}));
   {
-    RawConnection c(s.port());
+    RawConnection c(s.port(), 60);
     const Json body = {{"model", "alpha"}, {"prompt", "Hello"},  {"max_tokens", 4000},
                        {"stream", true},   {"ignore_eos", true}, {"temperature", 0}};
     ASSERT_TRUE(c.post("/v1/completions", body.dump()));

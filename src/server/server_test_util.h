@@ -3,9 +3,12 @@
 // HTTP helpers over cpp-httplib's client.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +124,67 @@ class ChildProcess {
   int out_fd_ = -1;
   int port_ = 0;
   int exit_ = -1;
+};
+
+// A raw HTTP/1.1 connection to 127.0.0.1, so that a test can read a stream as it comes and
+// close the connection when it likes. Reads give up after `read_timeout_s`.
+class RawConnection {
+ public:
+  RawConnection(int port, int read_timeout_s) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ < 0) return;
+    timeval tv{read_timeout_s, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) close_now();
+  }
+  ~RawConnection() { close_now(); }
+
+  bool ok() const { return fd_ >= 0; }
+  bool post(const std::string& path, const std::string& body) {
+    const std::string request = "POST " + path +
+                                " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                "Content-Type: application/json\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    return write(fd_, request.data(), request.size()) == static_cast<ssize_t>(request.size());
+  }
+  // Reads until `needle` is in what was read; false on end of stream or timeout first.
+  bool read_until(const std::string& needle) {
+    while (got_.find(needle) == std::string::npos) {
+      if (!read_some()) return false;
+    }
+    return true;
+  }
+  // Reads until the server closes the connection; false on a timeout.
+  bool read_to_end() {
+    for (;;) {
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof(buf));
+      if (n == 0) return true;
+      if (n < 0) return false;
+      got_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  const std::string& got() const { return got_; }
+  void close_now() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  bool read_some() {
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    got_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  std::string got_;
 };
 
 // `strata serve --port 0 ARGS`.
