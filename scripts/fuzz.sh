@@ -67,6 +67,12 @@ core_objects() {
   flock -u "$lock"
 }
 
+# core_objects into the array `core`, or the end of the script when src/core does not build.
+core_list() {
+  core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
+  mapfile -t core <"$out/core.list"
+}
+
 # A valid graph as a seed, so that the fuzzer starts past the header checks: out = a + b over
 # 8 floats (layout in src/graph/serialize.h).
 seed_graph() {
@@ -206,8 +212,7 @@ for t in "${targets[@]}"; do
       bin=protocol_fuzz
       ;;
     graph)
-      core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
-      mapfile -t core <"$out/core.list"
+      core_list
       build graph_fuzz src/graph/serialize_fuzz.cc src/graph/serialize.cc src/graph/graph.cc \
         src/graph/op_table.cc "${core[@]}" -lpthread
       seed_graph "$corpus/seed-add"
@@ -223,8 +228,7 @@ for t in "${targets[@]}"; do
       bin=jinja_fuzz
       ;;
     request)
-      core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
-      mapfile -t core <"$out/core.list"
+      core_list
       build request_fuzz src/server/request_fuzz.cc src/server/api.cc src/server/chat_request.cc \
         src/server/compat_anthropic.cc src/server/compat_responses.cc src/server/reply_parse.cc \
         src/server/http_stream.cc src/engine/sampler.cc src/model/gguf.cc src/model/unicode.cc \
@@ -236,8 +240,7 @@ for t in "${targets[@]}"; do
       bin=request_fuzz
       ;;
     gguf)
-      core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
-      mapfile -t core <"$out/core.list"
+      core_list
       build gguf_fuzz src/model/gguf_fuzz.cc src/model/gguf.cc src/model/hparams.cc \
         $(ls src/model/arch*.cc | grep -v _test) src/model/layer_graph.cc src/model/rope.cc \
         $(ls src/graph/*.cc | grep -v "_test\|_fuzz") "${core[@]}" -lpthread
