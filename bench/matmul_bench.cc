@@ -7,7 +7,7 @@
 //   BM_Matmul/<dtype>/m/1 W [k=2048, n=128], one copy that stays in L2: the kernel's compute
 //                         cost, which must stay well under the memory time to reach the bound.
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
-// Threads: STRATA_BENCH_THREADS (default 2).
+// Threads: STRATA_BENCH_THREADS (default: every hardware thread).
 #include <benchmark/benchmark.h>
 #include <emmintrin.h>
 
@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/matmul.h"
 #include "core/membw.h"
 #include "core/quant.h"
@@ -25,11 +26,6 @@
 
 namespace strata {
 namespace {
-
-int bench_threads() {
-  const char* env = std::getenv("STRATA_BENCH_THREADS");
-  return env ? std::max(1, std::atoi(env)) : 2;
-}
 
 ThreadPool& pool() {
   static ThreadPool p(bench_threads());

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/fp16.h"
 #include "core/ops.h"
 #include "core/thread_pool.h"
@@ -25,12 +26,6 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// STRATA_BENCH_THREADS overrides the thread count (default: all hardware threads).
-int bench_threads() {
-  if (const char* env = std::getenv("STRATA_BENCH_THREADS")) return std::max(1, std::atoi(env));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // args: context length, batch (tokens, each of its own sequence with the full context), kv

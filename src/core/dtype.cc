@@ -53,17 +53,7 @@ constexpr Layout kLayouts[] = {
     {DType::kTQ2_0, "tq2_0", 256, 66},
 };
 
-constexpr uint32_t kMaxId = 40;
-
-constexpr std::array<int8_t, kMaxId> make_index() {
-  std::array<int8_t, kMaxId> index{};
-  for (auto& i : index) i = -1;
-  for (size_t i = 0; i < std::size(kLayouts); ++i) {
-    index[static_cast<uint32_t>(kLayouts[i].dtype)] = static_cast<int8_t>(i);
-  }
-  return index;
-}
-constexpr auto kIndex = make_index();
+constexpr auto kLayoutIndex = dtype_row_index(kLayouts);
 
 using Infos = std::array<DTypeInfo, std::size(kLayouts)>;
 
@@ -85,8 +75,8 @@ const Infos& infos() {
 }  // namespace
 
 const DTypeInfo* dtype_info(uint32_t id) {
-  if (id >= kMaxId || kIndex[id] < 0) return nullptr;
-  return &infos()[kIndex[id]];
+  if (id >= kDTypeTableSize || kLayoutIndex[id] < 0) return nullptr;
+  return &infos()[kLayoutIndex[id]];
 }
 
 const DTypeInfo& dtype_info(DType t) {

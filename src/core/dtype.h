@@ -6,6 +6,7 @@
 // of the block size.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -76,5 +77,18 @@ std::string dtype_names_with_kernels(std::string_view separator = ", ");
 
 // Parses a name as `strata gguf gen --dtype` takes it ("q8_0", "Q4_K", "f16"...).
 std::optional<DType> dtype_from_name(std::string_view name);
+
+// DType values are GGML ids below this, so that a table indexed by id makes a lookup one load.
+inline constexpr uint32_t kDTypeTableSize = 40;
+
+// The position in `rows` (entries with a `dtype` member) of each dtype id; -1 where none.
+template <class Row, size_t N>
+constexpr std::array<int8_t, kDTypeTableSize> dtype_row_index(const Row (&rows)[N]) {
+  std::array<int8_t, kDTypeTableSize> index{};
+  for (auto& i : index) i = -1;
+  for (size_t i = 0; i < N; ++i)
+    index[static_cast<uint32_t>(rows[i].dtype)] = static_cast<int8_t>(i);
+  return index;
+}
 
 }  // namespace strata

@@ -106,24 +106,12 @@ constexpr DTypeTraits kTraits[] = {
     {DType::kQ8_K, DType::kQ8_K, dequantize_row_q8_k, quantize_row_q8_k, {}},
 };
 
-// DType values are GGML ids below 40 (dtype.h); the index makes a lookup one load.
-constexpr uint32_t kMaxId = 40;
-
-constexpr std::array<int8_t, kMaxId> make_index() {
-  std::array<int8_t, kMaxId> index{};
-  for (auto& i : index) i = -1;
-  for (size_t i = 0; i < std::size(kTraits); ++i) {
-    index[static_cast<uint32_t>(kTraits[i].dtype)] = static_cast<int8_t>(i);
-  }
-  return index;
-}
-
 }  // namespace
 
 const DTypeTraits* dtype_traits(DType t) {
-  static constexpr std::array<int8_t, kMaxId> kIndex = make_index();
+  static constexpr auto kIndex = dtype_row_index(kTraits);
   const auto id = static_cast<uint32_t>(t);
-  if (id >= kMaxId || kIndex[id] < 0) return nullptr;
+  if (id >= kDTypeTableSize || kIndex[id] < 0) return nullptr;
   return &kTraits[kIndex[id]];
 }
 

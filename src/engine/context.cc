@@ -14,15 +14,12 @@
 namespace strata {
 namespace {
 
-constexpr uint64_t kAlign = 64;
 // Cell lists are padded to a multiple of this so that consecutive decode steps have the same
 // graph shapes (a remote device re-runs a cached graph when the shape has not changed).
 constexpr int64_t kListPad = 256;
 // The draws' entry lists are padded to a multiple of this for the same reason: a penalty window
 // grows by a token per step until it is full.
 constexpr int64_t kEntryPad = 64;
-
-uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
@@ -97,7 +94,7 @@ Status Context::alloc_buffers() {
   for (auto& rt : stages_) {
     const Stage& s = *rt->stage;
     const int64_t n_layers = s.layer_end - s.layer_begin;
-    const uint64_t per_cache = align_up(row * static_cast<uint64_t>(p.n_ctx));
+    const uint64_t per_cache = device_align_up(row * static_cast<uint64_t>(p.n_ctx));
     if (n_layers == 0) continue;
     auto kv = s.device->alloc_buffer(per_cache * 2 * static_cast<uint64_t>(n_layers));
     if (!kv.is_ok()) {
@@ -290,7 +287,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
   uint64_t blob = 0;
   for (Part& p : parts) {
     p.offset = blob;
-    blob = align_up(blob + p.bytes);
+    blob = device_align_up(blob + p.bytes);
   }
 
   // Backend sampling: the draws from this micro-batch's outputs, and the rows of logits to read
@@ -322,12 +319,13 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
   const int64_t out_words = draws != nullptr ? draws->out_words() : 1;
   const uint64_t at_rows = blob;
   const uint64_t at_settings =
-      at_rows + (identity ? 0 : align_up(4 * static_cast<uint64_t>(n_draws)));
+      at_rows + (identity ? 0 : device_align_up(4 * static_cast<uint64_t>(n_draws)));
   const uint64_t at_entries =
-      at_settings + align_up(4 * kSampleWords * static_cast<uint64_t>(n_draws));
-  const uint64_t at_uniforms = at_entries + align_up(8 * static_cast<uint64_t>(width * n_draws));
+      at_settings + device_align_up(4 * kSampleWords * static_cast<uint64_t>(n_draws));
+  const uint64_t at_uniforms =
+      at_entries + device_align_up(8 * static_cast<uint64_t>(width * n_draws));
   const uint64_t sample_end =
-      n_draws > 0 ? at_uniforms + align_up(4 * static_cast<uint64_t>(n_draws)) : blob;
+      n_draws > 0 ? at_uniforms + device_align_up(4 * static_cast<uint64_t>(n_draws)) : blob;
 
   inputs_.assign(sample_end, 0);
   for (const Part& p : parts) std::memcpy(inputs_.data() + p.offset, p.data, p.bytes);
@@ -348,7 +346,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     }
   }
 
-  const uint64_t hidden_bytes = align_up(4 * static_cast<uint64_t>(hp.n_embd * T));
+  const uint64_t hidden_bytes = device_align_up(4 * static_cast<uint64_t>(hp.n_embd * T));
   // A stage's io buffer: the step's inputs (the draws' too on the last stage), the hidden state
   // in, the output, the draws' results.
   struct IoLayout {
@@ -357,13 +355,15 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
   auto io_layout = [&](const Stage& st) {
     IoLayout l;
     const uint64_t out_bytes =
-        st.last ? align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
-                : hidden_bytes;
+        st.last
+            ? device_align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
+            : hidden_bytes;
     l.in_bytes = st.last ? sample_end : blob;
     l.hidden_off = l.in_bytes;
     l.out_off = l.in_bytes + (st.first ? 0 : hidden_bytes);
     l.drawn_off = l.out_off + out_bytes;
-    l.end = l.drawn_off + (st.last ? align_up(4 * static_cast<uint64_t>(out_words * n_draws)) : 0);
+    l.end = l.drawn_off +
+            (st.last ? device_align_up(4 * static_cast<uint64_t>(out_words * n_draws)) : 0);
     return l;
   };
 
@@ -419,7 +419,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     GraphBuilder b;
     build_stage_graph(b, engine_.model(), *st.weights, st.layer_begin, st.layer_end, st.first,
                       st.last, t);
-    if (Status s = rt.ensure(rt.scratch, b.plan(kAlign)); !s) return fail(s);
+    if (Status s = rt.ensure(rt.scratch, b.plan(kDeviceAlign)); !s) return fail(s);
     auto graph = std::make_shared<const Graph>(b.finish(rt.scratch->handle()));
 
     rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(in_bytes)),
@@ -568,10 +568,10 @@ Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
 
   const int64_t n = static_cast<int64_t>(cells.size());
   const int64_t n_copies = static_cast<int64_t>(copy_src.size());
-  const uint64_t at_dst = align_up(4 * static_cast<uint64_t>(n_copies));
+  const uint64_t at_dst = device_align_up(4 * static_cast<uint64_t>(n_copies));
   const uint64_t at_cells = at_dst + at_dst;
-  const uint64_t at_delta = at_cells + align_up(4 * static_cast<uint64_t>(n));
-  const uint64_t blob = at_delta + align_up(4 * static_cast<uint64_t>(n));
+  const uint64_t at_delta = at_cells + device_align_up(4 * static_cast<uint64_t>(n));
+  const uint64_t blob = at_delta + device_align_up(4 * static_cast<uint64_t>(n));
   inputs_.assign(blob, 0);
   // An empty vector's data() may be null, which memcpy may not be given even for 0 bytes.
   auto put = [&](uint64_t at, const std::vector<int32_t>& v) {
@@ -601,7 +601,7 @@ Status Context::seq_shift(int32_t seq, int32_t n_keep, int32_t n_discard) {
     for (int kind = 0; kind < 2; ++kind) t.rope_rates[kind] = rt.rope_rates[kind];
     GraphBuilder b;
     build_stage_shift_graph(b, engine_.model(), st.layer_begin, st.layer_end, t);
-    failed = rt.ensure(rt.scratch, b.plan(kAlign));
+    failed = rt.ensure(rt.scratch, b.plan(kDeviceAlign));
     if (!failed.is_ok()) break;
     rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(blob)),
                           inputs_.data(), blob);

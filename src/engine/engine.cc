@@ -11,10 +11,6 @@
 namespace strata {
 namespace {
 
-constexpr uint64_t kAlign = 64;
-
-uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
 // "RPC0[host:port] (layers 2-4, output)": a stage as messages name it.
 std::string stage_label(const Stage& s, const std::string& device) {
   return device + " (layers " + std::to_string(s.layer_begin) + "-" + std::to_string(s.layer_end) +
@@ -41,7 +37,7 @@ StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end
   n.weights = weight_bytes;
   const uint64_t n_layers = static_cast<uint64_t>(layer_end - layer_begin);
   const uint64_t n_ctx = static_cast<uint64_t>(std::max<int64_t>(options.n_ctx, 0));
-  n.kv = n_layers * 2 * align_up(dtype_row_bytes(options.kv_dtype, hp.n_embd_kv()) * n_ctx);
+  n.kv = n_layers * 2 * device_align_up(dtype_row_bytes(options.kv_dtype, hp.n_embd_kv()) * n_ctx);
   // The micro-batch's temporaries if none were reused (the planner reuses them, so this is an
   // upper bound), its inputs (cell lists of up to n_ctx cells per token), hidden in and out,
   // and the logits of every token on the last stage.

@@ -11,6 +11,12 @@
 
 namespace strata {
 
+// Buffers on a device, and the tensors placed in them, start at multiples of this.
+inline constexpr uint64_t kDeviceAlign = 64;
+inline constexpr uint64_t device_align_up(uint64_t v) {
+  return (v + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign;
+}
+
 struct Stage {
   Device* device = nullptr;
   int64_t layer_begin = 0;

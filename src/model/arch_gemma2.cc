@@ -11,7 +11,7 @@ namespace {
 
 using LT = LayerTensor;
 
-constexpr LayerTensorSpec kTensors[] = {
+constexpr LayerTensorSpec kGemma2Tensors[] = {
     {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
     {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
     {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
@@ -25,7 +25,7 @@ constexpr LayerTensorSpec kTensors[] = {
     {LT::kFfnPostNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
 };
 
-Status read_hparams(const GgufFile& f, HParams& hp) {
+Status read_gemma2_hparams(const GgufFile& f, HParams& hp) {
   const std::string a = hp.arch_name + ".";
   hp.rope_mode = RopeMode::kNeox;
   hp.swa_pattern = 2;
@@ -39,6 +39,6 @@ Status read_hparams(const GgufFile& f, HParams& hp) {
 
 }  // namespace
 
-extern const ArchDef kArchGemma2{"gemma2", read_hparams, kTensors, build_layer_gemma};
+extern const ArchDef kArchGemma2{"gemma2", read_gemma2_hparams, kGemma2Tensors, build_layer_gemma};
 
 }  // namespace strata

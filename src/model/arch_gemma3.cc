@@ -11,7 +11,7 @@ namespace {
 
 using LT = LayerTensor;
 
-constexpr LayerTensorSpec kTensors[] = {
+constexpr LayerTensorSpec kGemma3Tensors[] = {
     {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
     {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
     {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
@@ -27,7 +27,7 @@ constexpr LayerTensorSpec kTensors[] = {
     {LT::kFfnPostNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
 };
 
-Status read_hparams(const GgufFile& f, HParams& hp) {
+Status read_gemma3_hparams(const GgufFile& f, HParams& hp) {
   const std::string a = hp.arch_name + ".";
   hp.rope_mode = RopeMode::kNeox;
   hp.swa_pattern = 6;
@@ -41,6 +41,6 @@ Status read_hparams(const GgufFile& f, HParams& hp) {
 
 }  // namespace
 
-extern const ArchDef kArchGemma3{"gemma3", read_hparams, kTensors, build_layer_gemma};
+extern const ArchDef kArchGemma3{"gemma3", read_gemma3_hparams, kGemma3Tensors, build_layer_gemma};
 
 }  // namespace strata

@@ -8,7 +8,7 @@ namespace {
 
 using LT = LayerTensor;
 
-constexpr LayerTensorSpec kTensors[] = {
+constexpr LayerTensorSpec kLlamaTensors[] = {
     {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
     {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
     {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
@@ -23,13 +23,14 @@ constexpr LayerTensorSpec kTensors[] = {
     {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
 };
 
-Status read_hparams(const GgufFile&, HParams& hp) {
+Status read_llama_hparams(const GgufFile&, HParams& hp) {
   hp.rope_mode = RopeMode::kNormal;
   return Status::ok();
 }
 
 }  // namespace
 
-extern const ArchDef kArchLlama{"llama", read_hparams, kTensors, build_layer_pre_norm_swiglu};
+extern const ArchDef kArchLlama{"llama", read_llama_hparams, kLlamaTensors,
+                                build_layer_pre_norm_swiglu};
 
 }  // namespace strata

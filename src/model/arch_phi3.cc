@@ -9,7 +9,7 @@ namespace {
 
 using LT = LayerTensor;
 
-constexpr LayerTensorSpec kTensors[] = {
+constexpr LayerTensorSpec kPhi3Tensors[] = {
     {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
     {LT::kWqkv, Dim::kEmbd, Dim::kQkv, true, TensorRole::kWeight},
     {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, true, TensorRole::kWeight},
@@ -18,13 +18,14 @@ constexpr LayerTensorSpec kTensors[] = {
     {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
 };
 
-Status read_hparams(const GgufFile&, HParams& hp) {
+Status read_phi3_hparams(const GgufFile&, HParams& hp) {
   hp.rope_mode = RopeMode::kNeox;
   return Status::ok();
 }
 
 }  // namespace
 
-extern const ArchDef kArchPhi3{"phi3", read_hparams, kTensors, build_layer_pre_norm_swiglu};
+extern const ArchDef kArchPhi3{"phi3", read_phi3_hparams, kPhi3Tensors,
+                               build_layer_pre_norm_swiglu};
 
 }  // namespace strata

@@ -7,7 +7,7 @@ namespace {
 
 using LT = LayerTensor;
 
-constexpr LayerTensorSpec kTensors[] = {
+constexpr LayerTensorSpec kQwen2Tensors[] = {
     {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
     {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
     {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
@@ -22,13 +22,14 @@ constexpr LayerTensorSpec kTensors[] = {
     {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
 };
 
-Status read_hparams(const GgufFile&, HParams& hp) {
+Status read_qwen2_hparams(const GgufFile&, HParams& hp) {
   hp.rope_mode = RopeMode::kNeox;
   return Status::ok();
 }
 
 }  // namespace
 
-extern const ArchDef kArchQwen2{"qwen2", read_hparams, kTensors, build_layer_pre_norm_swiglu};
+extern const ArchDef kArchQwen2{"qwen2", read_qwen2_hparams, kQwen2Tensors,
+                                build_layer_pre_norm_swiglu};
 
 }  // namespace strata

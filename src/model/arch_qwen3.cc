@@ -8,7 +8,7 @@ namespace {
 
 using LT = LayerTensor;
 
-constexpr LayerTensorSpec kTensors[] = {
+constexpr LayerTensorSpec kQwen3Tensors[] = {
     {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
     {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
     {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
@@ -22,13 +22,14 @@ constexpr LayerTensorSpec kTensors[] = {
     {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
 };
 
-Status read_hparams(const GgufFile&, HParams& hp) {
+Status read_qwen3_hparams(const GgufFile&, HParams& hp) {
   hp.rope_mode = RopeMode::kNeox;
   return Status::ok();
 }
 
 }  // namespace
 
-extern const ArchDef kArchQwen3{"qwen3", read_hparams, kTensors, build_layer_pre_norm_swiglu};
+extern const ArchDef kArchQwen3{"qwen3", read_qwen3_hparams, kQwen3Tensors,
+                                build_layer_pre_norm_swiglu};
 
 }  // namespace strata

@@ -26,7 +26,7 @@ constexpr uint64_t kMaxNameBytes = 65535;                // tensor names (ggml i
 constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;  // one string value (chat templates)
 constexpr uint64_t kMaxArrayLen = uint64_t{1} << 28;     // vocabularies are ~10^5..10^6
 constexpr uint64_t kMaxAlignment = uint64_t{1} << 20;
-constexpr int kMaxDims = 4;
+constexpr int kMaxGgufDims = 4;
 // Smallest encodings, used to bound counts by the bytes that remain.
 constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;              // key length, 1-byte key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
@@ -256,9 +256,9 @@ Status read_tensor_info(Cursor& c, uint64_t index, GgufTensorInfo& t) {
   const std::string what = "tensor " + quote(t.name);
   uint32_t n_dims = 0;
   STRATA_RETURN_IF_ERROR(c.read(&n_dims, what + " n_dims"));
-  if (n_dims < 1 || n_dims > kMaxDims) {
+  if (n_dims < 1 || n_dims > kMaxGgufDims) {
     return invalid_argument(what + ": n_dims " + std::to_string(n_dims) + " is outside 1.." +
-                            std::to_string(kMaxDims));
+                            std::to_string(kMaxGgufDims));
   }
   t.n_dims = static_cast<int>(n_dims);
   uint64_t n_elements = 1;

@@ -11,18 +11,19 @@
 #include "core/rng.h"
 #include "model/arch.h"
 #include "model/hparams.h"
+#include "model/tokenizer.h"
 
 namespace strata {
 namespace {
 
 // Limits that keep a generated file's size and the generator's memory reasonable.
-constexpr int64_t kMaxEmbd = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxHeads = 1024;
-constexpr int64_t kMaxHeadDim = 1024;
-constexpr int64_t kMaxFf = 1 << 20;
-constexpr int64_t kMaxVocab = 1 << 20;
-constexpr int64_t kMaxCtx = 1 << 24;
+constexpr int64_t kGenMaxEmbd = 1 << 16;
+constexpr int64_t kGenMaxLayers = 1024;
+constexpr int64_t kGenMaxHeads = 1024;
+constexpr int64_t kGenMaxHeadDim = 1024;
+constexpr int64_t kGenMaxFf = 1 << 20;
+constexpr int64_t kGenMaxVocab = 1 << 20;
+constexpr int64_t kGenMaxCtx = 1 << 24;
 
 // Frequent English words, most frequent first: the vocabulary's first pieces.
 constexpr const char* kWords[] = {
@@ -75,7 +76,8 @@ class NormalRng {
   Rng rng_;
 };
 
-enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
+// tokenizer.ggml.token_type values, as the file stores them.
+int32_t type_id(TokenType t) { return static_cast<int32_t>(t); }
 
 struct Vocab {
   std::vector<std::string> tokens;
@@ -126,18 +128,18 @@ std::vector<std::string> chained_pieces(const std::string& space, size_t count) 
 // SentencePiece vocabulary as llama uses it: <unk>, <s>, </s>, byte fallback, then pieces.
 Vocab spm_vocab(int64_t n_vocab) {
   Vocab v;
-  auto add = [&](std::string t, float score, int32_t type) {
+  auto add = [&](std::string t, float score, TokenType type) {
     v.tokens.push_back(std::move(t));
     v.scores.push_back(score);
-    v.types.push_back(type);
+    v.types.push_back(type_id(type));
   };
-  add("<unk>", 0, kUnknown);
-  add("<s>", 0, kControl);
-  add("</s>", 0, kControl);
+  add("<unk>", 0, TokenType::kUnknown);
+  add("<s>", 0, TokenType::kControl);
+  add("</s>", 0, TokenType::kControl);
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    add(name, 0, kByte);
+    add(name, 0, TokenType::kByte);
   }
   const std::string space = "\xe2\x96\x81";  // U+2581, SentencePiece's space
   std::vector<std::string> pieces = {space};
@@ -150,7 +152,8 @@ Vocab spm_vocab(int64_t n_vocab) {
   pieces.insert(pieces.end(), chains.begin(), chains.end());
   pieces.resize(want);
   // Scores fall with the index: SPM merges the highest-scoring pair first.
-  for (size_t i = 0; i < pieces.size(); ++i) add(pieces[i], -static_cast<float>(i), kNormal);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    add(pieces[i], -static_cast<float>(i), TokenType::kNormal);
   return v;
 }
 
@@ -202,10 +205,10 @@ Vocab bpe_vocab(int64_t n_vocab) {
     v.merges.push_back(p.substr(0, p.size() - 1) + " " + p.substr(p.size() - 1));
     v.tokens.push_back(std::move(p));
   }
-  v.types.assign(v.tokens.size(), kNormal);
+  v.types.assign(v.tokens.size(), type_id(TokenType::kNormal));
   for (const std::string& s : specials) {
     v.tokens.push_back(s);
-    v.types.push_back(kControl);
+    v.types.push_back(type_id(TokenType::kControl));
   }
   return v;
 }
@@ -319,13 +322,13 @@ Status synth_validate(const SynthParams& p) {
   if (arch_find(p.arch) == nullptr) {
     return unsupported("arch '" + p.arch + "' is not one of " + arch_names());
   }
-  STRATA_RETURN_IF_ERROR(check_range("n_embd", p.n_embd, 1, kMaxEmbd));
-  STRATA_RETURN_IF_ERROR(check_range("n_layer", p.n_layer, 1, kMaxLayers));
-  STRATA_RETURN_IF_ERROR(check_range("n_head", p.n_head, 1, kMaxHeads));
+  STRATA_RETURN_IF_ERROR(check_range("n_embd", p.n_embd, 1, kGenMaxEmbd));
+  STRATA_RETURN_IF_ERROR(check_range("n_layer", p.n_layer, 1, kGenMaxLayers));
+  STRATA_RETURN_IF_ERROR(check_range("n_head", p.n_head, 1, kGenMaxHeads));
   STRATA_RETURN_IF_ERROR(check_range("n_head_kv", p.n_head_kv, 1, p.n_head));
-  STRATA_RETURN_IF_ERROR(check_range("n_ff", p.n_ff, 1, kMaxFf));
-  STRATA_RETURN_IF_ERROR(check_range("n_vocab", p.n_vocab, kSynthMinVocab, kMaxVocab));
-  STRATA_RETURN_IF_ERROR(check_range("n_ctx", p.n_ctx, 1, kMaxCtx));
+  STRATA_RETURN_IF_ERROR(check_range("n_ff", p.n_ff, 1, kGenMaxFf));
+  STRATA_RETURN_IF_ERROR(check_range("n_vocab", p.n_vocab, kSynthMinVocab, kGenMaxVocab));
+  STRATA_RETURN_IF_ERROR(check_range("n_ctx", p.n_ctx, 1, kGenMaxCtx));
   if (p.head_dim == 0 && p.n_embd % p.n_head != 0) {
     return invalid_argument("n_embd " + std::to_string(p.n_embd) + " is not a multiple of n_head " +
                             std::to_string(p.n_head) + " (or give head_dim)");
@@ -335,7 +338,7 @@ Status synth_validate(const SynthParams& p) {
                             " is not a multiple of n_head_kv " + std::to_string(p.n_head_kv));
   }
   const int64_t hd = head_dim_of(p);
-  STRATA_RETURN_IF_ERROR(check_range("head_dim", hd, 2, kMaxHeadDim));
+  STRATA_RETURN_IF_ERROR(check_range("head_dim", hd, 2, kGenMaxHeadDim));
   if (hd % 2 != 0) {
     return invalid_argument("head_dim " + std::to_string(hd) + " is odd: rope rotates pairs");
   }
@@ -479,7 +482,7 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
       for (char c : piece) t += c == ' ' ? std::string("\xe2\x96\x81") : std::string(1, c);
       v.tokens.push_back(std::move(t));
       v.scores.push_back(-1e9f);
-      v.types.push_back(kNormal);
+      v.types.push_back(type_id(TokenType::kNormal));
     }
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_strings("tokenizer.ggml.tokens", v.tokens);

@@ -10,7 +10,7 @@ namespace {
 
 using Symbol = MergeSymbol;
 
-struct Bigram {
+struct BpeBigram {
   int left = 0;
   int right = 0;
   int rank = 0;
@@ -18,8 +18,8 @@ struct Bigram {
   size_t right_size = 0;
 };
 
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct BpeBigramOrder {
+  bool operator()(const BpeBigram& a, const BpeBigram& b) const {
     // priority_queue pops the largest: lowest rank, then smallest left index.
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   }
@@ -55,7 +55,7 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
   }
   std::vector<Symbol> symbols = utf8_merge_symbols(word);
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramOrder> queue;
   const auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = symbols[left];
@@ -66,7 +66,7 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
 
   while (!queue.empty()) {
-    const Bigram b = queue.top();
+    const BpeBigram b = queue.top();
     queue.pop();
     Symbol& l = symbols[b.left];
     Symbol& r = symbols[b.right];

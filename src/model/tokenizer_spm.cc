@@ -11,15 +11,15 @@ namespace {
 
 using Symbol = MergeSymbol;
 
-struct Bigram {
+struct SpmBigram {
   int left = 0;
   int right = 0;
   float score = 0;
   size_t size = 0;  // bytes of the pair when it was queued: a stale entry no longer matches
 };
 
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct SpmBigramOrder {
+  bool operator()(const SpmBigram& a, const SpmBigram& b) const {
     // priority_queue pops the largest: highest score, then smallest left index.
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
@@ -30,7 +30,7 @@ struct BigramOrder {
 void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
   std::vector<Symbol> symbols = utf8_merge_symbols(text);
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  std::priority_queue<SpmBigram, std::vector<SpmBigram>, SpmBigramOrder> queue;
   const auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = symbols[left];
@@ -47,7 +47,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
 
   while (!queue.empty()) {
-    const Bigram b = queue.top();
+    const SpmBigram b = queue.top();
     queue.pop();
     Symbol& l = symbols[b.left];
     Symbol& r = symbols[b.right];
