@@ -7,6 +7,7 @@
 //   queue.notify_one();
 //   auto q = queue.lock();                    // locked until q goes out of scope
 //   q.wait([](const auto& d) { return !d.empty(); });
+//   q.unlocked([&] { run(task); });           // released for the call, locked again after
 //
 // Each MutexGuarded carries a condition variable, so that waiting for a state of T and telling
 // the waiters about a change need no second object beside it.
@@ -43,6 +44,26 @@ class MutexGuarded {
     template <typename Rep, typename Period, typename Pred>
     bool wait_for(const std::chrono::duration<Rep, Period>& d, Pred pred) {
       return wait_until(std::chrono::steady_clock::now() + d, std::move(pred));
+    }
+    // Sleeps until a notify or the deadline (or a spurious wake-up): for a loop that looks at
+    // more than the value between its waits.
+    template <typename Clock, typename Duration>
+    void wait_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+      cv_->wait_until(lock_, deadline);
+    }
+
+    // Runs fn() with the lock released and takes it again before returning, also when fn
+    // throws: work that must not hold the lock (a call that may take it) inside a locked
+    // section. The value may have changed when fn returns.
+    template <typename Fn>
+    decltype(auto) unlocked(Fn&& fn) {
+      struct Relock {
+        std::unique_lock<std::mutex>& lock;
+        ~Relock() { lock.lock(); }
+      };
+      lock_.unlock();
+      Relock relock{lock_};
+      return std::forward<Fn>(fn)();
     }
 
    private:
