@@ -55,16 +55,15 @@ Status client_options_from_env(ClientOptions* o) {
 // --- Pending ----------------------------------------------------------------------------------
 
 const Result<Message>& Pending::wait() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return done_; });
+  state_.lock().wait([](const State& s) { return s.done; });
   return result_;
 }
 
 void Pending::then(Callback fn) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!done_) {
-      callbacks_.push_back(std::move(fn));
+    auto s = state_.lock();
+    if (!s->done) {
+      s->callbacks.push_back(std::move(fn));
       return;
     }
   }
@@ -75,21 +74,21 @@ void Pending::then(Callback fn) {
 void Pending::complete(Result<Message> r) {
   std::vector<Callback> callbacks;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_ || completing_) return;
-    completing_ = true;
+    auto s = state_.lock();
+    if (s->done || s->completing) return;
+    s->completing = true;
     result_ = std::move(r);
-    callbacks.swap(callbacks_);
+    callbacks.swap(s->callbacks);
   }
   // result_ is immutable from here on: callbacks read it without the lock.
   for (Callback& fn : callbacks) fn(result_);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    auto s = state_.lock();
     callbacks.clear();
-    callbacks.swap(callbacks_);  // added while the first ones ran
-    done_ = true;
+    callbacks.swap(s->callbacks);  // added while the first ones ran
+    s->done = true;
   }
-  cv_.notify_all();
+  state_.notify_all();
   for (Callback& fn : callbacks) fn(result_);
 }
 
@@ -207,11 +206,8 @@ Status Connection::hello() {
 }
 
 Connection::~Connection() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
+  state_.lock()->stopping = true;
+  state_.notify_all();
   if (transport_) transport_->shutdown();
   if (receiver_.joinable()) receiver_.join();
   if (reporter_.joinable()) reporter_.join();
@@ -222,26 +218,20 @@ Connection::~Connection() {
   }
 }
 
-Status Connection::broken() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return broken_;
-}
+Status Connection::broken() const { return state_.lock()->broken; }
 
 // Sends one message; a send that fails closes the connection (its stream state is unknown).
 Status Connection::send_locked_free(const Header& h, std::span<const Piece> pieces) {
   uint64_t ticket = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!broken_.is_ok()) return broken_;
-    ticket = next_send_++;
-    sends_[ticket] = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+    auto st = state_.lock();
+    if (!st->broken.is_ok()) return st->broken;
+    ticket = st->next_send++;
+    st->sends[ticket] = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   }
   Status s = transport_->send(h, pieces);
   last_send_ns_.store(Clock::now().time_since_epoch().count());
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    sends_.erase(ticket);
-  }
+  state_.lock()->sends.erase(ticket);
   if (!s.is_ok()) {
     Status e = unavailable("worker " + label_ + ": sending " + command_name(h.command) +
                            " failed: " + s.message());
@@ -270,13 +260,14 @@ std::shared_ptr<Pending> Connection::send_request(Command c, std::span<const Pie
   h.request_id = next_id_++;
   h.stream = has(kCapStreams) ? stream : 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!broken_.is_ok()) {
-      Status e = broken_;
+    auto st = state_.lock();
+    if (!st->broken.is_ok()) {
+      Status e = st->broken;
       p->complete(e);
       return p;
     }
-    in_flight_[h.request_id] = {p, Clock::now() + std::chrono::milliseconds(options_.timeout_ms)};
+    st->in_flight[h.request_id] = {p,
+                                   Clock::now() + std::chrono::milliseconds(options_.timeout_ms)};
   }
   stats_.on_send(c, kHeaderBytes + pieces_bytes(pieces), true, step);
   // On failure the connection is closed and fail_all has completed `p`.
@@ -293,10 +284,10 @@ void Connection::fail_all(const Status& s) {
   std::map<uint32_t, InFlight> failed;
   Status reason;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (broken_.is_ok()) broken_ = s;
-    reason = broken_;
-    failed.swap(in_flight_);
+    auto st = state_.lock();
+    if (st->broken.is_ok()) st->broken = s;
+    reason = st->broken;
+    failed.swap(st->in_flight);
   }
   if (transport_) transport_->shutdown();
   for (auto& [id, f] : failed) f.pending->complete(reason);
@@ -306,11 +297,11 @@ void Connection::receive_loop() {
   for (;;) {
     int wait_ms = kIdlePollMs;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_ || !broken_.is_ok()) return;
+      auto st = state_.lock();
+      if (st->stopping || !st->broken.is_ok()) return;
       Clock::time_point earliest = Clock::time_point::max();
-      for (const auto& [id, f] : in_flight_) earliest = std::min(earliest, f.deadline);
-      for (const auto& [t, d] : sends_) earliest = std::min(earliest, d);
+      for (const auto& [id, f] : st->in_flight) earliest = std::min(earliest, f.deadline);
+      for (const auto& [t, d] : st->sends) earliest = std::min(earliest, d);
       if (earliest != Clock::time_point::max()) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()).count();
@@ -321,27 +312,24 @@ void Connection::receive_loop() {
     // message that has started may stall for up to the request timeout, whatever the poll.
     auto m = transport_->try_recv(wait_ms, options_.timeout_ms);
     if (!m.is_ok()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stopping_) return;
-      }
+      if (state_.lock()->stopping) return;
       fail_all(unavailable("worker " + label_ + ": " + m.status().message()));
       return;
     }
     if (!m->has_value()) {
       std::string late;
       {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stopping_) return;
+        auto st = state_.lock();
+        if (st->stopping) return;
         const auto now = Clock::now();
-        for (const auto& [id, f] : in_flight_) {
+        for (const auto& [id, f] : st->in_flight) {
           if (f.deadline <= now) {
             late = std::string("no response to ") + command_name(f.pending->command()) +
                    " (request " + std::to_string(id) + ")";
             break;
           }
         }
-        for (const auto& [t, d] : sends_) {
+        for (const auto& [t, d] : st->sends) {
           if (late.empty() && d <= now) late = "a send did not complete";
         }
       }
@@ -354,12 +342,12 @@ void Connection::receive_loop() {
     Message msg = std::move(**m);
     InFlight f;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = in_flight_.find(msg.header.request_id);
-      if (it != in_flight_.end() && (msg.header.flags & kFlagResponse) &&
+      auto st = state_.lock();
+      auto it = st->in_flight.find(msg.header.request_id);
+      if (it != st->in_flight.end() && (msg.header.flags & kFlagResponse) &&
           msg.header.command == it->second.pending->command()) {
         f = std::move(it->second);
-        in_flight_.erase(it);
+        st->in_flight.erase(it);
       }
     }
     if (!f.pending) {
@@ -386,37 +374,35 @@ void Connection::receive_loop() {
 // other request, through the receiver.
 void Connection::keepalive_loop() {
   const auto period = std::chrono::milliseconds(std::max<uint64_t>(worker_idle_ms_ / 4, 1));
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_ && broken_.is_ok()) {
-    stop_cv_.wait_for(lock, period / 4, [&] { return stopping_; });
-    if (stopping_ || !broken_.is_ok()) break;
+  for (;;) {
+    {
+      auto st = state_.lock();
+      st.wait_for(period / 4, [](const State& s) { return s.stopping; });
+      if (st->stopping || !st->broken.is_ok()) return;
+    }
     const Clock::time_point last{Clock::duration(last_send_ns_.load())};
     if (Clock::now() - last < period) continue;
-    lock.unlock();
     (void)send_request(Command::kDeviceInfo, {}, false);
-    lock.lock();
   }
 }
 
 void Connection::report_loop() {
   StatsSnapshot last = stats_.snapshot();
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.stats_period_ms),
-                      [&] { return stopping_; });
-    if (stopping_) break;
+  for (;;) {
+    if (state_.lock().wait_for(std::chrono::milliseconds(options_.stats_period_ms),
+                               [](const State& s) { return s.stopping; })) {
+      return;
+    }
     const StatsSnapshot now = stats_.snapshot();
     const StatsSnapshot d = now - last;
     last = now;
     bool any = false;
     for (const CommandCounters& c : d.commands) any = any || c.count > 0;
     if (!any) continue;
-    lock.unlock();
     std::fprintf(
         stderr, "%s",
         rpc_stats_format(label_, "last " + std::to_string(options_.stats_period_ms) + " ms", d)
             .c_str());
-    lock.lock();
   }
 }
 

@@ -13,15 +13,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "core/mutex_guarded.h"
 #include "core/status.h"
 #include "rpc/protocol.h"
 #include "rpc/stats.h"
@@ -58,22 +58,22 @@ class Pending {
   // Runs `fn` once complete (now, on this thread, if it already is; else on the receiver).
   void then(Callback fn);
   void complete(Result<Message> r);
-  bool done() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return done_;
-  }
+  bool done() const { return state_.lock()->done; }
   Command command() const { return command_; }
   bool step() const { return step_; }
 
  private:
+  struct State {
+    bool completing = false;
+    bool done = false;
+    std::vector<Callback> callbacks;
+  };
   const Command command_;
   const bool step_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool completing_ = false;
-  bool done_ = false;
+  MutexGuarded<State> state_;  // its condition variable wakes wait()
+  // Set once, under the lock by the thread that marks the request completing, and never
+  // changed after: that thread's callbacks, and whoever saw `done`, read it without the lock.
   Result<Message> result_ = Status(ErrorKind::kInternal, "pending");
-  std::vector<Callback> callbacks_;
 };
 
 class Connection {
@@ -130,17 +130,19 @@ class Connection {
 
   std::atomic<uint32_t> next_id_{1};
   std::atomic<uint32_t> next_stream_{1};
-  mutable std::mutex mutex_;  // guards the members below
   struct InFlight {
     std::shared_ptr<Pending> pending;
     Clock::time_point deadline;
   };
-  std::map<uint32_t, InFlight> in_flight_;
-  std::map<uint64_t, Clock::time_point> sends_;  // sends in progress: their deadlines
-  uint64_t next_send_ = 0;
-  Status broken_;
-  bool stopping_ = false;
-  std::condition_variable stop_cv_;
+  struct State {
+    std::map<uint32_t, InFlight> in_flight;
+    std::map<uint64_t, Clock::time_point> sends;  // sends in progress: their deadlines
+    uint64_t next_send = 0;
+    Status broken;
+    bool stopping = false;
+  };
+  // Its condition variable wakes the reporter and keepalive threads when the connection closes.
+  MutexGuarded<State> state_;
 
   // The worker's idle timeout (0: none) and when the last message left, for keepalive_loop.
   uint64_t worker_idle_ms_ = 0;
