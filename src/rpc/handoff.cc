@@ -20,123 +20,117 @@ std::string region_text(const Region& r) {
 
 // --- HandoffInbox ------------------------------------------------------------------------------
 
-void HandoffInbox::link_opened() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++state_.links;
-}
+void HandoffInbox::link_opened() { ++state_.lock()->links; }
 
 void HandoffInbox::link_closed(const std::string& from, const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --state_.links;
-    state_.last_link_closed = from + ": " + why;
+    auto s = state_.lock();
+    --s->links;
+    s->last_link_closed = from + ": " + why;
   }
-  cv_.notify_all();
+  state_.notify_all();
 }
 
 Status HandoffInbox::deliver(HandoffArrival a) {
   const uint64_t seq = a.data.seq;
   const uint64_t bytes = a.message.payload.size();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!state_.closed.empty()) return unavailable("the receiving session closed");
-    if (state_.abandoned.erase(seq) > 0) return Status::ok();  // late: its step gave up
-    if (state_.held.count(seq) > 0) {
+    auto s = state_.lock();
+    if (!s->closed.empty()) return unavailable("the receiving session closed");
+    if (s->abandoned.erase(seq) > 0) return Status::ok();  // late: its step gave up
+    if (s->held.count(seq) > 0) {
       return invalid_argument("HANDOFF_DATA: step " + std::to_string(seq) + " delivered twice");
     }
-    if (state_.held.size() >= kMaxHandoffPending) {
-      return out_of_range("HANDOFF_DATA: " + std::to_string(state_.held.size()) +
+    if (s->held.size() >= kMaxHandoffPending) {
+      return out_of_range("HANDOFF_DATA: " + std::to_string(s->held.size()) +
                           " hand-offs held and not taken, limit " +
                           std::to_string(kMaxHandoffPending));
     }
-    if (bytes > max_bytes_ || state_.held_bytes > max_bytes_ - bytes) {
-      return out_of_range("HANDOFF_DATA: " + std::to_string(state_.held_bytes + bytes) +
+    if (bytes > max_bytes_ || s->held_bytes > max_bytes_ - bytes) {
+      return out_of_range("HANDOFF_DATA: " + std::to_string(s->held_bytes + bytes) +
                           " bytes of hand-offs held and not taken, limit " +
                           std::to_string(max_bytes_));
     }
-    state_.held_bytes += bytes;
-    state_.held.emplace(seq, std::move(a));
+    s->held_bytes += bytes;
+    s->held.emplace(seq, std::move(a));
   }
-  cv_.notify_all();
+  state_.notify_all();
   return Status::ok();
 }
 
 Result<HandoffArrival> HandoffInbox::take(uint64_t seq, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::unique_lock<std::mutex> lock(mutex_);
+  auto s = state_.lock();
   // A link that closed with none open since means the sender's session is gone (its worker died,
   // or its client left): nothing more can come, so the wait ends now, not at its timeout.
-  auto lost = [&] { return state_.links == 0 && !state_.last_link_closed.empty(); };
-  const bool woken = cv_.wait_until(lock, deadline, [&] {
-    return !state_.closed.empty() || state_.held.count(seq) > 0 || lost();
+  const bool woken = s.wait_until(deadline, [seq](const State& st) {
+    const bool lost = st.links == 0 && !st.last_link_closed.empty();
+    return !st.closed.empty() || st.held.count(seq) > 0 || lost;
   });
-  if (auto it = state_.held.find(seq); it != state_.held.end()) {
+  if (auto it = s->held.find(seq); it != s->held.end()) {
     HandoffArrival a = std::move(it->second);
-    state_.held_bytes -= a.message.payload.size();
-    state_.held.erase(it);
+    s->held_bytes -= a.message.payload.size();
+    s->held.erase(it);
     return a;
   }
-  abandon_locked(seq);
-  if (!state_.closed.empty()) return unavailable(step_name(seq) + ": " + state_.closed);
+  s->abandon(seq);
+  if (!s->closed.empty()) return unavailable(step_name(seq) + ": " + s->closed);
   if (woken) {
     return unavailable(step_name(seq) +
                        " cannot arrive: no link from the previous stage's worker is open (one "
                        "closed: " +
-                       state_.last_link_closed + ")");
+                       s->last_link_closed + ")");
   }
   std::string why = step_name(seq) + " did not arrive within " + std::to_string(timeout_ms) +
                     " ms: the previous stage's worker is stalled or gone (" +
-                    std::to_string(state_.links) + " link(s) from it open";
-  if (!state_.last_link_closed.empty()) why += "; one closed: " + state_.last_link_closed;
+                    std::to_string(s->links) + " link(s) from it open";
+  if (!s->last_link_closed.empty()) why += "; one closed: " + s->last_link_closed;
   return unavailable(why + ")");
 }
 
-void HandoffInbox::abandon(uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  abandon_locked(seq);
-}
+void HandoffInbox::abandon(uint64_t seq) { state_.lock()->abandon(seq); }
 
-void HandoffInbox::abandon_locked(uint64_t seq) {
-  if (auto it = state_.held.find(seq); it != state_.held.end()) {
-    state_.held_bytes -= it->second.message.payload.size();
-    state_.held.erase(it);
+void HandoffInbox::State::abandon(uint64_t seq) {
+  if (auto it = held.find(seq); it != held.end()) {
+    held_bytes -= it->second.message.payload.size();
+    held.erase(it);
     return;
   }
-  if (!state_.abandoned.insert(seq).second) return;
-  state_.abandoned_order.push_back(seq);
-  if (state_.abandoned_order.size() > kMaxHandoffAbandoned) {
-    state_.abandoned.erase(state_.abandoned_order.front());
-    state_.abandoned_order.pop_front();
+  if (!abandoned.insert(seq).second) return;
+  abandoned_order.push_back(seq);
+  if (abandoned_order.size() > kMaxHandoffAbandoned) {
+    abandoned.erase(abandoned_order.front());
+    abandoned_order.pop_front();
   }
 }
 
 void HandoffInbox::close(const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (state_.closed.empty()) state_.closed = why.empty() ? "closed" : why;
-    state_.held.clear();
-    state_.held_bytes = 0;
+    auto s = state_.lock();
+    if (s->closed.empty()) s->closed = why.empty() ? "closed" : why;
+    s->held.clear();
+    s->held_bytes = 0;
   }
-  cv_.notify_all();
+  state_.notify_all();
 }
 
 // --- HandoffRegistry ---------------------------------------------------------------------------
 
 Result<std::shared_ptr<HandoffInbox>> HandoffRegistry::open(uint64_t max_bytes) {
   STRATA_ASSIGN_OR_RETURN(Nonce ticket, auth_nonce());
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) return unavailable("HANDOFF_TICKET: the worker is stopping");
-  const uint64_t id = next_session_++;
+  auto s = state_.lock();
+  if (s->closed) return unavailable("HANDOFF_TICKET: the worker is stopping");
+  const uint64_t id = s->next_session++;
   auto inbox = std::make_shared<HandoffInbox>(id, ticket, max_bytes);
-  inboxes_.emplace(id, inbox);
+  s->inboxes.emplace(id, inbox);
   return inbox;
 }
 
 Result<std::shared_ptr<HandoffInbox>> HandoffRegistry::find(uint64_t session,
                                                             const Ticket& ticket) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = inboxes_.find(session);
-  if (it == inboxes_.end()) {
+  auto s = state_.lock();
+  auto it = s->inboxes.find(session);
+  if (it == s->inboxes.end()) {
     return invalid_argument("HANDOFF_ATTACH: no session " + std::to_string(session) +
                             " on this worker has issued a ticket");
   }
@@ -146,17 +140,14 @@ Result<std::shared_ptr<HandoffInbox>> HandoffRegistry::find(uint64_t session,
   return it->second;
 }
 
-void HandoffRegistry::remove(uint64_t session) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  inboxes_.erase(session);
-}
+void HandoffRegistry::remove(uint64_t session) { state_.lock()->inboxes.erase(session); }
 
 void HandoffRegistry::close_all(const std::string& why) {
   std::map<uint64_t, std::shared_ptr<HandoffInbox>> all;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    closed_ = true;
-    all.swap(inboxes_);
+    auto s = state_.lock();
+    s->closed = true;
+    all.swap(s->inboxes);
   }
   for (auto& [id, inbox] : all) inbox->close(why);
 }

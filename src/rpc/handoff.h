@@ -19,15 +19,14 @@
 // the one object that both threads touch, under its lock.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "core/mutex_guarded.h"
 #include "core/status.h"
 #include "rpc/client.h"
 #include "rpc/protocol.h"
@@ -78,14 +77,6 @@ class HandoffInbox {
   void close(const std::string& why);
 
  private:
-  void abandon_locked(uint64_t seq);
-
-  const uint64_t session_;
-  const Ticket ticket_;
-  const uint64_t max_bytes_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  // Guarded by mutex_.
   struct State {
     std::string closed;  // why, once closed
     int links = 0;
@@ -94,7 +85,14 @@ class HandoffInbox {
     uint64_t held_bytes = 0;
     std::set<uint64_t> abandoned;
     std::deque<uint64_t> abandoned_order;  // oldest first, to bound `abandoned`
-  } state_;
+
+    void abandon(uint64_t seq);
+  };
+
+  const uint64_t session_;
+  const Ticket ticket_;
+  const uint64_t max_bytes_;
+  MutexGuarded<State> state_;  // its condition variable wakes take()
 };
 
 // The worker's sessions that issued a ticket, by session id.
@@ -109,11 +107,12 @@ class HandoffRegistry {
   void close_all(const std::string& why);
 
  private:
-  mutable std::mutex mutex_;
-  // Guarded by mutex_.
-  uint64_t next_session_ = 1;
-  std::map<uint64_t, std::shared_ptr<HandoffInbox>> inboxes_;
-  bool closed_ = false;
+  struct State {
+    uint64_t next_session = 1;
+    std::map<uint64_t, std::shared_ptr<HandoffInbox>> inboxes;
+    bool closed = false;
+  };
+  MutexGuarded<State> state_;
 };
 
 // This worker's connection to a peer worker, attached to one session there.

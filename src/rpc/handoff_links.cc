@@ -33,22 +33,22 @@ uint32_t handoff_timeout_ms(const ClientOptions& o) {
 
 std::optional<uint32_t> HandoffLinks::link(const std::shared_ptr<Connection>& from,
                                            const std::shared_ptr<Connection>& to) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(entries_, [](const Entry& e) { return e.from.expired() || e.to.expired(); });
-  for (const Entry& e : entries_) {
+  auto s = state_.lock();
+  std::erase_if(s->entries, [](const Entry& e) { return e.from.expired() || e.to.expired(); });
+  for (const Entry& e : s->entries) {
     if (e.from.lock() == from && e.to.lock() == to) {
       return e.open ? std::optional<uint32_t>(e.id) : std::nullopt;
     }
   }
-  Entry e{from, to, next_id_++, false};
-  Status s = link_open(*from, *to, e.id);
-  e.open = s.is_ok();
-  entries_.push_back(e);
+  Entry e{from, to, s->next_id++, false};
+  const Status opened = link_open(*from, *to, e.id);
+  e.open = opened.is_ok();
+  s->entries.push_back(e);
   if (!e.open) {
     std::fprintf(stderr,
                  "strata: no hand-off from %s to %s, the values between them go through this "
                  "host: %s\n",
-                 from->label().c_str(), to->label().c_str(), s.message().c_str());
+                 from->label().c_str(), to->label().c_str(), opened.message().c_str());
     return std::nullopt;
   }
   return e.id;

@@ -9,10 +9,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "core/mutex_guarded.h"
 #include "rpc/client.h"
 
 namespace strata::rpc {
@@ -30,15 +30,17 @@ class HandoffLinks {
                                const std::shared_ptr<Connection>& to);
 
  private:
-  std::mutex mutex_;
   struct Entry {
     std::weak_ptr<Connection> from, to;
     uint32_t id = 0;
     bool open = false;
   };
-  // Guarded by mutex_.
-  std::vector<Entry> entries_;
-  uint32_t next_id_ = 1;
+  struct State {
+    std::vector<Entry> entries;
+    uint32_t next_id = 1;
+  };
+  // Held while a link opens: two threads that want the same link open it once.
+  MutexGuarded<State> state_;
 };
 
 }  // namespace strata::rpc
