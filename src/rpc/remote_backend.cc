@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <utility>
 
 #include "core/check.h"
+#include "core/mutex_guarded.h"
 #include "graph/serialize.h"
 #include "rpc/handoff_links.h"
 
@@ -20,16 +20,9 @@ namespace {
 // every buffer and stream keeps the connection it was made on: a handle names a buffer of one
 // connection only, and must never reach a new one, where it could name another buffer.
 struct Shared {
-  std::shared_ptr<Connection> conn() const {
-    std::lock_guard<std::mutex> lock(mutex);
-    return current;
-  }
-  void set_conn(std::shared_ptr<Connection> c) {
-    std::lock_guard<std::mutex> lock(mutex);
-    current = std::move(c);
-  }
-  mutable std::mutex mutex;
-  std::shared_ptr<Connection> current;  // guarded by mutex
+  std::shared_ptr<Connection> conn() const { return *current.lock(); }
+  void set_conn(std::shared_ptr<Connection> c) { *current.lock() = std::move(c); }
+  MutexGuarded<std::shared_ptr<Connection>> current;
   std::atomic<uint64_t> allocated{0};
   std::atomic<uint32_t> next_graph_id{1};
   HandoffLinks links;                         // to the next stages' workers, as a sender
@@ -45,20 +38,16 @@ struct HandoffState {
 
 // The first error of a stream's queued work; set by the caller's thread and by the receiver.
 struct StreamError {
-  std::mutex mutex;
-  Status status;
+  MutexGuarded<Status> status;
   void set(const Status& s) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (status.is_ok()) status = s;
+    auto st = status.lock();
+    if (st->is_ok()) *st = s;
   }
-  Status get() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return status;
-  }
+  Status get() const { return *status.lock(); }
   Status take() {
-    std::lock_guard<std::mutex> lock(mutex);
-    Status s = std::move(status);
-    status = Status::ok();
+    auto st = status.lock();
+    Status s = std::move(*st);
+    *st = Status::ok();
     return s;
   }
 };
