@@ -6,14 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <list>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +19,7 @@
 #include "backend/cpu_backend.h"
 #include "core/host_memory.h"
 #include "core/isa.h"
+#include "core/mutex_guarded.h"
 #include "core/thread_pool.h"
 #include "graph/serialize.h"
 #include "rpc/auth.h"
@@ -43,29 +42,22 @@ class MemoryBudget {
  public:
   explicit MemoryBudget(uint64_t limit) : limit_(limit) {}
   Status take(uint64_t n) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (n > limit_ || used_ > limit_ - n) {
+    auto used = used_.lock();
+    if (n > limit_ || *used > limit_ - n) {
       return out_of_range("ALLOC_BUFFER of " + std::to_string(n) +
-                          " bytes: " + std::to_string(used_) + " of the worker's " +
+                          " bytes: " + std::to_string(*used) + " of the worker's " +
                           std::to_string(limit_) + " bytes (--mem) are in use");
     }
-    used_ += n;
+    *used += n;
     return Status::ok();
   }
-  void give(uint64_t n) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    used_ -= n;
-  }
-  uint64_t used() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return used_;
-  }
+  void give(uint64_t n) { *used_.lock() -= n; }
+  uint64_t used() const { return *used_.lock(); }
   uint64_t limit() const { return limit_; }
 
  private:
   const uint64_t limit_;
-  mutable std::mutex mutex_;
-  uint64_t used_ = 0;
+  MutexGuarded<uint64_t> used_{uint64_t{0}};
 };
 
 // Anonymous memory: zeroed by the kernel, so a buffer never shows another connection's data,
@@ -137,8 +129,7 @@ struct Worker::Impl {
   WorkerOptions options;
   std::unique_ptr<Listener> listener;
   MemoryBudget budget;
-  ThreadPool pool;
-  std::mutex compute_mutex;  // one computation at a time on the shared pool
+  MutexGuarded<ThreadPool> pool;  // shared by the connections: one computation at a time
   std::atomic<uint64_t> next_handle{1};
   uint64_t caps = 0;
   DeviceCaps device_caps;  // what HELLO announces, and all that compute() runs
@@ -150,13 +141,12 @@ struct Worker::Impl {
     std::thread thread;
     std::atomic<bool> done{false};
   };
-  mutable std::mutex conns_mutex;
-  std::list<Conn> conns;  // guarded by conns_mutex
+  // A connection's thread uses its Conn (a list node, which stays put) without the lock: its
+  // transport is set before the thread starts, and `done` is atomic.
+  MutexGuarded<std::list<Conn>> conns;
   std::atomic<int> n_open{0};
   std::thread accept_thread;
-  std::mutex stop_mutex;
-  std::condition_variable stop_cv;
-  bool stopped = false;  // guarded by stop_mutex
+  MutexGuarded<bool> stopped{false};  // its condition variable wakes wait()
 
   Impl(const WorkerOptions& o, std::unique_ptr<Listener> l, uint64_t limit)
       : options(o), listener(std::move(l)), budget(limit), pool(o.n_threads) {}
@@ -463,8 +453,7 @@ Status Session::compute(const Graph& g) {
   if (const std::string missing = caps_missing(graph_needs(g), w_.device_caps); !missing.empty()) {
     return unsupported("this worker does not run " + missing);
   }
-  std::lock_guard<std::mutex> lock(w_.compute_mutex);
-  return cpu_graph_compute(g, ConnectionBuffers(buffers_), w_.pool);
+  return cpu_graph_compute(g, ConnectionBuffers(buffers_), *w_.pool.lock());
 }
 
 Result<const Graph*> Session::store_graph(uint32_t id, std::span<const uint8_t> bytes,
@@ -547,7 +536,7 @@ Result<Reply> Session::run(const Message& m) {
       if (!p.empty()) return invalid_argument("DEVICE_INFO request: payload must be empty");
       DeviceInfo info;
       info.name = "CPU";
-      info.description = "strata worker, " + std::to_string(w_.pool.size()) + " threads, " +
+      info.description = "strata worker, " + std::to_string(w_.options.n_threads) + " threads, " +
                          isa_name(isa_active());
       info.memory_total = w_.budget.limit();
       info.memory_free = w_.budget.limit() - w_.budget.used();
@@ -725,17 +714,17 @@ void Worker::Impl::accept_loop() {
       continue;
     }
     (*t)->set_max_payload(max_payload);
-    std::lock_guard<std::mutex> lock(conns_mutex);
+    auto open = conns.lock();
     // Join the threads of connections that have ended.
-    for (auto it = conns.begin(); it != conns.end();) {
+    for (auto it = open->begin(); it != open->end();) {
       if (it->done.load()) {
         it->thread.join();
-        it = conns.erase(it);
+        it = open->erase(it);
       } else {
         ++it;
       }
     }
-    Conn& c = conns.emplace_back();
+    Conn& c = open->emplace_back();
     c.transport = std::move(*t);
     c.thread = std::thread([this, &c] {
       serve(*c.transport);
@@ -783,26 +772,25 @@ int Worker::open_connections() const { return impl_->n_open.load(); }
 
 void Worker::stop() {
   {
-    std::lock_guard<std::mutex> lock(impl_->stop_mutex);
-    if (impl_->stopped) return;
-    impl_->stopped = true;
+    auto stopped = impl_->stopped.lock();
+    if (*stopped) return;
+    *stopped = true;
   }
   impl_->listener->shutdown();
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
   impl_->handoffs.close_all("the worker is stopping");
   std::list<Impl::Conn> conns;
   {
-    std::lock_guard<std::mutex> lock(impl_->conns_mutex);
-    for (Impl::Conn& c : impl_->conns) c.transport->shutdown();
-    conns.splice(conns.end(), impl_->conns);
+    auto open = impl_->conns.lock();
+    for (Impl::Conn& c : *open) c.transport->shutdown();
+    conns.splice(conns.end(), *open);
   }
   for (Impl::Conn& c : conns) c.thread.join();
-  impl_->stop_cv.notify_all();
+  impl_->stopped.notify_all();
 }
 
 void Worker::wait() {
-  std::unique_lock<std::mutex> lock(impl_->stop_mutex);
-  impl_->stop_cv.wait(lock, [this] { return impl_->stopped; });
+  impl_->stopped.lock().wait([](bool stopped) { return stopped; });
 }
 
 }  // namespace strata::rpc
