@@ -11,15 +11,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
 
+#include "core/mutex_guarded.h"
 #include "rpc/transport_socket.h"
 
 namespace strata::net {
@@ -190,10 +189,11 @@ struct Proxy::Impl {
   };
   std::list<Session> sessions;  // the acceptor's until it has exited, then stop()'s
 
-  std::mutex mutex;
-  std::condition_variable stopped_cv;
-  bool stopping = false;
-  bool stopped = false;
+  struct Stop {
+    bool stopping = false;  // stop() has begun
+    bool stopped = false;   // and ended: every thread joined
+  };
+  MutexGuarded<Stop> stop_state;  // its condition variable wakes wait() and a second stop()
 
   void log(const std::string& line) const {
     if (options.log) std::fprintf(stderr, "strata proxy: %s\n", line.c_str());
@@ -309,28 +309,24 @@ int Proxy::open_connections() const { return impl_->open.load(); }
 
 void Proxy::stop() {
   {
-    std::unique_lock<std::mutex> lock(impl_->mutex);
-    if (impl_->stopping) {
-      impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
+    auto st = impl_->stop_state.lock();
+    if (st->stopping) {
+      st.wait([](const Impl::Stop& s) { return s.stopped; });
       return;
     }
-    impl_->stopping = true;
+    st->stopping = true;
   }
   const uint8_t one = 1;
   [[maybe_unused]] const ssize_t w = ::write(impl_->wake_write.get(), &one, 1);
   impl_->acceptor.join();
   for (Impl::Session& s : impl_->sessions) s.thread.join();
   impl_->sessions.clear();
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->stopped = true;
-  }
-  impl_->stopped_cv.notify_all();
+  impl_->stop_state.lock()->stopped = true;
+  impl_->stop_state.notify_all();
 }
 
 void Proxy::wait() {
-  std::unique_lock<std::mutex> lock(impl_->mutex);
-  impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
+  impl_->stop_state.lock().wait([](const Impl::Stop& s) { return s.stopped; });
 }
 
 }  // namespace strata::net
