@@ -103,6 +103,8 @@ class SocketTransport : public Transport {
  private:
   const uint64_t max_per_call_;
   const bool datagrams_;
+  // Guards no data: it keeps one message's bytes from interleaving with another's on the
+  // socket.
   std::mutex send_mutex_;
   std::atomic<bool> closed_{false};
   Status poisoned_;  // set by the receiving thread only

@@ -26,13 +26,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
 
+#include "core/mutex_guarded.h"
 #include "rpc/transport_kinds.h"
 #include "rpc/transport_socket.h"
 
@@ -79,7 +79,9 @@ Clock::time_point deadline_after(int timeout_ms) {
 // text of `strata run`, the address `strata worker` prints): its messages go to stderr.
 // Requests of closes this thread abandoned (to a peer that did not answer in time), which the
 // worker it is destroying now still holds: UCX reports each as not returned to its pool. That
-// is expected, and not said again.
+// is expected, and not said again. Not scratch memory but what the destroying thread tells the
+// log handler, which UCX calls on that thread and without an argument of ours: hence
+// thread_local.
 thread_local int abandoned_requests = 0;
 
 // UCX filters by UCX_LOG_LEVEL before it calls a handler.
@@ -218,10 +220,10 @@ class UcxTransport : public Transport {
       p.sockaddr.addr = to;
       p.sockaddr.addrlen = to_len;
     }
-    std::lock_guard<std::mutex> lock(ep_mutex_);
-    const ucs_status_t s = ucp_ep_create(worker_, &p, &ep_);
+    auto ep = ep_.lock();
+    const ucs_status_t s = ucp_ep_create(worker_, &p, &*ep);
     if (s != UCS_OK) {
-      ep_ = nullptr;
+      *ep = nullptr;
       return unavailable("connect " + peer_ + ": " + ucs_text(s));
     }
     return Status::ok();
@@ -231,9 +233,9 @@ class UcxTransport : public Transport {
   Status wait_connected(int timeout_ms) {
     ucs_status_ptr_t r;
     {
-      std::lock_guard<std::mutex> lock(ep_mutex_);
+      auto ep = ep_.lock();
       ucp_request_param_t p{};
-      r = ucp_ep_flush_nbx(ep_, &p);
+      r = ucp_ep_flush_nbx(*ep, &p);
       ++in_flight_;
     }
     const ucs_status_t s = wait_request(r, deadline_after(timeout_ms));
@@ -285,9 +287,9 @@ class UcxTransport : public Transport {
     std::lock_guard<std::mutex> send_lock(send_mutex_);
     ucs_status_ptr_t r;
     {
-      std::lock_guard<std::mutex> lock(ep_mutex_);
-      if (ep_ == nullptr) return unavailable("send to " + peer_ + ": connection shut down");
-      r = ucp_am_send_nbx(ep_, kAmId, head.data(), head.size(), buffer, count, &p);
+      auto ep = ep_.lock();
+      if (*ep == nullptr) return unavailable("send to " + peer_ + ": connection shut down");
+      r = ucp_am_send_nbx(*ep, kAmId, head.data(), head.size(), buffer, count, &p);
       if (r != nullptr && !UCS_PTR_IS_ERR(r)) ++in_flight_;
     }
     if (UCS_PTR_IS_ERR(r)) {
@@ -306,18 +308,19 @@ class UcxTransport : public Transport {
     if (!poisoned_.is_ok()) return poisoned_;
     Arrival a;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      const bool any = wait(lock, deadline_after(start_timeout_ms),
-                            [this] { return !arrivals_.empty() || closed_ || !failed_.is_ok(); });
+      auto st = state_.lock();
+      const bool any = wait(st, deadline_after(start_timeout_ms), [&st] {
+        return !st->arrivals.empty() || st->closed || !st->failed.is_ok();
+      });
       // Messages that arrived before the peer left are still delivered.
-      if (arrivals_.empty()) {
-        if (closed_) return unavailable("connection to " + peer_ + " closed");
-        if (!failed_.is_ok()) return failed_;
+      if (st->arrivals.empty()) {
+        if (st->closed) return unavailable("connection to " + peer_ + " closed");
+        if (!st->failed.is_ok()) return st->failed;
         if (!any) return std::optional<Message>();
       }
-      a = std::move(arrivals_.front());
-      arrivals_.pop_front();
-      if (!a.rndv) queued_bytes_ -= a.length;
+      a = std::move(st->arrivals.front());
+      st->arrivals.pop_front();
+      if (!a.rndv) st->queued_bytes -= a.length;
     }
     Result<Message> m = receive(a, stall_timeout_ms, place);
     if (!m) return m.status();
@@ -326,18 +329,18 @@ class UcxTransport : public Transport {
 
   void shutdown() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (closed_) return;
-      closed_ = true;
+      auto st = state_.lock();
+      if (st->closed) return;
+      st->closed = true;
     }
     kick();
-    cv_.notify_all();
+    state_.notify_all();
     // The messages nobody will read go back to UCX.
     std::deque<Arrival> left;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      left.swap(arrivals_);
-      queued_bytes_ = 0;
+      auto st = state_.lock();
+      left.swap(st->arrivals);
+      st->queued_bytes = 0;
     }
     for (Arrival& a : left) release(a);
     // Let what was sent reach the peer, then cut the connection: the peer sees it close now.
@@ -355,18 +358,18 @@ class UcxTransport : public Transport {
     a.head.assign(h, h + header_length);
     a.length = length;
     a.rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    std::lock_guard<std::mutex> lock(t->mutex_);
+    auto st = t->state_.lock();
     // After a shutdown nobody reads it, and after an overflow nothing more is read: UCX drops
     // it. Messages that come after the peer's error are still read (they were sent before).
-    if (t->closed_ || t->overflowed_) return UCS_OK;
-    if (t->arrivals_.size() >= kMaxQueuedMessages ||
-        (!a.rndv && t->queued_bytes_ + length > kMaxQueuedBytes)) {
-      t->overflowed_ = true;
-      t->failed_ = unavailable("recv from " + t->peer_ + ": the peer sent more than " +
+    if (st->closed || st->overflowed) return UCS_OK;
+    if (st->arrivals.size() >= kMaxQueuedMessages ||
+        (!a.rndv && st->queued_bytes + length > kMaxQueuedBytes)) {
+      st->overflowed = true;
+      st->failed = unavailable("recv from " + t->peer_ + ": the peer sent more than " +
                                std::to_string(kMaxQueuedMessages) + " messages or " +
                                std::to_string(kMaxQueuedBytes) +
                                " bytes ahead of what was read; the connection is closed");
-      t->cv_.notify_all();
+      t->state_.notify_all();
       return UCS_OK;
     }
     if (length == 0) {
@@ -377,24 +380,24 @@ class UcxTransport : public Transport {
       const auto* d = static_cast<const uint8_t*>(data);
       a.copy.assign(d, d + length);
     }
-    if (!a.rndv) t->queued_bytes_ += length;
+    if (!a.rndv) st->queued_bytes += length;
     const bool held = a.data != nullptr;
-    t->arrivals_.push_back(std::move(a));
+    st->arrivals.push_back(std::move(a));
     return held ? UCS_INPROGRESS : UCS_OK;  // held until received or released
   }
 
   static void on_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* t = static_cast<UcxTransport*>(arg);
     {
-      std::lock_guard<std::mutex> lock(t->mutex_);
-      if (t->failed_.is_ok()) {
+      auto st = t->state_.lock();
+      if (st->failed.is_ok()) {
         // A reset is how a peer's close arrives; anything else is a failure.
-        t->failed_ = status == UCS_ERR_CONNECTION_RESET
+        st->failed = status == UCS_ERR_CONNECTION_RESET
                          ? unavailable("connection to " + t->peer_ + " closed")
                          : unavailable("connection to " + t->peer_ + " lost: " + ucs_text(status));
       }
     }
-    t->cv_.notify_all();
+    t->state_.notify_all();
   }
 
   // The rest of an arrival's message: checked, then received where the placer says.
@@ -453,15 +456,20 @@ class UcxTransport : public Transport {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
     p.datatype = ucp_dt_make_iov();
-    ucs_status_ptr_t r;
+    ucs_status_ptr_t r = nullptr;
+    bool shut = false;
     {
-      std::lock_guard<std::mutex> lock(ep_mutex_);
-      if (ep_ == nullptr) {
-        release(a);
-        return out_of_step(unavailable("connection to " + peer_ + " shut down"));
+      auto ep = ep_.lock();
+      shut = *ep == nullptr;
+      if (!shut) {
+        r = ucp_am_recv_data_nbx(worker_, a.data, iov.data(), iov.size(), &p);
+        if (r != nullptr && !UCS_PTR_IS_ERR(r)) ++in_flight_;
       }
-      r = ucp_am_recv_data_nbx(worker_, a.data, iov.data(), iov.size(), &p);
-      if (r != nullptr && !UCS_PTR_IS_ERR(r)) ++in_flight_;
+    }
+    // Outside the endpoint's lock: out_of_step closes the endpoint, which takes it.
+    if (shut) {
+      release(a);
+      return out_of_step(unavailable("connection to " + peer_ + " shut down"));
     }
     if (UCS_PTR_IS_ERR(r)) {
       return out_of_step(unavailable("recv from " + peer_ + ": " + ucs_text(UCS_PTR_STATUS(r))));
@@ -515,16 +523,13 @@ class UcxTransport : public Transport {
   void close_endpoint(bool flush) {
     ucp_ep_h ep;
     {
-      std::lock_guard<std::mutex> lock(ep_mutex_);
-      ep = ep_;
-      ep_ = nullptr;
+      auto current = ep_.lock();
+      ep = *current;
+      *current = nullptr;
       flush = flush && in_flight_ == 0;
     }
     if (ep == nullptr) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      flush = flush && failed_.is_ok();
-    }
+    flush = flush && state_.lock()->failed.is_ok();
     ucp_request_param_t p{};
     if (flush) {
       const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
@@ -548,8 +553,8 @@ class UcxTransport : public Transport {
     if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
     ucs_status_t s = UCS_INPROGRESS;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wait(lock, deadline, [&] {
+      auto st = state_.lock();
+      wait(st, deadline, [&] {
         s = ucp_request_check_status(r);
         return s != UCS_INPROGRESS;
       });
@@ -558,46 +563,55 @@ class UcxTransport : public Transport {
     return s;
   }
 
-  // Progresses the worker until done() (called with mutex_ held) or the deadline: true if
-  // done. One thread progresses at a time; the others wait for its round to end.
+  struct State {
+    bool progressing = false;  // a thread progresses the worker (wait())
+    bool closed = false;
+    bool overflowed = false;
+    Status failed;  // the endpoint's error, or the queue overflowing
+    std::deque<Arrival> arrivals;
+    uint64_t queued_bytes = 0;  // eager data in arrivals
+  };
+  using LockedState = MutexGuarded<State>::Locked<State>;
+
+  // Progresses the worker until done() (called with the state locked) or the deadline: true if
+  // done. One thread progresses at a time, with the lock released (the UCX callbacks that the
+  // progress runs take it); the others wait for its round to end.
   template <typename Done>
-  bool wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Done done) {
+  bool wait(LockedState& st, Clock::time_point deadline, Done done) {
     for (;;) {
       if (done()) return true;
       const Clock::time_point now = Clock::now();
       if (now >= deadline) return false;
-      if (progressing_) {
-        cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(kPollSliceMs)));
+      if (st->progressing) {
+        st.wait_until(std::min(deadline, now + std::chrono::milliseconds(kPollSliceMs)));
         continue;
       }
-      progressing_ = true;
-      lock.unlock();
-      while (ucp_worker_progress(worker_) != 0) {
-      }
-      lock.lock();
-      cv_.notify_all();  // what this round completed may be what another thread waits for
+      st->progressing = true;
+      st.unlocked([this] {
+        while (ucp_worker_progress(worker_) != 0) {
+        }
+      });
+      state_.notify_all();  // what this round completed may be what another thread waits for
       // An answer often comes within microseconds: look again for a moment before sleeping.
       for (const Clock::time_point spin_end = Clock::now() + std::chrono::microseconds(kSpinUs);
            !done() && Clock::now() < spin_end;) {
-        lock.unlock();
-        const unsigned n = ucp_worker_progress(worker_);
-        lock.lock();
-        if (n != 0) cv_.notify_all();
+        const unsigned n = st.unlocked([this] { return ucp_worker_progress(worker_); });
+        if (n != 0) state_.notify_all();
       }
       if (!done() && ucp_worker_arm(worker_) == UCS_OK) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         const int slice =
             static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), kPollSliceMs)));
-        lock.unlock();
-        pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-        if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
-          uint64_t n;
-          [[maybe_unused]] ssize_t r = ::read(wake_.get(), &n, sizeof(n));
-        }
-        lock.lock();
+        st.unlocked([this, slice] {
+          pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+          if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
+            uint64_t n;
+            [[maybe_unused]] ssize_t r = ::read(wake_.get(), &n, sizeof(n));
+          }
+        });
       }
-      progressing_ = false;
-      cv_.notify_all();
+      st->progressing = false;
+      state_.notify_all();
     }
   }
 
@@ -613,21 +627,19 @@ class UcxTransport : public Transport {
   Fd wake_;       // an eventfd: kick()
   std::string peer_;
 
-  std::mutex ep_mutex_;  // guards ep_: sends, and the close that ends them
-  ucp_ep_h ep_ = nullptr;
+  // The endpoint: sends, and the close that ends them. Its lock also orders the counting of a
+  // send or receive in in_flight_ before a close that looks at the count.
+  MutexGuarded<ucp_ep_h> ep_{nullptr};
   std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
   ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
   int abandoned_ = 0;                 // closes left to UCX (see abandoned_requests)
+  // Guards no data: it keeps one send at a time in UCX, each until UCX is done with the
+  // caller's memory.
   std::mutex send_mutex_;
 
-  std::mutex mutex_;  // guards the members below; the UCX callbacks take it
-  std::condition_variable cv_;
-  bool progressing_ = false;
-  bool closed_ = false;
-  bool overflowed_ = false;
-  Status failed_;  // the endpoint's error, or the queue overflowing
-  std::deque<Arrival> arrivals_;
-  uint64_t queued_bytes_ = 0;  // eager data in arrivals_
+  // The UCX callbacks take its lock. Its condition variable wakes the threads that wait for
+  // another's round of progress.
+  MutexGuarded<State> state_;
 
   Status poisoned_;  // set by the receiving thread only
 };
