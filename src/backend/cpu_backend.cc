@@ -3,13 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "core/host_memory.h"
@@ -26,40 +24,39 @@ constexpr uint64_t kHugePage = uint64_t{2} << 20;
 class Registry : public CpuBufferTable {
  public:
   uint64_t add(uint8_t* ptr, uint64_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const uint64_t handle = next_++;
-    buffers_[handle] = {ptr, size};
-    used_ += size;
+    auto s = state_.lock();
+    const uint64_t handle = s->next++;
+    s->buffers[handle] = {ptr, size};
+    s->used += size;
     return handle;
   }
   void remove(uint64_t handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = buffers_.find(handle);
-    if (it == buffers_.end()) return;
-    used_ -= it->second.size;
-    buffers_.erase(it);
+    auto s = state_.lock();
+    auto it = s->buffers.find(handle);
+    if (it == s->buffers.end()) return;
+    s->used -= it->second.size;
+    s->buffers.erase(it);
   }
   uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = buffers_.find(handle);
-    if (it == buffers_.end()) return nullptr;
+    auto s = state_.lock();
+    auto it = s->buffers.find(handle);
+    if (it == s->buffers.end()) return nullptr;
     *size = it->second.size;
     return it->second.ptr;
   }
-  uint64_t used() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return used_;
-  }
+  uint64_t used() const { return state_.lock()->used; }
 
  private:
   struct Entry {
     uint8_t* ptr;
     uint64_t size;
   };
-  mutable std::mutex mutex_;
-  std::map<uint64_t, Entry> buffers_;
-  uint64_t next_ = 1;
-  uint64_t used_ = 0;
+  struct State {
+    std::map<uint64_t, Entry> buffers;
+    uint64_t next = 1;
+    uint64_t used = 0;
+  };
+  MutexGuarded<State> state_;
 };
 
 class CpuBuffer : public Buffer {
@@ -100,11 +97,8 @@ class CpuStream : public Stream {
       : shared_(std::move(shared)), pools_(pools), thread_([this] { run(); }) {}
 
   ~CpuStream() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
+    state_.lock()->stop = true;
+    state_.notify_all();
     thread_.join();
   }
 
@@ -167,9 +161,9 @@ class CpuStream : public Stream {
   Status synchronize() override {
     // The event carries the same error as error_, which is what we report (and clear).
     (void)record().wait();
-    std::lock_guard<std::mutex> lock(mutex_);
-    Status s = std::move(error_);
-    error_ = Status::ok();
+    auto st = state_.lock();
+    Status s = std::move(st->error);
+    st->error = Status::ok();
     return s;
   }
 
@@ -196,11 +190,8 @@ class CpuStream : public Stream {
     });
   }
   void push_always(Command cmd) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(std::move(cmd));
-    }
-    cv_.notify_one();
+    state_.lock()->queue.push_back(std::move(cmd));
+    state_.notify_one();
   }
 
   void run() {
@@ -208,17 +199,17 @@ class CpuStream : public Stream {
       Command cmd;
       Status failed;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        cmd = std::move(queue_.front());
-        queue_.pop_front();
-        failed = error_;
+        auto st = state_.lock();
+        st.wait([](const State& s) { return s.stop || !s.queue.empty(); });
+        if (st->queue.empty()) return;
+        cmd = std::move(st->queue.front());
+        st->queue.pop_front();
+        failed = st->error;
       }
       Status s = cmd(failed);
       if (!s.is_ok()) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (error_.is_ok()) error_ = std::move(s);
+        auto st = state_.lock();
+        if (st->error.is_ok()) st->error = std::move(s);
       }
     }
   }
@@ -226,12 +217,13 @@ class CpuStream : public Stream {
   std::shared_ptr<Shared> shared_;
   const StreamPools pools_;
   bool batch_ = false;  // the caller's: set_batch and compute are called from one thread
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Command> queue_;
-  Status error_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts after the members it uses
+  struct State {
+    std::deque<Command> queue;
+    Status error;  // the first error of the queued work, until synchronize() takes it
+    bool stop = false;
+  };
+  MutexGuarded<State> state_;  // its condition variable wakes run()
+  std::thread thread_;         // last: starts after the members it uses
 };
 
 class CpuDevice : public Device {

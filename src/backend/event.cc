@@ -1,39 +1,31 @@
-#include <condition_variable>
-#include <mutex>
+#include <optional>
 
 #include "backend/backend.h"
+#include "core/mutex_guarded.h"
 
 namespace strata {
 
 struct Event::State {
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  bool done = false;
-  Status status;
+  MutexGuarded<std::optional<Status>> result;  // set once, when the event completes
 };
 
 std::shared_ptr<Event::State> event_state_new() { return std::make_shared<Event::State>(); }
 
 void event_state_complete(Event::State& state, Status status) {
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    state.done = true;
-    state.status = std::move(status);
-  }
-  state.done_cv.notify_all();
+  *state.result.lock() = std::move(status);
+  state.result.notify_all();
 }
 
 Status Event::wait() const {
   if (!state_) return Status::ok();
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  state_->done_cv.wait(lock, [&] { return state_->done; });
-  return state_->status;
+  auto r = state_->result.lock();
+  r.wait([](const std::optional<Status>& s) { return s.has_value(); });
+  return **r;
 }
 
 bool Event::ready() const {
   if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done;
+  return state_->result.lock()->has_value();
 }
 
 }  // namespace strata
