@@ -7,9 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+
+#include "core/mutex_guarded.h"
 
 namespace strata::bench {
 namespace {
@@ -371,8 +372,7 @@ Result<LoadReport> run_load(const LoadConfig& config) {
   }
   STRATA_ASSIGN_OR_RETURN(std::string prompt, build_prompt(config));
 
-  std::mutex mu;
-  std::vector<RequestSample> samples;  // guarded by mu
+  MutexGuarded<std::vector<RequestSample>> samples;
   std::atomic<int64_t> next{0};
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -382,15 +382,14 @@ Result<LoadReport> run_load(const LoadConfig& config) {
       const int64_t index = next.fetch_add(1);
       if (config.n_requests > 0 ? index >= config.n_requests : Clock::now() >= deadline) return;
       RequestSample s = send_completion(config, prompt, plan_request(config, index));
-      std::lock_guard<std::mutex> lock(mu);
-      samples.push_back(std::move(s));
+      samples.lock()->push_back(std::move(s));
     }
   };
   {
     std::vector<std::jthread> threads;
     for (int i = 0; i < config.concurrency; ++i) threads.emplace_back(client);
   }
-  return summarize(samples, seconds_between(start, Clock::now()));
+  return summarize(*samples.lock(), seconds_between(start, Clock::now()));
 }
 
 std::string report_text(const LoadConfig& config, const LoadReport& r) {
