@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -61,10 +60,6 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
     return unsupported("KV cache dtype must be f16 or f32");
   }
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
-  const char* no_async = std::getenv("STRATA_RPC_NO_ASYNC_COPY");
-  ctx->async_copy_ = no_async == nullptr || std::string(no_async) != "1";
-  const char* handoff = std::getenv("STRATA_RPC_HANDOFF");
-  ctx->handoff_ = handoff == nullptr || std::string(handoff) != "0";
   ctx->n_vocab_ = engine.model().hparams().n_vocab;
   ctx->can_sample_ =
       engine.stages().back().device->caps().ops.test(static_cast<uint32_t>(Op::kSample));
@@ -427,16 +422,15 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     if (!st.first && !input_handed_off) {
       const StageRuntime& prev = *stages_[si - 1];
       const size_t bytes = 4 * prev.hidden.size();
-      if (async_copy_) {
-        rt.stream->set_tensor_after(t.hidden_in, prev.hidden.data(), bytes, prev.hidden_ready);
-      } else {
-        rt.stream->set_tensor(t.hidden_in, prev.hidden.data(), bytes);
-      }
+      // Copied once the previous stage's read is done: a stream that copies asynchronously waits
+      // for it on its own queue, one that does not (a remote stream with
+      // ClientOptions::async_copy off) on this thread, and the stages then run one by one.
+      rt.stream->set_tensor_after(t.hidden_in, prev.hidden.data(), bytes, prev.hidden_ready);
     }
     // Hand-off: the output goes from this stage's device straight into the next stage's io
     // buffer (grown now, before anything of this step is queued on it), when both can.
     bool handed_off = false;
-    if (handoff_ && !st.last) {
+    if (!st.last) {
       StageRuntime& next = *stages_[si + 1];
       const IoLayout next_layout = io_layout(*next.stage);
       if (Status s = next.ensure(next.io, next_layout.end); !s) return fail(s);
@@ -476,7 +470,9 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
       rt.hidden.resize(static_cast<size_t>(hp.n_embd * T));
       rt.stream->get_tensor(t.out, rt.hidden.data(), 4 * rt.hidden.size());
     }
-    if (st.last || !async_copy_) {
+    // Only the last stage is synchronised: an earlier one is waited for by the next stage's copy,
+    // or, when it handed off, by the next stage's device.
+    if (st.last) {
       Status s = rt.stream->synchronize();
       if (!s.is_ok()) {
         // A later stage fails when an earlier one did: report the earliest error.

@@ -115,14 +115,6 @@ class Context {
   std::vector<uint8_t> inputs_;  // host staging of a micro-batch's inputs
   std::vector<int32_t> drawn_;   // host staging of a micro-batch's draw results
   bool can_sample_ = false;      // the last stage's device runs the sample op
-  // The hidden state moves between stages by asynchronous copy (each stage waits for the
-  // previous stage's read on its own queue, and only the last stage is synchronised); off
-  // (STRATA_RPC_NO_ASYNC_COPY=1), every stage is synchronised before the next one starts.
-  bool async_copy_ = true;
-  // Between two devices that can (two workers with the capability), the hidden state goes from
-  // one to the next directly (Stream::handoff), not through this host; off
-  // (STRATA_RPC_HANDOFF=0), it always goes through this host.
-  bool handoff_ = true;
   float rope_mscale_[2] = {1.0f, 1.0f};
   SeqStateFingerprint fingerprint_;
   bool asleep_ = false;

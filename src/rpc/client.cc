@@ -49,6 +49,10 @@ Status client_options_from_env(ClientOptions* o) {
   o->version_major = static_cast<uint16_t>(major);
   STRATA_ASSIGN_OR_RETURN(int64_t no_batched_get, env_int("STRATA_RPC_NO_BATCHED_GET", 0, 0, 1));
   o->batched_get = no_batched_get == 0;
+  STRATA_ASSIGN_OR_RETURN(int64_t no_async_copy, env_int("STRATA_RPC_NO_ASYNC_COPY", 0, 0, 1));
+  o->async_copy = no_async_copy == 0;
+  STRATA_ASSIGN_OR_RETURN(int64_t handoff, env_int("STRATA_RPC_HANDOFF", 1, 0, 1));
+  o->handoff = handoff == 1;
   return Status::ok();
 }
 

@@ -39,11 +39,20 @@ struct ClientOptions {
   uint16_t version_major = kVersionMajor;  // a test may pose as another version
   int stats_period_ms = 0;  // > 0: print the stats to stderr every period, and at close
   bool batched_get = true;  // false: every read is its own GET_TENSOR round trip (A/B runs)
+  // The hidden state moves into a remote stage by asynchronous copy: the stage waits for the
+  // previous stage's output on its own queue. false (A/B runs): the copy waits for it on the
+  // caller's thread, and a stage that hands off is waited for before the next one starts, so
+  // that every stage is done before the next one starts.
+  bool async_copy = true;
+  // Between two workers that can, the hidden state goes from one to the next directly
+  // (Stream::handoff), not through this host. false: always through this host.
+  bool handoff = true;
 };
 
 // Reads STRATA_RPC_TIMEOUT_MS, STRATA_RPC_HIDE_CAPS, STRATA_RPC_STATS(_MS),
-// STRATA_RPC_NO_BATCHED_GET and STRATA_RPC_VERSION_MAJOR (tests) into `o`; a malformed value
-// is an error naming it.
+// STRATA_RPC_NO_BATCHED_GET, STRATA_RPC_NO_ASYNC_COPY, STRATA_RPC_HANDOFF and
+// STRATA_RPC_VERSION_MAJOR (tests) into `o`, once, when the remote devices are made; a
+// malformed value is an error naming it.
 Status client_options_from_env(ClientOptions* o);
 
 // A request in flight. Completes exactly once: with the response, or with the error that

@@ -13,6 +13,8 @@
 #include <functional>
 #include <thread>
 
+#include "unit/engine_testing.h"
+
 namespace strata::rpc {
 namespace {
 
@@ -167,6 +169,30 @@ TEST(RpcClient, AResponseThatStallsInItsMiddleBreaksTheConnection) {
     EXPECT_FALSE((*c)->call(Command::kDeviceInfo, {}).is_ok());
   }
   release.store(true);
+}
+
+// The environment's switches are read into the options once, where the remote devices are made;
+// a value that is not one the switch takes is an error naming it, not a silent default.
+TEST(RpcClient, OptionsFromTheEnvironment) {
+  ClientOptions o;
+  ASSERT_TRUE(client_options_from_env(&o).is_ok());
+  EXPECT_TRUE(o.async_copy);
+  EXPECT_TRUE(o.handoff);
+  {
+    testing::ScopedEnv sync("STRATA_RPC_NO_ASYNC_COPY", "1");
+    testing::ScopedEnv star("STRATA_RPC_HANDOFF", "0");
+    ClientOptions off;
+    ASSERT_TRUE(client_options_from_env(&off).is_ok());
+    EXPECT_FALSE(off.async_copy);
+    EXPECT_FALSE(off.handoff);
+  }
+  {
+    testing::ScopedEnv bad("STRATA_RPC_HANDOFF", "no");
+    ClientOptions b;
+    Status s = client_options_from_env(&b);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("STRATA_RPC_HANDOFF='no'"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

@@ -98,6 +98,10 @@ class RemoteStream : public Stream {
 
   void set_tensor_after(const TensorRef& dst, const void* data, size_t size,
                         const Event& after) override {
+    if (!conn_.options().async_copy) {
+      Stream::set_tensor_after(dst, data, size, after);  // waits here, on the caller's thread
+      return;
+    }
     wait_event(after);
     queue_write(region_of(dst, size), static_cast<const uint8_t*>(data), 0);
   }
@@ -144,7 +148,13 @@ class RemoteStream : public Stream {
       return;
     }
     if (send_ || wait_) {
+      const bool sends = send_.has_value();
       compute_handoff(*graph);
+      // Without asynchronous copies every stage is done before the next one starts: one that
+      // hands off is waited for here, as the next stage's copy through this host would wait.
+      if (sends && !conn_.options().async_copy) {
+        if (std::shared_ptr<Pending> p = fence()) (void)p->wait();
+      }
       return;
     }
     std::vector<uint8_t> bytes = graph_serialize(*graph);
@@ -182,12 +192,13 @@ class RemoteStream : public Stream {
 
   void wait_event(const Event& event) override { waits_.push_back(event); }
 
-  // Both workers must offer hand-off and reach each other (the link opens on first use); the
-  // receiver's sequence numbers are its connection's, so that pipeline groups sharing it never
-  // collide.
+  // Both workers must offer hand-off and reach each other (the link opens on first use), and
+  // neither connection have it turned off (ClientOptions::handoff); the receiver's sequence
+  // numbers are its connection's, so that pipeline groups sharing it never collide.
   bool handoff(Stream& to, const TensorRef& src, const TensorRef& dst, size_t size) override {
     auto* next = dynamic_cast<RemoteStream*>(&to);
     if (next == nullptr || next->shared_ == shared_ || send_ || next->wait_) return false;
+    if (!conn_.options().handoff || !next->conn_.options().handoff) return false;
     if (!conn_.has(kCapHandoff) || !next->conn_.has(kCapHandoff)) return false;
     std::optional<uint32_t> link = shared_->links.link(session_, next->session_);
     if (!link) return false;

@@ -17,8 +17,6 @@
 namespace strata {
 namespace {
 
-using testing::ScopedEnv;
-
 std::string model_path() { return testing::small_llama_file("handoff", 6, 17); }
 
 std::unique_ptr<rpc::Worker> start_worker(uint64_t hide_caps = 0) {
@@ -34,7 +32,8 @@ struct Split {
   std::vector<std::shared_ptr<rpc::Connection>> conns;  // nullptr for the CPU
 };
 
-Split split_on(const std::vector<std::string>& where) {
+// `base`: the remote devices' options (hand-off and asynchronous copies on by default).
+Split split_on(const std::vector<std::string>& where, const rpc::ClientOptions& base = {}) {
   Split s;
   std::vector<std::unique_ptr<Device>> devices;
   for (size_t i = 0; i < where.size(); ++i) {
@@ -45,7 +44,7 @@ Split split_on(const std::vector<std::string>& where) {
       s.conns.push_back(nullptr);
       continue;
     }
-    rpc::ClientOptions o;
+    rpc::ClientOptions o = base;
     o.endpoint = where[i];
     o.name = "RPC" + std::to_string(i);
     auto d = rpc::remote_device_new(o);
@@ -100,6 +99,15 @@ uint64_t handoffs(const Split& s, size_t stage) {
   return s.conns[stage]->stats().snapshot().handoffs;
 }
 
+// SYNCHRONIZE requests: what the client sends to wait for a stream's one-way messages.
+uint64_t syncs(const Split& s, size_t stage) {
+  return s.conns[stage]
+      ->stats()
+      .snapshot()
+      .commands[static_cast<size_t>(rpc::Command::kSynchronize)]
+      .count;
+}
+
 uint64_t reads(const Split& s, size_t stage) {
   const rpc::StatsSnapshot snap = s.conns[stage]->stats().snapshot();
   return snap.commands[static_cast<size_t>(rpc::Command::kGetTensors)].count +
@@ -123,19 +131,34 @@ TEST(EngineHandoff, ThreeWorkersGiveTheBytesOfOneDevice) {
   EXPECT_GT(reads(s, 2), 0u);
   EXPECT_EQ(s.conns[0]->stats().snapshot().steps, handoffs(s, 0));
 
+  const std::vector<std::string> where = {w0->address(), w1->address(), w2->address()};
   // Without hand-off, the same bytes through this host.
   {
-    ScopedEnv off("STRATA_RPC_HANDOFF", "0");
-    const uint64_t before = handoffs(s, 0);
-    EXPECT_EQ(run(*s.engine, 0), ref);
-    EXPECT_EQ(handoffs(s, 0), before);
-    EXPECT_GT(reads(s, 0), 0u);
+    rpc::ClientOptions off;
+    off.handoff = false;
+    Split star = split_on(where, off);
+    ASSERT_TRUE(star.engine);
+    EXPECT_EQ(run(*star.engine, 0), ref);
+    EXPECT_EQ(handoffs(star, 0), 0u);
+    EXPECT_EQ(handoffs(star, 1), 0u);
+    EXPECT_GT(reads(star, 0), 0u);
+    EXPECT_GT(reads(star, 1), 0u);
   }
-  // Synchronised stages.
-  {
-    ScopedEnv sync("STRATA_RPC_NO_ASYNC_COPY", "1");
-    EXPECT_EQ(run(*s.engine, 0), ref);
+  // Synchronised stages: hand-offs waited for before the next stage starts, and, without
+  // hand-off, copies through this host that wait on the caller's thread.
+  for (const bool handoff : {true, false}) {
+    rpc::ClientOptions sync;
+    sync.async_copy = false;
+    sync.handoff = handoff;
+    Split one_by_one = split_on(where, sync);
+    ASSERT_TRUE(one_by_one.engine);
+    EXPECT_EQ(run(*one_by_one.engine, 0), ref) << "hand-off " << handoff;
+    EXPECT_EQ(handoffs(one_by_one, 0) > 0, handoff);
+    if (handoff) {
+      EXPECT_GE(syncs(one_by_one, 0), handoffs(one_by_one, 0)) << "each hand-off waited for";
+    }
   }
+  EXPECT_LT(syncs(s, 0), handoffs(s, 0)) << "with asynchronous copies, hand-offs not waited for";
 }
 
 // Pipeline groups: two contexts of one engine from two threads share the connections and the

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "backend/cpu_backend.h"
 #include "engine/context.h"
@@ -13,15 +14,16 @@
 namespace strata {
 namespace {
 
-using testing::ScopedEnv;
-
 std::string model_path() { return testing::small_llama_file("split", 4, 11); }
 
-// Forwards to a CPU device; its streams fail every computation from the `fail_from`-th on.
+// Forwards to a CPU device; its streams fail every computation from the `fail_from`-th on. Their
+// copies after an event are the CPU stream's, queued behind the event; with `blocking_copies`,
+// the default Stream's, which waits for the event on the caller's thread (as a remote stream's
+// do with ClientOptions::async_copy off), so that every stage is done before the next starts.
 class FlakyDevice : public Device {
  public:
-  FlakyDevice(std::unique_ptr<Device> inner, int fail_from)
-      : inner_(std::move(inner)), fail_from_(fail_from) {}
+  FlakyDevice(std::unique_ptr<Device> inner, int fail_from, bool blocking_copies = false)
+      : inner_(std::move(inner)), fail_from_(fail_from), blocking_copies_(blocking_copies) {}
   DeviceInfo info() const override { return inner_->info(); }
   Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
     return inner_->alloc_buffer(size);
@@ -33,6 +35,7 @@ class FlakyDevice : public Device {
 
   std::unique_ptr<Device> inner_;
   int fail_from_;
+  const bool blocking_copies_;
   int computes_ = 0;
 };
 
@@ -41,6 +44,13 @@ class FlakyStream : public Stream {
   FlakyStream(FlakyDevice& d, std::unique_ptr<Stream> inner) : d_(d), inner_(std::move(inner)) {}
   void set_tensor(const TensorRef& t, const void* p, size_t n) override {
     inner_->set_tensor(t, p, n);
+  }
+  void set_tensor_after(const TensorRef& t, const void* p, size_t n, const Event& after) override {
+    if (d_.blocking_copies_) {
+      Stream::set_tensor_after(t, p, n, after);
+    } else {
+      inner_->set_tensor_after(t, p, n, after);
+    }
   }
   void get_tensor(const TensorRef& t, void* p, size_t n) override { inner_->get_tensor(t, p, n); }
   void compute(std::shared_ptr<const Graph> g) override {
@@ -71,6 +81,11 @@ std::unique_ptr<Device> cpu(const std::string& name, uint64_t limit = 0) {
   o.n_threads = 2;
   o.memory_limit = limit;
   return cpu_device_new(o);
+}
+
+// A CPU device whose copies between stages wait on the caller's thread.
+std::unique_ptr<Device> blocking_cpu(const std::string& name) {
+  return std::make_unique<FlakyDevice>(cpu(name), std::numeric_limits<int>::max(), true);
 }
 
 Result<std::unique_ptr<Engine>> engine_on(std::vector<std::unique_ptr<Device>> devices,
@@ -127,10 +142,11 @@ TEST(EngineSplit, AsyncAndSyncCopiesGiveTheBytesOfOneDevice) {
   EXPECT_EQ((*split)->stages()[1].layer_begin, 1);
   EXPECT_EQ((*split)->stages()[1].layer_end, 3);
   EXPECT_EQ(run(**split), ref) << "asynchronous copies between three stages";
-  {
-    ScopedEnv env("STRATA_RPC_NO_ASYNC_COPY", "1");
-    EXPECT_EQ(run(**split), ref) << "synchronised stages";
-  }
+  std::vector<std::unique_ptr<Device>> blocking;
+  for (int i = 0; i < 3; ++i) blocking.push_back(blocking_cpu("CPU" + std::to_string(i)));
+  auto one_by_one = engine_on(std::move(blocking), {1, 2, 1});
+  ASSERT_TRUE(one_by_one.is_ok()) << one_by_one.status().message();
+  EXPECT_EQ(run(**one_by_one), ref) << "stages one by one, copies that wait on this thread";
   // A device with no layers in the middle gets no stage.
   auto skip = engine_on(three(), {1, 0, 1});
   ASSERT_TRUE(skip.is_ok()) << skip.status().message();
@@ -167,14 +183,14 @@ TEST(EngineSplit, RefusesAModelThatDoesNotFitBeforeLoading) {
 }
 
 TEST(EngineSplit, AFailingStageIsAnErrorAndTheNextDecodeRuns) {
-  for (const char* async : {"0", "1"}) {
-    ScopedEnv env("STRATA_RPC_NO_ASYNC_COPY", async);
+  for (const bool blocking : {false, true}) {
+    SCOPED_TRACE(blocking ? "copies that wait on this thread" : "asynchronous copies");
     std::vector<std::unique_ptr<Device>> d;
-    d.push_back(std::make_unique<FlakyDevice>(cpu("CPU0"), 1000));
-    auto owned = std::make_unique<FlakyDevice>(cpu("CPU1"), 2);
+    d.push_back(std::make_unique<FlakyDevice>(cpu("CPU0"), 1000, blocking));
+    auto owned = std::make_unique<FlakyDevice>(cpu("CPU1"), 2, blocking);
     FlakyDevice* flaky = owned.get();
     d.push_back(std::move(owned));
-    d.push_back(cpu("CPU2"));
+    d.push_back(std::make_unique<FlakyDevice>(cpu("CPU2"), 1000, blocking));
     auto e = engine_on(std::move(d), {1, 1, 1});
     ASSERT_TRUE(e.is_ok()) << e.status().message();
     ContextParams cp;
