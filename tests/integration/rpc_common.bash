@@ -72,6 +72,9 @@ start_worker() {
   for a in "$@"; do
     case $a in --port | --unix) has_port=1 ;; esac
   done
+  # Emptied here, not by the background job's redirection, which may come after the first read
+  # below: a log left by an earlier worker of the same name would give that worker's address.
+  : >"$log"
   if [ $has_port = 1 ]; then
     "$strata" worker -t 1 --host "${worker_scheme}127.0.0.1" "$@" >"$log" 2>&1 &
   else

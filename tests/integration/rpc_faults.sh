@@ -28,6 +28,8 @@ long_run() {
     rpc=$first_addr,$addr devices=RPC0,RPC1
     if [ "$stage" = 0 ]; then victim=$first victim_addr=$first_addr; else victim=$last_pid victim_addr=$addr; fi
   fi
+  # Emptied before the run starts: the previous run's text would pass for this one's.
+  : >"$tmp/long.txt"
   STRATA_RPC_TIMEOUT_MS=$timeout_ms "$strata" run -m "$model" -p "Once upon a time" -n 3000 \
     -c 4096 --temp 0 --ignore-eos -t 1 --rpc "$rpc" --device "$devices" \
     >"$tmp/long.txt" 2>"$tmp/long.err" &
