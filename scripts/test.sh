@@ -15,7 +15,7 @@ if command -v clang++ >/dev/null; then
     dir="$PWD/$build-${san#*:}"
     san=${san%:*}
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-      -DSTRATA_SANITIZE=$san -DSTRATA_BENCH=OFF >/dev/null
+      -DSTRATA_SANITIZE=$san -DSTRATA_BENCH=OFF -DSTRATA_UNITY="${STRATA_UNITY:-ON}" >/dev/null
     cmake --build "$dir" -j "$jobs"
     more+=("$dir")
   done
