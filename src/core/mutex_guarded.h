@@ -8,6 +8,9 @@
 //   auto q = queue.lock();                    // locked until q goes out of scope
 //   q.wait([](const auto& d) { return !d.empty(); });
 //
+// Not in a range-for's header: `for (x : queue.lock()->items)` unlocks before the loop body
+// runs (C++20 ends the Locked temporary with the header's expression). Name the handle first.
+//
 // Each MutexGuarded carries a condition variable, so that waiting for a state of T and telling
 // the waiters about a change need no second object beside it.
 #pragma once

@@ -584,15 +584,19 @@ class UcxTransport : public Transport {
         lock.lock();
         if (n != 0) cv_.notify_all();
       }
-      if (!done() && ucp_worker_arm(worker_) == UCS_OK) {
+      if (!done()) {
+        // Armed without mutex_: UCX takes its worker lock to arm, and holds it while its
+        // callbacks take mutex_. Nothing arrives meanwhile, as only this thread progresses.
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         const int slice =
             static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), kPollSliceMs)));
         lock.unlock();
-        pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-        if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
-          uint64_t n;
-          [[maybe_unused]] ssize_t r = ::read(wake_.get(), &n, sizeof(n));
+        if (ucp_worker_arm(worker_) == UCS_OK) {
+          pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+          if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
+            uint64_t n;
+            [[maybe_unused]] ssize_t r = ::read(wake_.get(), &n, sizeof(n));
+          }
         }
         lock.lock();
       }
