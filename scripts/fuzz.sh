@@ -1,82 +1,60 @@
 #!/usr/bin/env bash
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]
-# Builds the libFuzzer targets (src/**/*_fuzz.cc) with clang, AddressSanitizer and UBSan in
-# their own directory (STRATA_FUZZ_DIR, default build-fuzz) and runs each for SECONDS (default
-# 60). Targets: protocol (RPC message decoders), graph (graph deserialiser), gguf (GGUF reader
-# and hyperparameters), jinja (template lexer, parser and interpreter), request (HTTP request bodies validated as each endpoint does,
-# and the connection stream's request limits); default all. The jinja corpus is seeded at run
-# time from the chat templates of STRATA_SHARED_DIR (default ../shared), never from files kept
-# in the repo.
-# Exits 77 (skipped) when clang or libFuzzer is not installed; 1 when a target finds a crash.
+# Runs each libFuzzer target for SECONDS (default 60); the targets are the rows of
+# scripts/fuzz_targets.txt (default all of them). They are built by CMake in the clang
+# AddressSanitizer + UBSan build (STRATA_FUZZ_BUILD, default build-asan; configured here when
+# missing), from the library objects the sanitizer tests use; STRATA_FUZZ_NO_BUILD=1 (ctest)
+# runs what is built. A target NAME may have a seed_NAME function below that fills its corpus
+# and an args_NAME one that prints extra libFuzzer flags. Corpora are seeded at run time
+# (STRATA_SHARED_DIR, default ../shared, for templates and models), never from files kept in
+# the repo. Exits 77 (skipped) when clang or libFuzzer is not installed; 1 when a target finds
+# a crash.
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(protocol graph jinja request gguf)
-out=${STRATA_FUZZ_DIR:-build-fuzz}
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(awk '/^[a-z]/ {print $1}' scripts/fuzz_targets.txt)
+build=${STRATA_FUZZ_BUILD:-build-asan}
 cxx=${STRATA_FUZZ_CXX:-clang++}
+shared=${STRATA_SHARED_DIR:-../shared}
+out="$build/fuzz"
 mkdir -p "$out"
 
-if ! command -v "$cxx" >/dev/null; then
-  echo "fuzz: $cxx not found, skipping (apt-get install clang libclang-rt-dev)"
-  exit 77
+if [ "${STRATA_FUZZ_NO_BUILD:-0}" != 1 ]; then
+  if ! command -v "$cxx" >/dev/null; then
+    echo "fuzz: $cxx not found, skipping (apt-get install clang libclang-rt-dev)"
+    exit 77
+  fi
+  probe="$out/probe.cc"
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe"
+  if ! "$cxx" -fsanitize=fuzzer,address "$probe" -o "$out/probe" 2>/dev/null; then
+    echo "fuzz: libFuzzer not available to $cxx, skipping (apt-get install libclang-rt-dev)"
+    exit 77
+  fi
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
+      -DSTRATA_SANITIZE=address >/dev/null
+  fi
+  cmake --build "$build" -j "${STRATA_JOBS:-$(nproc)}" --target strata \
+    "${targets[@]/#/fuzz_}"
 fi
-probe="$out/probe.cc"
-echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe"
-if ! "$cxx" -fsanitize=fuzzer,address "$probe" -o "$out/probe" 2>/dev/null; then
-  echo "fuzz: libFuzzer not available to $cxx, skipping (apt-get install libclang-rt-dev)"
-  exit 77
-fi
+for t in "${targets[@]}"; do
+  if [ ! -x "$build/fuzz_$t" ]; then
+    echo "fuzz: $build/fuzz_$t is not built (a target of scripts/fuzz_targets.txt?)"
+    exit 77
+  fi
+done
 
-flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-  -Isrc)
-
-build() {  # name, sources..., -- libs...
-  local name=$1
-  shift
-  echo "fuzz: building $name"
-  "$cxx" "${flags[@]}" "$@" -o "$out/$name"
-}
-
-# src/core as objects (the dtype table pulls in the kernels), each SIMD file with its flags as
-# CMakeLists.txt gives them; prints the object paths.
-core_objects() {
-  local dir=${STRATA_FUZZ_CORE_DIR:-$out/core}
-  mkdir -p "$dir"
-  # Targets run in parallel (ctest -j) share one folder of objects: one compiles, the others wait
-  # for the lock and reuse what is newer than every file of src/core.
-  exec {lock}>"$dir/.lock"
-  flock "$lock"
-  local src obj extra newest
-  newest=$(ls -t src/core/*.cc src/core/*.h scripts/fuzz.sh | head -n 1)
-  for src in src/core/*.cc; do
-    case $src in *_test.cc | *_fuzz.cc) continue ;; esac
-    obj="$dir/$(basename "${src%.cc}").o"
-    extra=()
-    case $src in *_avx2.cc) extra=(-mavx2 -mfma -mf16c) ;; esac
-    if ! [ "$obj" -nt "$newest" ]; then
-      "$cxx" "${flags[@]}" -ffp-contract=off "${extra[@]}" -c "$src" -o "$obj" >&2 || {
-        rm -f "$obj"
-        flock -u "$lock"
-        return 1
-      }
-    fi
-    echo "$obj"
-  done
-  flock -u "$lock"
-}
-
-# core_objects into the array `core`, or the end of the script when src/core does not build.
-core_list() {
-  core_objects >"$out/core.list" || { echo "fuzz: src/core does not build"; exit 1; }
-  mapfile -t core <"$out/core.list"
+# protocol: a HELLO request.
+seed_protocol() {
+  printf '\x00\x01\x00\x00\x00\x00\x00\x00\x00' >"$1/seed-hello"
 }
 
 # A valid graph as a seed, so that the fuzzer starts past the header checks: out = a + b over
 # 8 floats (layout in src/graph/serialize.h).
 seed_graph() {
-  python3 - "$1" <<'PY'
+  python3 - "$1/seed-add" <<'PY'
 import struct, sys
 def tensor(off):
     return struct.pack('<QQII4q4Q', 1, off, 0, 0, 8, 1, 1, 1, 4, 32, 32, 32)
@@ -91,7 +69,6 @@ PY
 # template when the shared folder is absent.
 seed_jinja() {
   local corpus=$1
-  local shared=${STRATA_SHARED_DIR:-../shared}
   printf '{%% for m in messages %%}{{ m.role }}: {{ m.content | trim }}\n{%% endfor %%}' \
     >"$corpus/seed-minimal"
   python3 - "$corpus" "$shared/templates" tests/reference/chat_conversations.json <<'PY' || true
@@ -115,6 +92,10 @@ PY
 }
 
 # Jinja's words and tokens, so that mutations form tags, filters and tests.
+args_jinja() {
+  dict_jinja >"$out/jinja.dict"
+  echo -dict="$out/jinja.dict" -max_len=65536
+}
 dict_jinja() {
   local w
   for w in '{{' '}}' '{%' '%}' '{#' '#}' '{%-' '-%}' '{{-' '-}}' for in endfor if elif else \
@@ -143,21 +124,23 @@ seed_request() {
 }
 
 # The request fields the parsers read, so that mutations form them.
+args_request() {
+  dict_request >"$out/request.dict"
+  echo -dict="$out/request.dict" -max_len=8192
+}
 dict_request() {
   grep -oh '"[a-z_]\{2,32\}"' src/server/api.cc src/server/chat_request.cc \
     src/server/compat_anthropic.cc src/server/compat_responses.cc | sort -u
 }
 
-status=0
-# Small GGUFs as seeds: synthetic models written by the binary under test (STRATA_BINARY,
-# default build/strata) and the shared models cut where their tensor data begins.
-strata=${STRATA_BINARY:-build/strata}
-shared=${STRATA_SHARED_DIR:-../shared}
+# gguf: small synthetic models of each architecture and a few block layouts, whole, and the
+# real files of the shared folder cut where their tensor data begins (header, metadata and
+# tensor infos are what the target parses; whole files would only slow the fuzzer).
 seed_gguf() {
   local corpus=$1 arch dtype f
   for arch in llama qwen2 qwen3 gemma2 gemma3 phi3; do
     for dtype in f32 q8_0 q4_K; do
-      "$strata" gguf gen -o "$corpus/seed-$arch-$dtype.gguf" --arch "$arch" \
+      "$build/strata" gguf gen -o "$corpus/seed-$arch-$dtype.gguf" --arch "$arch" \
         --dtype "$dtype" --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 \
         --n-vocab 260 --n-ctx 64 >/dev/null 2>&1 || rm -f "$corpus/seed-$arch-$dtype.gguf"
     done
@@ -200,60 +183,20 @@ open(sys.argv[2], "wb").write(b[:(pos + align - 1) // align * align])
 PY
   done
 }
+args_gguf() {
+  echo -max_len=131072
+}
 
+status=0
 for t in "${targets[@]}"; do
   corpus="$out/corpus-$t"
   mkdir -p "$corpus"
+  ! declare -F "seed_$t" >/dev/null || "seed_$t" "$corpus"
   extra_args=()
-  case $t in
-    protocol)
-      build protocol_fuzz src/rpc/protocol_fuzz.cc src/rpc/protocol.cc -lxxhash
-      printf '\x00\x01\x00\x00\x00\x00\x00\x00\x00' >"$corpus/seed-hello"
-      bin=protocol_fuzz
-      ;;
-    graph)
-      core_list
-      build graph_fuzz src/graph/serialize_fuzz.cc src/graph/serialize.cc src/graph/graph.cc \
-        src/graph/op_table.cc "${core[@]}" -lpthread
-      seed_graph "$corpus/seed-add"
-      bin=graph_fuzz
-      ;;
-    jinja)
-      mapfile -t jinja_src < <(ls src/jinja/*.cc | grep -Ev '_(test|fuzz)\.cc$')
-      build jinja_fuzz src/jinja/template_fuzz.cc "${jinja_src[@]}" src/core/check.cc \
-        src/core/utf8.cc
-      seed_jinja "$corpus"
-      dict_jinja >"$out/jinja.dict"
-      extra_args=(-dict="$out/jinja.dict" -max_len=65536)
-      bin=jinja_fuzz
-      ;;
-    request)
-      core_list
-      build request_fuzz src/server/request_fuzz.cc src/server/api.cc src/server/chat_request.cc \
-        src/server/compat_anthropic.cc src/server/compat_responses.cc src/server/reply_parse.cc \
-        src/server/http_stream.cc src/engine/sampler.cc src/model/gguf.cc src/model/unicode.cc \
-        src/model/tokenizer.cc src/model/tokenizer_bpe.cc src/model/tokenizer_spm.cc \
-        src/model/tokenizer_pre.cc "${core[@]}" -lcpp-httplib -lssl -lcrypto -lpcre2-8 -lpthread
-      seed_request "$corpus"
-      dict_request >"$out/request.dict"
-      extra_args=(-dict="$out/request.dict" -max_len=8192)
-      bin=request_fuzz
-      ;;
-    gguf)
-      core_list
-      build gguf_fuzz src/model/gguf_fuzz.cc src/model/gguf.cc src/model/hparams.cc \
-        $(ls src/model/arch*.cc | grep -v _test) src/model/layer_graph.cc src/model/rope.cc \
-        $(ls src/graph/*.cc | grep -v "_test\|_fuzz") "${core[@]}" -lpthread
-      seed_gguf "$corpus"
-      bin=gguf_fuzz
-      ;;
-    *)
-      echo "fuzz: unknown target '$t' (protocol, graph, jinja, request, gguf)"
-      exit 2
-      ;;
-  esac
+  ! declare -F "args_$t" >/dev/null || read -r -a extra_args < <("args_$t")
+  bin=fuzz_$t
   echo "fuzz: running $bin for ${seconds}s"
-  if ! "$out/$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+  if ! "$build/$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$out/$bin-" "${extra_args[@]}" "$corpus" 2>"$out/$bin.log"; then
     tail -n 40 "$out/$bin.log"
     echo "fuzz: $bin FAILED (log: $out/$bin.log)"

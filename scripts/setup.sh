@@ -20,6 +20,8 @@ fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/strata-ccache}
 build=${STRATA_BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# A unity build unless STRATA_UNITY=OFF (CMakeLists.txt says why).
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_UNITY="${STRATA_UNITY:-ON}" \
+  >/dev/null
 jobs=$(nproc)
 cmake --build "$build" -j "$jobs"

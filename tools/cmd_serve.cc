@@ -36,7 +36,9 @@ class SignalWaiter {
       if (!quitting_.load()) on_signal();
     });
   }
-  ~SignalWaiter() {
+  ~SignalWaiter() { stop(); }
+  // Ends the wait (and waits for an on_signal that has begun): what on_signal uses may go after.
+  void stop() {
     if (thread_.joinable()) {
       quitting_.store(true);
       pthread_kill(thread_.native_handle(), SIGTERM);
@@ -98,6 +100,7 @@ int cmd_serve(const Args& args) {
               srv.summary().c_str());
   std::fflush(stdout);
   const bool ok = srv.listen();
+  signals.stop();  // before the server it stops goes
   std::printf("strata serve: stopped\n");
   return ok ? 0 : 1;
 }

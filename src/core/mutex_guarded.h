@@ -9,6 +9,9 @@
 //   q.wait([](const auto& d) { return !d.empty(); });
 //   q.unlocked([&] { run(task); });           // released for the call, locked again after
 //
+// Not in a range-for's header: `for (x : queue.lock()->items)` unlocks before the loop body
+// runs (C++20 ends the Locked temporary with the header's expression). Name the handle first.
+//
 // Each MutexGuarded carries a condition variable, so that waiting for a state of T and telling
 // the waiters about a change need no second object beside it.
 #pragma once

@@ -3,6 +3,7 @@
 // adding a filter is a function and a row.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -38,5 +39,14 @@ Result<Value> percent_format(Interpreter& in, const std::string& format, const V
 // name. Parameters not given stay undefined. Errors name the function and the argument.
 Status bind_args(std::string_view function, const Args& args,
                  std::initializer_list<std::string_view> params, Value* out);
+
+// bind_args into an array of the N parameters.
+template <size_t N>
+Result<std::array<Value, N>> args_of(std::string_view fn, const Args& args,
+                                     std::initializer_list<std::string_view> params) {
+  std::array<Value, N> out;
+  STRATA_RETURN_IF_ERROR(bind_args(fn, args, params, out.data()));
+  return out;
+}
 
 }  // namespace strata::jinja

@@ -15,14 +15,6 @@
 namespace strata::jinja {
 namespace {
 
-template <size_t N>
-Result<std::array<Value, N>> args_of(std::string_view fn, const Args& args,
-                                     std::initializer_list<std::string_view> params) {
-  std::array<Value, N> out;
-  STRATA_RETURN_IF_ERROR(bind_args(fn, args, params, out.data()));
-  return out;
-}
-
 bool flag(const Value& v) { return !v.is_undefined() && v.truthy(); }
 
 Status charge_items(Interpreter& in, size_t n) {

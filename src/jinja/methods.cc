@@ -36,15 +36,6 @@ Status want_str(std::string_view method, const Value& v, std::string_view arg) {
                           "' must be str, not " + std::string(v.type_name()));
 }
 
-// Arguments as one list, with the given names for the keyword forms.
-template <size_t N>
-Result<std::array<Value, N>> args_of(std::string_view fn, const Args& args,
-                                     std::initializer_list<std::string_view> params) {
-  std::array<Value, N> out;
-  STRATA_RETURN_IF_ERROR(bind_args(fn, args, params, out.data()));
-  return out;
-}
-
 int64_t int_or(const Value& v, int64_t dflt) {
   return v.is_int() || v.is_bool() ? v.as_int() : dflt;
 }

@@ -598,11 +598,14 @@ class UcxTransport : public Transport {
         const unsigned n = st.unlocked([this] { return ucp_worker_progress(worker_); });
         if (n != 0) state_.notify_all();
       }
-      if (!done() && ucp_worker_arm(worker_) == UCS_OK) {
+      if (!done()) {
+        // Armed unlocked: UCX takes its worker lock to arm, and holds it while its callbacks
+        // take ours. Nothing arrives meanwhile, as only this thread progresses.
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         const int slice =
             static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), kPollSliceMs)));
         st.unlocked([this, slice] {
+          if (ucp_worker_arm(worker_) != UCS_OK) return;
           pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
           if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
             uint64_t n;

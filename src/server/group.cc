@@ -86,7 +86,8 @@ std::vector<SlotView> PipelineGroup::slot_views() const {
 
 size_t PipelineGroup::cache_match(const std::vector<int32_t>& prompt) const {
   size_t best = 0;
-  for (const auto& c : *cache_copy_.lock()) best = std::max(best, common_prefix(c, prompt));
+  auto cache = cache_copy_.lock();  // named: a range-for's temporary would unlock at once
+  for (const auto& c : *cache) best = std::max(best, common_prefix(c, prompt));
   return best;
 }
 

@@ -191,7 +191,8 @@ void Connections::refuse_loop() {
     if (stop) break;
   }
   for (const Lingering& l : lingering) close(l.fd);
-  for (int fd : refusals_.lock()->incoming) close(fd);
+  auto refusals = refusals_.lock();
+  for (int fd : refusals->incoming) close(fd);
 }
 
 }  // namespace strata::server

@@ -17,7 +17,7 @@ namespace {
 using httplib::Request;
 using httplib::Response;
 
-constexpr std::chrono::milliseconds kPollInterval{250};
+constexpr std::chrono::milliseconds kDispatchPoll{250};
 // Instances of one Vertex AI prediction request: each becomes a task of its own.
 constexpr size_t kMaxAipInstances = 64;
 
@@ -350,11 +350,11 @@ std::optional<ApiError> ModelDispatcher::collect(Prepared& p, const Request* req
   // The connection's socket, looked up once the request has run for a poll interval; then
   // checked every interval, whether events arrive or not.
   int fd = -2;
-  Clock::time_point next_check = Clock::now() + kPollInterval;
+  Clock::time_point next_check = Clock::now() + kDispatchPoll;
   for (int32_t done = 0; done < n;) {
-    std::optional<Event> e = p.task.channel->pop(kPollInterval);
+    std::optional<Event> e = p.task.channel->pop(kDispatchPoll);
     if (req != nullptr && Clock::now() >= next_check) {
-      next_check = Clock::now() + kPollInterval;
+      next_check = Clock::now() + kDispatchPoll;
       if (fd == -2) {
         fd =
             connection_socket(req->local_addr, req->local_port, req->remote_addr, req->remote_port);
@@ -476,7 +476,7 @@ void ModelDispatcher::stream(Prepared p, Response& res, std::shared_ptr<StreamWr
       "text/event-stream",
       [this, state](size_t, httplib::DataSink& sink) {
         StreamState& st = *state;
-        std::optional<Event> e = st.channel->pop(kPollInterval);
+        std::optional<Event> e = st.channel->pop(kDispatchPoll);
         if (!e) return true;
         const bool native = native_shape(st.req.endpoint);
         bool ok = true;

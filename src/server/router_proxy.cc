@@ -14,7 +14,7 @@ namespace {
 
 // How often a waiting handler looks whether its client has gone: a cancelled request keeps the
 // child's slot at most this much longer.
-constexpr auto kPollInterval = std::chrono::milliseconds(100);
+constexpr auto kRelayPoll = std::chrono::milliseconds(100);
 constexpr int kConnectTimeoutS = 10;
 
 // One request to a child, run on its own thread so that the HTTP thread can answer with the
@@ -134,7 +134,7 @@ void proxy_request(const httplib::Request& req, httplib::Response& res, const Up
   for (;;) {
     {
       auto p = ex->pipe().lock();
-      p.wait_for(kPollInterval, [](const Exchange::Pipe& s) { return s.ended || s.head; });
+      p.wait_for(kRelayPoll, [](const Exchange::Pipe& s) { return s.ended || s.head; });
       if (p->head && !p->ended) {
         auto ct = p->headers.find("Content-Type");
         stream = ct != p->headers.end() && ct->second.rfind("text/event-stream", 0) == 0;
@@ -176,7 +176,7 @@ void proxy_request(const httplib::Request& req, httplib::Response& res, const Up
         std::string error;
         {
           auto p = ex->pipe().lock();
-          p.wait_for(kPollInterval,
+          p.wait_for(kRelayPoll,
                      [](const Exchange::Pipe& s) { return s.ended || !s.chunks.empty(); });
           data = take_chunks(p->chunks);
           ended = p->ended;
