@@ -11,12 +11,16 @@
 #include "core/dtype_traits.h"
 #include "core/fp16.h"
 #include "core/isa.h"
+#include "core/kernel_test_util.h"
 #include "core/matmul_internal.h"
 #include "core/quant.h"
 #include "core/quant_blocks.h"
 
 namespace strata {
 namespace {
+
+using testing::isas;
+using testing::IsaScope;
 
 // One row per dtype with kernels (checked against the dtype table below).
 //   mins:    the dot product adds a min part computed apart from the scale part (see
@@ -57,15 +61,6 @@ TEST(MatmulTest, EveryDtypeWithKernelsHasACase) {
   }
   EXPECT_EQ(with_kernels, std::size(kCases));
 }
-
-class IsaGuard {
- public:
-  explicit IsaGuard(Isa isa) : saved_(isa_active()) { isa_force(isa); }
-  ~IsaGuard() { isa_force(saved_); }
-
- private:
-  Isa saved_;
-};
 
 std::vector<float> random_vec(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -121,12 +116,6 @@ std::vector<float> run(ThreadPool& pool, const Weights& w, const Acts& x, int64_
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::kScalar};
-  if (isa_best_supported() >= Isa::kAvx2) v.push_back(Isa::kAvx2);
-  return v;
-}
-
 // Column j's result must not depend on m, j's position in the batch, or the thread count.
 TEST(MatmulTest, BitwiseIndependentOfBatchAndThreads) {
   ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
@@ -135,7 +124,7 @@ TEST(MatmulTest, BitwiseIndependentOfBatchAndThreads) {
   // kernels have a tail, and not a multiple of 16 for the plain types.
   const int64_t n = 131, max_m = 17;
   for (Isa isa : isas()) {
-    IsaGuard guard(isa);
+    IsaScope guard(isa);
     for (const TypeCase& tc : kCases) {
       const DType t = tc.dtype;
       const int64_t bs = dtype_block_size(t);
@@ -207,7 +196,7 @@ Expect reference(const Weights& w, const Acts& x, int64_t m) {
 }
 
 void check_against_reference(Isa isa, DType t, int64_t n, int64_t k, int64_t m, ThreadPool& pool) {
-  IsaGuard guard(isa);
+  IsaScope guard(isa);
   const Weights w(t, n, k, static_cast<uint32_t>(n * 7 + k));
   const Acts x(k, m, static_cast<uint32_t>(m + 100));
   const std::vector<float> y = run(pool, w, x, m, x.data.data());
@@ -262,11 +251,11 @@ TEST(MatmulTest, Avx2MatchesScalar) {
         const Acts x(k, 17, 6);
         std::vector<float> ys, yv;
         {
-          IsaGuard g(Isa::kScalar);
+          IsaScope g(Isa::kScalar);
           ys = run(pool, w, x, 17, x.data.data());
         }
         {
-          IsaGuard g(Isa::kAvx2);
+          IsaScope g(Isa::kAvx2);
           yv = run(pool, w, x, 17, x.data.data());
         }
         const Expect e = reference(w, x, 17);
@@ -303,11 +292,11 @@ TEST(MatmulTest, Avx2EqualsScalarBitwise) {
           for (int64_t m = 1; m <= 17; ++m) {
             std::vector<float> ys, yv;
             {
-              IsaGuard g(Isa::kScalar);
+              IsaScope g(Isa::kScalar);
               ys = run(pool, w, x, m, x.data.data());
             }
             {
-              IsaGuard g(Isa::kAvx2);
+              IsaScope g(Isa::kAvx2);
               yv = run(pool, w, x, m, x.data.data());
             }
             for (int64_t j = 0; j < m; ++j) {

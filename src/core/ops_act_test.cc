@@ -5,17 +5,12 @@
 #include <cmath>
 #include <vector>
 
-#include "core/rng.h"
+#include "core/kernel_test_util.h"
 
 namespace strata {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float range) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = (2 * rng.uniform() - 1) * range;
-  return v;
-}
+using testing::random_floats;
 
 // Each op against its definition in double, on strided rows. Float evaluation of tanh and a
 // few products stays within a few ulps (1e-6 relative), except that GELU's 1 + tanh cancels for

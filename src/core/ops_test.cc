@@ -12,38 +12,25 @@
 
 #include "core/fp16.h"
 #include "core/isa.h"
+#include "core/kernel_test_util.h"
 #include "core/quant.h"
 
 namespace strata {
 namespace {
 
+using testing::isas;
+using testing::IsaScope;
+
 constexpr float kEps = std::numeric_limits<float>::epsilon();  // 2^-23
-
-// Selects an instruction set for the scope of a test and restores the previous one.
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(isa_active()) { isa_force(isa); }
-  ~IsaScope() { isa_force(saved_); }
-
- private:
-  Isa saved_;
-};
 
 bool have_avx2() { return isa_best_supported() >= Isa::kAvx2; }
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+std::vector<float> uniform_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// Both paths: the scalar one always, AVX2 when the CPU has it.
-std::vector<Isa> isas() {
-  std::vector<Isa> out = {Isa::kScalar};
-  if (have_avx2()) out.push_back(Isa::kAvx2);
-  return out;
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -62,8 +49,8 @@ TEST(OpsRmsNorm, BothPathsMatchDoubleOracle) {
     for (int64_t n : kSizes) {
       const int64_t rows = 3;
       const size_t stride = n + 5;  // rows are not packed
-      std::vector<float> x = random_floats(stride * rows, 1 + n, -3.0f, 3.0f);
-      std::vector<float> w = random_floats(n, 2 + n, 0.5f, 1.5f);
+      std::vector<float> x = uniform_floats(stride * rows, 1 + n, -3.0f, 3.0f);
+      std::vector<float> w = uniform_floats(n, 2 + n, 0.5f, 1.5f);
       for (bool with_weight : {false, true}) {
         std::vector<float> y(stride * rows, 0.0f);
         rms_norm(pool, x.data(), stride, with_weight ? w.data() : nullptr, y.data(), stride, n,
@@ -89,8 +76,8 @@ TEST(OpsRmsNorm, Avx2AgreesWithReferenceAndAliasingWorks) {
   if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
   ThreadPool pool(1);
   for (int64_t n : kSizes) {
-    std::vector<float> x = random_floats(n * 4, 10 + n, -2.0f, 2.0f);
-    std::vector<float> w = random_floats(n, 11 + n);
+    std::vector<float> x = uniform_floats(n * 4, 10 + n, -2.0f, 2.0f);
+    std::vector<float> w = uniform_floats(n, 11 + n);
     std::vector<float> ref(n * 4), simd(n * 4);
     {
       IsaScope s(Isa::kScalar);
@@ -118,8 +105,8 @@ TEST(OpsBinary, AddAndMulWithBroadcastAndAliasing) {
     IsaScope scope(isa);
     for (int64_t n : kSizes) {
       const int64_t rows = 5;
-      std::vector<float> a = random_floats(n * rows, 20 + n);
-      std::vector<float> b_full = random_floats(n * rows, 21 + n);
+      std::vector<float> a = uniform_floats(n * rows, 20 + n);
+      std::vector<float> b_full = uniform_floats(n * rows, 21 + n);
       for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kMul}) {
         for (int64_t b_rows : {int64_t{1}, rows}) {
           std::vector<float> y(n * rows);
@@ -149,8 +136,8 @@ TEST(OpsSwiglu, BothPathsMatchDoubleOracle) {
   for (Isa isa : isas()) {
     IsaScope scope(isa);
     for (int64_t n : kSizes) {
-      std::vector<float> g = random_floats(n * 2, 30 + n, -12.0f, 12.0f);
-      std::vector<float> u = random_floats(n * 2, 31 + n, -2.0f, 2.0f);
+      std::vector<float> g = uniform_floats(n * 2, 30 + n, -12.0f, 12.0f);
+      std::vector<float> u = uniform_floats(n * 2, 31 + n, -2.0f, 2.0f);
       // Overflow and underflow of exp(-g): silu is 0 (or tiny) and g.
       const float extremes[] = {-100.0f, 100.0f, -88.5f, 88.5f, 0.0f, -0.0f, 1e-20f};
       for (size_t i = 0; i < std::size(extremes) && i < g.size(); ++i) g[i] = extremes[i];
@@ -212,7 +199,7 @@ TEST(OpsRope, MatchesOracleAndLeavesDimsBeyondNRot) {
     IsaScope scope(isa);
     for (const Case& c : cases) {
       for (float fscale : {1.0f, 0.25f}) {
-        std::vector<float> x = random_floats(c.head_dim * n_head * n_tokens, 40 + c.n_rot);
+        std::vector<float> x = uniform_floats(c.head_dim * n_head * n_tokens, 40 + c.n_rot);
         std::vector<float> want = x;
         rope_oracle(want, c.head_dim, n_head, n_tokens, pos, c.n_rot, c.mode, 10000.0f, fscale);
         std::vector<float> got = x;
@@ -246,14 +233,14 @@ TEST(OpsRope, KnownRotationAndLinearScaling) {
       EXPECT_NEAR(x[1], 0.5 * std::sin(1.0) - 2.0 * std::cos(1.0), 1e-6);
     }
     // Position 0 is the identity, exactly (cos 0 = 1, sin 0 = 0).
-    std::vector<float> x = random_floats(64, 50);
+    std::vector<float> x = uniform_floats(64, 50);
     std::vector<float> y = x;
     const int32_t zero = 0;
     rope(pool, y.data(), 64, 1, 1, 64, &zero, 64, RopeMode::kNormal, 500000.0f, 1.0f);
     EXPECT_TRUE(bitwise_equal(x, y));
     // Linear scaling: freq_scale 1/2 at position 2p is freq_scale 1 at position p, exactly
     // (scaling by powers of two is exact).
-    std::vector<float> a = random_floats(128 * 2, 51), b = a;
+    std::vector<float> a = uniform_floats(128 * 2, 51), b = a;
     const int32_t p2 = 2 * 777, p1 = 777;
     rope(pool, a.data(), 128, 2, 1, 256, &p2, 128, RopeMode::kNeox, 1e6f, 0.5f);
     rope(pool, b.data(), 128, 2, 1, 256, &p1, 128, RopeMode::kNeox, 1e6f, 1.0f);
@@ -268,7 +255,7 @@ TEST(OpsRope, Avx2AgreesWithReference) {
   std::iota(pos.begin(), pos.end(), 1000);
   for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
     for (int64_t n_rot : {2, 6, 16, 22, 64, 128}) {
-      std::vector<float> x = random_floats(128 * 4 * pos.size(), 60 + n_rot, -4.0f, 4.0f);
+      std::vector<float> x = uniform_floats(128 * 4 * pos.size(), 60 + n_rot, -4.0f, 4.0f);
       std::vector<float> ref = x, simd = x;
       {
         IsaScope s(Isa::kScalar);
@@ -295,7 +282,7 @@ TEST(OpsGetRows, F32F16AndQuantised) {
   ThreadPool pool(2);
   const int64_t n = 96, n_table = 9;  // 96: a multiple of the Q8_0 block (32)
   const std::vector<int32_t> ids = {3, 0, 8, 3, 5};
-  std::vector<float> src = random_floats(n * n_table, 70, -3.0f, 3.0f);
+  std::vector<float> src = uniform_floats(n * n_table, 70, -3.0f, 3.0f);
   for (Isa isa : isas()) {
     IsaScope scope(isa);
     for (DType dt : {DType::kF32, DType::kF16, DType::kQ8_0}) {
@@ -323,7 +310,7 @@ TEST(OpsSetRows, F16RoundsToNearestEvenLikeTheScalarConversion) {
     IsaScope scope(isa);
     for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100}}) {
       const std::vector<int32_t> idx = {4, 1, 2};
-      std::vector<float> src = random_floats(n * idx.size(), 80 + n, -70000.0f, 70000.0f);
+      std::vector<float> src = uniform_floats(n * idx.size(), 80 + n, -70000.0f, 70000.0f);
       const float specials[] = {
           std::numeric_limits<float>::infinity(), 1e-6f, -6e-8f, 65520.0f, 65519.0f, 0.0f, -0.0f};
       for (size_t i = 0; i < std::size(specials) && i < src.size(); ++i) src[i] = specials[i];
@@ -353,7 +340,7 @@ TEST(OpsArgmax, FirstMaximumNanAndInfRows) {
   for (Isa isa : isas()) {
     IsaScope scope(isa);
     for (int64_t n : kSizes) {
-      std::vector<float> x = random_floats(n * 6, 90 + n);
+      std::vector<float> x = uniform_floats(n * 6, 90 + n);
       // Row 1: a tie, the first one wins. Row 2: all -inf. Row 3: NaNs are skipped.
       // Row 4: the maximum in the tail. Row 5: all equal.
       x[n + n / 2] = 5.0f;
@@ -384,8 +371,8 @@ TEST(OpsArgmax, FirstMaximumNanAndInfRows) {
 
 TEST(OpsThreads, RowKernelsBitwiseAcrossThreadCounts) {
   const int64_t n = 100, rows = 1000;  // enough rows to be split between threads
-  std::vector<float> x = random_floats(n * rows, 100, -5.0f, 5.0f);
-  std::vector<float> w = random_floats(n * rows, 101);
+  std::vector<float> x = uniform_floats(n * rows, 100, -5.0f, 5.0f);
+  std::vector<float> w = uniform_floats(n * rows, 101);
   std::vector<int32_t> pos(rows);
   std::iota(pos.begin(), pos.end(), 3);
   for (Isa isa : isas()) {
@@ -441,8 +428,8 @@ KvCache make_cache(DType dt, int64_t head_dim, int64_t n_head_kv, int64_t n_cell
   const int64_t elems = n_head_kv * head_dim + 3;
   const size_t es = dt == DType::kF16 ? 2 : 4;
   c.row_bytes = elems * es;
-  std::vector<float> kf = random_floats(elems * n_cells, seed, -range, range);
-  std::vector<float> vf = random_floats(elems * n_cells, seed + 1, -1.0f, 1.0f);
+  std::vector<float> kf = uniform_floats(elems * n_cells, seed, -range, range);
+  std::vector<float> vf = uniform_floats(elems * n_cells, seed + 1, -1.0f, 1.0f);
   if (integers) {
     for (float& x : kf) x = std::round(x);
   }
@@ -528,7 +515,7 @@ struct AttnRun {
 AttnRun make_run(const KvCache& c, int64_t n_head, std::vector<int32_t> tok, uint32_t seed,
                  float q_range = 1.0f, bool integers = false) {
   AttnRun r{n_head, std::move(tok), {}, 1.0f / std::sqrt(float(c.head_dim))};
-  r.q = random_floats(r.q_stride(c) * r.n_tokens(), seed, -q_range, q_range);
+  r.q = uniform_floats(r.q_stride(c) * r.n_tokens(), seed, -q_range, q_range);
   if (integers) {
     for (float& x : r.q) x = std::round(x);
   }

@@ -5,17 +5,12 @@
 #include <cmath>
 #include <vector>
 
-#include "core/rng.h"
+#include "core/kernel_test_util.h"
 
 namespace strata {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = rng.uniform() * 2.0f - 1.0f;
-  return v;
-}
+using testing::random_floats;
 
 // With rates base^(-2i/n_rot) * scale and mscale 1, the table rope is the plain rope up to the
 // angle's rounding: the plain kernel multiplies the frequency up pair by pair, the table holds

@@ -7,18 +7,13 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "core/rng.h"
+#include "core/kernel_test_util.h"
 #include "core/rope_rates.h"
 
 namespace strata {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = rng.uniform() * 2.0f - 1.0f;
-  return v;
-}
+using testing::random_floats;
 
 constexpr int64_t kHd = 32, kHeads = 3, kRow = kHd * kHeads, kCells = 9;
 

@@ -47,7 +47,7 @@ namespace {
 
 // The largest dimension and element count a graph may name. A denial-of-service bound: no
 // model we run has a tensor of more than 2^40 elements, and products of dims stay in int64.
-constexpr int64_t kMaxDim = int64_t{1} << 32;
+constexpr int64_t kMaxTensorDim = int64_t{1} << 32;
 constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 Status check_tensor(const TensorRef& t) {
@@ -57,7 +57,7 @@ Status check_tensor(const TensorRef& t) {
   }
   int64_t n = 1;
   for (int d = 0; d < kMaxDims; ++d) {
-    if (t.ne[d] < 1 || t.ne[d] > kMaxDim) {
+    if (t.ne[d] < 1 || t.ne[d] > kMaxTensorDim) {
       return out_of_range("ne[" + std::to_string(d) + "] = " + std::to_string(t.ne[d]) +
                           " outside [1, 2^32]");
     }

@@ -4,14 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "jinja/json_test_util.h"
+
 namespace strata::jinja {
 namespace {
 
-std::string dumps(const Value& v) {
-  std::string out;
-  EXPECT_TRUE(dump_json(v, JsonFormat{}, out).is_ok());
-  return out;
-}
+using testing::dumps;
 
 TEST(JinjaNlohmann, OrderedJsonKeepsTheClientsKeyOrder) {
   const char* text = R"({"type": "function", "function": {"name": "f", "description": "d"}})";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "jinja/json.h"
+#include "jinja/json_test_util.h"
 #include "jinja/text.h"
 
 namespace strata::jinja {
@@ -20,12 +21,7 @@ Value parse(std::string_view json) {
   return v.is_ok() ? *v : Value();
 }
 
-std::string dumps(const Value& v, const JsonFormat& f = {}) {
-  std::string out;
-  Status st = dump_json(v, f, out);
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  return out;
-}
+using testing::dumps;
 
 TEST(JinjaValue, FloatReprIsPythons) {
   // repr(float) in Python 3: shortest round trip, scientific below 1e-4 and from 1e16.

@@ -30,7 +30,7 @@ const std::vector<ChatMessage> kChat = {
     {"user", "How are you?"},
 };
 
-struct Case {
+struct TemplateCase {
   const char* file;
   const char* bos;
   const char* eos;
@@ -39,7 +39,7 @@ struct Case {
   const char* expected;
 };
 
-const Case kCases[] = {
+const TemplateCase kTemplateCases[] = {
     {"Qwen-Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>", "chatml",
      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
      "<|im_start|>user\nHello<|im_end|>\n"
@@ -89,7 +89,7 @@ const Case kCases[] = {
      "you?[/INST]"},
 };
 
-Result<ChatTemplate> load(const Case& c) {
+Result<ChatTemplate> load(const TemplateCase& c) {
   auto text = read_template(c.file);
   if (!text) return io_error(std::string("missing ") + c.file);
   return ChatTemplate::from_text(*text, c.bos, c.eos);
@@ -107,16 +107,16 @@ TEST(ChatTemplate, RecognisesEveryShippedTemplate) {
     ASSERT_TRUE(t.is_ok()) << file << ": " << t.status().message();
     ++n;
     // Every shipped file must be one of the cases whose rendering we check below.
-    auto known = std::find_if(std::begin(kCases), std::end(kCases),
-                              [&](const Case& c) { return file == c.file; });
-    ASSERT_NE(known, std::end(kCases)) << file << " has no rendering case";
+    auto known = std::find_if(std::begin(kTemplateCases), std::end(kTemplateCases),
+                              [&](const TemplateCase& c) { return file == c.file; });
+    ASSERT_NE(known, std::end(kTemplateCases)) << file << " has no rendering case";
     EXPECT_EQ(t->name(), known->name) << file;
   }
   EXPECT_GT(n, 0);
 }
 
 TEST(ChatTemplate, RendersLikeTheJinja) {
-  for (const Case& c : kCases) {
+  for (const TemplateCase& c : kTemplateCases) {
     if (!read_template(c.file)) GTEST_SKIP() << "no " << kTemplates << c.file;
     auto t = load(c);
     ASSERT_TRUE(t.is_ok()) << c.file << ": " << t.status().message();
@@ -131,7 +131,7 @@ TEST(ChatTemplate, RendersLikeTheJinja) {
 }
 
 TEST(ChatTemplate, QwenDefaultSystemPromptFromTheTemplate) {
-  Case c = kCases[0];
+  TemplateCase c = kTemplateCases[0];
   if (!read_template(c.file)) GTEST_SKIP() << "no " << c.file;
   auto t = load(c);
   ASSERT_TRUE(t.is_ok());

@@ -161,7 +161,7 @@ TEST(Gguf, WriterFileSizeMatchesOutput) {
 }
 
 TEST(Gguf, OpenMapsFileAndMoves) {
-  const std::string path = testing::TempDir() + "/gguf_open_test.gguf";
+  const std::string path = ::testing::TempDir() + "/gguf_open_test.gguf";
   ASSERT_TRUE(small_writer().write(path).is_ok());
   Result<GgufFile> r = GgufFile::open(path);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
@@ -183,7 +183,7 @@ TEST(Gguf, OpenMissingFileNamesThePath) {
 }
 
 TEST(Gguf, OpenErrorNamesThePath) {
-  const std::string path = testing::TempDir() + "/gguf_bad_magic.gguf";
+  const std::string path = ::testing::TempDir() + "/gguf_bad_magic.gguf";
   Bytes b = small_file();
   b[0] = 'X';
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
@@ -490,7 +490,7 @@ TEST(Gguf, FillErrorFailsWriteAndLeavesNoFile) {
   ASSERT_TRUE(w.add_tensor("t", DType::kF32, {4}, [](std::span<uint8_t>) {
                  return invalid_argument("no data");
                }).is_ok());
-  const std::string path = testing::TempDir() + "/gguf_fill_error.gguf";
+  const std::string path = ::testing::TempDir() + "/gguf_fill_error.gguf";
   std::remove(path.c_str());
   Status s = w.write(path);
   ASSERT_FALSE(s.is_ok());

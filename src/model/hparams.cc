@@ -10,7 +10,7 @@ namespace {
 
 // Bounds that no real model reaches, so that a hostile file cannot make us size buffers from
 // absurd numbers (n_embd * n_ctx * n_layer is allocated for the KV cache).
-constexpr uint64_t kMaxDim = 1 << 20;
+constexpr uint64_t kMaxHparamDim = 1 << 20;
 constexpr uint64_t kMaxLayers = 4096;
 constexpr uint64_t kMaxHeads = 4096;
 
@@ -105,9 +105,9 @@ Result<HParams> hparams_from_gguf(const GgufFile& f) {
   }
   const std::string a = hp.arch_name + ".";
   STRATA_ASSIGN_OR_RETURN(hp.n_ctx_train, get_dim(f, a + "context_length", 1 << 24));
-  STRATA_ASSIGN_OR_RETURN(hp.n_embd, get_dim(f, a + "embedding_length", kMaxDim));
+  STRATA_ASSIGN_OR_RETURN(hp.n_embd, get_dim(f, a + "embedding_length", kMaxHparamDim));
   STRATA_ASSIGN_OR_RETURN(hp.n_layer, get_dim(f, a + "block_count", kMaxLayers));
-  STRATA_ASSIGN_OR_RETURN(hp.n_ff, get_dim(f, a + "feed_forward_length", kMaxDim));
+  STRATA_ASSIGN_OR_RETURN(hp.n_ff, get_dim(f, a + "feed_forward_length", kMaxHparamDim));
   STRATA_ASSIGN_OR_RETURN(hp.n_head, get_dim(f, a + "attention.head_count", kMaxHeads));
   STRATA_ASSIGN_OR_RETURN(hp.n_head_kv, get_dim(f, a + "attention.head_count_kv", kMaxHeads,
                                                 static_cast<uint64_t>(hp.n_head)));

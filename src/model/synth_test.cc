@@ -96,7 +96,7 @@ TEST(Synth, SameParamsSameBytes) {
 
 TEST(Synth, WriteMatchesSerialisedBytes) {
   const SynthParams p = small("qwen2", DType::kF16);
-  const std::string path = testing::TempDir() + "/synth_write_test.gguf";
+  const std::string path = ::testing::TempDir() + "/synth_write_test.gguf";
   ASSERT_TRUE(synth_write(p, path).is_ok());
   std::ifstream in(path, std::ios::binary);
   const Bytes on_disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -341,7 +341,7 @@ TEST(Synth, ValidationNamesTheProblem) {
 
 // The command line: gen writes a file the reader accepts, info reads it, bad flags fail.
 TEST(Synth, CommandGenAndInfo) {
-  const std::string path = testing::TempDir() + "/synth_cmd_test.gguf";
+  const std::string path = ::testing::TempDir() + "/synth_cmd_test.gguf";
   const std::string bin = STRATA_BINARY;
   const std::string gen = bin + " gguf gen -o " + path +
                           " --arch qwen2 --n-layer 1 --n-embd 64 --n-head 2 --n-head-kv 1"
@@ -363,7 +363,7 @@ TEST(Synth, CommandGenAndInfo) {
 // A scripted model says its script and stops, whatever the prompt, greedy and sampled (its
 // logits single out one token by sqrt(n_embd) ~ 18, so even temperature 0.8 keeps to it).
 TEST(Synth, ScriptedModelSaysItsScript) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = ::testing::TempDir();
   const std::string script = dir + "/synth_script.json";
   const std::vector<std::string> pieces = {"<tool_call>", "\n{\"name\": ", "\"f\", ",
                                            "\"arguments\": {}}", "\n</tool_call>"};

@@ -611,14 +611,14 @@ void run_conformance(const std::string& name) {
   }
 }
 
-class TokenizerConformanceVocab : public testing::TestWithParam<const char*> {};
+class TokenizerConformanceVocab : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TokenizerConformanceVocab, TokenizesAndRoundTripsEveryCase) { run_conformance(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Shared, TokenizerConformanceVocab,
-                         testing::Values("llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt",
-                                         "refact", "starcoder"),
-                         [](const testing::TestParamInfo<const char*>& info) {
+                         ::testing::Values("llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt",
+                                           "refact", "starcoder"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::erase(name, '-');
                            return name;

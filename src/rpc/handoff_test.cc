@@ -14,19 +14,11 @@
 #include "graph/serialize.h"
 #include "rpc/auth.h"
 #include "rpc/client.h"
+#include "rpc/rpc_testing.h"
 #include "rpc/worker.h"
 
 namespace strata::rpc {
 namespace {
-
-constexpr uint32_t kLongMs = 20000;  // a wait that must end for another reason than its timeout
-
-template <typename T>
-std::vector<uint8_t> payload(const T& m) {
-  std::vector<uint8_t> b;
-  encode(m, &b);
-  return b;
-}
 
 std::vector<uint8_t> floats(std::initializer_list<float> v) {
   std::vector<uint8_t> b(v.size() * 4);

@@ -2,6 +2,7 @@
 // would: half a message, then nothing.
 #include "rpc/transport.h"
 
+#include "rpc/rpc_testing.h"
 #include "rpc/transport_testing.h"
 
 #include <gtest/gtest.h>
@@ -20,12 +21,10 @@
 namespace strata::rpc {
 namespace {
 
-constexpr int kLongMs = 20000;
-
 // A connected plain socket, closed at the end of the test.
-class RawPeer {
+class RawSocket {
  public:
-  RawPeer(const std::string& address, bool seqpacket) {
+  RawSocket(const std::string& address, bool seqpacket) {
     if (seqpacket) {
       sockaddr_un a{};
       a.sun_family = AF_UNIX;
@@ -42,7 +41,7 @@ class RawPeer {
       if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) close();
     }
   }
-  ~RawPeer() { close(); }
+  ~RawSocket() { close(); }
   bool ok() const { return fd_ >= 0; }
   // One write: one datagram on seqpacket.
   bool send(const std::vector<uint8_t>& b) {
@@ -84,7 +83,7 @@ class TransportTest : public ::testing::TestWithParam<bool> {
     auto l = transport_listen(address);
     ASSERT_TRUE(l.is_ok()) << l.status().message();
     listener_ = std::move(l).value();
-    peer_ = std::make_unique<RawPeer>(listener_->address(), GetParam());
+    peer_ = std::make_unique<RawSocket>(listener_->address(), GetParam());
     ASSERT_TRUE(peer_->ok());
     auto t = listener_->accept(kLongMs);
     ASSERT_TRUE(t.is_ok()) << t.status().message();
@@ -92,7 +91,7 @@ class TransportTest : public ::testing::TestWithParam<bool> {
   }
 
   std::unique_ptr<Listener> listener_;
-  std::unique_ptr<RawPeer> peer_;
+  std::unique_ptr<RawSocket> peer_;
   std::unique_ptr<Transport> t_;
 };
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "rpc/rpc_testing.h"
 #include "rpc/transport.h"
 #include "rpc/transport_kinds.h"
 #include "rpc/transport_testing.h"
@@ -21,8 +22,6 @@ namespace strata::rpc {
 namespace {
 
 #if STRATA_HAVE_UCX
-
-constexpr int kLongMs = 20000;
 
 // One UCP context, worker and endpoint, progressed only when the test says so.
 class RawUcxPeer {

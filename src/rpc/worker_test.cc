@@ -19,6 +19,7 @@
 #include "graph/serialize.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
+#include "rpc/rpc_testing.h"
 #include "rpc/transport.h"
 #include "rpc/transport_testing.h"
 
@@ -30,13 +31,6 @@ constexpr int kTimeoutMs = 20000;
 std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * 4);
   std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
-template <typename T>
-std::vector<uint8_t> payload(const T& m) {
-  std::vector<uint8_t> b;
-  encode(m, &b);
   return b;
 }
 

@@ -3,18 +3,19 @@
 #include <gtest/gtest.h>
 
 namespace strata::server {
+
+using Json = nlohmann::ordered_json;  // the same alias as server/api.h's
+
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::optional<std::string> read(const char* body, ChatRequest& out) {
+std::optional<std::string> read_body(const char* body, ChatRequest& out) {
   return read_chat_request(Json::parse(body), out);
 }
 
 // A conversation with every role and a tool round trip keeps one spelling of each field.
 TEST(ChatRequest, ToolRoundTripIsNormalised) {
   ChatRequest r;
-  ASSERT_FALSE(read(R"({"messages": [
+  ASSERT_FALSE(read_body(R"({"messages": [
       {"role": "developer", "content": "use tools"},
       {"role": "user", "content": [{"type": "text", "text": "weather in "},
                                    {"type": "text", "text": "Paris?"}]},
@@ -27,7 +28,7 @@ TEST(ChatRequest, ToolRoundTripIsNormalised) {
                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
     "parallel_tool_calls": false,
     "chat_template_kwargs": {"enable_thinking": false}})",
-                    r));
+                         r));
   ASSERT_EQ(r.messages.size(), 4u);
   EXPECT_EQ(r.messages[0]["role"], "system");
   EXPECT_EQ(r.messages[1]["content"], "weather in Paris?");
@@ -72,15 +73,15 @@ TEST(ChatRequest, ToolChoiceShapesTheTools) {
 
 TEST(ChatRequest, ReasoningEffortAndParseToolCalls) {
   ChatRequest off;
-  ASSERT_FALSE(read(R"({"messages": [{"role": "user", "content": "x"}],
+  ASSERT_FALSE(read_body(R"({"messages": [{"role": "user", "content": "x"}],
                         "reasoning_effort": "none", "parse_tool_calls": false})",
-                    off));
+                         off));
   EXPECT_EQ(off.template_kwargs["enable_thinking"], false);
   EXPECT_FALSE(off.parse_tool_calls);
   ChatRequest high;
-  ASSERT_FALSE(read(R"({"messages": [{"role": "user", "content": "x"}],
+  ASSERT_FALSE(read_body(R"({"messages": [{"role": "user", "content": "x"}],
                         "reasoning_effort": "high", "response_format": {"type": "text"}})",
-                    high));
+                         high));
   EXPECT_EQ(high.template_kwargs["reasoning_effort"], "high");
   EXPECT_TRUE(high.parse_tool_calls);
 }
@@ -127,7 +128,7 @@ TEST(ChatRequest, ErrorsNameTheField) {
   };
   for (const auto& [body, want] : cases) {
     ChatRequest r;
-    const std::optional<std::string> e = read(body, r);
+    const std::optional<std::string> e = read_body(body, r);
     ASSERT_TRUE(e.has_value()) << body;
     EXPECT_NE(e->find(want), std::string::npos) << *e << " for " << body;
   }

@@ -7,9 +7,10 @@
 #include "server/compat_responses.h"
 
 namespace strata::server {
-namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::ordered_json;  // the same alias as server/api.h's
+
+namespace {
 
 std::vector<std::string> types(const std::vector<SseEvent>& events) {
   std::vector<std::string> t;

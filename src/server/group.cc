@@ -15,8 +15,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return i;
 }
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-double ms_since(Clock::time_point t0) { return 1e3 * seconds(Clock::now() - t0); }
+double ms_since(Clock::time_point t0) { return 1e3 * to_seconds(Clock::now() - t0); }
 
 }  // namespace
 
@@ -375,7 +374,7 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   metrics_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
   if (s.n_generated == 1) {
     s.t_first = Clock::now();
-    metrics_.ttft_seconds.observe(seconds(s.t_first - task.t_arrival));
+    metrics_.ttft_seconds.observe(to_seconds(s.t_first - task.t_arrival));
   }
   if (tok_.is_eog(token) && !gp.ignore_eos) {
     s.stop_type = "eos";
@@ -469,7 +468,7 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   metrics_.predicted_us.fetch_add(static_cast<uint64_t>(done.predicted_ms * 1000),
                                   std::memory_order_relaxed);
   if (s.n_generated > 1) {
-    metrics_.tpot_seconds.observe(seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
+    metrics_.tpot_seconds.observe(to_seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
   }
   task.channel->push(std::move(done));
   release(s);

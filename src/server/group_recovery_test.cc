@@ -16,17 +16,17 @@
 namespace strata::server {
 namespace {
 
-std::string model_path() { return testing::small_llama_file("group_recovery", 3, 71); }
+std::string recovery_model_path() { return testing::small_llama_file("group_recovery", 3, 71); }
 
 using group_testing::collect;
 using group_testing::generate;
 using Output = group_testing::GroupOutput;
 
-std::unique_ptr<Engine> make_engine() { return group_testing::cpu_engine(model_path()); }
+std::unique_ptr<Engine> make_engine() { return group_testing::cpu_engine(recovery_model_path()); }
 
 // A started group of n_slots slots of 128 positions, n_batch tokens per step.
-struct Group : group_testing::TestGroup {
-  Group(const Engine& e, int32_t n_slots, int64_t n_batch, bool context_shift = false)
+struct RecoveryGroup : group_testing::TestGroup {
+  RecoveryGroup(const Engine& e, int32_t n_slots, int64_t n_batch, bool context_shift = false)
       : TestGroup(e, params(n_slots, n_batch, context_shift)) {}
   static GroupParams params(int32_t n_slots, int64_t n_batch, bool context_shift) {
     GroupParams p;
@@ -43,7 +43,7 @@ std::shared_ptr<ResultChannel> post(PipelineGroup& g, const std::vector<int32_t>
   return group_testing::post_greedy(g, prompt, n_predict);
 }
 
-std::vector<int32_t> prompt(int seed, int len) {
+std::vector<int32_t> recovery_prompt(int seed, int len) {
   std::vector<int32_t> p;
   for (int i = 0; i < len; ++i) p.push_back(2 + (seed * 89 + i * 37) % 290);
   return p;
@@ -55,13 +55,13 @@ TEST(GroupRecovery, SuspendFailsWhatRunsWaitsAndArrivesThenResumeServesAgain) {
   auto e = make_engine();
   // With context shift a request that ignores EOS never ends by itself: it runs until the
   // suspension fails it.
-  Group g(*e, 1, 64, true);
-  const std::vector<int32_t> p = prompt(1, 12);
+  RecoveryGroup g(*e, 1, 64, true);
+  const std::vector<int32_t> p = recovery_prompt(1, 12);
   const Output before = generate(*g.group, p, 6);
   ASSERT_EQ(before.tokens.size(), 6u) << before.error;
 
   // One slot: the first request runs, the second waits for the slot.
-  std::shared_ptr<ResultChannel> running = post(*g.group, prompt(2, 8), 100000);
+  std::shared_ptr<ResultChannel> running = post(*g.group, recovery_prompt(2, 8), 100000);
   for (int i = 0; i < 2000 && !g.group->slot_views()[0].busy; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -94,8 +94,8 @@ TEST(GroupRecovery, SuspendFailsWhatRunsWaitsAndArrivesThenResumeServesAgain) {
 TEST(GroupRecovery, ARebuiltSlotServesItsPrefixWithTheSameTokens) {
   auto e = make_engine();
   // A batch of 16 tokens: the rebuild of 35 tokens takes three steps.
-  Group g(*e, 2, 16);
-  const std::vector<int32_t> p = prompt(3, 28);
+  RecoveryGroup g(*e, 2, 16);
+  const std::vector<int32_t> p = recovery_prompt(3, 28);
   const Output before = generate(*g.group, p, 8);
   ASSERT_EQ(before.tokens.size(), 8u) << before.error;
   const Output again = generate(*g.group, p, 8);

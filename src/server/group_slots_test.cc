@@ -13,7 +13,7 @@
 namespace strata::server {
 namespace {
 
-std::string model_path(uint64_t seed = 41) {
+std::string slots_model_path(uint64_t seed = 41) {
   return testing::small_llama_file("group_slots_" + std::to_string(seed), 3, seed);
 }
 
@@ -23,10 +23,6 @@ using group_testing::greedy_task;
 using Group = group_testing::TestGroup;
 using Output = group_testing::GroupOutput;
 
-std::unique_ptr<Engine> make_engine(const std::string& path) {
-  return group_testing::cpu_engine(path);
-}
-
 GroupParams params(int32_t n_slots, int32_t n_ctx_slot) {
   GroupParams p;
   p.n_slots = n_slots;
@@ -34,7 +30,7 @@ GroupParams params(int32_t n_slots, int32_t n_ctx_slot) {
   return p;
 }
 
-std::vector<int32_t> prompt(int seed, int len) {
+std::vector<int32_t> slots_prompt(int seed, int len) {
   std::vector<int32_t> p;
   for (int i = 0; i < len; ++i) p.push_back(2 + (seed * 83 + i * 41) % 290);
   return p;
@@ -52,9 +48,9 @@ std::string temp_file(const std::string& name) {
 }
 
 TEST(GroupSlots, SaveEraseRestoreContinuesAsIfTheSlotHadKeptIt) {
-  auto e = make_engine(model_path());
-  const std::vector<int32_t> first = prompt(1, 20);
-  const std::vector<int32_t> more = prompt(2, 7);
+  auto e = group_testing::cpu_engine(slots_model_path());
+  const std::vector<int32_t> first = slots_prompt(1, 20);
+  const std::vector<int32_t> more = slots_prompt(2, 7);
 
   // The reference: the conversation's second turn right after its first, in one group.
   Group ref(*e, params(2, 96));
@@ -103,7 +99,7 @@ TEST(GroupSlots, SaveEraseRestoreContinuesAsIfTheSlotHadKeptIt) {
   EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
   EXPECT_EQ(h.group->slot_views()[1].n_cached, held);
 
-  auto other = make_engine(model_path(42));
+  auto other = group_testing::cpu_engine(slots_model_path(42));
   Group f(*other, params(1, 96));
   ASSERT_EQ(generate(*f.group, first, 3).tokens.size(), 3u);
   ASSERT_TRUE(f.group->slot_save(0, bad).is_ok());
@@ -124,9 +120,9 @@ TEST(GroupSlots, SaveEraseRestoreContinuesAsIfTheSlotHadKeptIt) {
 }
 
 TEST(GroupSlots, TheRamCacheBringsBackAnEvictedPrompt) {
-  auto e = make_engine(model_path());
-  const std::vector<int32_t> a = prompt(3, 30), b = prompt(4, 12);
-  const std::vector<int32_t> a2 = concat(a, prompt(5, 5));
+  auto e = group_testing::cpu_engine(slots_model_path());
+  const std::vector<int32_t> a = slots_prompt(3, 30), b = slots_prompt(4, 12);
+  const std::vector<int32_t> a2 = concat(a, slots_prompt(5, 5));
 
   Group plain(*e, params(1, 64));
   generate(*plain.group, a, 4);
@@ -151,8 +147,8 @@ TEST(GroupSlots, TheRamCacheBringsBackAnEvictedPrompt) {
 }
 
 TEST(GroupSlots, ContextShiftGoesOnPastTheSlotWithTheSameTokensInAnyCompany) {
-  auto e = make_engine(model_path());
-  const std::vector<int32_t> p = prompt(6, 10);
+  auto e = group_testing::cpu_engine(slots_model_path());
+  const std::vector<int32_t> p = slots_prompt(6, 10);
 
   Group no_shift(*e, params(1, 32));
   const Output cut = generate(*no_shift.group, p, 60);
@@ -170,7 +166,7 @@ TEST(GroupSlots, ContextShiftGoesOnPastTheSlotWithTheSameTokensInAnyCompany) {
 
   // Beside two other requests that shift at other times.
   Group crowd(*e, sp);
-  Task others[2] = {greedy_task(prompt(7, 17), 70), greedy_task(prompt(8, 3), 50)};
+  Task others[2] = {greedy_task(slots_prompt(7, 17), 70), greedy_task(slots_prompt(8, 3), 50)};
   std::shared_ptr<ResultChannel> ch[2] = {others[0].channel, others[1].channel};
   crowd.group->post(std::move(others[0]));
   Task mine = greedy_task(p, 60);
@@ -184,8 +180,8 @@ TEST(GroupSlots, ContextShiftGoesOnPastTheSlotWithTheSameTokensInAnyCompany) {
 }
 
 TEST(GroupSlots, SleepsAndWakesWithItsPromptsInTheRamCache) {
-  auto e = make_engine(model_path());
-  const std::vector<int32_t> a = prompt(9, 25);
+  auto e = group_testing::cpu_engine(slots_model_path());
+  const std::vector<int32_t> a = slots_prompt(9, 25);
   GroupParams p = params(2, 64);
   p.cache_ram_bytes = 16 << 20;
   Group g(*e, p);

@@ -60,8 +60,8 @@ std::string text_of(const Json& completion) {
 }
 
 // The status object of `model` in GET /models.
-Json status_of(const ServerProcess& s, const std::string& model,
-               const httplib::Headers& headers = {}) {
+Json model_status(const ServerProcess& s, const std::string& model,
+                  const httplib::Headers& headers = {}) {
   const Reply r = get(s, "/models", headers);
   if (r.status != 200 || !r.body.contains("data")) return Json();
   for (const Json& m : r.body["data"]) {
@@ -71,7 +71,7 @@ Json status_of(const ServerProcess& s, const std::string& model,
 }
 
 std::string state_of(const ServerProcess& s, const std::string& model) {
-  const Json st = status_of(s, model);
+  const Json st = model_status(s, model);
   return st.is_object() ? st["value"].get<std::string>() : "";
 }
 
@@ -135,7 +135,7 @@ TEST_F(RouterTest, RoutesByNameAndUnloadsLeastRecentlyUsed) {
   EXPECT_EQ(text_of(again), text_of(a));
   EXPECT_EQ(state_of(s, "alpha"), "loaded");
   EXPECT_EQ(state_of(s, "beta"), "unloaded");
-  const Json st = status_of(s, "alpha");
+  const Json st = model_status(s, "alpha");
   EXPECT_EQ(st["args"][0], "strata");
   // A loaded model's entry carries what its child says of it; an unloaded one's does not.
   const Json listed = get(s, "/v1/models").body["data"];
@@ -193,8 +193,8 @@ TEST_F(RouterTest, ConcurrentFirstRequestsStartOneChildPerModel) {
     ASSERT_TRUE(error.empty()) << error;
     EXPECT_EQ(samples.at("strata_requests_total"), 4) << model;
   }
-  EXPECT_EQ(status_of(s, "alpha")["requests_in_flight"], 0);
-  EXPECT_EQ(status_of(s, "beta")["requests_in_flight"], 0);
+  EXPECT_EQ(model_status(s, "alpha")["requests_in_flight"], 0);
+  EXPECT_EQ(model_status(s, "beta")["requests_in_flight"], 0);
 }
 
 TEST_F(RouterTest, NoAutoloadRefusesUnloadedModels) {
@@ -243,7 +243,7 @@ TEST_F(RouterTest, SettingsReachChildren) {
   EXPECT_EQ(slots.body.size(), 4u);
   EXPECT_EQ(slots.body[3]["group"], 1);
   // Threads: no endpoint shows them, the child's command line does.
-  const Json st = status_of(s, "alpha");
+  const Json st = model_status(s, "alpha");
   ASSERT_TRUE(st.contains("pid")) << st;
   const std::vector<std::string> argv = cmdline(st["pid"].get<int>());
   EXPECT_TRUE(has_pair(argv, "-t", "2"));
@@ -262,7 +262,7 @@ TEST_F(RouterTest, ApiKeyStaysWithTheRouter) {
   expect_error(post(s, "/v1/completions", R"({"model": "alpha", "prompt": "x"})"), 401);
   EXPECT_EQ(state_of(s, "alpha"), "") << "listed without the key";
   EXPECT_FALSE(text_of(generate(s, "alpha", 4, key)).empty());
-  const Json st = status_of(s, "alpha", key);
+  const Json st = model_status(s, "alpha", key);
   ASSERT_TRUE(st.contains("port")) << st;
   for (const std::string& a : cmdline(st["pid"].get<int>())) {
     EXPECT_EQ(a.find("router-secret"), std::string::npos) << a;
@@ -301,7 +301,7 @@ TEST_F(RouterTest, RpcEndpointsAndTokenReachChildren) {
     ASSERT_TRUE(p.body.contains("workers")) << p.raw;
     EXPECT_EQ(p.body["workers"][0]["endpoint"], worker.address());
     // The layer split shows in no endpoint: the child's command line has it.
-    const std::vector<std::string> argv = cmdline(status_of(s, "alpha")["pid"].get<int>());
+    const std::vector<std::string> argv = cmdline(model_status(s, "alpha")["pid"].get<int>());
     EXPECT_TRUE(has_pair(argv, "-ts", "3,1"));
     EXPECT_TRUE(has_pair(argv, "--device", "RPC0,CPU"));
   }
@@ -316,7 +316,7 @@ TEST_F(RouterTest, RpcEndpointsAndTokenReachChildren) {
   EXPECT_NE(message.find("model 'alpha' failed to start"), std::string::npos) << message;
   EXPECT_NE(message.find("its last output"), std::string::npos) << message;
   EXPECT_NE(message.find("strata serve"), std::string::npos) << message;
-  const Json st = status_of(s, "alpha");
+  const Json st = model_status(s, "alpha");
   EXPECT_EQ(st["value"], "unloaded");
   EXPECT_EQ(st["failed"], true);
 }
@@ -327,11 +327,11 @@ TEST_F(RouterTest, CrashedChildIsReportedAndRestarted) {
   const std::string log = path("crash.log");
   ServerProcess s(args({}), {}, log);
   const std::string before = text_of(generate(s, "alpha"));
-  const int pid = status_of(s, "alpha")["pid"].get<int>();
+  const int pid = model_status(s, "alpha")["pid"].get<int>();
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   Json st;
   for (int i = 0; i < 200; ++i) {
-    st = status_of(s, "alpha");
+    st = model_status(s, "alpha");
     if (st["value"] == "unloaded") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -340,7 +340,7 @@ TEST_F(RouterTest, CrashedChildIsReportedAndRestarted) {
   EXPECT_EQ(st["exit_code"], 128 + SIGKILL);
   EXPECT_NE(st["error"].get<std::string>().find("signal 9"), std::string::npos) << st;
   EXPECT_EQ(text_of(generate(s, "alpha")), before);
-  const Json again = status_of(s, "alpha");
+  const Json again = model_status(s, "alpha");
   EXPECT_EQ(again["value"], "loaded");
   EXPECT_NE(again["pid"].get<int>(), pid);
   EXPECT_FALSE(again.contains("failed"));
@@ -389,7 +389,7 @@ TEST_F(RouterTest, StreamsAreRelayedAndDisconnectsCancel) {
   }
   EXPECT_TRUE(idle);
   EXPECT_LT(tokens_predicted(s, "alpha") - before, kLong) << "the request ran to its end";
-  EXPECT_EQ(status_of(s, "alpha")["requests_in_flight"], 0);
+  EXPECT_EQ(model_status(s, "alpha")["requests_in_flight"], 0);
 }
 
 bool wait_slot(const ServerProcess& s, const std::string& model, bool busy) {
@@ -432,7 +432,7 @@ TEST_F(RouterTest, ModelsWithRequestsInFlightAreNotUnloaded) {
                        {"stream", true},   {"ignore_eos", true}, {"temperature", 0}};
     ASSERT_TRUE(c.post("/v1/completions", body.dump()));
     ASSERT_TRUE(c.read_until("data: "));
-    EXPECT_EQ(status_of(s, "alpha")["requests_in_flight"], 1);
+    EXPECT_EQ(model_status(s, "alpha")["requests_in_flight"], 1);
     const Reply r = post(s, "/v1/completions", R"({"model": "beta", "prompt": "x"})");
     expect_error(r, 503);
     EXPECT_NE(r.raw.find("model limit reached"), std::string::npos) << r.raw;
@@ -441,7 +441,7 @@ TEST_F(RouterTest, ModelsWithRequestsInFlightAreNotUnloaded) {
   }
   bool done = false;
   for (int i = 0; i < 400 && !done; ++i) {
-    done = status_of(s, "alpha")["requests_in_flight"] == 0;
+    done = model_status(s, "alpha")["requests_in_flight"] == 0;
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   ASSERT_TRUE(done);
@@ -483,8 +483,8 @@ TEST_F(RouterTest, ChildrenStopWithTheRouter) {
     ServerProcess s(args({}));
     generate(s, "alpha", 1);
     generate(s, "beta", 1);
-    pid_a = status_of(s, "alpha")["pid"].get<int>();
-    pid_b = status_of(s, "beta")["pid"].get<int>();
+    pid_a = model_status(s, "alpha")["pid"].get<int>();
+    pid_b = model_status(s, "beta")["pid"].get<int>();
     EXPECT_EQ(s.stop(), 0);
   }
   EXPECT_TRUE(process_gone(pid_a));
@@ -492,7 +492,7 @@ TEST_F(RouterTest, ChildrenStopWithTheRouter) {
 
   ServerProcess s(args({}));
   generate(s, "alpha", 1);
-  const int pid = status_of(s, "alpha")["pid"].get<int>();
+  const int pid = model_status(s, "alpha")["pid"].get<int>();
   ASSERT_FALSE(process_gone(pid));
   s.kill_now();  // no chance to clean up: PR_SET_PDEATHSIG does it
   EXPECT_TRUE(wait_gone(pid));

@@ -186,7 +186,7 @@ TEST(ServeArgs, CacheTypesMustAgreeAndBeOursToHave) {
 }
 
 TEST(ServeArgs, ApiKeysFromListFileAndEnvironment) {
-  const std::string file = testing::TempDir() + "/strata_api_keys.txt";
+  const std::string file = ::testing::TempDir() + "/strata_api_keys.txt";
   {
     std::ofstream f(file);
     f << "# a comment\nkey-from-file\n\n  second-key  \n";

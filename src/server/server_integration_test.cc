@@ -679,11 +679,8 @@ TEST_F(ServerTest, ApiKeyAsBearerOrXApiKey) {
 }  // namespace
 }  // namespace strata::server::itest
 
-namespace strata::server {
+namespace strata::server::itest {
 namespace {
-
-namespace fs = std::filesystem;
-using namespace itest;
 
 // The continuation of a prompt with cache_prompt on: its text and how many prompt tokens came
 // from the slot's cache.
@@ -931,4 +928,4 @@ TEST_F(ServerSlotsTest, SleepWakeAndContextShift) {
 }
 
 }  // namespace
-}  // namespace strata::server
+}  // namespace strata::server::itest

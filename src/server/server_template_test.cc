@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "jinja/json.h"
+#include "jinja/json_test_util.h"
 #include "jinja/reference_test_util.h"
 #include "server/server_test_util.h"
 
@@ -40,16 +41,10 @@ Value json_value(std::string_view text) {
   return v ? *v : Value();
 }
 
-std::string to_json(const Value& v) {
-  std::string out;
-  EXPECT_TRUE(jinja::dump_json(v, jinja::JsonFormat{}, out).is_ok());
-  return out;
-}
-
 // The server's --chat-template-kwargs: a fixed date for the templates that write one.
 constexpr const char* kServerKwargs = R"({"date_string": "26 Jul 2024"})";
 
-constexpr const char* kTools = R"([{"type": "function", "function": {"name": "get_weather",
+constexpr const char* kWeatherTools = R"([{"type": "function", "function": {"name": "get_weather",
     "description": "Weather in a city — °C.", "parameters": {"type": "object",
     "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1}},
     "required": ["city"]}}}])";
@@ -185,17 +180,17 @@ TEST_P(ServerTemplateTest, ApplyTemplateIsJinja2sRendering) {
         Dict body;
         const Value messages = json_value(c.messages);
         body.set(Value("messages"), messages);
-        if (v.tools) body.set(Value("tools"), json_value(kTools));
+        if (v.tools) body.set(Value("tools"), json_value(kWeatherTools));
         body.set(Value("add_generation_prompt"), Value(v.add_generation_prompt));
         if (*v.request_kwargs)
           body.set(Value("chat_template_kwargs"), json_value(v.request_kwargs));
         const std::string label = file.filename().string() + " / " + c.name + v.name;
-        const Reply r = post(s, "/apply-template", to_json(Value(body)));
+        const Reply r = post(s, "/apply-template", testing::dumps(Value(body)));
 
         Dict ctx;
         ctx.set(Value("messages"),
                 c.has_tool_calls && object_arguments ? with_object_arguments(messages) : messages);
-        if (v.tools) ctx.set(Value("tools"), json_value(kTools));
+        if (v.tools) ctx.set(Value("tools"), json_value(kWeatherTools));
         ctx.set(Value("add_generation_prompt"), Value(v.add_generation_prompt));
         ctx.set(Value("bos_token"), Value(bos));
         ctx.set(Value("eos_token"), Value(eos));

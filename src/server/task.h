@@ -20,6 +20,9 @@ namespace strata::server {
 
 using Clock = std::chrono::steady_clock;
 
+// A duration as seconds, for metrics and JSON.
+inline double to_seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 // Added to a token's logit before sampling; -infinity bans the token.
 struct TokenBias {
   int32_t token = 0;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "rpc/remote_backend.h"
+#include "server/task.h"
 
 namespace strata::server {
 namespace {
@@ -45,13 +46,9 @@ rpc::StatsSnapshot add(const rpc::StatsSnapshot& a, const rpc::StatsSnapshot& b)
   return a - (rpc::StatsSnapshot{} - b);
 }
 
-double seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 std::string seconds_text(std::chrono::steady_clock::duration d) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", std::max(0.0, seconds(d)));
+  std::snprintf(buf, sizeof(buf), "%.1f s", std::max(0.0, to_seconds(d)));
   return buf;
 }
 
@@ -197,7 +194,7 @@ int RemoteWorkers::retry_after_seconds() const {
     const bool broken = !rpc::remote_device_connection(*devices_[i])->broken().is_ok();
     int s = 0;
     if (link.state() == LinkState::kDown) {
-      s = static_cast<int>(std::ceil(seconds(link.next_attempt() - now)));
+      s = static_cast<int>(std::ceil(to_seconds(link.next_attempt() - now)));
     }
     if (link.state() != LinkState::kUp || broken) after = std::max({after, s, 1});
   }
@@ -218,14 +215,14 @@ Json RemoteWorkers::json() const {
               {"endpoint", conn->options().endpoint},
               {"state", link_state_name(state)}};
     if (link.state() != LinkState::kUp) {
-      j["down_seconds"] = seconds(link.down_for(now));
+      j["down_seconds"] = to_seconds(link.down_for(now));
       j["reason"] = link.reason();
     } else if (broken) {
       j["reason"] = conn->broken().message();
     }
     if (link.state() == LinkState::kDown) {
       j["failed_attempts"] = link.failures();
-      j["next_attempt_seconds"] = std::max(0.0, seconds(link.next_attempt() - now));
+      j["next_attempt_seconds"] = std::max(0.0, to_seconds(link.next_attempt() - now));
       if (!link.last_error().empty()) j["last_error"] = link.last_error();
     }
     j["reconnects"] = link.reconnects();
@@ -247,7 +244,7 @@ std::vector<WorkerStats> RemoteWorkers::snapshot() const {
     s.stats = add(l.retired, c->stats().snapshot());
     s.reconnect_attempts = l.link.attempts();
     s.reconnects = l.link.reconnects();
-    s.down_seconds = seconds(l.link.down_total(now));
+    s.down_seconds = to_seconds(l.link.down_total(now));
     out.push_back(std::move(s));
   }
   return out;

@@ -18,7 +18,10 @@
 namespace strata {
 namespace {
 
-std::string model_path(const std::string& arch) {
+using testing::cpu_device;
+using testing::Loaded;
+
+std::string draws_model_path(const std::string& arch) {
   SynthParams p;
   p.arch = arch;
   if (arch == "gemma2") {
@@ -36,20 +39,13 @@ std::string model_path(const std::string& arch) {
   return testing::synth_file("draws_" + arch, p);
 }
 
-std::unique_ptr<Device> cpu(const std::string& name) {
-  CpuDeviceOptions o;
-  o.name = name;
-  o.n_threads = 2;
-  return cpu_device_new(o);
-}
-
 std::vector<std::unique_ptr<Device>> cpus(int n) {
   std::vector<std::unique_ptr<Device>> d;
-  for (int i = 0; i < n; ++i) d.push_back(cpu("CPU" + std::to_string(i)));
+  for (int i = 0; i < n; ++i) d.push_back(cpu_device("CPU" + std::to_string(i)));
   return d;
 }
 
-std::unique_ptr<rpc::Worker> start_worker(OpSet hide = {}) {
+std::unique_ptr<rpc::Worker> worker_hiding_ops(OpSet hide = {}) {
   rpc::WorkerOptions o;
   o.hide_ops = hide;
   return testing::start_local_worker(o, 2);
@@ -62,13 +58,8 @@ Result<std::unique_ptr<Device>> remote(const rpc::Worker& w) {
   return rpc::remote_device_new(co);
 }
 
-struct Loaded {
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<Context> ctx;
-};
-
-Loaded make(const std::string& path, std::vector<std::unique_ptr<Device>> devices,
-            std::vector<double> split, bool backend_sampling) {
+Loaded load_split(const std::string& path, std::vector<std::unique_ptr<Device>> devices,
+                  std::vector<double> split, bool backend_sampling) {
   Loaded s;
   auto model = Model::open(path);
   EXPECT_TRUE(model) << model.status().message();
@@ -134,17 +125,17 @@ Lane make_lane(int32_t n_vocab) {
 
 // Runs a prompt per sequence and `steps` generated tokens; every sampler's tokens (and the
 // log-probabilities of the one that asks) in order. With `device`, through StepDraws.
-struct Generated {
+struct LaneRun {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<uint32_t> logprob_bits;
   int64_t drawn = 0;
   int64_t on_cpu = 0;
 };
 
-Generated generate(Context& ctx, bool device, int steps) {
+LaneRun run_lane(Context& ctx, bool device, int steps) {
   const int32_t n_vocab = static_cast<int32_t>(ctx.n_vocab());
   Lane lane = make_lane(n_vocab);
-  Generated run;
+  LaneRun run;
   run.tokens.resize(lane.samplers.size());
   // The sampler whose token each sequence continues with (the first of the sequence).
   std::vector<int32_t> next(4, -1);
@@ -210,7 +201,7 @@ Generated generate(Context& ctx, bool device, int steps) {
   return run;
 }
 
-void expect_same(const Generated& want, const Generated& got, const std::string& what) {
+void expect_same(const LaneRun& want, const LaneRun& got, const std::string& what) {
   ASSERT_EQ(got.tokens.size(), want.tokens.size());
   for (size_t i = 0; i < want.tokens.size(); ++i) {
     EXPECT_EQ(got.tokens[i], want.tokens[i]) << what << ": sampler " << i;
@@ -221,38 +212,38 @@ void expect_same(const Generated& want, const Generated& got, const std::string&
 class ContextDraws : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContextDraws, SameTokensAsCpuSamplingLocalAndSplit) {
-  const std::string path = model_path(GetParam());
+  const std::string path = draws_model_path(GetParam());
   constexpr int kSteps = 12;
-  Loaded local = make(path, cpus(1), {1}, false);
+  Loaded local = load_split(path, cpus(1), {1}, false);
   ASSERT_TRUE(local.ctx);
-  const Generated want = generate(*local.ctx, false, kSteps);
+  const LaneRun want = run_lane(*local.ctx, false, kSteps);
   // The sequences do not all pick one token: the comparison below means something.
   EXPECT_NE(want.tokens[0], want.tokens[1]);
 
   {
-    Loaded on_cpu = make(path, cpus(1), {1}, true);
+    Loaded on_cpu = load_split(path, cpus(1), {1}, true);
     ASSERT_TRUE(on_cpu.ctx);
-    const Generated got = generate(*on_cpu.ctx, true, kSteps);
+    const LaneRun got = run_lane(*on_cpu.ctx, true, kSteps);
     expect_same(want, got, "one CPU");
     EXPECT_EQ(got.drawn, 4 * (kSteps + 1));
     EXPECT_EQ(got.on_cpu, kSteps + 1);
   }
   {
-    Loaded stages = make(path, cpus(2), {1, 1}, true);
+    Loaded stages = load_split(path, cpus(2), {1, 1}, true);
     ASSERT_TRUE(stages.ctx);
-    expect_same(want, generate(*stages.ctx, true, kSteps), "two CPU stages");
+    expect_same(want, run_lane(*stages.ctx, true, kSteps), "two CPU stages");
   }
   {
-    auto worker = start_worker();
+    auto worker = worker_hiding_ops();
     ASSERT_TRUE(worker);
     auto r = remote(*worker);
     ASSERT_TRUE(r) << r.status().message();
     std::vector<std::unique_ptr<Device>> d;
-    d.push_back(cpu("CPU"));
+    d.push_back(cpu_device("CPU"));
     d.push_back(std::move(r).value());
-    Loaded split = make(path, std::move(d), {1, 1}, true);
+    Loaded split = load_split(path, std::move(d), {1, 1}, true);
     ASSERT_TRUE(split.ctx);
-    expect_same(want, generate(*split.ctx, true, kSteps), "last stage on a worker");
+    expect_same(want, run_lane(*split.ctx, true, kSteps), "last stage on a worker");
   }
 }
 
@@ -260,11 +251,11 @@ INSTANTIATE_TEST_SUITE_P(Arch, ContextDraws, ::testing::Values("llama", "gemma2"
 
 // A micro-batch smaller than the batch: the draws of each micro-batch's outputs run with it.
 TEST(ContextDrawsBatches, DrawsFollowTheirMicroBatch) {
-  const std::string path = model_path("llama");
+  const std::string path = draws_model_path("llama");
   auto model = Model::open(path);
   ASSERT_TRUE(model);
   std::vector<std::unique_ptr<Device>> d;
-  d.push_back(cpu("CPU"));
+  d.push_back(cpu_device("CPU"));
   EngineOptions eo;
   eo.backend_sampling = true;
   auto engine = Engine::create(std::move(model).value(), std::move(d), eo);
@@ -303,12 +294,12 @@ TEST(ContextDrawsBatches, DrawsFollowTheirMicroBatch) {
 TEST(ContextDrawsCaps, AWorkerWithoutTheOpIsRefused) {
   OpSet hide;
   hide.set(static_cast<uint32_t>(Op::kSample));
-  auto worker = start_worker(hide);
+  auto worker = worker_hiding_ops(hide);
   ASSERT_TRUE(worker);
-  const std::string path = model_path("llama");
+  const std::string path = draws_model_path("llama");
   auto devices = [&] {
     std::vector<std::unique_ptr<Device>> d;
-    d.push_back(cpu("CPU"));
+    d.push_back(cpu_device("CPU"));
     auto r = remote(*worker);
     EXPECT_TRUE(r) << r.status().message();
     d.push_back(std::move(r).value());
@@ -326,7 +317,7 @@ TEST(ContextDrawsCaps, AWorkerWithoutTheOpIsRefused) {
     EXPECT_NE(e.status().message().find("cannot run op 'sample'"), std::string::npos)
         << e.status().message();
   }
-  Loaded plain = make(path, devices(), {1, 1}, false);
+  Loaded plain = load_split(path, devices(), {1, 1}, false);
   ASSERT_TRUE(plain.ctx);
   Batch batch;
   batch.add(1, 0, 0, true);

@@ -18,6 +18,7 @@ namespace strata {
 namespace {
 
 using testing::argmax;
+using testing::cpu_device;
 
 // As context_test's models: "llama31" is llama with rope_freqs (a rate table), phi3 has
 // LongRoPE (rate tables with an mscale), gemma3 two rope kinds over sliding and global layers.
@@ -49,13 +50,6 @@ std::string model_file(const std::string& arch, int64_t n_layer, DType dtype) {
       params(arch, n_layer, dtype));
 }
 
-std::unique_ptr<Device> cpu(int threads, const std::string& name = "CPU") {
-  CpuDeviceOptions o;
-  o.n_threads = threads;
-  o.name = name;
-  return cpu_device_new(o);
-}
-
 std::unique_ptr<Engine> engine(const std::string& path, std::vector<std::unique_ptr<Device>> d,
                                std::vector<double> split, bool shift = true) {
   auto model = Model::open(path);
@@ -71,12 +65,12 @@ std::unique_ptr<Engine> engine(const std::string& path, std::vector<std::unique_
 
 std::unique_ptr<Engine> local(const std::string& path, int threads = 2) {
   std::vector<std::unique_ptr<Device>> d;
-  d.push_back(cpu(threads));
+  d.push_back(cpu_device("CPU", threads));
   return engine(path, std::move(d), {1});
 }
 
-std::unique_ptr<Context> context(const Engine& e, int64_t n_batch = 512, DType kv = DType::kF16,
-                                 int64_t n_ctx = 192) {
+std::unique_ptr<Context> shift_context(const Engine& e, int64_t n_batch = 512,
+                                       DType kv = DType::kF16, int64_t n_ctx = 192) {
   ContextParams cp;
   cp.n_ctx = n_ctx;
   cp.n_seq = 4;
@@ -87,7 +81,7 @@ std::unique_ptr<Context> context(const Engine& e, int64_t n_batch = 512, DType k
   return c.is_ok() ? std::move(c).value() : nullptr;
 }
 
-std::vector<int32_t> prompt(int seed, int len) {
+std::vector<int32_t> shift_prompt(int seed, int len) {
   std::vector<int32_t> p;
   for (int i = 0; i < len; ++i) p.push_back(2 + (seed * 101 + i * 29) % 290);
   return p;
@@ -175,10 +169,10 @@ TEST(ContextShift, OnOneLayerTheShiftedKeysAreTheFreshOnes) {
     SCOPED_TRACE(arch);
     auto e = local(model_file(arch, 1, DType::kF32));
     ASSERT_TRUE(e);
-    const std::vector<int32_t> tokens = prompt(3, 70);
+    const std::vector<int32_t> tokens = shift_prompt(3, 70);
     const int32_t n_keep = 6, n_discard = 33, next = 17;
 
-    auto shifted = context(*e, 512, DType::kF32);
+    auto shifted = shift_context(*e, 512, DType::kF32);
     Batch b;
     for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), 0, false);
     ASSERT_TRUE(shifted->decode(b).is_ok());
@@ -191,7 +185,7 @@ TEST(ContextShift, OnOneLayerTheShiftedKeysAreTheFreshOnes) {
     b.add(next, shifted->seq_len(0), 0, true);
     ASSERT_TRUE(shifted->decode(b).is_ok());
 
-    auto fresh = context(*e, 512, DType::kF32);
+    auto fresh = shift_context(*e, 512, DType::kF32);
     b.clear();
     for (size_t i = 0; i < kept.size(); ++i) b.add(kept[i], static_cast<int32_t>(i), 0, false);
     b.add(next, static_cast<int32_t>(kept.size()), 0, true);
@@ -209,10 +203,6 @@ TEST(ContextShift, OnOneLayerTheShiftedKeysAreTheFreshOnes) {
   }
 }
 
-std::unique_ptr<rpc::Worker> start_worker(const rpc::WorkerOptions& base = {}) {
-  return testing::start_local_worker(base);
-}
-
 std::unique_ptr<Engine> with_worker(const std::string& path, rpc::Worker& worker,
                                     bool shift = true) {
   rpc::ClientOptions co;
@@ -222,7 +212,7 @@ std::unique_ptr<Engine> with_worker(const std::string& path, rpc::Worker& worker
   EXPECT_TRUE(remote.is_ok()) << remote.status().message();
   if (!remote.is_ok()) return nullptr;
   std::vector<std::unique_ptr<Device>> d;
-  d.push_back(cpu(1));
+  d.push_back(cpu_device("CPU", 1));
   d.push_back(std::move(remote).value());
   return engine(path, std::move(d), {1, 1}, shift);
 }
@@ -234,12 +224,12 @@ TEST_P(ShiftDeterminism, AShiftedSequenceGivesTheSameBytesInAnyCompany) {
   const std::string path = model_file(arch, arch == "gemma3" ? 7 : 3, dtype);
   // Sequence 0: a 30-token prompt, shifted when it reaches 50 positions (keep 4, drop 20),
   // then again at 50. 45 steps take it through both shifts.
-  const Plan watched{0, prompt(1, 30), 50, 4, 20};
+  const Plan watched{0, shift_prompt(1, 30), 50, 4, 20};
   constexpr int kSteps = 45;
 
   auto alone_engine = local(path, 1);
   ASSERT_TRUE(alone_engine);
-  auto alone_ctx = context(*alone_engine, 512, DType::kF16, 320);
+  auto alone_ctx = shift_context(*alone_engine, 512, DType::kF16, 320);
   const std::vector<uint8_t> ref = run(*alone_ctx, {watched}, kSteps)[0];
   ASSERT_EQ(ref.size(), 4u * 300 * kSteps);
 
@@ -247,33 +237,33 @@ TEST_P(ShiftDeterminism, AShiftedSequenceGivesTheSameBytesInAnyCompany) {
   // watched prompt that shares its cells: the copy keeps its own keys when the watched one
   // turns them, so it gives the bytes of the watched sequence without a shift until then.
   const std::vector<Plan> crowd = {
-      {1, prompt(2, 11), 40, 2, 9}, watched, {2, prompt(3, 23)}, {3, {}, 0, 0, 0, 0}};
+      {1, shift_prompt(2, 11), 40, 2, 9}, watched, {2, shift_prompt(3, 23)}, {3, {}, 0, 0, 0, 0}};
   auto crowd_engine = local(path, 2);
   ASSERT_TRUE(crowd_engine);
-  auto crowd_ctx = context(*crowd_engine, 512, DType::kF16, 320);
+  auto crowd_ctx = shift_context(*crowd_engine, 512, DType::kF16, 320);
   const auto mixed = run(*crowd_ctx, crowd, kSteps);
   EXPECT_EQ(mixed[1], ref) << "alone vs beside three sequences";
-  const Plan unshifted{0, prompt(1, 30)};
-  auto plain_ctx = context(*alone_engine, 512, DType::kF16, 320);
+  const Plan unshifted{0, shift_prompt(1, 30)};
+  auto plain_ctx = shift_context(*alone_engine, 512, DType::kF16, 320);
   EXPECT_EQ(mixed[3], run(*plain_ctx, {unshifted}, kSteps)[0])
       << "the copy sharing the watched prompt's cells is not turned by its shift";
 
-  auto tiny = context(*crowd_engine, 2, DType::kF16, 320);
+  auto tiny = shift_context(*crowd_engine, 2, DType::kF16, 320);
   EXPECT_EQ(run(*tiny, crowd, kSteps)[1], ref) << "micro-batches of 2 tokens";
 
   std::vector<std::unique_ptr<Device>> two;
-  two.push_back(cpu(1, "CPU0"));
-  two.push_back(cpu(2, "CPU1"));
+  two.push_back(cpu_device("CPU0", 1));
+  two.push_back(cpu_device("CPU1", 2));
   auto split = engine(path, std::move(two), {1, 2});
   ASSERT_TRUE(split);
-  auto split_ctx = context(*split, 512, DType::kF16, 320);
+  auto split_ctx = shift_context(*split, 512, DType::kF16, 320);
   EXPECT_EQ(run(*split_ctx, crowd, kSteps)[1], ref) << "split over two devices";
 
-  auto worker = start_worker();
+  auto worker = testing::start_local_worker();
   ASSERT_TRUE(worker);
   auto remote = with_worker(path, *worker);
   ASSERT_TRUE(remote);
-  auto remote_ctx = context(*remote, 512, DType::kF16, 320);
+  auto remote_ctx = shift_context(*remote, 512, DType::kF16, 320);
   EXPECT_EQ(run(*remote_ctx, crowd, kSteps)[1], ref) << "a stage on a worker";
 }
 
@@ -292,7 +282,7 @@ TEST(ContextShift, BadArgumentsAndMissingCellsChangeNothing) {
   auto e = local(model_file("llama", 3, DType::kQ8_0));
   ASSERT_TRUE(e);
   // 24 cells: sequence 0 holds 10, sequence 1 shares them and adds 10, 4 are free.
-  auto ctx = context(*e, 512, DType::kF16, 24);
+  auto ctx = shift_context(*e, 512, DType::kF16, 24);
   Batch b;
   for (int i = 0; i < 10; ++i) b.add(3 + i, i, 0, false);
   ASSERT_TRUE(ctx->decode(b).is_ok());
@@ -327,7 +317,7 @@ TEST(ContextShift, AWorkerWithoutTheOpIsRefused) {
   const std::string path = model_file("llama", 3, DType::kQ8_0);
   rpc::WorkerOptions o;
   o.hide_ops.set(static_cast<uint32_t>(Op::kRopeShift));
-  auto worker = start_worker(o);
+  auto worker = testing::start_local_worker(o);
   ASSERT_TRUE(worker);
   {
     rpc::ClientOptions co;
@@ -336,7 +326,7 @@ TEST(ContextShift, AWorkerWithoutTheOpIsRefused) {
     auto remote = rpc::remote_device_new(co);
     ASSERT_TRUE(remote.is_ok());
     std::vector<std::unique_ptr<Device>> d;
-    d.push_back(cpu(1));
+    d.push_back(cpu_device("CPU", 1));
     d.push_back(std::move(remote).value());
     auto model = Model::open(path);
     ASSERT_TRUE(model.is_ok());
@@ -350,7 +340,7 @@ TEST(ContextShift, AWorkerWithoutTheOpIsRefused) {
   }
   auto e = with_worker(path, *worker, /*shift=*/false);
   ASSERT_TRUE(e);
-  auto ctx = context(*e);
+  auto ctx = shift_context(*e);
   Batch b;
   for (int i = 0; i < 10; ++i) b.add(3 + i, i, 0, i == 9);
   ASSERT_TRUE(ctx->decode(b).is_ok());

@@ -17,6 +17,7 @@ namespace strata {
 namespace {
 
 using testing::argmax;
+using testing::Loaded;
 
 // `arch` names an architecture, or "llama31" for llama with Llama 3.1's rope frequency
 // divisors. Sliding windows, LongRoPE and the rope tables are small enough to matter within
@@ -42,11 +43,6 @@ std::string synth_path(const std::string& arch, DType dtype) {
   p.seed = 7;
   return testing::synth_file("ctx_" + arch + "_" + std::string(dtype_name(dtype)), p);
 }
-
-struct Loaded {
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<Context> ctx;
-};
 
 // `threads` per device; `split` has one entry per CPU device (stages).
 Loaded make(const std::string& path, int threads, std::vector<double> split = {1},

@@ -14,7 +14,7 @@
 namespace strata {
 namespace {
 
-std::string model_path() {
+std::string caps_model_path() {
   SynthParams p;
   p.arch = "qwen3";  // q/k norms and biases: the builder's optional paths
   p.n_embd = 128;
@@ -32,7 +32,7 @@ uint32_t bit(Op op) { return static_cast<uint32_t>(op); }
 uint32_t bit(DType t) { return static_cast<uint32_t>(t); }
 
 TEST(StageCaps, NeedsComeFromTheStageGraph) {
-  auto model = Model::open(model_path());
+  auto model = Model::open(caps_model_path());
   ASSERT_TRUE(model) << model.status().message();
   const Model& m = **model;
 
@@ -69,10 +69,6 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
   EXPECT_TRUE(empty->weight_dtypes.none());
 }
 
-std::unique_ptr<rpc::Worker> start_worker(const rpc::WorkerOptions& base) {
-  return testing::start_local_worker(base);
-}
-
 // CPU for layers 0-2, the worker for layers 2-4 and the output.
 Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
   rpc::ClientOptions co;
@@ -84,7 +80,7 @@ Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
   cpu.n_threads = 1;
   devices.push_back(cpu_device_new(cpu));
   devices.push_back(std::move(remote));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(model_path()));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(caps_model_path()));
   EngineOptions eo;
   eo.split = {1, 1};
   return Engine::create(std::move(model), std::move(devices), eo);
@@ -94,7 +90,7 @@ TEST(StageCaps, AWorkerWithoutAnOpOrDTypeIsRefusedBeforeAnyUpload) {
   rpc::WorkerOptions o;
   o.hide_ops.set(bit(Op::kSwiglu));
   o.hide_weight_dtypes.set(bit(DType::kQ8_0));
-  auto worker = start_worker(o);
+  auto worker = testing::start_local_worker(o);
   ASSERT_TRUE(worker);
   Result<std::unique_ptr<Engine>> e = split_onto(*worker);
   ASSERT_FALSE(e);
@@ -114,7 +110,7 @@ TEST(StageCaps, AWorkerWithoutAnUnneededOpIsUsed) {
   rpc::WorkerOptions o;
   o.hide_ops.set(bit(Op::kArgmax));
   o.hide_weight_dtypes.set(bit(DType::kQ4_K));
-  auto worker = start_worker(o);
+  auto worker = testing::start_local_worker(o);
   ASSERT_TRUE(worker);
   Result<std::unique_ptr<Engine>> e = split_onto(*worker);
   ASSERT_TRUE(e) << e.status().message();

@@ -17,9 +17,11 @@
 namespace strata {
 namespace {
 
-std::string model_path() { return testing::small_llama_file("handoff", 6, 17); }
+using testing::greedy_logits;
 
-std::unique_ptr<rpc::Worker> start_worker(uint64_t hide_caps = 0) {
+std::string handoff_model_path() { return testing::small_llama_file("handoff", 6, 17); }
+
+std::unique_ptr<rpc::Worker> worker_hiding_caps(uint64_t hide_caps = 0) {
   rpc::WorkerOptions o;
   o.hide_caps = hide_caps;
   return testing::start_local_worker(o);
@@ -53,7 +55,7 @@ Split split_on(const std::vector<std::string>& where, const rpc::ClientOptions& 
     s.conns.push_back(rpc::remote_device_connection(**d));
     devices.push_back(std::move(d).value());
   }
-  auto model = Model::open(model_path());
+  auto model = Model::open(handoff_model_path());
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   EngineOptions eo;
   eo.split = std::vector<double>(where.size(), 1.0);
@@ -63,36 +65,10 @@ Split split_on(const std::vector<std::string>& where, const rpc::ClientOptions& 
   return s;
 }
 
-// Greedy generation from a prompt of several micro-batches; every logit row, bytewise.
-std::vector<uint8_t> run(const Engine& engine, int seed, int n_gen = 8) {
-  ContextParams cp;
-  cp.n_ctx = 128;
-  cp.n_batch = 4;
-  auto ctx = Context::create(engine, cp);
-  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
-  if (!ctx.is_ok()) return {};
-  std::vector<uint8_t> bytes;
-  Batch b;
-  for (int i = 0; i < 11; ++i) b.add(5 + (seed * 29 + i * 13) % 290, i, 0, i == 10);
-  for (int step = 0; step < n_gen; ++step) {
-    Status s = (*ctx)->decode(b);
-    EXPECT_TRUE(s.is_ok()) << s.message();
-    if (!s.is_ok()) return bytes;
-    const float* l = (*ctx)->logits(0);
-    const auto* p = reinterpret_cast<const uint8_t*>(l);
-    bytes.insert(bytes.end(), p, p + 4 * (*ctx)->n_vocab());
-    int32_t best = 0;
-    for (int64_t i = 1; i < (*ctx)->n_vocab(); ++i) best = l[i] > l[best] ? int32_t(i) : best;
-    b.clear();
-    b.add(best, (*ctx)->seq_len(0), 0, true);
-  }
-  return bytes;
-}
-
-std::vector<uint8_t> reference(int seed) {
+std::vector<uint8_t> cpu_reference(int seed) {
   Split local = split_on({"CPU"});
   EXPECT_TRUE(local.engine);
-  return local.engine ? run(*local.engine, seed) : std::vector<uint8_t>{};
+  return local.engine ? greedy_logits(*local.engine, seed) : std::vector<uint8_t>{};
 }
 
 uint64_t handoffs(const Split& s, size_t stage) {
@@ -115,13 +91,13 @@ uint64_t reads(const Split& s, size_t stage) {
 }
 
 TEST(EngineHandoff, ThreeWorkersGiveTheBytesOfOneDevice) {
-  const std::vector<uint8_t> ref = reference(0);
+  const std::vector<uint8_t> ref = cpu_reference(0);
   ASSERT_FALSE(ref.empty());
-  auto w0 = start_worker(), w1 = start_worker(), w2 = start_worker();
+  auto w0 = worker_hiding_caps(), w1 = worker_hiding_caps(), w2 = worker_hiding_caps();
   Split s = split_on({w0->address(), w1->address(), w2->address()});
   ASSERT_TRUE(s.engine);
   ASSERT_EQ(s.engine->stages().size(), 3u);
-  EXPECT_EQ(run(*s.engine, 0), ref);
+  EXPECT_EQ(greedy_logits(*s.engine, 0), ref);
   // Every step of the first two stages went to the next worker; only the last is read.
   EXPECT_GT(handoffs(s, 0), 0u);
   EXPECT_EQ(handoffs(s, 0), handoffs(s, 1));
@@ -138,7 +114,7 @@ TEST(EngineHandoff, ThreeWorkersGiveTheBytesOfOneDevice) {
     off.handoff = false;
     Split star = split_on(where, off);
     ASSERT_TRUE(star.engine);
-    EXPECT_EQ(run(*star.engine, 0), ref);
+    EXPECT_EQ(greedy_logits(*star.engine, 0), ref);
     EXPECT_EQ(handoffs(star, 0), 0u);
     EXPECT_EQ(handoffs(star, 1), 0u);
     EXPECT_GT(reads(star, 0), 0u);
@@ -152,7 +128,7 @@ TEST(EngineHandoff, ThreeWorkersGiveTheBytesOfOneDevice) {
     sync.handoff = handoff;
     Split one_by_one = split_on(where, sync);
     ASSERT_TRUE(one_by_one.engine);
-    EXPECT_EQ(run(*one_by_one.engine, 0), ref) << "hand-off " << handoff;
+    EXPECT_EQ(greedy_logits(*one_by_one.engine, 0), ref) << "hand-off " << handoff;
     EXPECT_EQ(handoffs(one_by_one, 0) > 0, handoff);
     if (handoff) {
       EXPECT_GE(syncs(one_by_one, 0), handoffs(one_by_one, 0)) << "each hand-off waited for";
@@ -164,13 +140,13 @@ TEST(EngineHandoff, ThreeWorkersGiveTheBytesOfOneDevice) {
 // Pipeline groups: two contexts of one engine from two threads share the connections and the
 // links; their steps' sequence numbers never collide.
 TEST(EngineHandoff, TwoContextsAtOnce) {
-  const std::vector<uint8_t> ref0 = reference(1), ref1 = reference(2);
-  auto w0 = start_worker(), w1 = start_worker();
+  const std::vector<uint8_t> ref0 = cpu_reference(1), ref1 = cpu_reference(2);
+  auto w0 = worker_hiding_caps(), w1 = worker_hiding_caps();
   Split s = split_on({w0->address(), w1->address()});
   ASSERT_TRUE(s.engine);
   std::vector<uint8_t> got0, got1;
-  std::thread t0([&] { got0 = run(*s.engine, 1, 16); });
-  std::thread t1([&] { got1 = run(*s.engine, 2, 16); });
+  std::thread t0([&] { got0 = greedy_logits(*s.engine, 1, 16); });
+  std::thread t1([&] { got1 = greedy_logits(*s.engine, 2, 16); });
   t0.join();
   t1.join();
   EXPECT_EQ(std::vector<uint8_t>(got0.begin(), got0.begin() + ref0.size()), ref0);
@@ -181,13 +157,13 @@ TEST(EngineHandoff, TwoContextsAtOnce) {
 // The path through this host where hand-off cannot be: a worker that does not offer it (an
 // older one), and the CPU between two workers (this host is the peer there).
 TEST(EngineHandoff, FallsBackWhereItCannot) {
-  const std::vector<uint8_t> ref = reference(0);
-  auto old = start_worker(rpc::kCapHandoff);
-  auto w1 = start_worker(), w2 = start_worker();
+  const std::vector<uint8_t> ref = cpu_reference(0);
+  auto old = worker_hiding_caps(rpc::kCapHandoff);
+  auto w1 = worker_hiding_caps(), w2 = worker_hiding_caps();
   {
     Split s = split_on({old->address(), w1->address(), w2->address()});
     ASSERT_TRUE(s.engine);
-    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(greedy_logits(*s.engine, 0), ref);
     EXPECT_EQ(handoffs(s, 0), 0u) << "the older worker's output comes through this host";
     EXPECT_GT(reads(s, 0), 0u);
     EXPECT_GT(handoffs(s, 1), 0u) << "the two newer workers hand off";
@@ -195,21 +171,21 @@ TEST(EngineHandoff, FallsBackWhereItCannot) {
   {
     Split s = split_on({w1->address(), old->address(), w2->address()});
     ASSERT_TRUE(s.engine);
-    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(greedy_logits(*s.engine, 0), ref);
     EXPECT_EQ(handoffs(s, 0), 0u);
     EXPECT_EQ(handoffs(s, 1), 0u);
   }
   {
     Split s = split_on({w1->address(), "CPU", w2->address()});
     ASSERT_TRUE(s.engine);
-    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(greedy_logits(*s.engine, 0), ref);
     EXPECT_EQ(handoffs(s, 0), 0u);
     EXPECT_GT(reads(s, 0), 0u);
   }
   {
     Split s = split_on({"CPU", w1->address(), w2->address()});
     ASSERT_TRUE(s.engine);
-    EXPECT_EQ(run(*s.engine, 0), ref);
+    EXPECT_EQ(greedy_logits(*s.engine, 0), ref);
     EXPECT_GT(handoffs(s, 1), 0u);
   }
 }
@@ -217,7 +193,7 @@ TEST(EngineHandoff, FallsBackWhereItCannot) {
 // A worker of the first stage that goes away mid-run: the decode fails with an error naming it,
 // without hanging; so does every later decode.
 TEST(EngineHandoff, AFirstStageThatDiesFailsTheStep) {
-  auto w0 = start_worker(), w1 = start_worker();
+  auto w0 = worker_hiding_caps(), w1 = worker_hiding_caps();
   const std::string dead = w0->address();
   Split s = split_on({w0->address(), w1->address()});
   ASSERT_TRUE(s.engine);

@@ -20,11 +20,13 @@ namespace strata {
 namespace {
 
 using testing::argmax;
+using testing::wait_for;
 
-std::string model_path() { return testing::small_llama_file("reconnect", 4, 67); }
+std::string reconnect_model_path() { return testing::small_llama_file("reconnect", 4, 67); }
 
 // Greedy from an empty sequence 0: the prompt, then n steps; every logit row, bytewise.
-Result<std::vector<uint8_t>> generate(Context& ctx, const std::vector<int32_t>& prompt, int n) {
+Result<std::vector<uint8_t>> generate_fresh(Context& ctx, const std::vector<int32_t>& prompt,
+                                            int n) {
   ctx.clear();
   std::vector<uint8_t> bytes;
   Batch b;
@@ -44,14 +46,8 @@ Result<std::vector<uint8_t>> generate(Context& ctx, const std::vector<int32_t>& 
   return bytes;
 }
 
-bool wait_for(const std::function<bool()>& done) {
-  for (int i = 0; i < 500 && !done(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
-
-Result<std::unique_ptr<rpc::Worker>> start_worker(const std::string& address, OpSet hide_ops = {}) {
+Result<std::unique_ptr<rpc::Worker>> start_worker_at(const std::string& address,
+                                                     OpSet hide_ops = {}) {
   rpc::WorkerOptions wo;
   wo.address = address;
   wo.n_threads = 1;
@@ -60,13 +56,13 @@ Result<std::unique_ptr<rpc::Worker>> start_worker(const std::string& address, Op
   return rpc::Worker::start(wo);
 }
 
-struct Split {
+struct RemoteSplit {
   std::unique_ptr<Engine> engine;
   Device* remote = nullptr;
 };
 
-Split make_split(const std::string& address) {
-  Split out;
+RemoteSplit make_split(const std::string& address) {
+  RemoteSplit out;
   rpc::ClientOptions co;
   co.endpoint = address;
   co.name = "RPC0";
@@ -80,7 +76,7 @@ Split make_split(const std::string& address) {
   devices.push_back(cpu_device_new(cpu));
   out.remote = remote->get();
   devices.push_back(std::move(remote).value());
-  auto model = Model::open(model_path());
+  auto model = Model::open(reconnect_model_path());
   EXPECT_TRUE(model.is_ok());
   EngineOptions eo;
   eo.split = {1, 1};
@@ -91,10 +87,10 @@ Split make_split(const std::string& address) {
 }
 
 TEST(EngineReconnect, AContextWakesOntoANewConnectionWithTheSameBytes) {
-  auto worker = start_worker("127.0.0.1:0");
+  auto worker = start_worker_at("127.0.0.1:0");
   ASSERT_TRUE(worker.is_ok()) << worker.status().message();
   const std::string address = (*worker)->address();
-  Split split = make_split(address);
+  RemoteSplit split = make_split(address);
   ASSERT_TRUE(split.engine);
   Engine& e = *split.engine;
   ContextParams cp;
@@ -103,7 +99,7 @@ TEST(EngineReconnect, AContextWakesOntoANewConnectionWithTheSameBytes) {
   ASSERT_TRUE(made.is_ok()) << made.status().message();
   Context& ctx = **made;
   const std::vector<int32_t> prompt = {5, 17, 99, 3, 250, 8, 41};
-  auto ref = generate(ctx, prompt, 6);
+  auto ref = generate_fresh(ctx, prompt, 6);
   ASSERT_TRUE(ref.is_ok()) << ref.status().message();
   // A buffer made on the first connection, still held when the second one is in use.
   auto stale = split.remote->alloc_buffer(4096);
@@ -111,27 +107,27 @@ TEST(EngineReconnect, AContextWakesOntoANewConnectionWithTheSameBytes) {
 
   (*worker)->stop();
   worker->reset();
-  auto lost = generate(ctx, prompt, 2);
+  auto lost = generate_fresh(ctx, prompt, 2);
   ASSERT_FALSE(lost.is_ok());
   EXPECT_EQ(lost.status().kind(), ErrorKind::kUnavailable) << lost.status().message();
   EXPECT_NE(lost.status().message().find(address), std::string::npos) << lost.status().message();
   std::shared_ptr<rpc::Connection> old = rpc::remote_device_connection(*split.remote);
   EXPECT_FALSE(old->broken().is_ok());
 
-  worker = start_worker(address);
+  worker = start_worker_at(address);
   ASSERT_TRUE(worker.is_ok()) << worker.status().message();
   ctx.sleep();
   auto conn = rpc::Connection::open(old->options());
   ASSERT_TRUE(conn.is_ok()) << conn.status().message();
   ASSERT_TRUE(rpc::remote_device_set_connection(*split.remote, std::move(conn).value()).is_ok());
   old.reset();
-  EXPECT_FALSE(ctx.wake().is_ok() && generate(ctx, prompt, 1).is_ok())
+  EXPECT_FALSE(ctx.wake().is_ok() && generate_fresh(ctx, prompt, 1).is_ok())
       << "woken on the old streams and without weights, a context cannot run";
   ctx.sleep();
   ASSERT_TRUE(e.reload_device(*split.remote).is_ok());
   ctx.renew_streams(*split.remote);
   ASSERT_TRUE(ctx.wake().is_ok());
-  auto again = generate(ctx, prompt, 6);
+  auto again = generate_fresh(ctx, prompt, 6);
   ASSERT_TRUE(again.is_ok()) << again.status().message();
   EXPECT_EQ(*again, *ref) << "after the reconnection, the same bytes";
 
@@ -139,7 +135,7 @@ TEST(EngineReconnect, AContextWakesOntoANewConnectionWithTheSameBytes) {
   const uint64_t held = (*worker)->bytes_allocated();
   ASSERT_GT(held, 0u);
   stale->reset();
-  auto twice = generate(ctx, prompt, 6);
+  auto twice = generate_fresh(ctx, prompt, 6);
   ASSERT_TRUE(twice.is_ok()) << twice.status().message();
   EXPECT_EQ(*twice, *ref);
   EXPECT_EQ((*worker)->bytes_allocated(), held);
@@ -151,10 +147,10 @@ TEST(EngineReconnect, AContextWakesOntoANewConnectionWithTheSameBytes) {
 }
 
 TEST(EngineReconnect, AWorkerThatComesBackOlderIsRefused) {
-  auto worker = start_worker("127.0.0.1:0");
+  auto worker = start_worker_at("127.0.0.1:0");
   ASSERT_TRUE(worker.is_ok()) << worker.status().message();
   const std::string address = (*worker)->address();
-  Split split = make_split(address);
+  RemoteSplit split = make_split(address);
   ASSERT_TRUE(split.engine);
   std::shared_ptr<rpc::Connection> old = rpc::remote_device_connection(*split.remote);
   (*worker)->stop();
@@ -162,7 +158,7 @@ TEST(EngineReconnect, AWorkerThatComesBackOlderIsRefused) {
 
   OpSet no_swiglu;
   no_swiglu.set(static_cast<uint32_t>(Op::kSwiglu));
-  worker = start_worker(address, no_swiglu);
+  worker = start_worker_at(address, no_swiglu);
   ASSERT_TRUE(worker.is_ok()) << worker.status().message();
   auto conn = rpc::Connection::open(old->options());
   ASSERT_TRUE(conn.is_ok()) << conn.status().message();

@@ -17,14 +17,15 @@ namespace strata {
 namespace {
 
 using testing::argmax;
+using testing::wait_for;
 
 constexpr uint64_t kCpuLimit = uint64_t{512} << 20;
 
-std::string model_path() { return testing::small_llama_file("sleep", 4, 53); }
+std::string sleep_model_path() { return testing::small_llama_file("sleep", 4, 53); }
 
 // Greedy: the prompt (when not empty) then n steps from `next`; every logit row, bytewise.
-std::vector<uint8_t> generate(Context& ctx, const std::vector<int32_t>& prompt, int32_t next,
-                              int n) {
+std::vector<uint8_t> generate_from(Context& ctx, const std::vector<int32_t>& prompt, int32_t next,
+                                   int n) {
   std::vector<uint8_t> bytes;
   Batch b;
   for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), 0, false);
@@ -40,14 +41,6 @@ std::vector<uint8_t> generate(Context& ctx, const std::vector<int32_t>& prompt, 
     b.clear();
   }
   return bytes;
-}
-
-bool wait_for(const std::function<bool()>& done) {
-  // The worker frees a buffer when its FREE_BUFFER message arrives, after the call returned.
-  for (int i = 0; i < 500 && !done(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
 }
 
 TEST(EngineSleep, FreesDeviceMemoryAndWakesToTheSameBytes) {
@@ -69,7 +62,7 @@ TEST(EngineSleep, FreesDeviceMemoryAndWakesToTheSameBytes) {
   devices.push_back(cpu_device_new(cpu));
   Device* local = devices.back().get();
   devices.push_back(std::move(remote).value());
-  auto model = Model::open(model_path());
+  auto model = Model::open(sleep_model_path());
   ASSERT_TRUE(model.is_ok());
   EngineOptions eo;
   eo.split = {1, 1};
@@ -84,13 +77,13 @@ TEST(EngineSleep, FreesDeviceMemoryAndWakesToTheSameBytes) {
   Context& ctx = **made;
 
   const std::vector<int32_t> prompt = {5, 17, 99, 3, 250, 8, 41};
-  const std::vector<uint8_t> ref = generate(ctx, prompt, 12, 6);
+  const std::vector<uint8_t> ref = generate_from(ctx, prompt, 12, 6);
   ASSERT_FALSE(ref.empty());
   ctx.clear();
-  generate(ctx, prompt, 12, 2);
+  generate_from(ctx, prompt, 12, 2);
   auto state = ctx.seq_state_save(0);
   ASSERT_TRUE(state.is_ok());
-  const std::vector<uint8_t> after_state = generate(ctx, {}, 77, 3);
+  const std::vector<uint8_t> after_state = generate_from(ctx, {}, 77, 3);
   EXPECT_GT((*worker)->bytes_allocated(), 0u);
   EXPECT_LT(local->info().memory_free, kCpuLimit);
 
@@ -109,9 +102,9 @@ TEST(EngineSleep, FreesDeviceMemoryAndWakesToTheSameBytes) {
   ASSERT_TRUE(e.wake().is_ok());
   ASSERT_TRUE(ctx.wake().is_ok());
   EXPECT_GT((*worker)->bytes_allocated(), 0u);
-  EXPECT_EQ(generate(ctx, prompt, 12, 6), ref) << "woken, a fresh run gives the same bytes";
+  EXPECT_EQ(generate_from(ctx, prompt, 12, 6), ref) << "woken, a fresh run gives the same bytes";
   ASSERT_TRUE(ctx.seq_state_restore(0, *state).is_ok());
-  EXPECT_EQ(generate(ctx, {}, 77, 3), after_state) << "a state saved before the sleep";
+  EXPECT_EQ(generate_from(ctx, {}, 77, 3), after_state) << "a state saved before the sleep";
 }
 
 }  // namespace

@@ -14,7 +14,10 @@
 namespace strata {
 namespace {
 
-std::string model_path() { return testing::small_llama_file("split", 4, 11); }
+using testing::cpu_device;
+using testing::greedy_logits;
+
+std::string split_model_path() { return testing::small_llama_file("split", 4, 11); }
 
 // Forwards to a CPU device; its streams fail every computation from the `fail_from`-th on. Their
 // copies after an event are the CPU stream's, queued behind the event; with `blocking_copies`,
@@ -75,22 +78,14 @@ std::unique_ptr<Stream> FlakyDevice::create_stream() {
   return std::make_unique<FlakyStream>(*this, inner_->create_stream());
 }
 
-std::unique_ptr<Device> cpu(const std::string& name, uint64_t limit = 0) {
-  CpuDeviceOptions o;
-  o.name = name;
-  o.n_threads = 2;
-  o.memory_limit = limit;
-  return cpu_device_new(o);
-}
-
 // A CPU device whose copies between stages wait on the caller's thread.
 std::unique_ptr<Device> blocking_cpu(const std::string& name) {
-  return std::make_unique<FlakyDevice>(cpu(name), std::numeric_limits<int>::max(), true);
+  return std::make_unique<FlakyDevice>(cpu_device(name), std::numeric_limits<int>::max(), true);
 }
 
-Result<std::unique_ptr<Engine>> engine_on(std::vector<std::unique_ptr<Device>> devices,
-                                          std::vector<double> split, int64_t n_ctx = 0) {
-  auto model = Model::open(model_path());
+Result<std::unique_ptr<Engine>> split_engine(std::vector<std::unique_ptr<Device>> devices,
+                                             std::vector<double> split, int64_t n_ctx = 0) {
+  auto model = Model::open(split_model_path());
   if (!model.is_ok()) return model.status();
   EngineOptions eo;
   eo.split = std::move(split);
@@ -99,66 +94,43 @@ Result<std::unique_ptr<Engine>> engine_on(std::vector<std::unique_ptr<Device>> d
 }
 
 // Greedy generation from a fixed prompt; returns every logit row of the run, bytewise.
-std::vector<uint8_t> run(const Engine& engine, int n_gen = 8) {
-  ContextParams cp;
-  cp.n_ctx = 128;
-  cp.n_batch = 4;  // several micro-batches per prompt
-  auto ctx = Context::create(engine, cp);
-  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
-  std::vector<uint8_t> bytes;
-  Batch b;
-  for (int i = 0; i < 11; ++i) b.add(5 + i * 13, i, 0, i == 10);
-  for (int step = 0; step < n_gen; ++step) {
-    Status s = (*ctx)->decode(b);
-    EXPECT_TRUE(s.is_ok()) << s.message();
-    if (!s.is_ok()) return bytes;
-    const float* l = (*ctx)->logits(0);
-    const auto* p = reinterpret_cast<const uint8_t*>(l);
-    bytes.insert(bytes.end(), p, p + 4 * (*ctx)->n_vocab());
-    int32_t best = 0;
-    for (int64_t i = 1; i < (*ctx)->n_vocab(); ++i) best = l[i] > l[best] ? int32_t(i) : best;
-    b.clear();
-    b.add(best, (*ctx)->seq_len(0), 0, true);
-  }
-  return bytes;
-}
-
 TEST(EngineSplit, AsyncAndSyncCopiesGiveTheBytesOfOneDevice) {
   std::vector<std::unique_ptr<Device>> one;
-  one.push_back(cpu("CPU"));
-  auto alone = engine_on(std::move(one), {1});
+  one.push_back(cpu_device("CPU"));
+  auto alone = split_engine(std::move(one), {1});
   ASSERT_TRUE(alone.is_ok()) << alone.status().message();
-  const std::vector<uint8_t> ref = run(**alone);
+  const std::vector<uint8_t> ref = greedy_logits(**alone, 0);
   ASSERT_FALSE(ref.empty());
 
   auto three = [] {
     std::vector<std::unique_ptr<Device>> d;
-    for (int i = 0; i < 3; ++i) d.push_back(cpu("CPU" + std::to_string(i)));
+    for (int i = 0; i < 3; ++i) d.push_back(cpu_device("CPU" + std::to_string(i)));
     return d;
   };
-  auto split = engine_on(three(), {1, 2, 1});
+  auto split = split_engine(three(), {1, 2, 1});
   ASSERT_TRUE(split.is_ok()) << split.status().message();
   ASSERT_EQ((*split)->stages().size(), 3u);
   EXPECT_EQ((*split)->stages()[1].layer_begin, 1);
   EXPECT_EQ((*split)->stages()[1].layer_end, 3);
-  EXPECT_EQ(run(**split), ref) << "asynchronous copies between three stages";
+  EXPECT_EQ(greedy_logits(**split, 0), ref) << "asynchronous copies between three stages";
   std::vector<std::unique_ptr<Device>> blocking;
   for (int i = 0; i < 3; ++i) blocking.push_back(blocking_cpu("CPU" + std::to_string(i)));
-  auto one_by_one = engine_on(std::move(blocking), {1, 2, 1});
+  auto one_by_one = split_engine(std::move(blocking), {1, 2, 1});
   ASSERT_TRUE(one_by_one.is_ok()) << one_by_one.status().message();
-  EXPECT_EQ(run(**one_by_one), ref) << "stages one by one, copies that wait on this thread";
+  EXPECT_EQ(greedy_logits(**one_by_one, 0), ref)
+      << "stages one by one, copies that wait on this thread";
   // A device with no layers in the middle gets no stage.
-  auto skip = engine_on(three(), {1, 0, 1});
+  auto skip = split_engine(three(), {1, 0, 1});
   ASSERT_TRUE(skip.is_ok()) << skip.status().message();
   EXPECT_EQ((*skip)->stages().size(), 2u);
-  EXPECT_EQ(run(**skip), ref);
+  EXPECT_EQ(greedy_logits(**skip, 0), ref);
 }
 
 TEST(EngineSplit, RefusesAModelThatDoesNotFitBeforeLoading) {
   std::vector<std::unique_ptr<Device>> d;
-  d.push_back(cpu("CPU0"));
-  d.push_back(cpu("CPU1", 1 << 20));
-  auto e = engine_on(std::move(d), {1, 1}, 4096);
+  d.push_back(cpu_device("CPU0"));
+  d.push_back(cpu_device("CPU1", 2, 1 << 20));
+  auto e = split_engine(std::move(d), {1, 1}, 4096);
   ASSERT_FALSE(e.is_ok());
   const std::string& m = e.status().message();
   EXPECT_NE(m.find("does not fit on its devices with 4096 KV cells"), std::string::npos) << m;
@@ -177,21 +149,21 @@ TEST(EngineSplit, RefusesAModelThatDoesNotFitBeforeLoading) {
 
   // The same devices take it with a small context.
   std::vector<std::unique_ptr<Device>> d2;
-  d2.push_back(cpu("CPU0"));
-  d2.push_back(cpu("CPU1", 64 << 20));
-  EXPECT_TRUE(engine_on(std::move(d2), {1, 1}, 128).is_ok());
+  d2.push_back(cpu_device("CPU0"));
+  d2.push_back(cpu_device("CPU1", 2, 64 << 20));
+  EXPECT_TRUE(split_engine(std::move(d2), {1, 1}, 128).is_ok());
 }
 
 TEST(EngineSplit, AFailingStageIsAnErrorAndTheNextDecodeRuns) {
   for (const bool blocking : {false, true}) {
     SCOPED_TRACE(blocking ? "copies that wait on this thread" : "asynchronous copies");
     std::vector<std::unique_ptr<Device>> d;
-    d.push_back(std::make_unique<FlakyDevice>(cpu("CPU0"), 1000, blocking));
-    auto owned = std::make_unique<FlakyDevice>(cpu("CPU1"), 2, blocking);
+    d.push_back(std::make_unique<FlakyDevice>(cpu_device("CPU0"), 1000, blocking));
+    auto owned = std::make_unique<FlakyDevice>(cpu_device("CPU1"), 2, blocking);
     FlakyDevice* flaky = owned.get();
     d.push_back(std::move(owned));
-    d.push_back(std::make_unique<FlakyDevice>(cpu("CPU2"), 1000, blocking));
-    auto e = engine_on(std::move(d), {1, 1, 1});
+    d.push_back(std::make_unique<FlakyDevice>(cpu_device("CPU2"), 1000, blocking));
+    auto e = split_engine(std::move(d), {1, 1, 1});
     ASSERT_TRUE(e.is_ok()) << e.status().message();
     ContextParams cp;
     cp.n_ctx = 64;

@@ -14,7 +14,7 @@
 namespace strata {
 namespace {
 
-std::string model_path() { return testing::small_llama_file("placement", 4, 7); }
+std::string placement_model_path() { return testing::small_llama_file("placement", 4, 7); }
 
 std::vector<std::unique_ptr<Device>> two_cpus(uint64_t limit1 = 0) {
   std::vector<std::unique_ptr<Device>> d;
@@ -40,7 +40,7 @@ Placement plan_of(const Model& model, const std::vector<std::unique_ptr<Device>>
 }
 
 TEST(Placement, CountsWeightsOnceKvOnceAndComputePerContext) {
-  auto model = Model::open(model_path());
+  auto model = Model::open(placement_model_path());
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   const auto devices = two_cpus();
   const Placement one = plan_of(**model, devices, 4096, 1, false);
@@ -67,7 +67,7 @@ TEST(Placement, CountsWeightsOnceKvOnceAndComputePerContext) {
 }
 
 TEST(Placement, TableNamesEveryDeviceWithNeedAndFreeInMiB) {
-  auto model = Model::open(model_path());
+  auto model = Model::open(placement_model_path());
   ASSERT_TRUE(model.is_ok());
   const auto devices = two_cpus(uint64_t{3} << 20);
   const Placement p = plan_of(**model, devices, 65536, 4);
@@ -130,7 +130,7 @@ TEST(Placement, RefusesBeforeAnyWeightIsRead) {
 // The CPU alone, limited so that `limit` decides; the plan's numbers come from placement_plan.
 server::LoadOptions fit_options(int64_t n_ctx, int32_t n_contexts, uint64_t limit) {
   server::LoadOptions o;
-  o.model_path = model_path();
+  o.model_path = placement_model_path();
   o.n_threads = 1;
   o.n_ctx = n_ctx;
   o.n_contexts = n_contexts;
@@ -142,7 +142,7 @@ server::LoadOptions fit_options(int64_t n_ctx, int32_t n_contexts, uint64_t limi
 }
 
 uint64_t cpu_need(int64_t n_ctx, int32_t n_contexts) {
-  auto model = Model::open(model_path());
+  auto model = Model::open(placement_model_path());
   EXPECT_TRUE(model.is_ok());
   std::vector<std::unique_ptr<Device>> d;
   d.push_back(cpu_device_new({}));

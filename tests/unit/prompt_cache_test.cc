@@ -85,7 +85,7 @@ TEST(PromptCache, FindsTheLongestSharedPrefixAndDropsSubsumedEntries) {
   EXPECT_EQ((*kept)[0], 2) << "a state handed out stays valid";
 }
 
-std::string model_path() {
+std::string cache_model_path() {
   SynthParams p;
   p.n_embd = 128;
   p.n_layer = 3;
@@ -120,7 +120,7 @@ std::vector<uint8_t> finish_and_generate(Context& ctx, int32_t s,
 }
 
 TEST(PromptCache, AHitRestoresAndContinuesAsAFullEvaluation) {
-  auto model = Model::open(model_path());
+  auto model = Model::open(cache_model_path());
   ASSERT_TRUE(model.is_ok());
   std::vector<std::unique_ptr<Device>> devices;
   CpuDeviceOptions o;

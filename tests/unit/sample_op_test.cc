@@ -16,9 +16,12 @@
 #include "core/sample.h"
 #include "engine/sampler.h"
 #include "graph/op_table.h"
+#include "unit/engine_testing.h"
 
 namespace strata {
 namespace {
+
+using testing::cpu_device;
 
 // A random but valid parameter set: every stage of the chain on or off, penalties, logprobs.
 SamplerParams random_params(Rng& rng) {
@@ -98,12 +101,6 @@ OpRun run_op(Device& device, const std::vector<float>& logits, int32_t n_vocab, 
   return r;
 }
 
-std::unique_ptr<Device> cpu(int threads) {
-  CpuDeviceOptions o;
-  o.n_threads = threads;
-  return cpu_device_new(o);
-}
-
 float as_float(int32_t w) { return std::bit_cast<float>(w); }
 
 // The property the server relies on: sequences sampled on the device, step after step, with
@@ -112,7 +109,7 @@ TEST(SampleOp, PicksWhatTheCpuSamplerPicksForManySeedsAndSettings) {
   constexpr int64_t kRows = 12;
   constexpr int kSteps = 25;
   const int64_t k = kSamplerMaxNProbs;
-  auto device = cpu(2);
+  auto device = cpu_device("CPU", 2);
   for (int32_t n_vocab : {700, 40000}) {
     Rng rng(static_cast<uint64_t>(n_vocab));
     std::vector<Sampler> on_cpu, on_op;
@@ -197,7 +194,7 @@ TEST(SampleOp, TokensOnlyOutputAndThreadCountAgree) {
     sample_row_pack(s, {}, {}, -1, words.data() + r * kSampleWords, entries.data() + r * 2);
     uniforms[r] = rng.uniform();
   }
-  auto one = cpu(1), three = cpu(3);
+  auto one = cpu_device("CPU", 1), three = cpu_device("CPU", 3);
   const OpRun a = run_op(*one, logits, kVocab, kRows, words, entries, 1, uniforms, 1);
   const OpRun b = run_op(*three, logits, kVocab, kRows, words, entries, 1, uniforms, 4);
   ASSERT_TRUE(a.status.is_ok()) << a.status.message();
@@ -233,7 +230,7 @@ TEST(SampleOp, RefusesBadRecordsByName) {
       {"uniform = 1", [](auto&, auto&, auto& u) { u[1] = 1.0f; }},
       {"uniform = nan", [](auto&, auto&, auto& u) { u[1] = std::nanf(""); }},
   };
-  auto device = cpu(1);
+  auto device = cpu_device("CPU", 1);
   for (const Case& c : cases) {
     std::vector<int32_t> words(kSampleWords * kRows);
     std::vector<int32_t> entries(2 * kWidth * kRows, 0);

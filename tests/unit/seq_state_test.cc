@@ -21,6 +21,7 @@ namespace strata {
 namespace {
 
 using testing::argmax;
+using testing::cpu_device;
 
 SynthParams small(const std::string& arch, uint64_t seed) {
   SynthParams p;
@@ -45,13 +46,6 @@ std::string model_file(const std::string& arch, uint64_t seed = 5) {
   return testing::synth_file("seqstate_" + arch + "_" + std::to_string(seed), small(arch, seed));
 }
 
-std::unique_ptr<Device> cpu(const std::string& name, int threads = 2) {
-  CpuDeviceOptions o;
-  o.name = name;
-  o.n_threads = threads;
-  return cpu_device_new(o);
-}
-
 std::unique_ptr<Engine> engine_on(const std::string& path,
                                   std::vector<std::unique_ptr<Device>> devices,
                                   std::vector<double> split) {
@@ -67,12 +61,12 @@ std::unique_ptr<Engine> engine_on(const std::string& path,
 
 std::unique_ptr<Engine> local_engine(const std::string& path) {
   std::vector<std::unique_ptr<Device>> d;
-  d.push_back(cpu("CPU"));
+  d.push_back(cpu_device("CPU"));
   return engine_on(path, std::move(d), {1});
 }
 
-std::unique_ptr<Context> context(const Engine& e, int64_t n_ctx = 128, int32_t n_seq = 4,
-                                 DType kv = DType::kF16) {
+std::unique_ptr<Context> state_context(const Engine& e, int64_t n_ctx = 128, int32_t n_seq = 4,
+                                       DType kv = DType::kF16) {
   ContextParams cp;
   cp.n_ctx = n_ctx;
   cp.n_seq = n_seq;
@@ -83,7 +77,7 @@ std::unique_ptr<Context> context(const Engine& e, int64_t n_ctx = 128, int32_t n
   return c.is_ok() ? std::move(c).value() : nullptr;
 }
 
-std::vector<int32_t> prompt(int seed, int len) {
+std::vector<int32_t> state_prompt(int seed, int len) {
   std::vector<int32_t> p;
   for (int i = 0; i < len; ++i) p.push_back(2 + (seed * 97 + i * 31) % 300);
   return p;
@@ -131,8 +125,8 @@ struct Saved {
 
 Saved save_one(const Engine& e, int64_t n_ctx = 128) {
   Saved s;
-  s.ctx = context(e, n_ctx);
-  prefill(*s.ctx, {prompt(1, 13), prompt(2, 29)});
+  s.ctx = state_context(e, n_ctx);
+  prefill(*s.ctx, {state_prompt(1, 13), state_prompt(2, 29)});
   auto state = s.ctx->seq_state_save(1);
   EXPECT_TRUE(state.is_ok()) << state.status().message();
   if (state.is_ok()) s.state = std::move(state).value();
@@ -152,11 +146,11 @@ TEST(SeqState, SaveThenRestoreContinuesWithTheSameBytes) {
 
     // Into another sequence of a context with other cells in use, so that the restored rows
     // land in other cells than they were saved from.
-    auto other = context(*e);
-    prefill(*other, {prompt(3, 5)});
+    auto other = state_context(*e);
+    prefill(*other, {state_prompt(3, 5)});
     ASSERT_TRUE(other->seq_state_restore(2, s.state).is_ok());
     EXPECT_EQ(other->seq_len(2), 29);
-    EXPECT_EQ(other->seq_tokens(2), prompt(2, 29));
+    EXPECT_EQ(other->seq_tokens(2), state_prompt(2, 29));
     EXPECT_EQ(continue_greedy(*other, 2, 7, 6), s.reference);
 
     // A restore replaces what the sequence held; restoring twice gives the same again.
@@ -164,8 +158,6 @@ TEST(SeqState, SaveThenRestoreContinuesWithTheSameBytes) {
     EXPECT_EQ(continue_greedy(*other, 2, 7, 6), s.reference);
   }
 }
-
-std::unique_ptr<rpc::Worker> start_worker() { return testing::start_local_worker(); }
 
 // CPU for the first layers, a worker over loopback for the rest and the output.
 std::unique_ptr<Engine> split_engine(const std::string& path, rpc::Worker& worker) {
@@ -176,7 +168,7 @@ std::unique_ptr<Engine> split_engine(const std::string& path, rpc::Worker& worke
   EXPECT_TRUE(remote.is_ok()) << remote.status().message();
   if (!remote.is_ok()) return nullptr;
   std::vector<std::unique_ptr<Device>> d;
-  d.push_back(cpu("CPU"));
+  d.push_back(cpu_device("CPU"));
   d.push_back(std::move(remote).value());
   return engine_on(path, std::move(d), {1, 2});
 }
@@ -184,7 +176,7 @@ std::unique_ptr<Engine> split_engine(const std::string& path, rpc::Worker& worke
 // Greedy output does not depend on the split, so a state moves between a split and one device.
 TEST(SeqState, RestoresAcrossAStageOnAWorker) {
   const std::string path = model_file("llama");
-  auto worker = start_worker();
+  auto worker = testing::start_local_worker();
   ASSERT_TRUE(worker);
   auto split = split_engine(path, *worker);
   ASSERT_TRUE(split);
@@ -198,8 +190,8 @@ TEST(SeqState, RestoresAcrossAStageOnAWorker) {
   EXPECT_EQ(from_split.reference, from_local.reference);
   EXPECT_EQ(from_split.state, from_local.state) << "the same state, whatever device held it";
 
-  auto on_split = context(*split);
-  prefill(*on_split, {prompt(3, 11)});
+  auto on_split = state_context(*split);
+  prefill(*on_split, {state_prompt(3, 11)});
   ASSERT_TRUE(on_split->seq_state_restore(3, from_local.state).is_ok());
   EXPECT_EQ(continue_greedy(*on_split, 3, 7, 6), from_local.reference);
 }
@@ -211,7 +203,7 @@ void expect_untouched(Context& ctx, const HostBytes& bad, const char* what) {
   const Status s = ctx.seq_state_restore(0, bad);
   EXPECT_FALSE(s.is_ok());
   EXPECT_EQ(ctx.seq_len(0), 13);
-  EXPECT_EQ(ctx.seq_tokens(0), prompt(1, 13));
+  EXPECT_EQ(ctx.seq_tokens(0), state_prompt(1, 13));
 }
 
 TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
@@ -219,8 +211,8 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
   ASSERT_TRUE(e);
   Saved s = save_one(*e);
   ASSERT_FALSE(s.state.empty());
-  auto ctx = context(*e);
-  prefill(*ctx, {prompt(1, 13)});
+  auto ctx = state_context(*e);
+  prefill(*ctx, {state_prompt(1, 13)});
   const std::vector<uint8_t> before = continue_greedy(*ctx, 0, 9, 3);
   ctx->seq_truncate(0, 13);
 
@@ -274,18 +266,18 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
   m = message(save_one(*deep).state);
   EXPECT_NE(m.find("n_layer 4 in the state, 3 here"), std::string::npos) << m;
 
-  auto f32 = context(*e, 128, 4, DType::kF32);
-  prefill(*f32, {prompt(1, 5)});
+  auto f32 = state_context(*e, 128, 4, DType::kF32);
+  prefill(*f32, {state_prompt(1, 5)});
   auto f32_state = f32->seq_state_save(0);
   ASSERT_TRUE(f32_state.is_ok());
   m = message(*f32_state);
   EXPECT_NE(m.find("KV dtype f32 in the state, f16 here"), std::string::npos) << m;
 
   // A context too small for the state, and one without free cells for it.
-  auto tiny = context(*e, 20);
+  auto tiny = state_context(*e, 20);
   EXPECT_NE(tiny->seq_state_restore(0, s.state).message().find("holds 20"), std::string::npos);
-  auto busy = context(*e, 40);
-  prefill(*busy, {prompt(1, 13), {}, prompt(4, 20)});
+  auto busy = state_context(*e, 40);
+  prefill(*busy, {state_prompt(1, 13), {}, state_prompt(4, 20)});
   const Status full = busy->seq_state_restore(0, s.state);
   EXPECT_NE(full.message().find("needs as many KV cells, 20 are free"), std::string::npos)
       << full.message();
@@ -300,8 +292,8 @@ TEST(SeqState, RandomDamageIsRefused) {
   auto e = local_engine(model_file("llama"));
   ASSERT_TRUE(e);
   Saved s = save_one(*e);
-  auto ctx = context(*e);
-  prefill(*ctx, {prompt(1, 13)});
+  auto ctx = state_context(*e);
+  prefill(*ctx, {state_prompt(1, 13)});
   Rng rng(99);
   for (int i = 0; i < 300; ++i) {
     HostBytes bad = s.state;
@@ -314,7 +306,7 @@ TEST(SeqState, RandomDamageIsRefused) {
     }
     if (rng.next() % 4 == 0) bad.resize(rng.next() % bad.size());
     ASSERT_FALSE(ctx->seq_state_restore(0, bad).is_ok()) << "damage " << i;
-    ASSERT_EQ(ctx->seq_tokens(0), prompt(1, 13));
+    ASSERT_EQ(ctx->seq_tokens(0), state_prompt(1, 13));
   }
 }
 
