@@ -14,6 +14,9 @@ for v in ASAN_OPTIONS TSAN_OPTIONS UBSAN_OPTIONS; do
 done
 "$@"
 rc=$?
+if [ "$rc" -gt 128 ]; then
+  echo "sanitized: $1 was killed by signal $((rc - 128)) ($(kill -l "$((rc - 128))"))"
+fi
 if compgen -G "$dir/report*" >/dev/null; then
   for f in "$dir"/report*; do
     echo "=== sanitizer report $f"
