@@ -5,7 +5,8 @@
 //   BM_Matmul/<dtype>/m/0 W [k=2048, n=5632] (an FFN up-projection of a ~1B model); several
 //                         copies are cycled so the weights never sit in the 32 MiB L3.
 //   BM_Matmul/<dtype>/m/1 W [k=2048, n=128], one copy that stays in L2: the kernel's compute
-//                         cost, which must stay well under the memory time to reach the bound.
+//                         cost, which must stay well under the memory time to reach the bound
+//                         (m = 1, 16) and which sets prompt processing (m = 256).
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
 // Threads: STRATA_BENCH_THREADS (default: every hardware thread).
 #include <benchmark/benchmark.h>
@@ -110,6 +111,7 @@ void BM_Matmul(benchmark::State& state, DType t) {
       ->Args({16, 0})                       \
       ->Args({1, 1})                        \
       ->Args({16, 1})                       \
+      ->Args({256, 1})                      \
       ->Unit(benchmark::kMicrosecond)       \
       ->UseRealTime()
 

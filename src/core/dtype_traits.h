@@ -33,6 +33,9 @@ struct MatmulKernel {
   void (*quantize_activation)(const float* x, void* dst, int64_t k);
   // y for the weight rows [r0, r1) and every column; see MatmulArgs.
   void (*rows)(const matmul_detail::MatmulArgs& a, int64_t r0, int64_t r1);
+  // Bytes of MatmulArgs::work each thread's `rows` needs for a row length k (the weights of
+  // a group of rows, unpacked once and used by every tile of columns); nullptr: none.
+  size_t (*work_bytes)(int64_t k) = nullptr;
 };
 
 // A dtype's entries at one instruction-set level; any may be null (absent at that level).

@@ -22,13 +22,16 @@ bool has_f16c() {
 Isa detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c()) {
+    return Isa::kScalar;
+  }
+  // The AVX-512 kernels also use AVX2 code (the activation quantisers, the final sums).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vnni")) {
     return Isa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) {
-    return Isa::kAvx2;
-  }
+  return Isa::kAvx2;
 #endif
   return Isa::kScalar;
 }
@@ -40,6 +43,7 @@ Isa initial() {
     Isa want = best;
     if (std::strcmp(env, "scalar") == 0) want = Isa::kScalar;
     if (std::strcmp(env, "avx2") == 0) want = Isa::kAvx2;
+    if (std::strcmp(env, "avx512") == 0) want = Isa::kAvx512;
     if (want < best) best = want;
   }
   return best;

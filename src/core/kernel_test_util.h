@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "core/isa.h"
@@ -23,10 +24,21 @@ class IsaScope {
   Isa saved_;
 };
 
-// Both paths: the scalar one always, AVX2 when the CPU has it.
+// Every level the CPU runs: the scalar one always, AVX2 and AVX-512 when the CPU has them.
+// A level it lacks is named once on stderr, so that a run says which paths it did not test.
 inline std::vector<Isa> isas() {
-  std::vector<Isa> out = {Isa::kScalar};
-  if (isa_best_supported() >= Isa::kAvx2) out.push_back(Isa::kAvx2);
+  std::vector<Isa> out;
+  for (int level = 0; level < kIsaLevels; ++level) {
+    const Isa isa = static_cast<Isa>(level);
+    if (isa <= isa_best_supported()) {
+      out.push_back(isa);
+    } else {
+      static bool said[kIsaLevels] = {};
+      if (!said[level])
+        std::fprintf(stderr, "this CPU has no %s: its kernels are not tested\n", isa_name(isa));
+      said[level] = true;
+    }
+  }
   return out;
 }
 

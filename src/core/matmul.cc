@@ -17,6 +17,9 @@ using matmul_detail::MatmulArgs;
 // which the hardware prefetchers follow, and tiny matrices stay on one thread.
 constexpr size_t kMinChunkBytes = 64 * 1024;
 
+// Scratch areas start on cache lines (and 512-bit register loads on their alignment).
+constexpr size_t matmul_align(size_t bytes) { return (bytes + 63) & ~size_t{63}; }
+
 }  // namespace
 
 void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, int64_t n,
@@ -34,12 +37,14 @@ void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, 
 
   MatmulArgs args{
       static_cast<const uint8_t*>(w), w_row_bytes, k, m, x, x_stride, nullptr, 0, y, y_stride};
-  if (kernel->act_column_bytes != nullptr) {
-    // The caller's scratch of the pool (thread 0), reused so that the decode loop does not
-    // allocate per matmul; the pool's threads only read it.
-    const size_t col_bytes = kernel->act_column_bytes(k);
-    const size_t need = col_bytes * static_cast<size_t>(m);
-    uint8_t* scratch = pool.scratch(0, need);
+  // The caller's scratch of the pool (thread 0), reused so that the decode loop does not
+  // allocate per matmul: the activation columns (which the pool's threads only read), then
+  // each thread's work area.
+  const size_t col_bytes = kernel->act_column_bytes != nullptr ? kernel->act_column_bytes(k) : 0;
+  const size_t cols_bytes = matmul_align(col_bytes * static_cast<size_t>(m));
+  const size_t work_bytes = kernel->work_bytes != nullptr ? matmul_align(kernel->work_bytes(k)) : 0;
+  uint8_t* scratch = pool.scratch(0, cols_bytes + work_bytes * static_cast<size_t>(pool.size()));
+  if (col_bytes != 0) {
     for (int64_t j = 0; j < m; ++j) {
       kernel->quantize_activation(x + j * x_stride, scratch + static_cast<size_t>(j) * col_bytes,
                                   k);
@@ -50,8 +55,12 @@ void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, 
 
   const int64_t grain =
       std::max<int64_t>(1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(w_row_bytes, 1)));
-  pool.parallel_for(n, grain,
-                    [&args, kernel](int, int64_t r0, int64_t r1) { kernel->rows(args, r0, r1); });
+  pool.parallel_for(n, grain, [&](int thread, int64_t r0, int64_t r1) {
+    if (work_bytes == 0) return kernel->rows(args, r0, r1);
+    MatmulArgs own = args;
+    own.work = scratch + cols_bytes + work_bytes * static_cast<size_t>(thread);
+    kernel->rows(own, r0, r1);
+  });
 }
 
 }  // namespace strata

@@ -21,6 +21,7 @@ struct MatmulArgs {
   size_t xq_col_bytes;  // nullptr when the kernel reads x as given
   float* y;             // y[j * y_stride + r]
   size_t y_stride;
+  uint8_t* work = nullptr;  // this thread's MatmulKernel::work_bytes, 64-byte aligned
 
   // What the kernel reads for column j: its own activation column, or the F32 one.
   const void* column(int64_t j) const {
@@ -100,5 +101,8 @@ extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2,
 // matmul_k_ref.cc / matmul_k_avx2.cc
 extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;
 extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2, kIQ4_XSAvx2;
+// matmul_legacy_avx512.cc / matmul_k_avx512.cc: the same bits as the AVX2 kernels
+extern const MatmulKernel kQ8_0Avx512;
+extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512;
 
 }  // namespace strata::matmul_detail

@@ -315,6 +315,50 @@ TEST(MatmulTest, Avx2EqualsScalarBitwise) {
   EXPECT_GT(checked, 0);
 }
 
+// The AVX-512 kernels repeat the AVX2 kernels' operations per output element (a split over
+// machines with and without AVX-512 gives one answer): bit for bit, every dtype, odd shapes,
+// every m from 1 to 17 (tiles of every width), weights with a wide range of scales.
+TEST(MatmulTest, Avx512EqualsAvx2Bitwise) {
+  if (isa_best_supported() < Isa::kAvx512) GTEST_SKIP() << "CPU has no AVX-512 (F/BW/VL/DQ/VNNI)";
+  ThreadPool pool(2);
+  int own_kernels = 0;
+  for (const TypeCase& tc : kCases) {
+    const DType t = tc.dtype;
+    const DTypeTraits& traits = *dtype_traits(t);
+    if (dtype_matmul_kernel(traits, Isa::kAvx512) != dtype_matmul_kernel(traits, Isa::kAvx2)) {
+      ++own_kernels;
+    }
+    for (uint32_t seed = 1; seed <= 2; ++seed) {
+      for (int64_t n : {1, 6, 33}) {
+        for (int64_t k : ks_for(t)) {
+          const Weights w(t, n, k, seed * 1000 + static_cast<uint32_t>(n + k), seed % 2 == 0);
+          const Acts x(k, 17, seed);
+          for (int64_t m = 1; m <= 17; ++m) {
+            std::vector<float> y2, y5;
+            {
+              IsaScope g(Isa::kAvx2);
+              y2 = run(pool, w, x, m, x.data.data());
+            }
+            {
+              IsaScope g(Isa::kAvx512);
+              y5 = run(pool, w, x, m, x.data.data());
+            }
+            for (int64_t j = 0; j < m; ++j) {
+              for (int64_t r = 0; r <= n; ++r) {  // r == n: the sentinel past the last row
+                const float a = y2[j * (n + 1) + r], b = y5[j * (n + 1) + r];
+                ASSERT_TRUE(same_bits(a, b))
+                    << dtype_name(t) << " seed " << seed << " n " << n << " k " << k << " m " << m
+                    << " column " << j << " row " << r << ": " << a << " vs " << b;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(own_kernels, 0);
+}
+
 TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {
   if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
   int compared = 0;

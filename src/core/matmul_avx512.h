@@ -1,0 +1,145 @@
+// Pieces shared by the AVX-512 matmul kernels (matmul_*_avx512.cc, compiled with AVX-512
+// F/BW/VL/VNNI as well as AVX2): the tile driver and 512-bit helpers. Include only from those
+// files.
+//
+// Every AVX-512 kernel gives the same bits as the AVX2 kernel of its dtype. A 512-bit register
+// holds two of the AVX2 kernel's 256-bit accumulators: the same activation column against two
+// weight rows (rows r and r + 1 in the low and high halves). Each half goes through the AVX2
+// kernel's operations on its lanes in its order: the integer parts are exact sums however they
+// are grouped (VNNI's dpbusd / dpwssd give the integers that maddubs + madd + add give), and
+// the float parts (convert, multiply, fused multiply-add, the final horizontal sum) are the
+// same instructions lane for lane. So a split over machines of different instruction sets
+// still gives one answer, and the AVX2 tests' bit-for-bit guarantees carry over.
+//
+// The tile is 2 * RP weight rows by C activation columns: each weight block is loaded once for
+// C columns, each activation block once for 2 * RP rows. The driver runs the rows of a thread's
+// range in groups of 2 * RP; a last group with fewer rows repeats its last row and drops the
+// copies' results.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/matmul_avx2.h"
+#include "core/matmul_internal.h"
+
+namespace strata::matmul_detail::avx512 {
+
+using avx2::load256;
+
+// Two 32-byte loads as the low and high halves of one register.
+inline __m512i pair256(const void* lo, const void* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
+}
+
+// 32 bytes in both halves (one load).
+inline __m512i both256(const void* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
+// 8 floats in both halves (one load).
+inline __m512 both256_ps(const float* p) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
+}
+
+// One float in the low 8 lanes, another in the high 8.
+inline __m512 halves_ps(float lo, float hi) {
+  return _mm512_insertf32x4(_mm512_insertf32x4(_mm512_set1_ps(lo), _mm_set1_ps(hi), 2),
+                            _mm_set1_ps(hi), 3);
+}
+
+inline __m256 low_ps(__m512 v) { return _mm512_castps512_ps256(v); }
+inline __m256 high_ps(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+// ---- Driver ----
+//
+// A kernel K cuts a row into K::steps(k) steps and provides:
+//   K::Weights                     one step of two rows, unpacked for the multiplies
+//   K::load(row a, row b, s, k)    that unpacking (and the prefetch of the weights ahead)
+//   K::step<RP, C>(Weights[RP], columns, s, acc[RP][C])   one step of every accumulator
+//   K::step_direct<RP, C>(rows, columns, s, acc)  (optional) the same from the stored rows,
+//                                  unpacking as it goes: faster than load + step for few columns
+// With more columns than one tile, the rows of a group are unpacked once into the thread's
+// work area and every tile of columns reads them; with one tile they are unpacked as they
+// are used. Either way each accumulator sees the same operations.
+
+template <typename K>
+size_t work_bytes(int64_t k) {
+  return static_cast<size_t>(K::steps(k)) * K::kRowPairs * sizeof(typename K::Weights);
+}
+
+// 2 * RP rows (prepared: their unpacked weights, else nullptr) by C columns:
+// out[row][column].
+template <typename K, int RP, int C>
+void tile(const typename K::Weights* prepared, const uint8_t* const* w, const void* const* cols,
+          int64_t k, float (*out)[C]) {
+  __m512 acc[RP][C];
+  for (int r = 0; r < RP; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  const int64_t steps = K::steps(k);
+  for (int64_t s = 0; s < steps; ++s) {
+    if (prepared != nullptr) {
+      K::template step<RP, C>(prepared + s * RP, cols, s, acc);
+    } else if constexpr (requires { &K::template step_direct<RP, C>; }) {
+      K::template step_direct<RP, C>(w, cols, s, acc);
+    } else {
+      typename K::Weights wv[RP];
+      for (int r = 0; r < RP; ++r) wv[r] = K::load(w[2 * r], w[2 * r + 1], s, k);
+      K::template step<RP, C>(wv, cols, s, acc);
+    }
+  }
+  for (int r = 0; r < RP; ++r) {
+    for (int c = 0; c < C; ++c) {
+      out[2 * r][c] = avx2::hsum(low_ps(acc[r][c]));
+      out[2 * r + 1][c] = avx2::hsum(high_ps(acc[r][c]));
+    }
+  }
+}
+
+// tile<K, RP, nc> for a run-time nc in 1..C, results stored for the group's real rows.
+template <typename K, int RP, int C>
+void tile_n(int nc, const typename K::Weights* prepared, const uint8_t* const* w, int rows,
+            const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j) {
+  if constexpr (C > 1) {
+    if (nc < C) return tile_n<K, RP, C - 1>(nc, prepared, w, rows, a, r, cols, j);
+  }
+  float out[2 * RP][C];
+  tile<K, RP, C>(prepared, w, cols, a.k, out);
+  for (int i = 0; i < rows; ++i) {
+    for (int c = 0; c < C; ++c) a.y[(j + c) * a.y_stride + r + i] = out[i][c];
+  }
+}
+
+// The `rows` entry of a kernel K: groups of 2 * K::kRowPairs rows, tiles of K::kCols columns.
+// A last group with fewer rows repeats its last row and drops the copies' results.
+template <typename K>
+void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  constexpr int kCols = K::kCols, kRP = K::kRowPairs;
+  auto* work = reinterpret_cast<typename K::Weights*>(a.work);
+  const bool prepare = a.m > kCols && work != nullptr;
+  const int64_t steps = K::steps(a.k);
+  const void* cols[kCols];
+  const uint8_t* w[2 * kRP];
+  for (int64_t r = r0; r < r1; r += 2 * kRP) {
+    const int rows = static_cast<int>(std::min<int64_t>(2 * kRP, r1 - r));
+    for (int i = 0; i < 2 * kRP; ++i) w[i] = a.w + (r + std::min(i, rows - 1)) * a.w_row_bytes;
+    if (prepare) {
+      for (int64_t s = 0; s < steps; ++s) {
+        for (int p = 0; p < kRP; ++p) work[s * kRP + p] = K::load(w[2 * p], w[2 * p + 1], s, a.k);
+      }
+    }
+    for (int64_t j = 0; j < a.m; j += kCols) {
+      const int nc = static_cast<int>(std::min<int64_t>(kCols, a.m - j));
+      for (int c = 0; c < nc; ++c) cols[c] = a.column(j + c);
+      tile_n<K, kRP, kCols>(nc, prepare ? work : nullptr, w, rows, a, r, cols, j);
+    }
+  }
+}
+
+}  // namespace strata::matmul_detail::avx512

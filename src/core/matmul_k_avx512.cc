@@ -1,0 +1,339 @@
+// AVX-512 VNNI kernels of Q4_K, Q5_K and Q6_K weights against Q8_K activations, bit-identical
+// to the AVX2 kernels (matmul_k_avx2.cc); see matmul_avx512.h for how. They read the same Q8_K
+// columns. Entered only after the run-time CPU check (matmul.cc).
+//
+// The AVX2 kernels form each sub-block's products with maddubs and scale them with madd, which
+// adds pairs of words times the sub-block scale into int32 lanes; dpwssd does that multiply-add
+// and the accumulation in one instruction, with the same integers.
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+
+#include "core/matmul_avx512.h"
+#include "core/quant_blocks.h"
+
+namespace strata::matmul_detail::avx512 {
+namespace {
+
+// The 8 scales and 8 mins of two super-blocks (row a, row b), as the scalar unpacking gives
+// them (the same bit operations on four 32-bit words at once): bytes [scales 0..7, mins 0..7]
+// of row a in the low 128 bits, of row b in the high.
+inline __m256i scale_min_bytes(const uint8_t* a, const uint8_t* b) {
+  // 16-byte loads of the 12 scale bytes: the 4 after them are the block's quants.
+  const __m256i u = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  // Lanes [u0, u2, u1, u2] and [u0, u0, u1, u1] of each row.
+  const __m256i p = _mm256_shuffle_epi32(u, 0x98);
+  const __m256i q = _mm256_shuffle_epi32(u, 0x50);
+  const __m256i low6 = _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,  //
+                                         0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m256i top2 =
+      _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030);
+  const __m256i shift = _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4);
+  return _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(p, shift), low6),
+                         _mm256_and_si256(_mm256_srli_epi32(q, 2), top2));
+}
+
+// pshufb masks broadcasting 16-bit word s (0..7) of each 128-bit lane over the lane.
+constexpr std::array<std::array<uint8_t, 64>, 8> make_word_spread() {
+  std::array<std::array<uint8_t, 64>, 8> m{};
+  for (int s = 0; s < 8; ++s) {
+    for (int b = 0; b < 64; ++b) m[s][b] = static_cast<uint8_t>(2 * s + b % 2);
+  }
+  return m;
+}
+alignas(64) constexpr auto kWordSpread = make_word_spread();
+
+inline __m512i word_spread(__m512i v, int s) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kWordSpread[s].data()));
+}
+
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// ---- Q4_K / Q5_K ----
+//
+// Per super-block and column the AVX2 kernel sums into 8 int32 lanes, lane L holding, for every
+// 64-element step j, scale(2j) * (products of bytes 4L..4L+3 of the low nibbles) + scale(2j+1) *
+// (the same of the high nibbles); then acc += (dx * dw) * float(lanes) and acc += -(dx * dmin) *
+// float(mins against the block sums). Here each half of a register does that for one row.
+template <bool kFive, typename Block>
+struct QKMinKernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 4;
+
+  // One super-block of two rows, row a in the low halves and row b in the high ones.
+  struct Weights {
+    __m512i ql[4], qh[4];    // per 64-element step j: the quants of sub-blocks 2j and 2j + 1
+    __m512i s_l[4], s_h[4];  // their scales as words
+    __m512i mins;            // each min twice, to pair with the two block sums of a sub-block
+    __m512 d, dmin;
+  };
+
+  static int64_t steps(int64_t k) { return k / kQKK; }
+
+  // What a super-block of two rows holds beside its quants.
+  struct Header {
+    __m512i sc16;  // the 8 scales as words, in both 128-bit lanes of each half
+    __m512i mins;
+    __m512 d, dmin;
+  };
+
+  static Header header(const Block& a, const Block& b) {
+    const __m256i bytes = scale_min_bytes(a.scales, b.scales);
+    const __m256i sc_twice = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,  //
+                                              0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mn_pairs =
+        _mm256_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15,  //
+                         8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    Header h;
+    h.sc16 = _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(bytes, sc_twice));
+    h.mins = _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(bytes, mn_pairs));
+    uint32_t da, db;  // d and dmin, as two f16
+    std::memcpy(&da, &a.d, 4);
+    std::memcpy(&db, &b.d, 4);
+    const __m512 f = _mm512_castps128_ps512(
+        _mm_cvtph_ps(_mm_setr_epi32(static_cast<int>(da), static_cast<int>(db), 0, 0)));
+    h.d =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), f);
+    h.dmin =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
+    return h;
+  }
+
+  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
+    const Block& a = reinterpret_cast<const Block*>(row_a)[s];
+    const Block& b = reinterpret_cast<const Block*>(row_b)[s];
+    avx2::prefetch_ahead<sizeof(Block)>(&a);
+    avx2::prefetch_ahead<sizeof(Block)>(&b);
+    Weights w;
+    const Header h = header(a, b);
+    w.mins = h.mins;
+    w.d = h.d;
+    w.dmin = h.dmin;
+    const __m512i sc16 = h.sc16;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i bit = _mm512_set1_epi8(1);
+    __m512i hbits;
+    if constexpr (kFive) hbits = pair256(a.qh, b.qh);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i raw = pair256(a.qs + 32 * j, b.qs + 32 * j);
+      w.ql[j] = _mm512_and_si512(raw, m4);
+      w.qh[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      if constexpr (kFive) {
+        w.ql[j] = _mm512_or_si512(w.ql[j], _mm512_slli_epi16(_mm512_and_si512(hbits, bit), 4));
+        w.qh[j] = _mm512_or_si512(
+            w.qh[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits, 1), bit), 4));
+        hbits = _mm512_srli_epi16(hbits, 2);
+      }
+      w.s_l[j] = word_spread(sc16, 2 * j);
+      w.s_h[j] = word_spread(sc16, 2 * j + 1);
+    }
+    return w;
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    const BlockQ8_K* x[C];
+    __m512i sumi[RP][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
+      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
+    }
+    for (int j = 0; j < 4; ++j) {
+      for (int c = 0; c < C; ++c) {
+        const __m512i y_l = both256(x[c]->qs + 64 * j);
+        const __m512i y_h = both256(x[c]->qs + 64 * j + 32);
+        for (int r = 0; r < RP; ++r) {
+          sumi[r][c] =
+              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(wv[r].ql[j], y_l), wv[r].s_l[j]);
+          sumi[r][c] =
+              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(wv[r].qh[j], y_h), wv[r].s_h[j]);
+        }
+      }
+    }
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int c = 0; c < C; ++c) {
+      const __m512i bsums = both256(x[c]->bsums);
+      const __m512 dx = _mm512_set1_ps(x[c]->d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i pm = _mm512_madd_epi16(bsums, wv[r].mins);
+        const __m512 ddmin = _mm512_xor_ps(_mm512_mul_ps(dx, wv[r].dmin), sign);
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_mul_ps(dx, wv[r].d), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(ddmin, _mm512_cvtepi32_ps(pm), acc[r][c]);
+      }
+    }
+  }
+
+  // step on the weights as stored (for few columns): the quants unpacked as they are used.
+  template <int RP, int C>
+  static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
+                          __m512 (*acc)[C]) {
+    const Block* w[2 * RP];
+    Header hd[RP];
+    __m512i hbits[RP];
+    for (int r = 0; r < RP; ++r) {
+      w[2 * r] = reinterpret_cast<const Block*>(rows[2 * r]) + s;
+      w[2 * r + 1] = reinterpret_cast<const Block*>(rows[2 * r + 1]) + s;
+      avx2::prefetch_ahead<sizeof(Block)>(w[2 * r]);
+      avx2::prefetch_ahead<sizeof(Block)>(w[2 * r + 1]);
+      hd[r] = header(*w[2 * r], *w[2 * r + 1]);
+      if constexpr (kFive) hbits[r] = pair256(w[2 * r]->qh, w[2 * r + 1]->qh);
+    }
+    const BlockQ8_K* x[C];
+    __m512i sumi[RP][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
+      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i bit = _mm512_set1_epi8(1);
+    for (int j = 0; j < 4; ++j) {
+      __m512i ql[RP], qh[RP];
+      for (int r = 0; r < RP; ++r) {
+        const __m512i raw = pair256(w[2 * r]->qs + 32 * j, w[2 * r + 1]->qs + 32 * j);
+        ql[r] = _mm512_and_si512(raw, m4);
+        qh[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if constexpr (kFive) {
+          ql[r] = _mm512_or_si512(ql[r], _mm512_slli_epi16(_mm512_and_si512(hbits[r], bit), 4));
+          qh[r] = _mm512_or_si512(
+              qh[r], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits[r], 1), bit), 4));
+          hbits[r] = _mm512_srli_epi16(hbits[r], 2);
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m512i y_l = both256(x[c]->qs + 64 * j);
+        const __m512i y_h = both256(x[c]->qs + 64 * j + 32);
+        for (int r = 0; r < RP; ++r) {
+          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(ql[r], y_l),
+                                           word_spread(hd[r].sc16, 2 * j));
+          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(qh[r], y_h),
+                                           word_spread(hd[r].sc16, 2 * j + 1));
+        }
+      }
+    }
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int c = 0; c < C; ++c) {
+      const __m512i bsums = both256(x[c]->bsums);
+      const __m512 dx = _mm512_set1_ps(x[c]->d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i pm = _mm512_madd_epi16(bsums, hd[r].mins);
+        const __m512 ddmin = _mm512_xor_ps(_mm512_mul_ps(dx, hd[r].dmin), sign);
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_mul_ps(dx, hd[r].d), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(ddmin, _mm512_cvtepi32_ps(pm), acc[r][c]);
+      }
+    }
+  }
+};
+
+// ---- Q6_K ----
+//
+// As the AVX2 kernel: quants as q + 32 (0..63) used unsigned, each 32-element group scaled by
+// its two 16-element sub-block scales, the +32 taken out per super-block through the block
+// sums; acc += (dx * dw) * float(lanes).
+
+// pshufb masks spreading scales (2i, 2i+1) over 8 bytes each.
+constexpr std::array<std::array<uint8_t, 16>, 8> make_scale_masks() {
+  std::array<std::array<uint8_t, 16>, 8> m{};
+  for (int i = 0; i < 8; ++i) {
+    for (int b = 0; b < 16; ++b) m[i][b] = static_cast<uint8_t>(2 * i + b / 8);
+  }
+  return m;
+}
+alignas(16) constexpr auto kScaleMasks = make_scale_masks();
+
+struct Q6KKernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 4;
+
+  // One super-block of two rows, row a in the low halves and row b in the high ones.
+  struct Weights {
+    __m512i q[8];  // per 32-element group i = 4h + g: the quants + 32
+    __m512i s[8];  // its two sub-block scales as words
+    __m512i sc16;  // the 16 scales as words, for the +32 offset
+    __m512 d;
+  };
+
+  static int64_t steps(int64_t k) { return k / kQKK; }
+
+  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
+    const BlockQ6_K& a = reinterpret_cast<const BlockQ6_K*>(row_a)[s];
+    const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(row_b)[s];
+    avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&a);
+    avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&b);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m3 = _mm512_set1_epi8(0x03);
+    const __m128i sc_a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
+    const __m128i sc_b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    Weights w;
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql0 = pair256(a.ql + 64 * h, b.ql + 64 * h);
+      const __m512i ql1 = pair256(a.ql + 64 * h + 32, b.ql + 64 * h + 32);
+      const __m512i qhv = pair256(a.qh + 32 * h, b.qh + 32 * h);
+      for (int g = 0; g < 4; ++g) {
+        const __m512i lo_src = g % 2 == 0 ? ql0 : ql1;
+        const __m512i lo = g < 2 ? _mm512_and_si512(lo_src, m4)
+                                 : _mm512_and_si512(_mm512_srli_epi16(lo_src, 4), m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srl_epi16(qhv, _mm_cvtsi32_si128(2 * g)), m3);
+        w.q[4 * h + g] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        const __m128i mask =
+            _mm_load_si128(reinterpret_cast<const __m128i*>(kScaleMasks[4 * h + g].data()));
+        w.s[4 * h + g] = join(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc_a, mask)),
+                              _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc_b, mask)));
+      }
+    }
+    w.sc16 = join(_mm256_cvtepi8_epi16(sc_a), _mm256_cvtepi8_epi16(sc_b));
+    w.d = halves_ps(avx2::f16(a.d), avx2::f16(b.d));
+    return w;
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    const BlockQ8_K* x[C];
+    __m512i sumi[RP][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
+      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
+    }
+    for (int i = 0; i < 8; ++i) {
+      for (int c = 0; c < C; ++c) {
+        const __m512i y = both256(x[c]->qs + 32 * i);
+        for (int r = 0; r < RP; ++r) {
+          sumi[r][c] =
+              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(wv[r].q[i], y), wv[r].s[i]);
+        }
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m512i bsums = both256(x[c]->bsums);
+      const __m512 dx = _mm512_set1_ps(x[c]->d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i off = _mm512_madd_epi16(bsums, wv[r].sc16);
+        const __m512i tot = _mm512_sub_epi32(sumi[r][c], _mm512_slli_epi32(off, 5));
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx, wv[r].d), _mm512_cvtepi32_ps(tot), acc[r][c]);
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace strata::matmul_detail::avx512
+
+namespace strata::matmul_detail {
+
+const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                  avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>,
+                                  avx512::work_bytes<avx512::QKMinKernel<false, BlockQ4_K>>};
+const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                  avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>,
+                                  avx512::work_bytes<avx512::QKMinKernel<true, BlockQ5_K>>};
+const MatmulKernel kQ6_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                  avx512::run_rows<avx512::Q6KKernel>,
+                                  avx512::work_bytes<avx512::Q6KKernel>};
+
+}  // namespace strata::matmul_detail

@@ -1,0 +1,136 @@
+// AVX-512 VNNI kernel of Q8_0 weights against Q8_0 activations, bit-identical to the AVX2
+// kernel (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the run-time
+// CPU check (matmul.cc).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/matmul_avx512.h"
+#include "core/quant_blocks.h"
+
+namespace strata::matmul_detail::avx512 {
+namespace {
+
+// ---- Q8_0 ----
+//
+// The AVX2 kernel sums a pair of blocks (b, b + 1) into 8 int32 lanes, lane L holding the 8
+// products of bytes [g(L), g(L) + 8) of the pair's 64 quants (block b's, then block b + 1's),
+// g = {0, 8, 32, 40, 16, 24, 48, 56}; then acc += (dw * dx) * float(lane), lane-wise.
+//
+// Here dpbusd (unsigned x signed bytes, 4 products a lane) makes those lanes in two steps: the
+// first 4 bytes of each group, then the last 4. The activations are the unsigned operand, so
+// they are stored biased (q + 128) and 128 * sum(w) comes back out: the lanes start from
+// -128 * sum(w of the lane's 8 bytes), which dpbusd of the bias bytes against the weights gives
+// once per weight pair for all columns. The integers are those of the AVX2 kernel exactly.
+
+// A pair of blocks of one activation column: the biased quants in lane order (first and last 4
+// bytes of each lane's group) and the scales as the AVX2 kernel's lanes have them.
+struct Q8_0Pair {
+  uint8_t first[32];
+  uint8_t last[32];
+  float d[8];
+};
+static_assert(sizeof(Q8_0Pair) == 96);
+
+// The dword (4-byte) index within a pair's 64 quants of lane L's first 4 bytes.
+constexpr int kFirstDword[8] = {0, 2, 8, 10, 4, 6, 12, 14};
+
+size_t q8_0_pair_column_bytes(int64_t k) {
+  return static_cast<size_t>((k / kQK8_0 + 1) / 2) * sizeof(Q8_0Pair);
+}
+
+// The values of quantize_row_q8_0 (as the AVX2 quantiser computes them), in Q8_0Pair layout.
+void quantize_act_q8_0_pairs(const float* x, void* dst, int64_t k) {
+  const int64_t nb = k / kQK8_0;
+  auto* out = static_cast<Q8_0Pair*>(dst);
+  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
+    alignas(32) int8_t q[64] = {};
+    float d[2] = {0.0f, 0.0f};
+    for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
+      const float* xb = x + (2 * p + h) * kQK8_0;
+      const float db = avx2::abs_max(xb, kQK8_0) / 127.0f;
+      const float id = db != 0.0f ? 1.0f / db : 0.0f;
+      d[h] = avx2::f16(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * h),
+                         avx2::quant32(xb, _mm256_set1_ps(id)));
+    }
+    Q8_0Pair& o = out[p];
+    for (int lane = 0; lane < 8; ++lane) {
+      for (int i = 0; i < 4; ++i) {
+        o.first[4 * lane + i] = static_cast<uint8_t>(q[4 * kFirstDword[lane] + i] + 128);
+        o.last[4 * lane + i] = static_cast<uint8_t>(q[4 * kFirstDword[lane] + 4 + i] + 128);
+      }
+    }
+    const float spread[8] = {d[0], d[0], d[1], d[1], d[0], d[0], d[1], d[1]};
+    std::memcpy(o.d, spread, sizeof spread);
+  }
+}
+
+struct Q8_0Kernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 6;
+
+  // One pair of blocks of two weight rows, ready for every column.
+  struct Weights {
+    __m512i first, last;  // the signed quants in lane order: row a low half, row b high
+    __m512i start;        // -128 * sum of each lane's 8 quants
+    __m512 d;             // the block scales spread as the activations' d
+  };
+
+  static int64_t steps(int64_t k) { return (k / kQK8_0 + 1) / 2; }
+
+  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+    const auto* r0 = reinterpret_cast<const BlockQ8_0*>(row_a) + 2 * s;
+    const auto* r1 = reinterpret_cast<const BlockQ8_0*>(row_b) + 2 * s;
+    const bool single = 2 * s + 1 == k / kQK8_0;
+    avx2::prefetch_ahead<2 * sizeof(BlockQ8_0)>(r0);
+    avx2::prefetch_ahead<2 * sizeof(BlockQ8_0)>(r1);
+    const __m512i first_idx = _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14,  //
+                                                16, 18, 24, 26, 20, 22, 28, 30);
+    const __m512i last_idx = _mm512_add_epi32(first_idx, _mm512_set1_epi32(1));
+    const __m256i zero = _mm256_setzero_si256();
+    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(load256(r0[0].qs)),
+                                         single ? zero : load256(r0[1].qs), 1);
+    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(load256(r1[0].qs)),
+                                         single ? zero : load256(r1[1].qs), 1);
+    Weights w;
+    w.first = _mm512_permutex2var_epi32(a, first_idx, b);
+    w.last = _mm512_permutex2var_epi32(a, last_idx, b);
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i sum = _mm512_dpbusd_epi32(
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w.first), bias, w.last);
+    w.start = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
+    const __m128i h = _mm_setr_epi16(
+        static_cast<int16_t>(r0[0].d), static_cast<int16_t>(single ? 0 : r0[1].d),
+        static_cast<int16_t>(r1[0].d), static_cast<int16_t>(single ? 0 : r1[1].d), 0, 0, 0, 0);
+    const __m512i spread = _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
+    w.d = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+    return w;
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    for (int c = 0; c < C; ++c) {
+      const Q8_0Pair& x = static_cast<const Q8_0Pair*>(xs[c])[s];
+      const __m512i first = both256(x.first);
+      const __m512i last = both256(x.last);
+      const __m512 dx = both256_ps(x.d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i sum = _mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(wv[r].start, first, wv[r].first), last, wv[r].last);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(wv[r].d, dx), _mm512_cvtepi32_ps(sum), acc[r][c]);
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace strata::matmul_detail::avx512
+
+namespace strata::matmul_detail {
+
+const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes, avx512::quantize_act_q8_0_pairs,
+                                  avx512::run_rows<avx512::Q8_0Kernel>,
+                                  avx512::work_bytes<avx512::Q8_0Kernel>};
+
+}  // namespace strata::matmul_detail
