@@ -237,15 +237,34 @@ struct QKMinKernel {
 // its two 16-element sub-block scales, the +32 taken out per super-block through the block
 // sums; acc += (dx * dw) * float(lanes).
 
-// pshufb masks spreading scales (2i, 2i+1) over 8 bytes each.
-constexpr std::array<std::array<uint8_t, 16>, 8> make_scale_masks() {
-  std::array<std::array<uint8_t, 16>, 8> m{};
+// pshufb masks spreading scales (2i, 2i+1) over 8 bytes each, in both 128-bit lanes.
+constexpr std::array<std::array<uint8_t, 32>, 8> make_scale_masks() {
+  std::array<std::array<uint8_t, 32>, 8> m{};
   for (int i = 0; i < 8; ++i) {
-    for (int b = 0; b < 16; ++b) m[i][b] = static_cast<uint8_t>(2 * i + b / 8);
+    for (int b = 0; b < 32; ++b) m[i][b] = static_cast<uint8_t>(2 * i + b % 16 / 8);
   }
   return m;
 }
-alignas(16) constexpr auto kScaleMasks = make_scale_masks();
+alignas(32) constexpr auto kScaleMasks = make_scale_masks();
+
+// Group i's two sub-block scales as words, row a's in the low half and row b's in the high:
+// the AVX2 kernel's cvtepi8_epi16(pshufb(scales, mask i)) for each row.
+inline __m512i q6_scales(__m256i sc_ab, int i) {
+  return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(
+      sc_ab, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleMasks[i].data()))));
+}
+
+// The quants + 32 of group i = 4h + g of a row pair's super-block, from the h-th 64 bytes of
+// ql (ql0, ql1) and 32 bytes of qh, as the AVX2 kernel forms them.
+inline __m512i q6_quants(__m512i ql0, __m512i ql1, __m512i qhv, int g) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i lo_src = g % 2 == 0 ? ql0 : ql1;
+  const __m512i lo =
+      g < 2 ? _mm512_and_si512(lo_src, m4) : _mm512_and_si512(_mm512_srli_epi16(lo_src, 4), m4);
+  const __m512i hi =
+      _mm512_and_si512(_mm512_srl_epi16(qhv, _mm_cvtsi32_si128(2 * g)), _mm512_set1_epi8(0x03));
+  return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+}
 
 struct Q6KKernel {
   static constexpr int kRowPairs = 2;
@@ -261,35 +280,82 @@ struct Q6KKernel {
 
   static int64_t steps(int64_t k) { return k / kQKK; }
 
+  static __m256i scales_of(const BlockQ6_K& a, const BlockQ6_K& b) {
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), 1);
+  }
+
   static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
     const BlockQ6_K& a = reinterpret_cast<const BlockQ6_K*>(row_a)[s];
     const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(row_b)[s];
     avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&a);
     avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&b);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i m3 = _mm512_set1_epi8(0x03);
-    const __m128i sc_a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
-    const __m128i sc_b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256i sc_ab = scales_of(a, b);
     Weights w;
     for (int h = 0; h < 2; ++h) {
       const __m512i ql0 = pair256(a.ql + 64 * h, b.ql + 64 * h);
       const __m512i ql1 = pair256(a.ql + 64 * h + 32, b.ql + 64 * h + 32);
       const __m512i qhv = pair256(a.qh + 32 * h, b.qh + 32 * h);
       for (int g = 0; g < 4; ++g) {
-        const __m512i lo_src = g % 2 == 0 ? ql0 : ql1;
-        const __m512i lo = g < 2 ? _mm512_and_si512(lo_src, m4)
-                                 : _mm512_and_si512(_mm512_srli_epi16(lo_src, 4), m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srl_epi16(qhv, _mm_cvtsi32_si128(2 * g)), m3);
-        w.q[4 * h + g] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        const __m128i mask =
-            _mm_load_si128(reinterpret_cast<const __m128i*>(kScaleMasks[4 * h + g].data()));
-        w.s[4 * h + g] = join(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc_a, mask)),
-                              _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc_b, mask)));
+        w.q[4 * h + g] = q6_quants(ql0, ql1, qhv, g);
+        w.s[4 * h + g] = q6_scales(sc_ab, 4 * h + g);
       }
     }
-    w.sc16 = join(_mm256_cvtepi8_epi16(sc_a), _mm256_cvtepi8_epi16(sc_b));
+    w.sc16 = _mm512_cvtepi8_epi16(sc_ab);
     w.d = halves_ps(avx2::f16(a.d), avx2::f16(b.d));
     return w;
+  }
+
+  // step on the weights as stored (for few columns): the quants unpacked as they are used.
+  template <int RP, int C>
+  static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
+                          __m512 (*acc)[C]) {
+    const BlockQ6_K* w[2 * RP];
+    __m256i sc_ab[RP];
+    for (int r = 0; r < RP; ++r) {
+      w[2 * r] = reinterpret_cast<const BlockQ6_K*>(rows[2 * r]) + s;
+      w[2 * r + 1] = reinterpret_cast<const BlockQ6_K*>(rows[2 * r + 1]) + s;
+      avx2::prefetch_ahead<sizeof(BlockQ6_K)>(w[2 * r]);
+      avx2::prefetch_ahead<sizeof(BlockQ6_K)>(w[2 * r + 1]);
+      sc_ab[r] = scales_of(*w[2 * r], *w[2 * r + 1]);
+    }
+    const BlockQ8_K* x[C];
+    __m512i sumi[RP][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
+      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m512i ql0[RP], ql1[RP], qhv[RP];
+      for (int r = 0; r < RP; ++r) {
+        const BlockQ6_K& a = *w[2 * r];
+        const BlockQ6_K& b = *w[2 * r + 1];
+        ql0[r] = pair256(a.ql + 64 * h, b.ql + 64 * h);
+        ql1[r] = pair256(a.ql + 64 * h + 32, b.ql + 64 * h + 32);
+        qhv[r] = pair256(a.qh + 32 * h, b.qh + 32 * h);
+      }
+      for (int g = 0; g < 4; ++g) {
+        for (int c = 0; c < C; ++c) {
+          const __m512i y = both256(x[c]->qs + 32 * (4 * h + g));
+          for (int r = 0; r < RP; ++r) {
+            sumi[r][c] = _mm512_dpwssd_epi32(
+                sumi[r][c], _mm512_maddubs_epi16(q6_quants(ql0[r], ql1[r], qhv[r], g), y),
+                q6_scales(sc_ab[r], 4 * h + g));
+          }
+        }
+      }
+    }
+    for (int r = 0; r < RP; ++r) {
+      const __m512i sc16 = _mm512_cvtepi8_epi16(sc_ab[r]);
+      const __m512 dw = halves_ps(avx2::f16(w[2 * r]->d), avx2::f16(w[2 * r + 1]->d));
+      for (int c = 0; c < C; ++c) {
+        const __m512i off = _mm512_madd_epi16(both256(x[c]->bsums), sc16);
+        const __m512i tot = _mm512_sub_epi32(sumi[r][c], _mm512_slli_epi32(off, 5));
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[c]->d), dw),
+                                    _mm512_cvtepi32_ps(tot), acc[r][c]);
+      }
+    }
   }
 
   template <int RP, int C>
