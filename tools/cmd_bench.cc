@@ -1,10 +1,12 @@
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <sstream>
+#include <cstdlib>
 #include <thread>
 
 #include "commands.h"
+#include "core/isa.h"
 #include "core/membw.h"
 #include "core/thread_pool.h"
 #include "flags.h"
@@ -15,6 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Context::create refuses a larger KV cache; say so before loading the model.
+constexpr int64_t kMaxCells = int64_t{1} << 24;
+
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -24,20 +29,212 @@ int32_t bench_token(int64_t i, int64_t n_vocab) {
   return static_cast<int32_t>((i * 7919 + 11) % n_vocab);
 }
 
-Result<std::vector<int64_t>> parse_list(const std::string& text) {
+// A flag that takes a comma list of sizes in [1, max]; `what` names one item in errors.
+struct ListFlag {
+  const char* name;
+  const char* fallback;
+  const char* what;
+  int64_t max;
+};
+
+// Sequences: a context holds at most 4096. Tokens: the range -p always had.
+constexpr ListFlag kPromptSizes = {"-p", "128", "a prompt size", 1 << 16};
+constexpr ListFlag kBatches = {"--batches", "1,4,16", "a batch size", 4096};
+constexpr ListFlag kBatchedPrompts = {"--pp", "128", "a prompt size", 1 << 16};
+constexpr ListFlag kBatchedGen = {"--tg", "32", "a generation length", 1 << 16};
+constexpr ListFlag kBatchedSeqs = {"--pl", "1,4,16", "a number of sequences", 4096};
+
+Result<std::vector<int64_t>> parse_list(const Flags& flags, const ListFlag& flag) {
   std::vector<int64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (const std::string& item : server::split_commas(flags.get_or(flag.name, flag.fallback))) {
+    errno = 0;
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > 4096) {
-      return invalid_argument("--batches: '" + item + "' is not a batch size in [1, 4096]");
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < 1 || v > flag.max) {
+      return invalid_argument(std::string(flag.name) + ": '" + item + "' is not " + flag.what +
+                              " in [1, " + std::to_string(flag.max) + "]");
     }
     out.push_back(v);
   }
-  if (out.empty()) return invalid_argument("--batches is empty");
   return out;
+}
+
+int64_t largest(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
+
+Status check_cells(int64_t cells, const std::string& why) {
+  if (cells <= kMaxCells) return Status::ok();
+  return out_of_range(why + " needs " + std::to_string(cells) + " KV cells, more than " +
+                      std::to_string(kMaxCells));
+}
+
+void print_model_line(const Model& model, int64_t threads) {
+  std::printf("model: %s, %s, %.1f MiB of weights; %lld threads; isa %s\n",
+              model.hparams().arch_name.c_str(), model.file().path().c_str(),
+              model.total_weight_bytes() / 1048576.0, static_cast<long long>(threads),
+              isa_name(isa_active()));
+}
+
+// Prompt tok/s for each -p size, then decode tok/s at each --batches size.
+Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> prompts, parse_list(flags, kPromptSizes));
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> batches, parse_list(flags, kBatches));
+  STRATA_ASSIGN_OR_RETURN(int64_t n_gen, flags.get_int("-n", 32, 1, 1 << 16));
+  const int64_t max_batch = largest(batches);
+  // The cache is cleared between runs: it holds the longest prompt or the largest decode run.
+  const int64_t cells = std::max(largest(prompts), max_batch * (16 + n_gen)) + 256;
+  STRATA_RETURN_IF_ERROR(check_cells(cells, "-p, --batches and -n"));
+  STRATA_ASSIGN_OR_RETURN(Loaded loaded, load_model(flags, static_cast<int32_t>(max_batch), cells));
+  Context& ctx = *loaded.context;
+  const Model& model = ctx.model();
+  const int64_t n_vocab = ctx.n_vocab();
+
+  // Bytes a batch-1 decode step must read: every weight but the embedding table, of which it
+  // reads one row (unless the output projection is the embedding table itself).
+  uint64_t step_bytes = model.total_weight_bytes() - model.token_embd()->size_bytes;
+  if (model.output() == model.token_embd()) step_bytes += model.token_embd()->size_bytes;
+  double bandwidth = 0;
+  {
+    ThreadPool pool(static_cast<int>(threads));
+    bandwidth = measure_read_bandwidth(pool);
+  }
+  print_model_line(model, threads);
+  std::printf("memory read bandwidth: %.2f GB/s -> batch-1 bound %.1f tok/s (%.1f MiB/token)\n",
+              bandwidth / 1e9, bandwidth / static_cast<double>(step_bytes), step_bytes / 1048576.0);
+
+  // Prompt processing: one sequence of n tokens in one call (the context cuts it into
+  // micro-batches of -b tokens).
+  for (int64_t n : prompts) {
+    double best = 1e300;
+    for (int64_t r = 0; r < reps; ++r) {
+      ctx.clear();
+      Batch b;
+      for (int64_t i = 0; i < n; ++i) {
+        b.add(bench_token(i, n_vocab), static_cast<int32_t>(i), 0, i + 1 == n);
+      }
+      const auto t = Clock::now();
+      STRATA_RETURN_IF_ERROR(ctx.decode(b));
+      best = std::min(best, seconds_since(t));
+    }
+    std::printf("pp%-8lld %10.1f tok/s %10.1f ms\n", static_cast<long long>(n), n / best,
+                best * 1e3);
+    std::fflush(stdout);
+  }
+
+  std::printf("%8s %14s %12s\n", "batch", "decode tok/s", "of bound");
+  for (int64_t batch : batches) {
+    double best = 0;
+    for (int64_t r = 0; r < reps; ++r) {
+      ctx.clear();
+      Batch b;
+      for (int64_t s = 0; s < batch; ++s) {
+        for (int64_t i = 0; i < 16; ++i) {
+          b.add(bench_token(s * 16 + i, n_vocab), static_cast<int32_t>(i), static_cast<int32_t>(s),
+                i == 15);
+        }
+      }
+      STRATA_RETURN_IF_ERROR(ctx.decode(b));
+      const auto t = Clock::now();
+      for (int64_t step = 0; step < n_gen; ++step) {
+        b.clear();
+        for (int64_t s = 0; s < batch; ++s) {
+          b.add(bench_token(step + s, n_vocab), ctx.seq_len(static_cast<int32_t>(s)),
+                static_cast<int32_t>(s), true);
+        }
+        STRATA_RETURN_IF_ERROR(ctx.decode(b));
+      }
+      best = std::max(best, static_cast<double>(batch * n_gen) / seconds_since(t));
+    }
+    if (batch == 1) {
+      std::printf("%8lld %14.1f %11.2f\n", static_cast<long long>(batch), best,
+                  best / (bandwidth / static_cast<double>(step_bytes)));
+    } else {
+      std::printf("%8lld %14.1f %12s\n", static_cast<long long>(batch), best, "");
+    }
+    std::fflush(stdout);
+  }
+  return Status::ok();
+}
+
+struct BatchedTimes {
+  double pp = 0;  // seconds for all the prompts
+  double tg = 0;  // seconds for all the generation steps
+};
+
+// One row of the batched mode: pl sequences of pp prompt tokens each, decoded in one call (the
+// context cuts it into micro-batches of -b tokens), then tg steps of one token per sequence.
+Result<BatchedTimes> run_batched(Context& ctx, int64_t pp, int64_t tg, int64_t pl) {
+  const int64_t n_vocab = ctx.n_vocab();
+  ctx.clear();
+  Batch b;
+  for (int64_t s = 0; s < pl; ++s) {
+    for (int64_t i = 0; i < pp; ++i) {
+      // Each sequence wants the logits of its last prompt token, as a server's would.
+      b.add(bench_token(s * pp + i, n_vocab), static_cast<int32_t>(i), static_cast<int32_t>(s),
+            i + 1 == pp);
+    }
+  }
+  BatchedTimes times;
+  auto t = Clock::now();
+  STRATA_RETURN_IF_ERROR(ctx.decode(b));
+  times.pp = seconds_since(t);
+  t = Clock::now();
+  for (int64_t step = 0; step < tg; ++step) {
+    b.clear();
+    for (int64_t s = 0; s < pl; ++s) {
+      b.add(bench_token(step + s, n_vocab), static_cast<int32_t>(pp + step),
+            static_cast<int32_t>(s), true);
+    }
+    STRATA_RETURN_IF_ERROR(ctx.decode(b));
+  }
+  times.tg = seconds_since(t);
+  return times;
+}
+
+// llama-batched-bench's table (prompts not shared): one row per (--pp, --tg, --pl).
+Status bench_batched(const Flags& flags, int64_t reps, int64_t threads) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> pps, parse_list(flags, kBatchedPrompts));
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> tgs, parse_list(flags, kBatchedGen));
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> pls, parse_list(flags, kBatchedSeqs));
+  const int64_t max_pl = largest(pls);
+  const int64_t cells = max_pl * (largest(pps) + largest(tgs));
+  STRATA_RETURN_IF_ERROR(check_cells(cells, "--pl x (--pp + --tg)"));
+  STRATA_ASSIGN_OR_RETURN(Loaded loaded, load_model(flags, static_cast<int32_t>(max_pl), cells));
+  Context& ctx = *loaded.context;
+  print_model_line(ctx.model(), threads);
+  const std::string runs =
+      reps == 1 ? "one run" : "the least T of " + std::to_string(reps) + " runs";
+  std::printf("n_kv_max %lld, micro-batch %lld tokens (-b), %s per row\n",
+              static_cast<long long>(ctx.params().n_ctx),
+              static_cast<long long>(ctx.params().n_batch), runs.c_str());
+
+  // Warm-up (first touch of the weights and buffers), outside every row.
+  STRATA_RETURN_IF_ERROR(run_batched(ctx, 16, 1, 1).status());
+
+  std::printf("|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "PP", "TG", "B",
+              "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
+  std::printf(
+      "|-------|--------|------|--------|----------|----------|----------|----------|"
+      "----------|----------|\n");
+  for (int64_t pp : pps) {
+    for (int64_t tg : tgs) {
+      for (int64_t pl : pls) {
+        BatchedTimes best;
+        for (int64_t r = 0; r < reps; ++r) {
+          STRATA_ASSIGN_OR_RETURN(BatchedTimes t, run_batched(ctx, pp, tg, pl));
+          if (r == 0 || t.pp + t.tg < best.pp + best.tg) best = t;
+        }
+        const int64_t n_kv = pl * (pp + tg);
+        const double total = best.pp + best.tg;
+        std::printf(
+            "|%6lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n",
+            static_cast<long long>(pp), static_cast<long long>(tg), static_cast<long long>(pl),
+            static_cast<long long>(n_kv), best.pp, pl * pp / best.pp, best.tg, pl * tg / best.tg,
+            total, n_kv / total);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -49,100 +246,48 @@ int cmd_bench(const Args& args) {
     return cmd_bench_serve(Args(args.begin() + 1, args.end()));
   }
   std::vector<std::string> with_value = model_flags();
-  with_value.insert(with_value.end(),
-                    {"--batches", "-p|--n-prompt", "-n|--n-gen", "-r|--repetitions"});
+  with_value.insert(with_value.end(), {"--batches", "-p|--n-prompt", "-n|--n-gen",
+                                       "-r|--repetitions", "--pp", "--tg", "--pl"});
   std::vector<std::string> switches = model_switches();
   switches.insert(switches.end(), {"-h|--help"});
   Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("bench", s);
   if (flags.has("-h")) {
     std::printf(
-        "usage: strata bench -m FILE [-t THREADS] [--batches 1,4,16] [-p 128] [-n 32] [-r 3]\n"
-        "Prompt tok/s (one sequence of -p tokens) and decode tok/s at each batch size (that\n"
-        "many sequences, one token each per step, -n steps), best of -r runs; for batch 1 also\n"
-        "the bound that memory bandwidth sets (weight bytes per token / measured read rate).\n");
+        "usage: strata bench -m FILE [-t THREADS] [-p 128[,512,...]] [--batches 1,4,16] [-n 32]\n"
+        "                    [-r 3]\n"
+        "       strata bench -m FILE [-t THREADS] --pp 128[,...] --tg 32[,...] --pl 1,4,16\n"
+        "                    [-r 1] [-b 512]\n"
+        "       strata bench serve ... (a server under load; see strata bench serve --help)\n"
+        "Decode mode (the default): prompt tok/s for each -p size (one sequence of that many\n"
+        "tokens, a line 'ppN' with the rate and the time), and decode tok/s at each --batches\n"
+        "size (that many sequences, one token each per step, -n steps), best of -r runs; for\n"
+        "batch 1 also the fraction of the bound that memory bandwidth sets (weight bytes per\n"
+        "token / measured read rate).\n"
+        "Batched mode (given any of --pp, --tg, --pl; the table of llama.cpp's\n"
+        "llama-batched-bench, prompts not shared): for every combination of the lists, B (--pl)\n"
+        "sequences each get a prompt of PP (--pp) tokens, all decoded in one call cut into\n"
+        "micro-batches of -b tokens, then TG (--tg) steps each generate one token per\n"
+        "sequence. Columns: N_KV = B*(PP+TG) KV cells; T_PP the prompts' time and S_PP =\n"
+        "B*PP/T_PP; T_TG the generation time and S_TG = B*TG/T_TG; T = T_PP+T_TG and S =\n"
+        "N_KV/T. One run per row after a warm-up, or with -r N the run of least T of N.\n"
+        "Both modes name the kernels' instruction set ('isa', which STRATA_ISA=scalar|avx2\n"
+        "lowers).\n");
     return 0;
   }
-  auto batches = parse_list(flags.get_or("--batches", "1,4,16"));
-  if (!batches) return fail("bench", batches.status());
-  auto n_prompt = flags.get_int("-p", 128, 1, 1 << 16);
-  auto n_gen = flags.get_int("-n", 32, 1, 1 << 16);
-  auto reps = flags.get_int("-r", 3, 1, 100);
-  if (!n_prompt || !n_gen || !reps) {
-    return fail("bench", !n_prompt ? n_prompt.status() : !n_gen ? n_gen.status() : reps.status());
+  const bool batched = flags.has("--pp") || flags.has("--tg") || flags.has("--pl");
+  if (batched && (flags.has("--batches") || flags.has("-p") || flags.has("-n"))) {
+    return fail("bench", invalid_argument("--batches, -p and -n are the decode mode's; the "
+                                          "batched mode (--pp, --tg, --pl) does not take them"));
   }
-  const int64_t max_batch = *std::max_element(batches->begin(), batches->end());
-  const int64_t per_seq = std::max<int64_t>(*n_prompt, 16 + *n_gen);
-  auto loaded = load_model(flags, static_cast<int32_t>(max_batch), max_batch * per_seq + 256);
-  if (!loaded) return fail("bench", loaded.status());
-  Context& ctx = *loaded->context;
-  const Model& model = ctx.model();
-  const int64_t n_vocab = ctx.n_vocab();
-
-  // Bytes a batch-1 decode step must read: every weight but the embedding table, of which it
-  // reads one row (unless the output projection is the embedding table itself).
-  uint64_t step_bytes = model.total_weight_bytes() - model.token_embd()->size_bytes;
-  if (model.output() == model.token_embd()) step_bytes += model.token_embd()->size_bytes;
-  const auto threads =
+  auto reps = flags.get_int("-r", batched ? 1 : 3, 1, 100);
+  if (!reps) return fail("bench", reps.status());
+  auto threads =
       flags.get_int("-t", std::max<int64_t>(1, std::thread::hardware_concurrency()), 1, 1024);
-  double bandwidth = 0;
-  {
-    ThreadPool pool(static_cast<int>(*threads));
-    bandwidth = measure_read_bandwidth(pool);
-  }
-  std::printf("model: %s, %s, %.1f MiB of weights; %lld threads\n",
-              model.hparams().arch_name.c_str(), model.file().path().c_str(),
-              model.total_weight_bytes() / 1048576.0, static_cast<long long>(*threads));
-  std::printf("memory read bandwidth: %.2f GB/s -> batch-1 bound %.1f tok/s (%.1f MiB/token)\n",
-              bandwidth / 1e9, bandwidth / static_cast<double>(step_bytes), step_bytes / 1048576.0);
-
-  // Prompt processing.
-  double best_prompt = 0;
-  for (int64_t r = 0; r < *reps; ++r) {
-    ctx.clear();
-    Batch b;
-    for (int64_t i = 0; i < *n_prompt; ++i) {
-      b.add(bench_token(i, n_vocab), static_cast<int32_t>(i), 0, i + 1 == *n_prompt);
-    }
-    const auto t = Clock::now();
-    if (Status s = ctx.decode(b); !s) return fail("bench", s);
-    best_prompt = std::max(best_prompt, *n_prompt / seconds_since(t));
-  }
-  std::printf("prompt (%lld tokens): %.1f tok/s\n", static_cast<long long>(*n_prompt), best_prompt);
-
-  std::printf("%8s %14s %12s\n", "batch", "decode tok/s", "of bound");
-  for (int64_t batch : *batches) {
-    double best = 0;
-    for (int64_t r = 0; r < *reps; ++r) {
-      ctx.clear();
-      Batch b;
-      for (int64_t s = 0; s < batch; ++s) {
-        for (int64_t i = 0; i < 16; ++i) {
-          b.add(bench_token(s * 16 + i, n_vocab), static_cast<int32_t>(i), static_cast<int32_t>(s),
-                i == 15);
-        }
-      }
-      if (Status s = ctx.decode(b); !s) return fail("bench", s);
-      const auto t = Clock::now();
-      for (int64_t step = 0; step < *n_gen; ++step) {
-        b.clear();
-        for (int64_t s = 0; s < batch; ++s) {
-          b.add(bench_token(step + s, n_vocab), ctx.seq_len(static_cast<int32_t>(s)),
-                static_cast<int32_t>(s), true);
-        }
-        if (Status s = ctx.decode(b); !s) return fail("bench", s);
-      }
-      best = std::max(best, static_cast<double>(batch * *n_gen) / seconds_since(t));
-    }
-    if (batch == 1) {
-      std::printf("%8lld %14.1f %11.2f\n", static_cast<long long>(batch), best,
-                  best / (bandwidth / static_cast<double>(step_bytes)));
-    } else {
-      std::printf("%8lld %14.1f %12s\n", static_cast<long long>(batch), best, "");
-    }
-    std::fflush(stdout);
-  }
-  return 0;
+  if (!threads) return fail("bench", threads.status());
+  const Status s =
+      batched ? bench_batched(flags, *reps, *threads) : bench_decode(flags, *reps, *threads);
+  return s ? 0 : fail("bench", s);
 }
 
 }  // namespace strata::tools
