@@ -26,8 +26,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -35,11 +33,7 @@
 #include "core/mutex_guarded.h"
 #include "rpc/transport_kinds.h"
 #include "rpc/transport_socket.h"
-
-#if STRATA_HAVE_UCX
-#include <ucp/api/ucp.h>
-#include <ucs/debug/log_def.h>
-#endif
+#include "rpc/ucx_worker.h"
 
 namespace strata::rpc {
 
@@ -68,90 +62,10 @@ constexpr int kSpinUs = 50;
 // The longest a waiting thread sleeps without looking at the worker again.
 constexpr int kPollSliceMs = 100;
 
-std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
-
 Clock::time_point deadline_after(int timeout_ms) {
   return timeout_ms < 0 ? Clock::time_point::max()
                         : Clock::now() + std::chrono::milliseconds(timeout_ms);
 }
-
-// UCX logs to stdout unless told otherwise, where it would mix with a command's output (the
-// text of `strata run`, the address `strata worker` prints): its messages go to stderr.
-// Requests of closes this thread abandoned (to a peer that did not answer in time), which the
-// worker it is destroying now still holds: UCX reports each as not returned to its pool. That
-// is expected, and not said again. Not scratch memory but what the destroying thread tells the
-// log handler, which UCX calls on that thread and without an argument of ours: hence
-// thread_local.
-thread_local int abandoned_requests = 0;
-
-// UCX filters by UCX_LOG_LEVEL before it calls a handler.
-ucs_log_func_rc_t log_to_stderr(const char* file, unsigned line, const char*, ucs_log_level_t level,
-                                const ucs_log_component_config_t*, const char* message,
-                                va_list ap) {
-  char text[1024];
-  std::vsnprintf(text, sizeof(text), message, ap);
-  if (abandoned_requests > 0 && std::strstr(text, "not returned to mpool ucp_requests")) {
-    --abandoned_requests;
-    return UCS_LOG_FUNC_RC_STOP;
-  }
-  std::fprintf(stderr, "strata: ucx %s: %s (%s:%u)\n", ucs_log_level_names[level], text, file,
-               line);
-  return UCS_LOG_FUNC_RC_STOP;
-}
-
-// The UCP context, shared by a listener and the connections it accepted.
-class UcxContext {
- public:
-  static Result<std::shared_ptr<UcxContext>> create() {
-    static std::once_flag log_once;
-    std::call_once(log_once, [] { ucs_log_push_handler(log_to_stderr); });
-    ucp_config_t* config = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
-    if (s != UCS_OK) return unavailable("ucx: reading UCX_* settings: " + ucs_text(s));
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-    params.mt_workers_shared = 1;
-    ucp_context_h ctx = nullptr;
-    s = ucp_init(&params, config, &ctx);
-    ucp_config_release(config);
-    if (s != UCS_OK) {
-      return unavailable("ucx: ucp_init: " + ucs_text(s) + " (check UCX_TLS and UCX_NET_DEVICES)");
-    }
-    return std::make_shared<UcxContext>(ctx);
-  }
-  explicit UcxContext(ucp_context_h ctx) : ctx_(ctx) {}
-  ~UcxContext() { ucp_cleanup(ctx_); }
-  UcxContext(const UcxContext&) = delete;
-  UcxContext& operator=(const UcxContext&) = delete;
-
-  // A worker used from several threads, with an event descriptor for blocking waits.
-  Result<ucp_worker_h> new_worker() const {
-    ucp_worker_params_t p{};
-    p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    p.thread_mode = UCS_THREAD_MODE_MULTI;
-    ucp_worker_h w = nullptr;
-    const ucs_status_t s = ucp_worker_create(ctx_, &p, &w);
-    if (s != UCS_OK) return unavailable("ucx: ucp_worker_create: " + ucs_text(s));
-    ucp_worker_attr_t a{};
-    a.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-    ucp_worker_query(w, &a);
-    if (a.thread_mode != UCS_THREAD_MODE_MULTI) {
-      ucp_worker_destroy(w);
-      return unsupported("ucx: this UCX was built without multi-thread support");
-    }
-    if (a.max_am_header < kHeaderBytes + kRecvLeadBytes) {
-      ucp_worker_destroy(w);
-      return unsupported("ucx: active-message headers of at most " +
-                         std::to_string(a.max_am_header) + " bytes; strata needs " +
-                         std::to_string(kHeaderBytes + kRecvLeadBytes));
-    }
-    return w;
-  }
-
- private:
-  ucp_context_h ctx_;
-};
 
 // A received active message that try_recv_into has not taken yet.
 struct Arrival {
@@ -162,11 +76,6 @@ struct Arrival {
   bool rndv = false;
 };
 
-// Frees a request if it is one.
-void request_free(ucs_status_ptr_t r) {
-  if (r != nullptr && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
-}
-
 class UcxTransport : public Transport {
  public:
   UcxTransport(std::shared_ptr<UcxContext> ctx, ucp_worker_h worker, Fd wake, std::string peer)
@@ -174,9 +83,7 @@ class UcxTransport : public Transport {
 
   ~UcxTransport() override {
     shutdown();
-    abandoned_requests = abandoned_;
-    ucp_worker_destroy(worker_);
-    abandoned_requests = 0;
+    ucx_worker_destroy(worker_, abandoned_);
   }
 
   // A worker with the message handler, before any endpoint can deliver to it.
@@ -534,7 +441,7 @@ class UcxTransport : public Transport {
     if (flush) {
       const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
       if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) {
-        request_free(r);  // UCX ends it, or drops it with the worker
+        ucx_request_free(r);  // UCX ends it, or drops it with the worker
         ++abandoned_;
       }
       return;
@@ -559,7 +466,7 @@ class UcxTransport : public Transport {
         return s != UCS_INPROGRESS;
       });
     }
-    if (s != UCS_INPROGRESS) request_free(r);
+    if (s != UCS_INPROGRESS) ucx_request_free(r);
     return s;
   }
 
@@ -635,7 +542,7 @@ class UcxTransport : public Transport {
   MutexGuarded<ucp_ep_h> ep_{nullptr};
   std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
   ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
-  int abandoned_ = 0;                 // closes left to UCX (see abandoned_requests)
+  int abandoned_ = 0;                 // closes left to UCX (ucx_worker_destroy)
   // Guards no data: it keeps one send at a time in UCX, each until UCX is done with the
   // caller's memory.
   std::mutex send_mutex_;
