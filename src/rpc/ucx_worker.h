@@ -1,8 +1,9 @@
 // What the ucx: transport (transport_ucx.cc) needs of UCX besides its endpoints and messages:
-// the context, workers made for use from several threads, and UCX's log on stderr. Internal to
-// src/rpc.
+// the context, workers made for use from several threads, UCX's log on stderr, and the round
+// of progress that every wait of the transport is made of. Internal to src/rpc.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,21 @@
 #endif
 
 namespace strata::rpc {
+
+// One round of progress: progress() (a ucp_worker_progress) again as long as it reports work
+// done, but not past `end`. UCX may always have more to do (a peer that never stops sending, an
+// event that never clears), and a thread that waits must look at what it waits for, and at its
+// deadline, between rounds: a round that ran until UCX was idle could run forever. True if
+// anything moved.
+template <typename Progress>
+bool ucx_progress_round(Progress&& progress, std::chrono::steady_clock::time_point end) {
+  bool moved = false;
+  while (progress() != 0) {
+    moved = true;
+    if (std::chrono::steady_clock::now() >= end) break;
+  }
+  return moved;
+}
 
 #if STRATA_HAVE_UCX
 
