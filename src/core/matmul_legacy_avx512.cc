@@ -1,6 +1,6 @@
-// AVX-512 VNNI kernel of Q8_0 weights against Q8_0 activations, bit-identical to the AVX2
-// kernel (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the run-time
-// CPU check (matmul.cc).
+// AVX-512 VNNI kernels of Q8_0 and Q4_0 weights against Q8_0 activations, bit-identical to the
+// AVX2 kernels (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the
+// run-time CPU check (matmul.cc).
 #include <immintrin.h>
 
 #include <cstring>
@@ -124,6 +124,68 @@ struct Q8_0Kernel {
   }
 };
 
+// ---- Q4_0 ----
+//
+// The AVX2 kernel's activations (Q4_0ActPair: the Q8_0 values of a pair of blocks split by
+// nibble position, and offsets that take out the nibbles' +8 bias) and its lanes: lane L of a
+// pair sums the low- and high-nibble products of bytes 4L..4L+3, minus the offset; then
+// acc += (dw * dx) * float(lane). dpbusd adds each nibble register's 4 products a lane, from
+// the negated offset.
+struct Q4_0Kernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 6;
+
+  struct Weights {
+    __m512i lo, hi;  // the nibbles of blocks (b, b + 1): row a low half, row b high
+    __m512 d;        // the block scales over 4 lanes each
+  };
+
+  static int64_t steps(int64_t k) { return (k / kQK4_0 + 1) / 2; }
+
+  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+    const auto* r0 = reinterpret_cast<const BlockQ4_0*>(row_a) + 2 * s;
+    const auto* r1 = reinterpret_cast<const BlockQ4_0*>(row_b) + 2 * s;
+    const bool single = 2 * s + 1 == k / kQK4_0;
+    avx2::prefetch_ahead<1>(r0);
+    avx2::prefetch_ahead<1>(r1);
+    const __m128i zero = _mm_setzero_si128();
+    const auto q = [](const BlockQ4_0& b) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    };
+    const __m256i ra =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r0[0])), single ? zero : q(r0[1]), 1);
+    const __m256i rb =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r1[0])), single ? zero : q(r1[1]), 1);
+    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb, 1);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    Weights w;
+    w.lo = _mm512_and_si512(raw, m4);
+    w.hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    const __m128i h = _mm_setr_epi16(
+        static_cast<int16_t>(r0[0].d), static_cast<int16_t>(single ? 0 : r0[1].d),
+        static_cast<int16_t>(r1[0].d), static_cast<int16_t>(single ? 0 : r1[1].d), 0, 0, 0, 0);
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    w.d = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+    return w;
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    for (int c = 0; c < C; ++c) {
+      const Q4_0ActPair& x = static_cast<const Q4_0ActPair*>(xs[c])[s];
+      const __m512i xl = both256(x.lo);
+      const __m512i xh = both256(x.hi);
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), both256(x.off));
+      const __m512 dx = both256_ps(x.d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i sum =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, wv[r].lo, xl), wv[r].hi, xh);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(wv[r].d, dx), _mm512_cvtepi32_ps(sum), acc[r][c]);
+      }
+    }
+  }
+};
+
 }  // namespace
 }  // namespace strata::matmul_detail::avx512
 
@@ -132,5 +194,8 @@ namespace strata::matmul_detail {
 const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes, avx512::quantize_act_q8_0_pairs,
                                   avx512::run_rows<avx512::Q8_0Kernel>,
                                   avx512::work_bytes<avx512::Q8_0Kernel>};
+const MatmulKernel kQ4_0Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                  avx512::run_rows<avx512::Q4_0Kernel>,
+                                  avx512::work_bytes<avx512::Q4_0Kernel>};
 
 }  // namespace strata::matmul_detail

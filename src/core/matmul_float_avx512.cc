@@ -1,0 +1,132 @@
+// AVX-512 kernels of the plain types (F32, F16, BF16) against F32 activations, bit-identical
+// to the AVX2 kernels (matmul_float_avx2.cc). Entered only after the run-time CPU check.
+//
+// The AVX2 kernel keeps two 8-lane accumulators per output, for elements i..i+7 and i+8..i+15
+// of every 16-element step, and ends with hsum(acc0 + acc1) and a scalar tail of fused
+// multiply-adds. Here one 16-lane register holds both (acc0 in the low half, acc1 in the high),
+// so one fused multiply-add does the step of both, lane for lane. The tile is two rows by up to
+// six columns: each weight load serves six columns, each activation load two rows.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/matmul_avx512.h"
+
+namespace strata::matmul_detail::avx512 {
+namespace {
+
+struct LoadF32 {
+  static constexpr int kBytes = 4;
+  static __m512 load(const uint8_t* w, int64_t i) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
+  }
+  static float scalar(const uint8_t* w, int64_t i) {
+    float v;
+    std::memcpy(&v, w + 4 * i, 4);
+    return v;
+  }
+};
+
+struct LoadF16 {
+  static constexpr int kBytes = 2;
+  static __m512 load(const uint8_t* w, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
+  }
+  static float scalar(const uint8_t* w, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, w + 2 * i, 2);
+    return avx2::f16(h);
+  }
+};
+
+struct LoadBF16 {
+  static constexpr int kBytes = 2;
+  static __m512 load(const uint8_t* w, int64_t i) {
+    const __m512i v =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  }
+  static float scalar(const uint8_t* w, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, w + 2 * i, 2);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+
+template <typename L>
+struct FloatKernel {
+  static constexpr int kRows = 2;
+  static constexpr int kCols = 6;
+
+  // out[r][c] for weight rows w[0..kRows) and C columns.
+  template <int C>
+  static void tile(const uint8_t* const* w, const float* const* x, int64_t k, float (*out)[C]) {
+    __m512 acc[kRows][C];
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    }
+    const int64_t kv = k / 16 * 16;
+    for (int64_t i = 0; i < kv; i += 16) {
+      __m512 wv[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        avx2::prefetch_ahead<1>(w[r] + i * L::kBytes);
+        wv[r] = L::load(w[r], i);
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m512 xv = _mm512_loadu_ps(x[c] + i);
+        for (int r = 0; r < kRows; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = 0; c < C; ++c) {
+        float s = avx2::hsum(_mm256_add_ps(low_ps(acc[r][c]), high_ps(acc[r][c])));
+        for (int64_t i = kv; i < k; ++i) s = std::fma(L::scalar(w[r], i), x[c][i], s);
+        out[r][c] = s;
+      }
+    }
+  }
+
+  template <int C>
+  static void tile_n(int nc, const uint8_t* const* w, const float* const* x, int rows,
+                     const MatmulArgs& a, int64_t r, int64_t j) {
+    if constexpr (C > 1) {
+      if (nc < C) return tile_n<C - 1>(nc, w, x, rows, a, r, j);
+    }
+    float out[kRows][C];
+    tile<C>(w, x, a.k, out);
+    for (int i = 0; i < rows; ++i) {
+      for (int c = 0; c < C; ++c) a.y[(j + c) * a.y_stride + r + i] = out[i][c];
+    }
+  }
+
+  // Pairs of rows (a last single row is paired with itself), tiles of kCols columns.
+  static void rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+    const float* x[kCols];
+    const uint8_t* w[kRows];
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+      for (int i = 0; i < kRows; ++i) w[i] = a.w + (r + std::min(i, rows - 1)) * a.w_row_bytes;
+      for (int64_t j = 0; j < a.m; j += kCols) {
+        const int nc = static_cast<int>(std::min<int64_t>(kCols, a.m - j));
+        for (int c = 0; c < nc; ++c) x[c] = a.x + (j + c) * a.x_stride;
+        tile_n<kCols>(nc, w, x, rows, a, r, j);
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace strata::matmul_detail::avx512
+
+namespace strata::matmul_detail {
+
+const MatmulKernel kF32Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadF32>::rows};
+const MatmulKernel kF16Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadF16>::rows};
+const MatmulKernel kBF16Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadBF16>::rows};
+
+}  // namespace strata::matmul_detail
