@@ -32,9 +32,6 @@ struct Q8_0Pair {
 };
 static_assert(sizeof(Q8_0Pair) == 96);
 
-// The dword (4-byte) index within a pair's 64 quants of lane L's first 4 bytes.
-constexpr int kFirstDword[8] = {0, 2, 8, 10, 4, 6, 12, 14};
-
 size_t q8_0_pair_column_bytes(int64_t k) {
   return static_cast<size_t>((k / kQK8_0 + 1) / 2) * sizeof(Q8_0Pair);
 }
@@ -44,7 +41,7 @@ void quantize_act_q8_0_pairs(const float* x, void* dst, int64_t k) {
   const int64_t nb = k / kQK8_0;
   auto* out = static_cast<Q8_0Pair*>(dst);
   for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
-    alignas(32) int8_t q[64] = {};
+    alignas(64) int8_t q[64] = {};
     float d[2] = {0.0f, 0.0f};
     for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
       const float* xb = x + (2 * p + h) * kQK8_0;
@@ -55,12 +52,12 @@ void quantize_act_q8_0_pairs(const float* x, void* dst, int64_t k) {
                          avx2::quant32(xb, _mm256_set1_ps(id)));
     }
     Q8_0Pair& o = out[p];
-    for (int lane = 0; lane < 8; ++lane) {
-      for (int i = 0; i < 4; ++i) {
-        o.first[4 * lane + i] = static_cast<uint8_t>(q[4 * kFirstDword[lane] + i] + 128);
-        o.last[4 * lane + i] = static_cast<uint8_t>(q[4 * kFirstDword[lane] + 4 + i] + 128);
-      }
-    }
+    const __m512i all = _mm512_load_si512(q);
+    const __m512i first_idx =
+        _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14, 1, 3, 9, 11, 5, 7, 13, 15);
+    const __m512i lanes = _mm512_xor_si512(_mm512_permutexvar_epi32(first_idx, all),
+                                           _mm512_set1_epi8(static_cast<char>(0x80)));
+    _mm512_storeu_si512(o.first, lanes);  // first[32] then last[32]
     const float spread[8] = {d[0], d[0], d[1], d[1], d[0], d[0], d[1], d[1]};
     std::memcpy(o.d, spread, sizeof spread);
   }
