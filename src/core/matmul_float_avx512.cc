@@ -13,48 +13,32 @@
 #include <cstring>
 
 #include "core/matmul_avx512.h"
+#include "core/quant.h"
 
 namespace strata::matmul_detail::avx512 {
 namespace {
 
+// The 16 weights at element i as floats (exact conversions, as the AVX2 kernel's).
 struct LoadF32 {
-  static constexpr int kBytes = 4;
+  static constexpr DType kType = DType::kF32;
   static __m512 load(const uint8_t* w, int64_t i) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
-  }
-  static float scalar(const uint8_t* w, int64_t i) {
-    float v;
-    std::memcpy(&v, w + 4 * i, 4);
-    return v;
   }
 };
 
 struct LoadF16 {
-  static constexpr int kBytes = 2;
+  static constexpr DType kType = DType::kF16;
   static __m512 load(const uint8_t* w, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
-  }
-  static float scalar(const uint8_t* w, int64_t i) {
-    uint16_t h;
-    std::memcpy(&h, w + 2 * i, 2);
-    return avx2::f16(h);
   }
 };
 
 struct LoadBF16 {
-  static constexpr int kBytes = 2;
+  static constexpr DType kType = DType::kBF16;
   static __m512 load(const uint8_t* w, int64_t i) {
     const __m512i v =
         _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-  }
-  static float scalar(const uint8_t* w, int64_t i) {
-    uint16_t h;
-    std::memcpy(&h, w + 2 * i, 2);
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
   }
 };
 
@@ -62,6 +46,7 @@ template <typename L>
 struct FloatKernel {
   static constexpr int kRows = 2;
   static constexpr int kCols = 6;
+  static constexpr int64_t kBytes = L::kType == DType::kF32 ? 4 : 2;  // per weight
 
   // out[r][c] for weight rows w[0..kRows) and C columns.
   template <int C>
@@ -74,7 +59,7 @@ struct FloatKernel {
     for (int64_t i = 0; i < kv; i += 16) {
       __m512 wv[kRows];
       for (int r = 0; r < kRows; ++r) {
-        avx2::prefetch_ahead<1>(w[r] + i * L::kBytes);
+        avx2::prefetch_ahead<1>(w[r] + i * kBytes);
         wv[r] = L::load(w[r], i);
       }
       for (int c = 0; c < C; ++c) {
@@ -83,9 +68,11 @@ struct FloatKernel {
       }
     }
     for (int r = 0; r < kRows; ++r) {
+      float tail[16];  // the last k % 16 weights, by the scalar conversion (exact, the same)
+      dequantize_row(L::kType, w[r] + kv * kBytes, tail, k - kv);
       for (int c = 0; c < C; ++c) {
         float s = avx2::hsum(_mm256_add_ps(low_ps(acc[r][c]), high_ps(acc[r][c])));
-        for (int64_t i = kv; i < k; ++i) s = std::fma(L::scalar(w[r], i), x[c][i], s);
+        for (int64_t i = kv; i < k; ++i) s = std::fma(tail[i - kv], x[c][i], s);
         out[r][c] = s;
       }
     }

@@ -32,6 +32,16 @@ struct Q8_0Pair {
 };
 static_assert(sizeof(Q8_0Pair) == 96);
 
+// The f16 scales of blocks (b, b + 1) of rows a and b (zero for a missing b + 1) as floats,
+// spread over the lanes by `spread`: indices 0, 1 are row a's blocks, 2, 3 row b's.
+template <typename Block>
+__m512 pair_scales(const Block* a, const Block* b, bool single, __m512i spread) {
+  const __m128i h = _mm_setr_epi16(
+      static_cast<int16_t>(a[0].d), static_cast<int16_t>(single ? 0 : a[1].d),
+      static_cast<int16_t>(b[0].d), static_cast<int16_t>(single ? 0 : b[1].d), 0, 0, 0, 0);
+  return _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+}
+
 size_t q8_0_pair_column_bytes(int64_t k) {
   return static_cast<size_t>((k / kQK8_0 + 1) / 2) * sizeof(Q8_0Pair);
 }
@@ -97,11 +107,8 @@ struct Q8_0Kernel {
     const __m512i sum = _mm512_dpbusd_epi32(
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w.first), bias, w.last);
     w.start = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
-    const __m128i h = _mm_setr_epi16(
-        static_cast<int16_t>(r0[0].d), static_cast<int16_t>(single ? 0 : r0[1].d),
-        static_cast<int16_t>(r1[0].d), static_cast<int16_t>(single ? 0 : r1[1].d), 0, 0, 0, 0);
-    const __m512i spread = _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
-    w.d = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+    w.d = pair_scales(r0, r1, single,
+                      _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3));
     return w;
   }
 
@@ -158,11 +165,8 @@ struct Q4_0Kernel {
     Weights w;
     w.lo = _mm512_and_si512(raw, m4);
     w.hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-    const __m128i h = _mm_setr_epi16(
-        static_cast<int16_t>(r0[0].d), static_cast<int16_t>(single ? 0 : r0[1].d),
-        static_cast<int16_t>(r1[0].d), static_cast<int16_t>(single ? 0 : r1[1].d), 0, 0, 0, 0);
-    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    w.d = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+    w.d = pair_scales(r0, r1, single,
+                      _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
     return w;
   }
 
