@@ -110,6 +110,7 @@ void BM_Matmul(benchmark::State& state, DType t) {
       ->Args({1, 0})                        \
       ->Args({16, 0})                       \
       ->Args({1, 1})                        \
+      ->Args({8, 1})                        \
       ->Args({16, 1})                       \
       ->Args({256, 1})                      \
       ->Unit(benchmark::kMicrosecond)       \
