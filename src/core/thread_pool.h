@@ -79,7 +79,8 @@ class ThreadPool {
 
   // Scratch memory of pool thread `thread` (0: the caller), at least `bytes` long, 64-byte
   // aligned; valid (its bytes too) until a call for the same thread asks for more. Only that thread
-  // (inside fn, or the caller around parallel_for) may use it.
+  // (inside fn, or the caller around parallel_for) may use it, except that the caller may lend
+  // its own to fn for one parallel_for: the threads read it, or write disjoint parts of it.
   uint8_t* scratch(int thread, size_t bytes);
 
   // Linux thread ids of the pool's own threads (1..n_threads-1), for inspection.
