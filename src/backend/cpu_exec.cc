@@ -258,6 +258,101 @@ Status exec_sample(const ExecNode& e) {
   return sample_rows(e.pool, a);
 }
 
+// --- Matmuls that share their input, run as one pass --------------------------------------------
+//
+// A layer projects one normed hidden state several times (q, k and v; gate and up). Consecutive
+// mul_mat nodes with the same input run as one matmul_multi: their activations are quantised
+// once and all their rows are split over the pool in one pass, one barrier instead of one per
+// node; an rms_norm right before them that produces that input runs in the pass that quantises
+// it. The outputs are those of the nodes run one by one, bit for bit, as long as no node of the
+// run writes what another reads: a node that would is left out of the run.
+
+struct Region {
+  const uint8_t* begin;
+  const uint8_t* end;
+  bool overlaps(const Region& o) const { return begin < o.end && o.begin < end; }
+};
+
+Region region(const Graph& g, const std::vector<uint8_t*>& ptr, int32_t t) {
+  return {ptr[t], ptr[t] + g.tensors[t].extent_bytes()};
+}
+
+// Nodes [begin, end) of a run; norm: the first is the rms_norm that writes the matmuls' input.
+struct MatmulRun {
+  size_t begin = 0;
+  size_t end = 0;
+  bool norm = false;
+};
+
+// The run that starts at node k, or an empty one when node k runs alone.
+MatmulRun matmul_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_t k) {
+  const size_t n_nodes = g.nodes.size();
+  const Node& head = g.nodes[k];
+  MatmulRun run{k, k, false};
+  size_t first = k;
+  if (head.op == Op::kRmsNorm && k + 1 < n_nodes && g.nodes[k + 1].op == Op::kMulMat &&
+      g.nodes[k + 1].src[1] == head.out && rows_uniform(g.tensors[head.src[0]]) &&
+      rows_uniform(g.tensors[head.out])) {
+    run.norm = true;
+    first = k + 1;
+  } else if (head.op != Op::kMulMat) {
+    return run;
+  }
+  const int32_t x = g.nodes[first].src[1];
+  if (!rows_uniform(g.tensors[x])) return run;
+  const Region xr = region(g, ptr, x);
+  std::vector<Region> written, read;
+  size_t end = first;
+  for (; end < n_nodes; ++end) {
+    const Node& mm = g.nodes[end];
+    if (mm.op != Op::kMulMat || mm.src[1] != x || !rows_uniform(g.tensors[mm.out])) break;
+    const Region out = region(g, ptr, mm.out);
+    const Region w = region(g, ptr, mm.src[0]);
+    const auto hits = [](const Region& r, const std::vector<Region>& v) {
+      return std::any_of(v.begin(), v.end(), [&r](const Region& o) { return r.overlaps(o); });
+    };
+    if (out.overlaps(xr) || hits(out, written) || hits(out, read) || hits(w, written)) break;
+    written.push_back(out);
+    read.push_back(w);
+  }
+  // A lone matmul runs as itself; a norm needs one matmul to share its pass.
+  if (end - first >= (run.norm ? 1u : 2u)) run.end = end;
+  return run;
+}
+
+// What matmul_run_at accepted needs no further check: the nodes passed graph_validate and the
+// row checks of their executors.
+void exec_matmul_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPool& pool,
+                     const MatmulRun& run) {
+  const size_t first = run.begin + (run.norm ? 1 : 0);
+  std::vector<MatmulPart> parts;
+  for (size_t i = first; i < run.end; ++i) {
+    const ExecNode e{g, g.nodes[i], ptr, pool};
+    parts.push_back(
+        {e.T(0).dtype, e.P(0), e.T(0).nb[1], e.T(0).ne[1], e.y(), floats(e.out().nb[1])});
+  }
+  const ExecNode mm{g, g.nodes[first], ptr, pool};
+  const TensorRef& x = mm.T(1);
+  if (!run.norm) {
+    matmul_multi(pool, parts, x.ne[0], mm.F(1), floats(x.nb[1]), x.n_rows());
+    return;
+  }
+  // The norm's rows are the matmuls' activation columns.
+  const ExecNode norm{g, g.nodes[run.begin], ptr, pool};
+  const float* nx = norm.F(0);
+  const size_t nx_stride = floats(norm.T(0).nb[1]);
+  const float* weight = norm.node.src[1] >= 0 ? norm.F(1) : nullptr;
+  float* ny = norm.y();
+  const size_t ny_stride = floats(norm.out().nb[1]);
+  const int64_t n = norm.T(0).ne[0];
+  const float eps = norm.node.fparams[0];
+  const MatmulColumnsFn columns = [&](int64_t j0, int64_t j1) {
+    rms_norm_serial(nx + j0 * nx_stride, nx_stride, weight, ny + j0 * ny_stride, ny_stride, n,
+                    j1 - j0, eps);
+  };
+  matmul_multi(pool, parts, x.ne[0], mm.F(1), floats(x.nb[1]), x.n_rows(), &columns);
+}
+
 // --- The executor table: an op the graph layer knows but that has no row here is refused -------
 
 struct ExecRow {
@@ -339,11 +434,20 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
                          "): the CPU backend has no kernel for this op");
     }
   }
-  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+  // The error's context is built only on an error: a decode step runs hundreds of nodes.
+  for (size_t k = 0; k < graph.nodes.size();) {
+    const MatmulRun mm = matmul_run_at(graph, ptr, k);
+    if (mm.end > mm.begin) {
+      exec_matmul_run(graph, ptr, pool, mm);
+      k = mm.end;
+      continue;
+    }
     const Node& node = graph.nodes[k];
-    STRATA_RETURN_IF_ERROR(
-        run[k](ExecNode{graph, node, ptr, pool})
-            .with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")"));
+    const Status s = run[k](ExecNode{graph, node, ptr, pool});
+    if (!s.is_ok()) {
+      return s.with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")");
+    }
+    ++k;
   }
   return Status::ok();
 }

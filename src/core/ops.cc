@@ -43,6 +43,12 @@ void rms_norm(ThreadPool& pool, const float* x, size_t x_stride, const float* we
   });
 }
 
+void rms_norm_serial(const float* x, size_t x_stride, const float* weight, float* y,
+                     size_t y_stride, int64_t n, int64_t rows, float eps) {
+  auto* fn = use_avx2() ? &internal::avx2::rms_norm : &ref::rms_norm;
+  fn(x, x_stride, weight, y, y_stride, n, rows, eps);
+}
+
 void binary(ThreadPool& pool, BinaryOp op, const float* a, size_t a_stride, const float* b,
             size_t b_stride, int64_t b_rows, float* y, size_t y_stride, int64_t n, int64_t rows) {
   STRATA_CHECK(b_rows >= 1, "binary: b_rows must be >= 1");

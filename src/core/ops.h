@@ -18,6 +18,10 @@ namespace strata {
 // F32 x [n, rows], weight [n], y [n, rows]. y may alias x.
 void rms_norm(ThreadPool& pool, const float* x, size_t x_stride, const float* weight, float* y,
               size_t y_stride, int64_t n, int64_t rows, float eps);
+// The same on the calling thread alone (same bits), for a caller that splits the rows over a
+// pass of its own.
+void rms_norm_serial(const float* x, size_t x_stride, const float* weight, float* y,
+                     size_t y_stride, int64_t n, int64_t rows, float eps);
 
 enum class BinaryOp { kAdd, kMul };
 // y[r] = a[r] op b[r % b_rows]: b is either as many rows as a or broadcast (b_rows = 1).
