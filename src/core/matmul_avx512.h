@@ -26,7 +26,12 @@
 #include "core/matmul_avx2.h"
 #include "core/matmul_internal.h"
 
+// The helpers have internal linkage (the unnamed namespace): each file that includes them gets
+// its own copies, compiled for that file's instruction set. An inline function with external
+// linkage is merged across files by the linker, which could hand an AVX2-only machine the copy
+// compiled for AVX-512.
 namespace strata::matmul_detail::avx512 {
+namespace {
 
 using avx2::load256;
 
@@ -143,4 +148,5 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+}  // namespace
 }  // namespace strata::matmul_detail::avx512
