@@ -138,7 +138,7 @@ void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t he
   const int64_t n_runs =
       std::clamp<int64_t>((want + base_tasks - 1) / std::max<int64_t>(base_tasks, 1), 1, group);
   const int64_t run = (group + n_runs - 1) / n_runs;
-  const size_t per = internal::avx2::attention_scratch_floats(a);
+  const size_t per = internal::avx2::attention_untiled_scratch_floats(a);
   std::vector<float> scratch(per * n_threads);
   pool.parallel_for(base_tasks * n_runs, 1, [&](int thread, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -146,7 +146,8 @@ void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t he
       const int64_t kvh = (i / n_runs) % n_head_kv;
       const int64_t h0 = kvh * group + (i % n_runs) * run;
       const int64_t h1 = std::min(kvh * group + group, h0 + run);
-      if (h0 < h1) internal::avx2::attention_heads(a, t, h0, h1, scratch.data() + thread * per);
+      if (h0 < h1)
+        internal::avx2::attention_heads_untiled(a, t, h0, h1, scratch.data() + thread * per);
     }
   });
 }

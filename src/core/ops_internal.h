@@ -82,10 +82,11 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
 int32_t argmax_row(const float* x, int64_t n);
 
-// Attention of token t for the query heads [h0, h1), which must share one kv head.
-// scratch: attention_scratch_floats(a) floats, 32-byte aligned.
-void attention_heads(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scratch);
-size_t attention_scratch_floats(const AttentionArgs& a);
+// Attention of token t for the query heads [h0, h1), which must share one kv head, one token at
+// a time. scratch: attention_untiled_scratch_floats(a) floats.
+void attention_heads_untiled(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1,
+                             float* scratch);
+size_t attention_untiled_scratch_floats(const AttentionArgs& a);
 
 }  // namespace avx2
 
