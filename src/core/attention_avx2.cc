@@ -29,9 +29,10 @@ using ::strata::avx2::hsum;
 
 constexpr int kMaxHeads = 4;  // query heads of one token whose scores share a pass over a K row
 
-// A block of K (or V) rows, as floats, fits in this many floats (16 KiB): with the tile's
-// queries and scores it stays in a 32-48 KiB L1 while every token of the tile uses it.
-constexpr int64_t kBlockFloats = 4096;
+// A block of K (or V) rows, as floats, fits in this many floats (32 KiB): it stays in L1 (or
+// near it) while every token of the tile uses it. Measured: 16 KiB blocks were ~10% slower
+// (more passes per token), 64 KiB ~20% slower.
+constexpr int64_t kBlockFloats = 8192;
 constexpr int64_t kMaxBlockCells = 256;
 
 // Lists may be in any order and a head's segment is a short piece of a long cache row: the
@@ -116,73 +117,71 @@ inline __m256 hsum8(const __m256* x) {
                        _mm256_shuffle_ps(b01, b23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Dot products of q and the K rows, before the horizontal sum: two accumulators per head (even
-// and odd chunks of head_dim) hide the FMA latency; x[j] = s0 + s1.
-template <int kNh>
-inline void dot_lanes(const TileShape& sh, const float* const* q, const float* kr, __m256* x) {
-  const int64_t nv = sh.nv;
-  __m256 s0[kNh], s1[kNh];
-  for (int j = 0; j < kNh; ++j) s0[j] = s1[j] = _mm256_setzero_ps();
+// The dot products of q with kCells K rows, before their horizontal sums. Two accumulators per
+// row (even and odd chunks of head_dim); x = s0 + s1. kNv: the vector part of head_dim when
+// known at compile time (the loop unrolls), else 0.
+template <int64_t kNv, int kCells>
+inline void dot_lanes(const TileShape& sh, const float* q, const float* const* k, __m256* x) {
+  const int64_t nv = kNv > 0 ? kNv : sh.nv;
+  __m256 s0[kCells], s1[kCells];
+  for (int i = 0; i < kCells; ++i) s0[i] = s1[i] = _mm256_setzero_ps();
   int64_t d = 0;
   for (; d + 16 <= nv; d += 16) {
-    const __m256 k0 = _mm256_loadu_ps(kr + d);
-    const __m256 k1 = _mm256_loadu_ps(kr + d + 8);
-    for (int j = 0; j < kNh; ++j) {
-      s0[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[j] + d), k0, s0[j]);
-      s1[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[j] + d + 8), k1, s1[j]);
+    const __m256 q0 = _mm256_loadu_ps(q + d);
+    const __m256 q1 = _mm256_loadu_ps(q + d + 8);
+    for (int i = 0; i < kCells; ++i) {
+      s0[i] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k[i] + d), s0[i]);
+      s1[i] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k[i] + d + 8), s1[i]);
     }
   }
   if (d < nv) {
-    const __m256 k0 = _mm256_loadu_ps(kr + d);
-    for (int j = 0; j < kNh; ++j) s0[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[j] + d), k0, s0[j]);
+    const __m256 q0 = _mm256_loadu_ps(q + d);
+    for (int i = 0; i < kCells; ++i) s0[i] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k[i] + d), s0[i]);
   }
-  for (int j = 0; j < kNh; ++j) x[j] = _mm256_add_ps(s0[j], s1[j]);
+  for (int i = 0; i < kCells; ++i) x[i] = _mm256_add_ps(s0[i], s1[i]);
 }
 
-// Scores of kNh heads of one token for the block-relative cells [lo, hi): s[j][c - lo]. Eight
-// cells at a time share one horizontal-sum pass, which leaves the FMA chains of the next cells
-// free to start.
-template <int kNh>
-void scores(const AttentionArgs& a, const TileShape& sh, const float* const* q,
-            const float* const* krows, int64_t lo, int64_t hi, float* const* s) {
+// The score of q with a K row, from its dot product: hsum, the scalar tail, scale and cap.
+template <int64_t kNv>
+inline float score_one(const AttentionArgs& a, const TileShape& sh, const float* q,
+                       const float* kr) {
+  __m256 x;
+  dot_lanes<kNv, 1>(sh, q, &kr, &x);
+  float dot = hsum(x);
+  for (int64_t e = sh.nv; e < sh.hd; ++e) dot = std::fma(q[e], load_float(kr + e), dot);
+  return attention_score(a, dot);
+}
+
+// Scores of one head of one token for the block-relative cells [lo, hi): s[c - lo]. Two cells
+// at a time share the loads of q, and eight share one horizontal-sum pass, which leaves the
+// FMA chains of the next cells free to start.
+template <int64_t kNv, int kCells = (kNv > 64 ? 4 : 2)>
+void scores(const AttentionArgs& a, const TileShape& sh, const float* q, const float* const* krows,
+            int64_t lo, int64_t hi, float* s) {
   const int64_t hd = sh.hd, nv = sh.nv;
   const __m256 scale = _mm256_set1_ps(a.scale);
   int64_t c = lo;
   for (; c + 8 <= hi; c += 8) {
-    __m256 x[kNh][8];
-    for (int i = 0; i < 8; ++i) {
-      __m256 xi[kNh];
-      dot_lanes<kNh>(sh, q, krows[c + i], xi);
-      for (int j = 0; j < kNh; ++j) x[j][i] = xi[j];
-    }
-    for (int j = 0; j < kNh; ++j) {
-      float* sj = s[j] + (c - lo);
-      __m256 dot = hsum8(x[j]);
-      if (nv < hd) {
-        alignas(32) float dots[8];
-        _mm256_store_ps(dots, dot);
-        for (int i = 0; i < 8; ++i) {
-          for (int64_t e = nv; e < hd; ++e) {
-            dots[i] = std::fma(q[j][e], load_float(krows[c + i] + e), dots[i]);
-          }
+    __m256 x[8];
+    for (int i = 0; i < 8; i += kCells) dot_lanes<kNv, kCells>(sh, q, krows + c + i, x + i);
+    __m256 dot = hsum8(x);
+    if (nv < hd) {
+      alignas(32) float dots[8];
+      _mm256_store_ps(dots, dot);
+      for (int i = 0; i < 8; ++i) {
+        for (int64_t e = nv; e < hd; ++e) {
+          dots[i] = std::fma(q[e], load_float(krows[c + i] + e), dots[i]);
         }
-        dot = _mm256_load_ps(dots);
       }
-      _mm256_storeu_ps(sj, _mm256_mul_ps(dot, scale));
-      if (a.extra.softcap > 0.0f) {
-        for (int i = 0; i < 8; ++i) sj[i] = std::tanh(sj[i] / a.extra.softcap) * a.extra.softcap;
-      }
+      dot = _mm256_load_ps(dots);
+    }
+    float* sc = s + (c - lo);
+    _mm256_storeu_ps(sc, _mm256_mul_ps(dot, scale));
+    if (a.extra.softcap > 0.0f) {
+      for (int i = 0; i < 8; ++i) sc[i] = std::tanh(sc[i] / a.extra.softcap) * a.extra.softcap;
     }
   }
-  for (; c < hi; ++c) {
-    __m256 x[kNh];
-    dot_lanes<kNh>(sh, q, krows[c], x);
-    for (int j = 0; j < kNh; ++j) {
-      float dot = hsum(x[j]);
-      for (int64_t e = nv; e < hd; ++e) dot = std::fma(q[j][e], load_float(krows[c] + e), dot);
-      s[j][c - lo] = attention_score(a, dot);
-    }
-  }
+  for (; c < hi; ++c) s[c - lo] = score_one<kNv>(a, sh, q, krows[c]);
 }
 
 // acc[j] += p[j][c - lo] * V row c for dims [d, d + 8 kDv) and the block-relative cells
@@ -325,6 +324,8 @@ void attention_tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, in
   }
   const int64_t nb = block_cells(hd);
   const float* rows[kMaxBlockCells];
+  // The common head sizes get their own unrolled copies (the same operations).
+  auto* score_fn = sh.nv == 64 ? &scores<64> : sh.nv == 128 ? &scores<128> : &scores<0>;
 
   // Calls fn(token, lo, hi) for the tokens that attend to some of the block [c0, c1), with the
   // block-relative range of those cells.
@@ -346,15 +347,9 @@ void attention_tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, in
     if (!block_used(c0, c1)) continue;
     block_rows<kF16>(a, kbase, list, c0, c1, last, sh, buf, rows);
     for_tokens_in(c0, c1, [&](const TileToken& t, int64_t lo, int64_t hi) {
-      for_head_groups(nh, [&]<int kNh>(int64_t j0) {
-        const float* q[kNh];
-        float* s[kNh];
-        for (int j = 0; j < kNh; ++j) {
-          q[j] = t.q + (j0 + j) * hd;
-          s[j] = t.s + (j0 + j) * sh.row_stride + (c0 + lo - t.begin);
-        }
-        scores<kNh>(a, sh, q, rows, lo, hi, s);
-      });
+      for (int64_t j = 0; j < nh; ++j) {
+        score_fn(a, sh, t.q + j * hd, rows, lo, hi, t.s + j * sh.row_stride + (c0 + lo - t.begin));
+      }
     });
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -35,8 +36,10 @@ int32_t argmax_row_ref(const float* x, int64_t n) {
 }
 
 // Tiles are cut so that the scores of all their tokens and heads fit in this many floats
-// (256 KiB, a share of L2 that leaves room for the K and V rows streaming through), unless a
-// single token's already take more.
+// (256 KiB, a share of L2: more tokens per tile share each K and V row, but their scores then
+// spill further; measured best among 128 KiB-1 MiB), unless a single token's already take
+// more. With kAttentionMaxTileTokens, a thread's scratch is at most about max(256 KiB,
+// heads per kv group x max_len floats) plus the tile's accumulators and one block of rows.
 constexpr int64_t kAttentionScoreFloats = 64 * 1024;
 
 // A task is a tile (up to kAttentionMaxTileTokens tokens of one list, in batch order) and a run
@@ -104,7 +107,7 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
   }
 
   const size_t per = internal::avx2::attention_tile_scratch_floats(a, tile_max, run, span);
-  std::vector<float> scratch(per * n_threads);
+  auto scratch = std::make_unique_for_overwrite<float[]>(per * n_threads);
   pool.parallel_for(n_threads, 1, [&](int thread, int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       for (int64_t i = cut[k]; i < cut[k + 1]; ++i) {
@@ -112,7 +115,7 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
         if (tk.h0 >= tk.h1) continue;
         internal::avx2::attention_tile(a, order.data() + tiles[tk.tile],
                                        tiles[tk.tile + 1] - tiles[tk.tile], tk.h0, tk.h1,
-                                       scratch.data() + thread * per);
+                                       scratch.get() + thread * per);
       }
     }
   });

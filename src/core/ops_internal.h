@@ -86,7 +86,7 @@ int32_t argmax_row(const float* x, int64_t n);
 // [h0, h1), which must share one kv head; n <= kAttentionMaxTileTokens. Each output element is
 // computed exactly as attention_heads_untiled computes it. scratch:
 // attention_tile_scratch_floats(a, n, h1 - h0, span) floats, span >= every token's cell count.
-inline constexpr int64_t kAttentionMaxTileTokens = 8;
+inline constexpr int64_t kAttentionMaxTileTokens = 16;
 void attention_tile(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
                     float* scratch);
 size_t attention_tile_scratch_floats(const AttentionArgs& a, int64_t n, int64_t n_heads,
