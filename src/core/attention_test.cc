@@ -348,9 +348,32 @@ TEST(OpsAttention, TiledIsBitwiseTheUntiledKernel) {
                 << dtype_name(dt) << " hd=" << head_dim << " group=" << group
                 << " window=" << extra.window << " cap=" << extra.softcap << " threads=" << threads;
           }
+          // Each token alone, as a decode step attends: the same bits as inside its chunk.
+          ThreadPool pool(2);
+          const int64_t per_token = r.n_head * c.head_dim;
+          for (int64_t t = 0; t < r.n_tokens(); ++t) {
+            const std::vector<float> row(want.begin() + t * per_token,
+                                         want.begin() + (t + 1) * per_token);
+            ASSERT_TRUE(bitwise_equal(r.run(pool, c, t, 1), row))
+                << dtype_name(dt) << " hd=" << head_dim << " group=" << group << " token " << t;
+          }
         }
       }
     }
+  }
+}
+
+// A long list and a large group: one token's scores for all 32 heads would pass the tiles'
+// score budget, so the group is cut into runs of heads; still the untiled kernel's bits.
+TEST(OpsAttention, TiledLongListLargeGroupIsBitwiseTheUntiledKernel) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  IsaScope scope(Isa::kAvx2);
+  const KvCache c = make_cache(DType::kF16, 64, 1, 12000, {12000, 50}, 51, 2.0f);
+  const AttnRun r = make_run(c, 32, {0, 11998, 1, 50, 0, 11999, 0, 12000, 1, 7, 0, 3000}, 52, 2.0f);
+  const std::vector<float> want = untiled_avx2(c, r);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    EXPECT_TRUE(bitwise_equal(r.run(pool, c), want)) << "threads=" << threads;
   }
 }
 

@@ -36,19 +36,21 @@ int32_t argmax_row_ref(const float* x, int64_t n) {
 }
 
 // Tiles are cut so that the scores of all their tokens and heads fit in this many floats
-// (1 MiB, about an L2), unless a single token's already take more. More tokens per tile share
-// each K and V row (which, in a long cache, come from memory), at the price of scores that
-// spill further: in prompts of 4096 tokens 1 MiB measured ~15% faster than 256 KiB. With
-// kAttentionMaxTileTokens, a thread's scratch is at most about max(1 MiB, heads per kv group
-// x max_len floats) plus the tile's accumulators and one block of rows.
+// (1 MiB, about an L2). More tokens per tile share each K and V row (which, in a long cache,
+// come from memory), at the price of scores that spill further: in prompts of 4096 tokens
+// 1 MiB measured ~15% faster than 256 KiB. When one token's scores for a whole kv group would
+// exceed it, the group is cut into runs of at least kAttentionMinRunHeads heads. So a thread's
+// scratch is at most max(1 MiB, 4 x max_len floats), as the one-token kernel's was, plus the
+// tile's output accumulators (<= 16 tokens x heads x head_dim) and one block of rows (32 KiB).
 constexpr int64_t kAttentionScoreFloats = 256 * 1024;
+constexpr int64_t kAttentionMinRunHeads = 4;
 
 // A task is a tile (up to kAttentionMaxTileTokens tokens of one list, in batch order) and a run
 // of query heads of one kv group, which share each load of a K or V row. Groups are cut into
-// more runs only when there are too few tasks to keep every thread busy. The tasks are dealt
-// to the threads in contiguous ranges of about equal cost (cells x heads): in a prompt chunk
-// the last tokens attend to many more cells than the first. A token's result depends neither
-// on its tile nor on its run nor on its thread.
+// runs when one token's scores would exceed the budget, and when there are too few tasks to
+// keep every thread busy. The tasks are dealt to the threads in contiguous ranges of about
+// equal cost (cells x heads): in a prompt chunk the last tokens attend to many more cells than
+// the first. A token's result depends neither on its tile nor on its run nor on its thread.
 void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
   const int64_t n_tokens = a.n_tokens;
   if (n_tokens <= 0) return;
@@ -60,8 +62,11 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
     span = std::max(span, len[t]);
   }
   const int64_t span_pad = std::max<int64_t>(8, (span + 7) / 8 * 8);
-  const int64_t tile_max = std::clamp<int64_t>(kAttentionScoreFloats / (group * span_pad), 1,
-                                               internal::avx2::kAttentionMaxTileTokens);
+  const int64_t heads_fit = std::max(kAttentionMinRunHeads, kAttentionScoreFloats / span_pad);
+  const int64_t min_runs = (group + heads_fit - 1) / heads_fit;
+  const int64_t tile_max =
+      std::clamp<int64_t>(kAttentionScoreFloats / ((group + min_runs - 1) / min_runs * span_pad), 1,
+                          internal::avx2::kAttentionMaxTileTokens);
 
   std::vector<int32_t> order(static_cast<size_t>(n_tokens));
   std::iota(order.begin(), order.end(), 0);
@@ -80,7 +85,8 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
   const int n_threads = pool.size();
   const int64_t base_tasks = n_tiles * a.n_head_kv;
   const int64_t want = 4 * static_cast<int64_t>(n_threads);
-  const int64_t n_runs = std::clamp<int64_t>((want + base_tasks - 1) / base_tasks, 1, group);
+  const int64_t n_runs =
+      std::clamp<int64_t>(std::max(min_runs, (want + base_tasks - 1) / base_tasks), 1, group);
   const int64_t run = (group + n_runs - 1) / n_runs;
   const int64_t n_tasks = base_tasks * n_runs;
   struct Task {
