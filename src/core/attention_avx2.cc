@@ -29,11 +29,10 @@ namespace {
 using ::strata::avx2::hmax;
 using ::strata::avx2::hsum;
 
-constexpr int kMaxHeads = 4;  // query heads of one token whose scores share a pass over a K row
+constexpr int kMaxHeads = 4;  // query heads of one token that share each load of a V row
 
 // A block of K (or V) rows, as floats, fits in this many floats (32 KiB): it stays in L1 (or
-// near it) while every token of the tile uses it. Measured: 16 KiB blocks were ~10% slower
-// (more passes per token), 64 KiB ~20% slower.
+// near it) while every token of the tile uses it. Measured: 8-32 KiB alike, 64 KiB ~15% slower.
 constexpr int64_t kBlockFloats = 8192;
 constexpr int64_t kMaxBlockCells = 256;
 
@@ -50,18 +49,6 @@ inline int64_t round_up8(int64_t n) { return (n + 7) / 8 * 8; }
 
 inline int64_t block_cells(int64_t head_dim) {
   return std::clamp<int64_t>(kBlockFloats / round_up8(head_dim) / 8 * 8, 8, kMaxBlockCells);
-}
-
-// A row of a block: f32 (converted into the tile's buffer, or an f32 cache row used in place)
-// or, when a tile has too few rows of queries to repay a conversion, an f16 cache row read as
-// it is. The f16 to f32 conversion is exact: both give the same floats.
-template <bool kHalf>
-inline __m256 row_vec(const uint8_t* row, int64_t d) {
-  return load_kv<kHalf>(row, d);
-}
-template <bool kHalf>
-inline float row_at(const uint8_t* row, int64_t d) {
-  return kv_scalar<kHalf>(row, d);
 }
 
 inline void prefetch_segment(const uint8_t* row, size_t bytes) {
@@ -81,8 +68,11 @@ struct TileToken {
   float* inv_sum;
 };
 
+// A row of a block (K or V) is f32 (converted into the tile's buffer, or an f32 cache row used
+// in place) or, when kHalf is set, an f16 cache row read as it is. The f16 to f32 conversion is
+// exact: both give the same floats.
 struct TileShape {
-  int64_t hd, nv, hd_pad, row_stride, n_heads;
+  int64_t hd, nv, hd_pad, row_stride;
 };
 
 // Pointers to the rows of list positions [c0, c1), head segment at `base`; f16 rows are
@@ -143,13 +133,13 @@ inline void dot_lanes(const TileShape& sh, const float* q, const uint8_t* const*
     const __m256 q0 = _mm256_loadu_ps(q + d);
     const __m256 q1 = _mm256_loadu_ps(q + d + 8);
     for (int i = 0; i < kCells; ++i) {
-      s0[i] = _mm256_fmadd_ps(q0, row_vec<kHalf>(k[i], d), s0[i]);
-      s1[i] = _mm256_fmadd_ps(q1, row_vec<kHalf>(k[i], d + 8), s1[i]);
+      s0[i] = _mm256_fmadd_ps(q0, load_kv<kHalf>(k[i], d), s0[i]);
+      s1[i] = _mm256_fmadd_ps(q1, load_kv<kHalf>(k[i], d + 8), s1[i]);
     }
   }
   if (d < nv) {
     const __m256 q0 = _mm256_loadu_ps(q + d);
-    for (int i = 0; i < kCells; ++i) s0[i] = _mm256_fmadd_ps(q0, row_vec<kHalf>(k[i], d), s0[i]);
+    for (int i = 0; i < kCells; ++i) s0[i] = _mm256_fmadd_ps(q0, load_kv<kHalf>(k[i], d), s0[i]);
   }
   for (int i = 0; i < kCells; ++i) x[i] = _mm256_add_ps(s0[i], s1[i]);
 }
@@ -161,7 +151,7 @@ inline float score_one(const AttentionArgs& a, const TileShape& sh, const float*
   __m256 x;
   dot_lanes<kHalf, kNv, 1>(sh, q, &kr, &x);
   float dot = hsum(x);
-  for (int64_t e = sh.nv; e < sh.hd; ++e) dot = std::fma(q[e], row_at<kHalf>(kr, e), dot);
+  for (int64_t e = sh.nv; e < sh.hd; ++e) dot = std::fma(q[e], kv_scalar<kHalf>(kr, e), dot);
   return attention_score(a, dot);
 }
 
@@ -183,7 +173,7 @@ void scores(const AttentionArgs& a, const TileShape& sh, const float* q,
       _mm256_store_ps(dots, dot);
       for (int i = 0; i < 8; ++i) {
         for (int64_t e = nv; e < hd; ++e) {
-          dots[i] = std::fma(q[e], row_at<kHalf>(krows[c + i], e), dots[i]);
+          dots[i] = std::fma(q[e], kv_scalar<kHalf>(krows[c + i], e), dots[i]);
         }
       }
       dot = _mm256_load_ps(dots);
@@ -209,7 +199,7 @@ void weigh_dims(const uint8_t* const* vrows, int64_t lo, int64_t hi, const float
   }
   for (int64_t c = lo; c < hi; ++c) {
     __m256 v[kDv];
-    for (int u = 0; u < kDv; ++u) v[u] = row_vec<kHalf>(vrows[c], d + 8 * u);
+    for (int u = 0; u < kDv; ++u) v[u] = load_kv<kHalf>(vrows[c], d + 8 * u);
     for (int j = 0; j < kNh; ++j) {
       const __m256 pj = _mm256_set1_ps(p[j][c - lo]);
       for (int u = 0; u < kDv; ++u) x[j][u] = _mm256_fmadd_ps(pj, v[u], x[j][u]);
@@ -246,7 +236,7 @@ void weigh(const TileShape& sh, const uint8_t* const* vrows, int64_t lo, int64_t
   if (d < sh.nv) weigh_rest<kHalf, kNh>(vrows, lo, hi, p, acc, d, (sh.nv - d) / 8);
   for (int64_t e = sh.nv; e < sh.hd; ++e) {
     for (int64_t c = lo; c < hi; ++c) {
-      const float vf = row_at<kHalf>(vrows[c], e);
+      const float vf = kv_scalar<kHalf>(vrows[c], e);
       for (int j = 0; j < kNh; ++j) acc[j][e] = std::fma(p[j][c - lo], vf, acc[j][e]);
     }
   }
@@ -313,7 +303,7 @@ void attention_tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, in
     tt[i].end = tt[i].begin + len;
     span = std::max(span, len);
   }
-  const TileShape sh{hd, hd / 8 * 8, round_up8(hd), round_up8(span), nh};
+  const TileShape sh{hd, hd / 8 * 8, round_up8(hd), round_up8(span)};
   float* next = scratch;
   for (int64_t i = 0; i < n; ++i) {
     tt[i].q = a.q + toks[i] * a.q_tok_stride + h0 * hd;
