@@ -20,22 +20,11 @@
 namespace strata {
 namespace {
 
+using testing::bitwise_equal;
 using testing::isas;
 using testing::IsaScope;
-
-constexpr float kEps = std::numeric_limits<float>::epsilon();  // 2^-23
-
-std::vector<float> uniform_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing::kEps;
+using testing::uniform_floats;
 
 struct KvCache {
   DType dtype;

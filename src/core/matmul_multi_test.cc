@@ -16,6 +16,7 @@ namespace {
 using testing::isas;
 using testing::IsaScope;
 using testing::random_floats;
+using testing::same_bits;
 
 // A multiple of every block size (256 for the K-quants), and an odd number of 32-blocks' pairs.
 constexpr int64_t kK = 1280;
@@ -31,8 +32,6 @@ struct Matrix {
   size_t row_bytes;
   std::vector<uint8_t> bytes;
 };
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 constexpr float kUnwritten = -1234.5f;
 

@@ -18,24 +18,13 @@
 namespace strata {
 namespace {
 
+using testing::bitwise_equal;
 using testing::isas;
 using testing::IsaScope;
-
-constexpr float kEps = std::numeric_limits<float>::epsilon();  // 2^-23
+using testing::kEps;
+using testing::uniform_floats;
 
 bool have_avx2() { return isa_best_supported() >= Isa::kAvx2; }
-
-std::vector<float> uniform_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 const int64_t kSizes[] = {1, 7, 8, 33, 100, 4097};
 
