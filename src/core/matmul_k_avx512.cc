@@ -50,10 +50,6 @@ inline __m512i word_spread(__m512i v, int s) {
   return _mm512_shuffle_epi8(v, _mm512_load_si512(kWordSpread[s].data()));
 }
 
-inline __m512i join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 // ---- Q4_K / Q5_K ----
 //
 // Per super-block and column the AVX2 kernel sums into 8 int32 lanes, lane L holding, for every
