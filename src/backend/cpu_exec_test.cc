@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "core/kernel_test_util.h"
 #include "core/quant.h"
 #include "core/rng.h"
 
@@ -122,9 +124,13 @@ HostGraph layer_graph(int64_t m) {
 }
 
 TEST(CpuExecMatmulRuns, SameBytesAsNodeByNode) {
-  // 40 columns of 512: the norm and quantisation pass is split over the threads too.
-  for (int64_t m : {1, 7, 40}) {
-    expect_as_node_by_node(layer_graph(m), ("layer, m " + std::to_string(m)).c_str());
+  for (Isa isa : testing::isas()) {
+    testing::IsaScope guard(isa);
+    // 40 columns of 512: the norm and quantisation pass is split over the threads too.
+    for (int64_t m : {1, 7, 40}) {
+      const std::string what = std::string(isa_name(isa)) + " layer, m " + std::to_string(m);
+      expect_as_node_by_node(layer_graph(m), what.c_str());
+    }
   }
 }
 
