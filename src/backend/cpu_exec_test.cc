@@ -1,12 +1,14 @@
-// The CPU executor runs matmuls that share their input (and the rms_norm that produces it) as
-// one pass: the bytes a graph leaves must be those of its nodes run one at a time, whatever the
+// The CPU executor runs matmuls that share their input (and the op that produces it) as one
+// pass: the bytes a graph leaves must be those of its nodes run one at a time, whatever the
 // thread count, also when a node writes what another of the run reads.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "core/kernel_test_util.h"
 #include "core/quant.h"
 #include "core/rng.h"
 
@@ -122,9 +124,13 @@ HostGraph layer_graph(int64_t m) {
 }
 
 TEST(CpuExecMatmulRuns, SameBytesAsNodeByNode) {
-  // 40 columns of 512: the norm and quantisation pass is split over the threads too.
-  for (int64_t m : {1, 7, 40}) {
-    expect_as_node_by_node(layer_graph(m), ("layer, m " + std::to_string(m)).c_str());
+  for (Isa isa : testing::isas()) {
+    testing::IsaScope guard(isa);
+    // 40 columns of 512: the norm and quantisation pass is split over the threads too.
+    for (int64_t m : {1, 7, 40}) {
+      const std::string what = std::string(isa_name(isa)) + " layer, m " + std::to_string(m);
+      expect_as_node_by_node(layer_graph(m), what.c_str());
+    }
   }
 }
 
@@ -134,6 +140,16 @@ TEST(CpuExecMatmulRuns, ThreeBarriersForTheLayerAtBatchOne) {
   ThreadPool pool(2);
   ASSERT_TRUE(cpu_graph_compute(g.graph, g, pool).is_ok());
   EXPECT_EQ(pool.counts().barriers, 3u);
+}
+
+// At 40 columns the norms, the gated activation and the quantisation are worth a split too: two
+// passes per run (the producer and the quantisation, then the rows), where one pass per node
+// made it 9 (norm, q, k, v, norm, gate, up, swiglu, down).
+TEST(CpuExecMatmulRuns, TheProducerSharesTheQuantisationPass) {
+  HostGraph g = layer_graph(40);
+  ThreadPool pool(2);
+  ASSERT_TRUE(cpu_graph_compute(g.graph, g, pool).is_ok());
+  EXPECT_EQ(pool.counts().barriers, 6u);
 }
 
 // A matmul whose output is the shared input: the next one reads that output.

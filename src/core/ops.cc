@@ -165,6 +165,12 @@ void swiglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float
   });
 }
 
+void swiglu_serial(const float* gate, size_t gate_stride, const float* up, size_t up_stride,
+                   float* y, size_t y_stride, int64_t n, int64_t rows) {
+  auto* fn = use_avx2() ? &internal::avx2::swiglu : &ref::swiglu;
+  fn(gate, gate_stride, up, up_stride, y, y_stride, n, rows);
+}
+
 // Split by tokens: the angles of a token are computed once and used for all its heads.
 void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens,
           size_t tok_stride, const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base,

@@ -32,6 +32,9 @@ void binary(ThreadPool& pool, BinaryOp op, const float* a, size_t a_stride, cons
 // y = silu(gate) * up. F32 [n, rows]; y may alias gate or up.
 void swiglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
             size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows);
+// The same on the calling thread alone (same bits).
+void swiglu_serial(const float* gate, size_t gate_stride, const float* up, size_t up_stride,
+                   float* y, size_t y_stride, int64_t n, int64_t rows);
 
 enum class RopeMode : int32_t {
   kNormal = 0,  // llama: rotate pairs (2i, 2i+1)
