@@ -76,7 +76,7 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
   int64_t total_rows = 0;
   for (const MatmulPart& part : parts) {
     const DTypeTraits* traits = dtype_traits(part.w_dtype);
-    const MatmulKernel* kernel = traits ? dtype_matmul_kernel(*traits, isa) : nullptr;
+    const MatmulKernel* kernel = traits ? dtype_matmul_kernel(*traits, isa, m) : nullptr;
     STRATA_CHECK(kernel != nullptr, "matmul: dtype without kernels");
     STRATA_CHECK(part.n >= 0 && k % dtype_block_size(part.w_dtype) == 0,
                  "matmul: k must be a multiple of the weight block size");
