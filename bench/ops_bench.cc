@@ -62,6 +62,42 @@ BENCHMARK(BM_AttentionF16)
     ->Args({512, 1, 32})
     ->Unit(benchmark::kMicrosecond);
 
+// A prompt chunk of one sequence, as the engine runs it: `chunk` consecutive tokens at
+// positions start.. attend causally to the cells before them. args: start, chunk, head_dim,
+// query heads, kv heads (the 1024/8-layer synthetic models: 64, 16, 4).
+void BM_AttentionPrompt(benchmark::State& state) {
+  const int64_t start = state.range(0), chunk = state.range(1), head_dim = state.range(2);
+  const int64_t n_head = state.range(3), n_head_kv = state.range(4);
+  const int64_t n_cells = start + chunk;
+  const size_t row_bytes = n_head_kv * head_dim * 2;
+  std::vector<uint16_t> k(n_cells * n_head_kv * head_dim), v(k.size());
+  const std::vector<float> kf = random_floats(k.size(), 1), vf = random_floats(v.size(), 2);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
+  std::vector<int32_t> cells(n_cells);
+  std::iota(cells.begin(), cells.end(), 0);
+  std::vector<int32_t> tok(2 * chunk);
+  for (int64_t t = 0; t < chunk; ++t) tok[2 * t] = 0, tok[2 * t + 1] = int32_t(start + t + 1);
+  const std::vector<float> q = random_floats(n_head * head_dim * chunk, 3);
+  std::vector<float> out(q.size());
+  ThreadPool pool(bench_threads());
+  for (auto _ : state) {
+    attention(pool, q.data(), n_head * head_dim, head_dim, n_head, chunk, DType::kF16, k.data(),
+              v.data(), row_bytes, n_head_kv, cells.data(), n_cells, tok.data(),
+              1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // (query head, cell) pairs: each is one q.k dot and one multiply-add of a V row.
+  const int64_t pairs = n_head * (chunk * start + chunk * (chunk + 1) / 2);
+  state.counters["pairs/s"] =
+      benchmark::Counter(double(pairs), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionPrompt)
+    ->Args({0, 512, 64, 16, 4})
+    ->Args({1536, 512, 64, 16, 4})
+    ->Args({3584, 512, 64, 16, 4})
+    ->Args({1536, 512, 128, 32, 8})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t n = 4096, rows = state.range(0);
   const std::vector<float> x = random_floats(n * rows, 4), w = random_floats(n, 5);

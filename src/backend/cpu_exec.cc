@@ -258,6 +258,134 @@ Status exec_sample(const ExecNode& e) {
   return sample_rows(e.pool, a);
 }
 
+// --- Matmuls that share their input, run as one pass --------------------------------------------
+//
+// A layer projects one normed hidden state several times (q, k and v; gate and up). Consecutive
+// mul_mat nodes with the same input run as one matmul_multi: their activations are quantised
+// once and all their rows are split over the pool in one pass, one barrier instead of one per
+// node; a row-wise op right before them that writes that input (the norm, the gated activation
+// before the down projection) runs in the pass that quantises it. The outputs are those of the
+// nodes run one by one, bit for bit, as long as no node of the run writes what another reads: a
+// node that would is left out of the run.
+
+// Rows [r0, r1) of a producer's output, on the calling thread: the same bits as its executor.
+using ProducerRows = void (*)(const ExecNode& e, int64_t r0, int64_t r1);
+
+void rms_norm_rows(const ExecNode& e, int64_t r0, int64_t r1) {
+  const size_t xs = floats(e.T(0).nb[1]), ys = floats(e.out().nb[1]);
+  rms_norm_serial(e.F(0) + r0 * xs, xs, e.node.src[1] >= 0 ? e.F(1) : nullptr, e.y() + r0 * ys, ys,
+                  e.T(0).ne[0], r1 - r0, e.node.fparams[0]);
+}
+
+void swiglu_rows(const ExecNode& e, int64_t r0, int64_t r1) {
+  const size_t gs = floats(e.T(0).nb[1]), us = floats(e.T(1).nb[1]), ys = floats(e.out().nb[1]);
+  swiglu_serial(e.F(0) + r0 * gs, gs, e.F(1) + r0 * us, us, e.y() + r0 * ys, ys, e.T(0).ne[0],
+                r1 - r0);
+}
+
+// Ops whose output row r depends only on row r of their inputs (or on a one-row weight).
+struct ProducerRow {
+  Op op;
+  ProducerRows rows;
+};
+constexpr ProducerRow kProducers[] = {
+    {Op::kRmsNorm, rms_norm_rows},
+    {Op::kSwiglu, swiglu_rows},
+};
+
+// The row function of node k's op when it can produce a run's input: a producer whose inputs
+// and output pass the row checks of its executor.
+ProducerRows producer_of(const Graph& g, const Node& node) {
+  for (const ProducerRow& p : kProducers) {
+    if (p.op != node.op) continue;
+    if (!rows_uniform(g.tensors[node.out])) return nullptr;
+    for (int32_t s : node.src) {
+      if (s >= 0 && !rows_uniform(g.tensors[s])) return nullptr;
+    }
+    return p.rows;
+  }
+  return nullptr;
+}
+
+struct Region {
+  const uint8_t* begin;
+  const uint8_t* end;
+  bool overlaps(const Region& o) const { return begin < o.end && o.begin < end; }
+};
+
+Region region(const Graph& g, const std::vector<uint8_t*>& ptr, int32_t t) {
+  return {ptr[t], ptr[t] + g.tensors[t].extent_bytes()};
+}
+
+// Nodes [begin, end) of a run; with a producer, the first node writes the matmuls' input.
+struct MatmulRun {
+  size_t begin = 0;
+  size_t end = 0;
+  ProducerRows producer = nullptr;
+};
+
+// The run that starts at node k, or an empty one when node k runs alone.
+MatmulRun matmul_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_t k) {
+  const size_t n_nodes = g.nodes.size();
+  const Node& head = g.nodes[k];
+  MatmulRun run{k, k, nullptr};
+  size_t first = k;
+  if (head.op != Op::kMulMat) {
+    if (k + 1 == n_nodes || g.nodes[k + 1].op != Op::kMulMat || g.nodes[k + 1].src[1] != head.out) {
+      return run;
+    }
+    run.producer = producer_of(g, head);
+    if (run.producer == nullptr) return run;
+    first = k + 1;
+  }
+  const int32_t x = g.nodes[first].src[1];
+  if (!rows_uniform(g.tensors[x])) return run;
+  const Region xr = region(g, ptr, x);
+  std::vector<Region> written, read;
+  size_t end = first;
+  for (; end < n_nodes; ++end) {
+    const Node& mm = g.nodes[end];
+    if (mm.op != Op::kMulMat || mm.src[1] != x || !rows_uniform(g.tensors[mm.out])) break;
+    const Region out = region(g, ptr, mm.out);
+    const Region w = region(g, ptr, mm.src[0]);
+    const auto hits = [](const Region& r, const std::vector<Region>& v) {
+      return std::any_of(v.begin(), v.end(), [&r](const Region& o) { return r.overlaps(o); });
+    };
+    if (out.overlaps(xr) || hits(out, written) || hits(out, read) || hits(w, written)) break;
+    written.push_back(out);
+    read.push_back(w);
+  }
+  // A lone matmul runs as itself; a producer needs one matmul to share its pass.
+  if (end - first >= (run.producer != nullptr ? 1u : 2u)) run.end = end;
+  return run;
+}
+
+// What matmul_run_at accepted needs no further check: the nodes passed graph_validate and the
+// row checks of their executors. The producer finishes in the first pass of matmul_multi, before
+// any matmul writes, as it would run alone.
+void exec_matmul_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPool& pool,
+                     const MatmulRun& run) {
+  const size_t first = run.begin + (run.producer != nullptr ? 1 : 0);
+  std::vector<MatmulPart> parts;
+  for (size_t i = first; i < run.end; ++i) {
+    const ExecNode e{g, g.nodes[i], ptr, pool};
+    parts.push_back(
+        {e.T(0).dtype, e.P(0), e.T(0).nb[1], e.T(0).ne[1], e.y(), floats(e.out().nb[1])});
+  }
+  const ExecNode mm{g, g.nodes[first], ptr, pool};
+  const TensorRef& x = mm.T(1);
+  if (run.producer == nullptr) {
+    matmul_multi(pool, parts, x.ne[0], mm.F(1), floats(x.nb[1]), x.n_rows());
+    return;
+  }
+  // The producer's rows are the matmuls' activation columns.
+  const ExecNode producer{g, g.nodes[run.begin], ptr, pool};
+  const MatmulColumnsFn columns = [&run, &producer](int64_t j0, int64_t j1) {
+    run.producer(producer, j0, j1);
+  };
+  matmul_multi(pool, parts, x.ne[0], mm.F(1), floats(x.nb[1]), x.n_rows(), &columns);
+}
+
 // --- The executor table: an op the graph layer knows but that has no row here is refused -------
 
 struct ExecRow {
@@ -339,11 +467,20 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
                          "): the CPU backend has no kernel for this op");
     }
   }
-  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+  // The error's context is built only on an error: a decode step runs hundreds of nodes.
+  for (size_t k = 0; k < graph.nodes.size();) {
+    const MatmulRun mm = matmul_run_at(graph, ptr, k);
+    if (mm.end > mm.begin) {
+      exec_matmul_run(graph, ptr, pool, mm);
+      k = mm.end;
+      continue;
+    }
     const Node& node = graph.nodes[k];
-    STRATA_RETURN_IF_ERROR(
-        run[k](ExecNode{graph, node, ptr, pool})
-            .with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")"));
+    const Status s = run[k](ExecNode{graph, node, ptr, pool});
+    if (!s.is_ok()) {
+      return s.with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")");
+    }
+    ++k;
   }
   return Status::ok();
 }

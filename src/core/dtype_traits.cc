@@ -27,7 +27,7 @@ constexpr DTypeTraits kTraits[] = {
      DType::kF32,
      dequantize_row_f32,
      quantize_row_f32,
-     {{.matmul = &md::kF32Ref}, {.matmul = &md::kF32Avx2}}},
+     {{.matmul = &md::kF32Ref}, {.matmul = &md::kF32Avx2}, {.matmul = &md::kF32Avx512}}},
     {DType::kF16,
      DType::kF32,
      dequantize_row_f16,
@@ -35,12 +35,13 @@ constexpr DTypeTraits kTraits[] = {
      {{.matmul = &md::kF16Ref},
       {.matmul = &md::kF16Avx2,
        .to_float = dequantize_row_f16_avx2,
-       .from_float = quantize_row_f16_avx2}}},
+       .from_float = quantize_row_f16_avx2},
+      {.matmul = &md::kF16Avx512}}},
     {DType::kBF16,
      DType::kF32,
      dequantize_row_bf16,
      quantize_row_bf16,
-     {{.matmul = &md::kBF16Ref}, {.matmul = &md::kBF16Avx2}}},
+     {{.matmul = &md::kBF16Ref}, {.matmul = &md::kBF16Avx2}, {.matmul = &md::kBF16Avx512}}},
     {DType::kQ8_0,
      DType::kQ8_0,
      dequantize_row_q8_0,
@@ -50,7 +51,7 @@ constexpr DTypeTraits kTraits[] = {
      DType::kQ8_0,
      dequantize_row_q4_0,
      quantize_row_q4_0,
-     {{.matmul = &md::kQ4_0Ref}, {.matmul = &md::kQ4_0Avx2}}},
+     {{.matmul = &md::kQ4_0Ref}, {.matmul = &md::kQ4_0Avx2}, {.matmul = &md::kQ4_0Avx512}}},
     {DType::kQ4_K,
      DType::kQ8_K,
      dequantize_row_q4_k,
@@ -117,9 +118,10 @@ const DTypeTraits* dtype_traits(DType t) {
 
 std::span<const DTypeTraits> dtype_traits_all() { return kTraits; }
 
-const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa) {
+const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa, int64_t m) {
   for (int level = static_cast<int>(isa); level >= kScalar; --level) {
-    if (t.isa[level].matmul != nullptr) return t.isa[level].matmul;
+    const MatmulKernel* k = t.isa[level].matmul;
+    if (k != nullptr && (m >= k->min_columns || level == kScalar)) return k;
   }
   return nullptr;
 }

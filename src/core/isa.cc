@@ -1,6 +1,7 @@
 #include "core/isa.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,13 +39,18 @@ Isa detect() {
 
 Isa initial() {
   Isa best = detect();
-  // STRATA_ISA=scalar|avx2 lowers the choice (for A/B runs); it never raises it.
+  // STRATA_ISA=scalar|avx2|avx512 lowers the choice (for A/B runs); it never raises it.
   if (const char* env = std::getenv("STRATA_ISA")) {
-    Isa want = best;
-    if (std::strcmp(env, "scalar") == 0) want = Isa::kScalar;
-    if (std::strcmp(env, "avx2") == 0) want = Isa::kAvx2;
-    if (std::strcmp(env, "avx512") == 0) want = Isa::kAvx512;
-    if (want < best) best = want;
+    bool known = false;
+    for (int level = 0; level < kIsaLevels; ++level) {
+      if (std::strcmp(env, isa_name(static_cast<Isa>(level))) == 0) {
+        known = true;
+        if (static_cast<Isa>(level) < best) best = static_cast<Isa>(level);
+      }
+    }
+    if (!known) {
+      std::fprintf(stderr, "STRATA_ISA=%s is not one of scalar, avx2, avx512: ignored\n", env);
+    }
   }
   return best;
 }

@@ -5,6 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "core/isa.h"
@@ -40,6 +43,25 @@ inline std::vector<Isa> isas() {
     }
   }
   return out;
+}
+
+// Machine epsilon of float, 2^-23: the unit of the kernels' tolerances.
+inline constexpr float kEps = std::numeric_limits<float>::epsilon();
+
+// n floats uniform in [lo, hi) from std::mt19937(seed).
+inline std::vector<float> uniform_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                         float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // n floats uniform in [-range, range) from `seed` (Rng: the same numbers everywhere).

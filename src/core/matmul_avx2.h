@@ -17,7 +17,12 @@
 #include "core/quant_blocks.h"
 #include "core/simd_avx2.h"
 
+// The helpers have internal linkage (the unnamed namespace): each file that includes them gets
+// its own copies, compiled for that file's instruction set. An inline function with external
+// linkage is merged across files by the linker, which could hand an AVX2-only machine the copy
+// compiled for AVX-512.
 namespace strata::matmul_detail::avx2 {
+namespace {
 
 using ::strata::avx2::hmax;
 using ::strata::avx2::hsum;
@@ -142,4 +147,5 @@ inline float abs_max(const float* x, int n) {
   return hmax(m);
 }
 
+}  // namespace
 }  // namespace strata::matmul_detail::avx2

@@ -26,9 +26,19 @@
 #include "core/matmul_avx2.h"
 #include "core/matmul_internal.h"
 
+// The helpers have internal linkage (the unnamed namespace): each file that includes them gets
+// its own copies, compiled for that file's instruction set. An inline function with external
+// linkage is merged across files by the linker, which could hand an AVX2-only machine the copy
+// compiled for AVX-512.
 namespace strata::matmul_detail::avx512 {
+namespace {
 
 using avx2::load256;
+
+// MatmulKernel::min_columns of the kernels: one column (batch-1 decode) runs the AVX2 kernel,
+// which streams a matrix from memory faster (measured with strata_bench_kernels
+// BM_Matmul/DTYPE/1/0: q8_0 445 vs 760 us, q6_K 454 vs 584, f16 935 vs 1510, one thread).
+inline constexpr int64_t kMinColumns = 2;
 
 // Two 32-byte loads as the low and high halves of one register.
 inline __m512i pair256(const void* lo, const void* hi) {
@@ -64,9 +74,10 @@ inline __m256 high_ps(__m512 v) {
 //   K::step<RP, C>(Weights[RP], columns, s, acc[RP][C])   one step of every accumulator
 //   K::step_direct<RP, C>(rows, columns, s, acc)  (optional) the same from the stored rows,
 //                                  unpacking as it goes: faster than load + step for few columns
-// With more columns than one tile, the rows of a group are unpacked once into the thread's
-// work area and every tile of columns reads them; with one tile they are unpacked as they
-// are used. Either way each accumulator sees the same operations.
+// With more columns than two tiles, the rows of a group are unpacked once into the thread's
+// work area and every tile of columns reads them; with one or two tiles they are unpacked as
+// they are used (measured: unpacking twice costs less than the work area's stores and loads).
+// Either way each accumulator sees the same operations.
 
 template <typename K>
 size_t work_bytes(int64_t k) {
@@ -122,7 +133,7 @@ template <typename K>
 void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int kCols = K::kCols, kRP = K::kRowPairs;
   auto* work = reinterpret_cast<typename K::Weights*>(a.work);
-  const bool prepare = a.m > kCols && work != nullptr;
+  const bool prepare = a.m > 2 * kCols && work != nullptr;
   const int64_t steps = K::steps(a.k);
   const void* cols[kCols];
   const uint8_t* w[2 * kRP];
@@ -142,4 +153,5 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+}  // namespace
 }  // namespace strata::matmul_detail::avx512

@@ -89,6 +89,7 @@ struct Q4_0ActPair {
 };
 static_assert(sizeof(Q4_0ActPair) == 128);
 size_t q4_0_pair_column_bytes(int64_t k);
+void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k);
 
 // ---- Kernels, one per (dtype, level) that has one ----
 
@@ -101,8 +102,10 @@ extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2,
 // matmul_k_ref.cc / matmul_k_avx2.cc
 extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;
 extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2, kIQ4_XSAvx2;
-// matmul_legacy_avx512.cc / matmul_k_avx512.cc: the same bits as the AVX2 kernels
-extern const MatmulKernel kQ8_0Avx512;
+// matmul_float_avx512.cc / matmul_legacy_avx512.cc / matmul_k_avx512.cc: the same bits as
+// the AVX2 kernels
+extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;
+extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512;
 extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512;
 
 }  // namespace strata::matmul_detail

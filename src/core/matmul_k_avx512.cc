@@ -50,10 +50,6 @@ inline __m512i word_spread(__m512i v, int s) {
   return _mm512_shuffle_epi8(v, _mm512_load_si512(kWordSpread[s].data()));
 }
 
-inline __m512i join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 // ---- Q4_K / Q5_K ----
 //
 // Per super-block and column the AVX2 kernel sums into 8 int32 lanes, lane L holding, for every
@@ -65,21 +61,25 @@ struct QKMinKernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 4;
 
-  // One super-block of two rows, row a in the low halves and row b in the high ones.
-  struct Weights {
-    __m512i ql[4], qh[4];    // per 64-element step j: the quants of sub-blocks 2j and 2j + 1
-    __m512i s_l[4], s_h[4];  // their scales as words
-    __m512i mins;            // each min twice, to pair with the two block sums of a sub-block
+  static int64_t steps(int64_t k) { return k / kQKK; }
+
+  // What a super-block of two rows holds beside its quants: row a in the low halves, row b in
+  // the high ones.
+  struct Header {
+    __m512i sc16;  // the 8 scales as words, in both 128-bit lanes of each half
+    __m512i mins;  // each min twice, to pair with the two block sums of a sub-block
     __m512 d, dmin;
   };
 
-  static int64_t steps(int64_t k) { return k / kQKK; }
+  // One 64-element step j of a super-block of two rows: the quants of sub-blocks 2j (low
+  // nibbles) and 2j + 1 (high), and their scales as words.
+  struct Part {
+    __m512i ql, qh, s_l, s_h;
+  };
 
-  // What a super-block of two rows holds beside its quants.
-  struct Header {
-    __m512i sc16;  // the 8 scales as words, in both 128-bit lanes of each half
-    __m512i mins;
-    __m512 d, dmin;
+  struct Weights {
+    Header h;
+    Part part[4];
   };
 
   static Header header(const Block& a, const Block& b) {
@@ -104,54 +104,65 @@ struct QKMinKernel {
     return h;
   }
 
+  // Step j, in order j = 0..3; hbits (Q5_K's fifth bits, pair256 of the rows' qh) is shifted
+  // along.
+  static Part part(const Block& a, const Block& b, const Header& h, int j, __m512i* hbits) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i raw = pair256(a.qs + 32 * j, b.qs + 32 * j);
+    Part p;
+    p.ql = _mm512_and_si512(raw, m4);
+    p.qh = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    if constexpr (kFive) {
+      const __m512i bit = _mm512_set1_epi8(1);
+      p.ql = _mm512_or_si512(p.ql, _mm512_slli_epi16(_mm512_and_si512(*hbits, bit), 4));
+      p.qh = _mm512_or_si512(
+          p.qh, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(*hbits, 1), bit), 4));
+      *hbits = _mm512_srli_epi16(*hbits, 2);
+    }
+    p.s_l = word_spread(h.sc16, 2 * j);
+    p.s_h = word_spread(h.sc16, 2 * j + 1);
+    return p;
+  }
+
+  static __m512i fifth_bits(const Block& a, const Block& b) {
+    if constexpr (kFive) return pair256(a.qh, b.qh);
+    return _mm512_setzero_si512();
+  }
+
   static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
     const Block& a = reinterpret_cast<const Block*>(row_a)[s];
     const Block& b = reinterpret_cast<const Block*>(row_b)[s];
     avx2::prefetch_ahead<sizeof(Block)>(&a);
     avx2::prefetch_ahead<sizeof(Block)>(&b);
     Weights w;
-    const Header h = header(a, b);
-    w.mins = h.mins;
-    w.d = h.d;
-    w.dmin = h.dmin;
-    const __m512i sc16 = h.sc16;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i bit = _mm512_set1_epi8(1);
-    __m512i hbits;
-    if constexpr (kFive) hbits = pair256(a.qh, b.qh);
-    for (int j = 0; j < 4; ++j) {
-      const __m512i raw = pair256(a.qs + 32 * j, b.qs + 32 * j);
-      w.ql[j] = _mm512_and_si512(raw, m4);
-      w.qh[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      if constexpr (kFive) {
-        w.ql[j] = _mm512_or_si512(w.ql[j], _mm512_slli_epi16(_mm512_and_si512(hbits, bit), 4));
-        w.qh[j] = _mm512_or_si512(
-            w.qh[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits, 1), bit), 4));
-        hbits = _mm512_srli_epi16(hbits, 2);
-      }
-      w.s_l[j] = word_spread(sc16, 2 * j);
-      w.s_h[j] = word_spread(sc16, 2 * j + 1);
-    }
+    w.h = header(a, b);
+    __m512i hbits = fifth_bits(a, b);
+    for (int j = 0; j < 4; ++j) w.part[j] = part(a, b, w.h, j, &hbits);
     return w;
   }
 
-  template <int RP, int C>
-  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+  // One super-block for every accumulator: parts(j, Part[RP]) gives step j of each row pair.
+  template <int RP, int C, typename Parts>
+  static void multiply(const Header* const* hd, Parts&& parts, const void* const* xs, int64_t s,
+                       __m512 (*acc)[C]) {
     const BlockQ8_K* x[C];
     __m512i sumi[RP][C];
     for (int c = 0; c < C; ++c) {
       x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
       for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
     }
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
+      Part p[RP];
+      parts(j, p);
       for (int c = 0; c < C; ++c) {
         const __m512i y_l = both256(x[c]->qs + 64 * j);
         const __m512i y_h = both256(x[c]->qs + 64 * j + 32);
         for (int r = 0; r < RP; ++r) {
           sumi[r][c] =
-              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(wv[r].ql[j], y_l), wv[r].s_l[j]);
+              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(p[r].ql, y_l), p[r].s_l);
           sumi[r][c] =
-              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(wv[r].qh[j], y_h), wv[r].s_h[j]);
+              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(p[r].qh, y_h), p[r].s_h);
         }
       }
     }
@@ -160,13 +171,25 @@ struct QKMinKernel {
       const __m512i bsums = both256(x[c]->bsums);
       const __m512 dx = _mm512_set1_ps(x[c]->d);
       for (int r = 0; r < RP; ++r) {
-        const __m512i pm = _mm512_madd_epi16(bsums, wv[r].mins);
-        const __m512 ddmin = _mm512_xor_ps(_mm512_mul_ps(dx, wv[r].dmin), sign);
+        const __m512i pm = _mm512_madd_epi16(bsums, hd[r]->mins);
+        const __m512 ddmin = _mm512_xor_ps(_mm512_mul_ps(dx, hd[r]->dmin), sign);
         acc[r][c] =
-            _mm512_fmadd_ps(_mm512_mul_ps(dx, wv[r].d), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+            _mm512_fmadd_ps(_mm512_mul_ps(dx, hd[r]->d), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
         acc[r][c] = _mm512_fmadd_ps(ddmin, _mm512_cvtepi32_ps(pm), acc[r][c]);
       }
     }
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    const Header* hd[RP];
+    for (int r = 0; r < RP; ++r) hd[r] = &wv[r].h;
+    multiply<RP, C>(
+        hd,
+        [wv](int j, Part* p) {
+          for (int r = 0; r < RP; ++r) p[r] = wv[r].part[j];
+        },
+        xs, s, acc);
   }
 
   // step on the weights as stored (for few columns): the quants unpacked as they are used.
@@ -174,60 +197,24 @@ struct QKMinKernel {
   static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
                           __m512 (*acc)[C]) {
     const Block* w[2 * RP];
-    Header hd[RP];
+    Header h[RP];
+    const Header* hd[RP];
     __m512i hbits[RP];
     for (int r = 0; r < RP; ++r) {
       w[2 * r] = reinterpret_cast<const Block*>(rows[2 * r]) + s;
       w[2 * r + 1] = reinterpret_cast<const Block*>(rows[2 * r + 1]) + s;
       avx2::prefetch_ahead<sizeof(Block)>(w[2 * r]);
       avx2::prefetch_ahead<sizeof(Block)>(w[2 * r + 1]);
-      hd[r] = header(*w[2 * r], *w[2 * r + 1]);
-      if constexpr (kFive) hbits[r] = pair256(w[2 * r]->qh, w[2 * r + 1]->qh);
+      h[r] = header(*w[2 * r], *w[2 * r + 1]);
+      hd[r] = &h[r];
+      hbits[r] = fifth_bits(*w[2 * r], *w[2 * r + 1]);
     }
-    const BlockQ8_K* x[C];
-    __m512i sumi[RP][C];
-    for (int c = 0; c < C; ++c) {
-      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
-      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
-    }
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i bit = _mm512_set1_epi8(1);
-    for (int j = 0; j < 4; ++j) {
-      __m512i ql[RP], qh[RP];
-      for (int r = 0; r < RP; ++r) {
-        const __m512i raw = pair256(w[2 * r]->qs + 32 * j, w[2 * r + 1]->qs + 32 * j);
-        ql[r] = _mm512_and_si512(raw, m4);
-        qh[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-        if constexpr (kFive) {
-          ql[r] = _mm512_or_si512(ql[r], _mm512_slli_epi16(_mm512_and_si512(hbits[r], bit), 4));
-          qh[r] = _mm512_or_si512(
-              qh[r], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits[r], 1), bit), 4));
-          hbits[r] = _mm512_srli_epi16(hbits[r], 2);
-        }
-      }
-      for (int c = 0; c < C; ++c) {
-        const __m512i y_l = both256(x[c]->qs + 64 * j);
-        const __m512i y_h = both256(x[c]->qs + 64 * j + 32);
-        for (int r = 0; r < RP; ++r) {
-          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(ql[r], y_l),
-                                           word_spread(hd[r].sc16, 2 * j));
-          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(qh[r], y_h),
-                                           word_spread(hd[r].sc16, 2 * j + 1));
-        }
-      }
-    }
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    for (int c = 0; c < C; ++c) {
-      const __m512i bsums = both256(x[c]->bsums);
-      const __m512 dx = _mm512_set1_ps(x[c]->d);
-      for (int r = 0; r < RP; ++r) {
-        const __m512i pm = _mm512_madd_epi16(bsums, hd[r].mins);
-        const __m512 ddmin = _mm512_xor_ps(_mm512_mul_ps(dx, hd[r].dmin), sign);
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_mul_ps(dx, hd[r].d), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
-        acc[r][c] = _mm512_fmadd_ps(ddmin, _mm512_cvtepi32_ps(pm), acc[r][c]);
-      }
-    }
+    multiply<RP, C>(
+        hd,
+        [&](int j, Part* p) {
+          for (int r = 0; r < RP; ++r) p[r] = part(*w[2 * r], *w[2 * r + 1], h[r], j, &hbits[r]);
+        },
+        xs, s, acc);
   }
 };
 
@@ -270,20 +257,46 @@ struct Q6KKernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 4;
 
-  // One super-block of two rows, row a in the low halves and row b in the high ones.
-  struct Weights {
-    __m512i q[8];  // per 32-element group i = 4h + g: the quants + 32
-    __m512i s[8];  // its two sub-block scales as words
+  static int64_t steps(int64_t k) { return k / kQKK; }
+
+  // A super-block of two rows, row a in the low halves and row b in the high ones.
+  struct Header {
     __m512i sc16;  // the 16 scales as words, for the +32 offset
     __m512 d;
   };
 
-  static int64_t steps(int64_t k) { return k / kQKK; }
+  // One 32-element group i = 4h + g: the quants + 32 and the two sub-block scales as words.
+  struct Part {
+    __m512i q, s;
+  };
+
+  struct Weights {
+    Header h;
+    Part part[8];
+  };
+
+  // The 64 bytes of ql and 32 of qh that groups 4h .. 4h + 3 read, of both rows.
+  struct Half {
+    __m512i ql0, ql1, qh;
+  };
 
   static __m256i scales_of(const BlockQ6_K& a, const BlockQ6_K& b) {
     return _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales))),
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), 1);
+  }
+
+  static Header header(const BlockQ6_K& a, const BlockQ6_K& b, __m256i sc_ab) {
+    return {_mm512_cvtepi8_epi16(sc_ab), halves_ps(avx2::f16(a.d), avx2::f16(b.d))};
+  }
+
+  static Half half(const BlockQ6_K& a, const BlockQ6_K& b, int h) {
+    return {pair256(a.ql + 64 * h, b.ql + 64 * h), pair256(a.ql + 64 * h + 32, b.ql + 64 * h + 32),
+            pair256(a.qh + 32 * h, b.qh + 32 * h)};
+  }
+
+  static Part part(const Half& hv, __m256i sc_ab, int i) {
+    return {q6_quants(hv.ql0, hv.ql1, hv.qh, i % 4), q6_scales(sc_ab, i)};
   }
 
   static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
@@ -293,18 +306,55 @@ struct Q6KKernel {
     avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&b);
     const __m256i sc_ab = scales_of(a, b);
     Weights w;
+    w.h = header(a, b, sc_ab);
     for (int h = 0; h < 2; ++h) {
-      const __m512i ql0 = pair256(a.ql + 64 * h, b.ql + 64 * h);
-      const __m512i ql1 = pair256(a.ql + 64 * h + 32, b.ql + 64 * h + 32);
-      const __m512i qhv = pair256(a.qh + 32 * h, b.qh + 32 * h);
-      for (int g = 0; g < 4; ++g) {
-        w.q[4 * h + g] = q6_quants(ql0, ql1, qhv, g);
-        w.s[4 * h + g] = q6_scales(sc_ab, 4 * h + g);
+      const Half hv = half(a, b, h);
+      for (int g = 0; g < 4; ++g) w.part[4 * h + g] = part(hv, sc_ab, 4 * h + g);
+    }
+    return w;
+  }
+
+  // One super-block for every accumulator: parts(i, Part[RP]) gives group i of each row pair.
+  template <int RP, int C, typename Parts>
+  static void multiply(const Header* hd, Parts&& parts, const void* const* xs, int64_t s,
+                       __m512 (*acc)[C]) {
+    const BlockQ8_K* x[C];
+    __m512i sumi[RP][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
+      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      Part p[RP];
+      parts(i, p);
+      for (int c = 0; c < C; ++c) {
+        const __m512i y = both256(x[c]->qs + 32 * i);
+        for (int r = 0; r < RP; ++r) {
+          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(p[r].q, y), p[r].s);
+        }
       }
     }
-    w.sc16 = _mm512_cvtepi8_epi16(sc_ab);
-    w.d = halves_ps(avx2::f16(a.d), avx2::f16(b.d));
-    return w;
+    for (int r = 0; r < RP; ++r) {
+      for (int c = 0; c < C; ++c) {
+        const __m512i off = _mm512_madd_epi16(both256(x[c]->bsums), hd[r].sc16);
+        const __m512i tot = _mm512_sub_epi32(sumi[r][c], _mm512_slli_epi32(off, 5));
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[c]->d), hd[r].d),
+                                    _mm512_cvtepi32_ps(tot), acc[r][c]);
+      }
+    }
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    Header hd[RP];
+    for (int r = 0; r < RP; ++r) hd[r] = wv[r].h;
+    multiply<RP, C>(
+        hd,
+        [wv](int i, Part* p) {
+          for (int r = 0; r < RP; ++r) p[r] = wv[r].part[i];
+        },
+        xs, s, acc);
   }
 
   // step on the weights as stored (for few columns): the quants unpacked as they are used.
@@ -313,77 +363,25 @@ struct Q6KKernel {
                           __m512 (*acc)[C]) {
     const BlockQ6_K* w[2 * RP];
     __m256i sc_ab[RP];
+    Header hd[RP];
     for (int r = 0; r < RP; ++r) {
       w[2 * r] = reinterpret_cast<const BlockQ6_K*>(rows[2 * r]) + s;
       w[2 * r + 1] = reinterpret_cast<const BlockQ6_K*>(rows[2 * r + 1]) + s;
       avx2::prefetch_ahead<sizeof(BlockQ6_K)>(w[2 * r]);
       avx2::prefetch_ahead<sizeof(BlockQ6_K)>(w[2 * r + 1]);
       sc_ab[r] = scales_of(*w[2 * r], *w[2 * r + 1]);
+      hd[r] = header(*w[2 * r], *w[2 * r + 1], sc_ab[r]);
     }
-    const BlockQ8_K* x[C];
-    __m512i sumi[RP][C];
-    for (int c = 0; c < C; ++c) {
-      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
-      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
-    }
-    for (int h = 0; h < 2; ++h) {
-      __m512i ql0[RP], ql1[RP], qhv[RP];
-      for (int r = 0; r < RP; ++r) {
-        const BlockQ6_K& a = *w[2 * r];
-        const BlockQ6_K& b = *w[2 * r + 1];
-        ql0[r] = pair256(a.ql + 64 * h, b.ql + 64 * h);
-        ql1[r] = pair256(a.ql + 64 * h + 32, b.ql + 64 * h + 32);
-        qhv[r] = pair256(a.qh + 32 * h, b.qh + 32 * h);
-      }
-      for (int g = 0; g < 4; ++g) {
-        for (int c = 0; c < C; ++c) {
-          const __m512i y = both256(x[c]->qs + 32 * (4 * h + g));
+    Half hv[RP];
+    multiply<RP, C>(
+        hd,
+        [&](int i, Part* p) {
           for (int r = 0; r < RP; ++r) {
-            sumi[r][c] = _mm512_dpwssd_epi32(
-                sumi[r][c], _mm512_maddubs_epi16(q6_quants(ql0[r], ql1[r], qhv[r], g), y),
-                q6_scales(sc_ab[r], 4 * h + g));
+            if (i % 4 == 0) hv[r] = half(*w[2 * r], *w[2 * r + 1], i / 4);
+            p[r] = part(hv[r], sc_ab[r], i);
           }
-        }
-      }
-    }
-    for (int r = 0; r < RP; ++r) {
-      const __m512i sc16 = _mm512_cvtepi8_epi16(sc_ab[r]);
-      const __m512 dw = halves_ps(avx2::f16(w[2 * r]->d), avx2::f16(w[2 * r + 1]->d));
-      for (int c = 0; c < C; ++c) {
-        const __m512i off = _mm512_madd_epi16(both256(x[c]->bsums), sc16);
-        const __m512i tot = _mm512_sub_epi32(sumi[r][c], _mm512_slli_epi32(off, 5));
-        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[c]->d), dw),
-                                    _mm512_cvtepi32_ps(tot), acc[r][c]);
-      }
-    }
-  }
-
-  template <int RP, int C>
-  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
-    const BlockQ8_K* x[C];
-    __m512i sumi[RP][C];
-    for (int c = 0; c < C; ++c) {
-      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
-      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
-    }
-    for (int i = 0; i < 8; ++i) {
-      for (int c = 0; c < C; ++c) {
-        const __m512i y = both256(x[c]->qs + 32 * i);
-        for (int r = 0; r < RP; ++r) {
-          sumi[r][c] =
-              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(wv[r].q[i], y), wv[r].s[i]);
-        }
-      }
-    }
-    for (int c = 0; c < C; ++c) {
-      const __m512i bsums = both256(x[c]->bsums);
-      const __m512 dx = _mm512_set1_ps(x[c]->d);
-      for (int r = 0; r < RP; ++r) {
-        const __m512i off = _mm512_madd_epi16(bsums, wv[r].sc16);
-        const __m512i tot = _mm512_sub_epi32(sumi[r][c], _mm512_slli_epi32(off, 5));
-        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx, wv[r].d), _mm512_cvtepi32_ps(tot), acc[r][c]);
-      }
-    }
+        },
+        xs, s, acc);
   }
 };
 
@@ -394,12 +392,14 @@ namespace strata::matmul_detail {
 
 const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>,
-                                  avx512::work_bytes<avx512::QKMinKernel<false, BlockQ4_K>>};
+                                  avx512::work_bytes<avx512::QKMinKernel<false, BlockQ4_K>>,
+                                  avx512::kMinColumns};
 const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>,
-                                  avx512::work_bytes<avx512::QKMinKernel<true, BlockQ5_K>>};
+                                  avx512::work_bytes<avx512::QKMinKernel<true, BlockQ5_K>>,
+                                  avx512::kMinColumns};
 const MatmulKernel kQ6_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::Q6KKernel>,
-                                  avx512::work_bytes<avx512::Q6KKernel>};
+                                  avx512::work_bytes<avx512::Q6KKernel>, avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

@@ -367,12 +367,11 @@ void pack_q4_0(const float* x, Q4_0ActPair* out, int64_t nb) {
   }
 }
 
-// The Q4_0 kernel's Q4_0ActPair column.
-void quantize_act_q4_0_pairs(const float* x, void* dst, int64_t k) {
+}  // namespace
+
+void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k) {
   pack_q4_0(x, static_cast<Q4_0ActPair*>(dst), k / kQK8_0);
 }
-
-}  // namespace
 
 void quantize_act_q8_sum_avx2(const float* x, void* dst, int64_t k) {
   auto* qs = static_cast<int8_t*>(dst);
@@ -404,7 +403,7 @@ void quantize_act_q8_0_avx2(const float* x, void* dst, int64_t k) {
 }
 
 const MatmulKernel kQ8_0Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2, run_rows<Q8_0Kernel>};
-const MatmulKernel kQ4_0Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs,
+const MatmulKernel kQ4_0Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                 run_rows<Q4_0Kernel>};
 const MatmulKernel kQ4_1Avx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
                                 run_rows<Q8SumKernel<Q4_1Unpack>>};

@@ -1,6 +1,6 @@
-// AVX-512 VNNI kernel of Q8_0 weights against Q8_0 activations, bit-identical to the AVX2
-// kernel (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the run-time
-// CPU check (matmul.cc).
+// AVX-512 VNNI kernels of Q8_0 and Q4_0 weights against Q8_0 activations, bit-identical to the
+// AVX2 kernels (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the
+// run-time CPU check (matmul.cc).
 #include <immintrin.h>
 
 #include <cstring>
@@ -32,8 +32,15 @@ struct Q8_0Pair {
 };
 static_assert(sizeof(Q8_0Pair) == 96);
 
-// The dword (4-byte) index within a pair's 64 quants of lane L's first 4 bytes.
-constexpr int kFirstDword[8] = {0, 2, 8, 10, 4, 6, 12, 14};
+// The f16 scales of blocks (b, b + 1) of rows a and b (zero for a missing b + 1) as floats,
+// spread over the lanes by `spread`: indices 0, 1 are row a's blocks, 2, 3 row b's.
+template <typename Block>
+__m512 pair_scales(const Block* a, const Block* b, bool single, __m512i spread) {
+  const __m128i h = _mm_setr_epi16(
+      static_cast<int16_t>(a[0].d), static_cast<int16_t>(single ? 0 : a[1].d),
+      static_cast<int16_t>(b[0].d), static_cast<int16_t>(single ? 0 : b[1].d), 0, 0, 0, 0);
+  return _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+}
 
 size_t q8_0_pair_column_bytes(int64_t k) {
   return static_cast<size_t>((k / kQK8_0 + 1) / 2) * sizeof(Q8_0Pair);
@@ -44,7 +51,7 @@ void quantize_act_q8_0_pairs(const float* x, void* dst, int64_t k) {
   const int64_t nb = k / kQK8_0;
   auto* out = static_cast<Q8_0Pair*>(dst);
   for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
-    alignas(32) int8_t q[64] = {};
+    alignas(64) int8_t q[64] = {};
     float d[2] = {0.0f, 0.0f};
     for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
       const float* xb = x + (2 * p + h) * kQK8_0;
@@ -55,12 +62,12 @@ void quantize_act_q8_0_pairs(const float* x, void* dst, int64_t k) {
                          avx2::quant32(xb, _mm256_set1_ps(id)));
     }
     Q8_0Pair& o = out[p];
-    for (int lane = 0; lane < 8; ++lane) {
-      for (int i = 0; i < 4; ++i) {
-        o.first[4 * lane + i] = static_cast<uint8_t>(q[4 * kFirstDword[lane] + i] + 128);
-        o.last[4 * lane + i] = static_cast<uint8_t>(q[4 * kFirstDword[lane] + 4 + i] + 128);
-      }
-    }
+    const __m512i all = _mm512_load_si512(q);
+    const __m512i first_idx =
+        _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14, 1, 3, 9, 11, 5, 7, 13, 15);
+    const __m512i lanes = _mm512_xor_si512(_mm512_permutexvar_epi32(first_idx, all),
+                                           _mm512_set1_epi8(static_cast<char>(0x80)));
+    _mm512_storeu_si512(o.first, lanes);  // first[32] then last[32]
     const float spread[8] = {d[0], d[0], d[1], d[1], d[0], d[0], d[1], d[1]};
     std::memcpy(o.d, spread, sizeof spread);
   }
@@ -100,11 +107,8 @@ struct Q8_0Kernel {
     const __m512i sum = _mm512_dpbusd_epi32(
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w.first), bias, w.last);
     w.start = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
-    const __m128i h = _mm_setr_epi16(
-        static_cast<int16_t>(r0[0].d), static_cast<int16_t>(single ? 0 : r0[1].d),
-        static_cast<int16_t>(r1[0].d), static_cast<int16_t>(single ? 0 : r1[1].d), 0, 0, 0, 0);
-    const __m512i spread = _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
-    w.d = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+    w.d = pair_scales(r0, r1, single,
+                      _mm512_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3));
     return w;
   }
 
@@ -124,6 +128,65 @@ struct Q8_0Kernel {
   }
 };
 
+// ---- Q4_0 ----
+//
+// The AVX2 kernel's activations (Q4_0ActPair: the Q8_0 values of a pair of blocks split by
+// nibble position, and offsets that take out the nibbles' +8 bias) and its lanes: lane L of a
+// pair sums the low- and high-nibble products of bytes 4L..4L+3, minus the offset; then
+// acc += (dw * dx) * float(lane). dpbusd adds each nibble register's 4 products a lane, from
+// the negated offset.
+struct Q4_0Kernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 6;
+
+  struct Weights {
+    __m512i lo, hi;  // the nibbles of blocks (b, b + 1): row a low half, row b high
+    __m512 d;        // the block scales over 4 lanes each
+  };
+
+  static int64_t steps(int64_t k) { return (k / kQK4_0 + 1) / 2; }
+
+  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+    const auto* r0 = reinterpret_cast<const BlockQ4_0*>(row_a) + 2 * s;
+    const auto* r1 = reinterpret_cast<const BlockQ4_0*>(row_b) + 2 * s;
+    const bool single = 2 * s + 1 == k / kQK4_0;
+    avx2::prefetch_ahead<1>(r0);
+    avx2::prefetch_ahead<1>(r1);
+    const __m128i zero = _mm_setzero_si128();
+    const auto q = [](const BlockQ4_0& b) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    };
+    const __m256i ra =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r0[0])), single ? zero : q(r0[1]), 1);
+    const __m256i rb =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r1[0])), single ? zero : q(r1[1]), 1);
+    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb, 1);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    Weights w;
+    w.lo = _mm512_and_si512(raw, m4);
+    w.hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    w.d = pair_scales(r0, r1, single,
+                      _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    return w;
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    for (int c = 0; c < C; ++c) {
+      const Q4_0ActPair& x = static_cast<const Q4_0ActPair*>(xs[c])[s];
+      const __m512i xl = both256(x.lo);
+      const __m512i xh = both256(x.hi);
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), both256(x.off));
+      const __m512 dx = both256_ps(x.d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i sum =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, wv[r].lo, xl), wv[r].hi, xh);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(wv[r].d, dx), _mm512_cvtepi32_ps(sum), acc[r][c]);
+      }
+    }
+  }
+};
+
 }  // namespace
 }  // namespace strata::matmul_detail::avx512
 
@@ -131,6 +194,9 @@ namespace strata::matmul_detail {
 
 const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes, avx512::quantize_act_q8_0_pairs,
                                   avx512::run_rows<avx512::Q8_0Kernel>,
-                                  avx512::work_bytes<avx512::Q8_0Kernel>};
+                                  avx512::work_bytes<avx512::Q8_0Kernel>, avx512::kMinColumns};
+const MatmulKernel kQ4_0Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                  avx512::run_rows<avx512::Q4_0Kernel>,
+                                  avx512::work_bytes<avx512::Q4_0Kernel>, avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

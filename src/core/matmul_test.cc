@@ -21,6 +21,7 @@ namespace {
 
 using testing::isas;
 using testing::IsaScope;
+using testing::same_bits;
 
 // One row per dtype with kernels (checked against the dtype table below).
 //   mins:    the dot product adds a min part computed apart from the scale part (see
@@ -113,8 +114,6 @@ std::vector<float> run(ThreadPool& pool, const Weights& w, const Acts& x, int64_
   matmul(pool, w.dtype, w.bytes.data(), w.row_bytes, w.n, w.k, x0, x.stride, m, y.data(), y_stride);
   return y;
 }
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Column j's result must not depend on m, j's position in the batch, or the thread count.
 TEST(MatmulTest, BitwiseIndependentOfBatchAndThreads) {

@@ -18,6 +18,10 @@ namespace strata {
 // F32 x [n, rows], weight [n], y [n, rows]. y may alias x.
 void rms_norm(ThreadPool& pool, const float* x, size_t x_stride, const float* weight, float* y,
               size_t y_stride, int64_t n, int64_t rows, float eps);
+// The same on the calling thread alone (same bits), for a caller that splits the rows over a
+// pass of its own.
+void rms_norm_serial(const float* x, size_t x_stride, const float* weight, float* y,
+                     size_t y_stride, int64_t n, int64_t rows, float eps);
 
 enum class BinaryOp { kAdd, kMul };
 // y[r] = a[r] op b[r % b_rows]: b is either as many rows as a or broadcast (b_rows = 1).
@@ -28,6 +32,9 @@ void binary(ThreadPool& pool, BinaryOp op, const float* a, size_t a_stride, cons
 // y = silu(gate) * up. F32 [n, rows]; y may alias gate or up.
 void swiglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
             size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows);
+// The same on the calling thread alone (same bits).
+void swiglu_serial(const float* gate, size_t gate_stride, const float* up, size_t up_stride,
+                   float* y, size_t y_stride, int64_t n, int64_t rows);
 
 enum class RopeMode : int32_t {
   kNormal = 0,  // llama: rotate pairs (2i, 2i+1)

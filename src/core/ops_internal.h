@@ -82,10 +82,22 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
 int32_t argmax_row(const float* x, int64_t n);
 
-// Attention of token t for the query heads [h0, h1), which must share one kv head.
-// scratch: attention_scratch_floats(a) floats, 32-byte aligned.
-void attention_heads(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1, float* scratch);
-size_t attention_scratch_floats(const AttentionArgs& a);
+// Attention of the tokens toks[0..n), which must all attend to one list, for the query heads
+// [h0, h1), which must share one kv head; n <= kAttentionMaxTileTokens. Each output element is
+// computed exactly as attention_heads_untiled computes it. scratch:
+// attention_tile_scratch_floats(a, n, h1 - h0, span) floats, span >= every token's cell count.
+inline constexpr int64_t kAttentionMaxTileTokens = 16;
+void attention_tile(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
+                    float* scratch);
+size_t attention_tile_scratch_floats(const AttentionArgs& a, int64_t n, int64_t n_heads,
+                                     int64_t span);
+
+// Attention of token t for the query heads [h0, h1), which must share one kv head, one token at
+// a time: the kernel before tiling, kept as the tests' bitwise oracle. scratch:
+// attention_untiled_scratch_floats(a) floats.
+void attention_heads_untiled(const AttentionArgs& a, int64_t t, int64_t h0, int64_t h1,
+                             float* scratch);
+size_t attention_untiled_scratch_floats(const AttentionArgs& a);
 
 }  // namespace avx2
 

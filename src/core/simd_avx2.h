@@ -4,7 +4,12 @@
 
 #include <immintrin.h>
 
+// The helpers have internal linkage (the unnamed namespace): each file that includes them gets
+// its own copies, compiled for that file's instruction set. An inline function with external
+// linkage is merged across files by the linker, which could hand an AVX2-only machine the copy
+// compiled for AVX-512.
 namespace strata::avx2 {
+namespace {
 
 // Lanes (0+4, 1+5, 2+6, 3+7), then (0+2, 1+3), then 0+1.
 inline float hsum(__m256 v) {
@@ -21,4 +26,5 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+}  // namespace
 }  // namespace strata::avx2

@@ -241,6 +241,9 @@ struct ThreadPool::Impl {
   std::atomic<bool> stop{false};  // set before the last generation bump
   std::atomic<int> pending{0};
   std::atomic<std::thread::id> caller{};
+  // Written by the caller only (one at a time); atomic so that any thread may read them.
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> barriers{0};
   std::vector<Scratch> scratch;
   std::vector<int> tids;  // each written once by its thread before `started` counts it
 
@@ -300,6 +303,11 @@ const std::string& ThreadPool::setup_note() const {
   return impl_->shared.lock()->note;
 }
 
+ThreadPool::Counts ThreadPool::counts() const {
+  return {impl_->calls.load(std::memory_order_relaxed),
+          impl_->barriers.load(std::memory_order_relaxed)};
+}
+
 uint8_t* ThreadPool::scratch(int thread, size_t bytes) {
   STRATA_CHECK(thread >= 0 && thread < impl_->n_threads, "scratch of a thread not in the pool");
   std::vector<uint8_t>& v = impl_->scratch[static_cast<size_t>(thread)].bytes;
@@ -313,11 +321,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   Impl& p = *impl_;
+  p.calls.fetch_add(1, std::memory_order_relaxed);
   if (needs_setup(p.options)) p.setup_caller();
   if (p.n_threads == 1 || n <= grain) {
     fn(0, 0, n);
     return;
   }
+  p.barriers.fetch_add(1, std::memory_order_relaxed);
   p.fn = &fn;
   p.n = n;
   p.grain = grain;

@@ -68,9 +68,19 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int thread, int64_t begin, int64_t end)>& fn);
 
+  // parallel_for calls since the pool started, and how many of them were barriers: ran on the
+  // pool's threads and waited for them (the others ran on the caller alone: one thread, or
+  // n <= grain). What a decode step costs in synchronisations; safe to read from any thread.
+  struct Counts {
+    uint64_t calls = 0;
+    uint64_t barriers = 0;
+  };
+  Counts counts() const;
+
   // Scratch memory of pool thread `thread` (0: the caller), at least `bytes` long, 64-byte
   // aligned; valid (its bytes too) until a call for the same thread asks for more. Only that thread
-  // (inside fn, or the caller around parallel_for) may use it.
+  // (inside fn, or the caller around parallel_for) may use it, except that the caller may lend
+  // its own to fn for one parallel_for: the threads read it, or write disjoint parts of it.
   uint8_t* scratch(int thread, size_t bytes);
 
   // Linux thread ids of the pool's own threads (1..n_threads-1), for inspection.

@@ -41,6 +41,24 @@ TEST(ThreadPool, ManyRoundsInARow) {
   EXPECT_EQ(sum.load(), 80000);
 }
 
+TEST(ThreadPool, CountsCallsAndTheBarriersAmongThem) {
+  ThreadPool pool(2);
+  const auto noop = [](int, int64_t, int64_t) {};
+  pool.parallel_for(8, 1, noop);  // both threads: a barrier
+  pool.parallel_for(8, 8, noop);  // n <= grain: the caller alone
+  pool.parallel_for(9, 8, noop);  // a barrier
+  pool.parallel_for(0, 1, noop);  // nothing to run: not a call
+  ThreadPool::Counts c = pool.counts();
+  EXPECT_EQ(c.calls, 3u);
+  EXPECT_EQ(c.barriers, 2u);
+
+  ThreadPool one(1);
+  one.parallel_for(100, 1, noop);
+  c = one.counts();
+  EXPECT_EQ(c.calls, 1u);
+  EXPECT_EQ(c.barriers, 0u) << "a pool of one thread never waits for another";
+}
+
 // What the kernel says of a thread of this process: its allowed CPUs and its nice value.
 std::string cpus_allowed(int tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/status");

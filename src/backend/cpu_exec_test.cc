@@ -1,0 +1,188 @@
+// The CPU executor runs matmuls that share their input (and the op that produces it) as one
+// pass: the bytes a graph leaves must be those of its nodes run one at a time, whatever the
+// thread count, also when a node writes what another of the run reads.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu_backend.h"
+#include "core/kernel_test_util.h"
+#include "core/quant.h"
+#include "core/rng.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kBuffer = 1;
+
+// A graph over one host buffer, with the bytes it starts from.
+class HostGraph : public CpuBufferTable {
+ public:
+  uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
+    if (handle != kBuffer) return nullptr;
+    *size = bytes.size();
+    return const_cast<uint8_t*>(bytes.data());
+  }
+
+  // A new tensor at the end of the buffer (64-byte aligned), filled from the seed: uniform in
+  // [-1, 1) converted to its dtype.
+  int32_t tensor(DType dtype, int64_t ne0, int64_t ne1 = 1) {
+    return place(make_tensor(kBuffer, (bytes.size() + 63) / 64 * 64, dtype, ne0, ne1), true);
+  }
+  // A tensor over bytes that another tensor already covers, from byte `offset` of the buffer.
+  int32_t alias(uint64_t offset, DType dtype, int64_t ne0, int64_t ne1 = 1) {
+    return place(make_tensor(kBuffer, offset, dtype, ne0, ne1), false);
+  }
+  void node(Op op, int32_t out, std::initializer_list<int32_t> src, float f0 = 0.0f) {
+    Node n;
+    n.op = op;
+    n.out = out;
+    int i = 0;
+    for (int32_t s : src) n.src[i++] = s;
+    n.fparams[0] = f0;
+    graph.nodes.push_back(n);
+  }
+
+  Graph graph;
+  std::vector<uint8_t> bytes;
+
+ private:
+  int32_t place(const TensorRef& t, bool fill) {
+    const size_t end = t.offset + t.extent_bytes();
+    if (bytes.size() < end) bytes.resize(end);
+    if (fill) {
+      std::vector<float> row(static_cast<size_t>(t.ne[0]));
+      for (int64_t r = 0; r < t.ne[1]; ++r) {
+        for (float& v : row) v = 2 * rng_.uniform() - 1;
+        quantize_row(t.dtype, row.data(), &bytes[t.offset + r * t.nb[1]], t.ne[0]);
+      }
+    }
+    graph.tensors.push_back(t);
+    return static_cast<int32_t>(graph.tensors.size() - 1);
+  }
+  Rng rng_{17};
+};
+
+// The buffer after the graph ran on `threads` threads.
+std::vector<uint8_t> run_whole(const HostGraph& hg, int threads) {
+  HostGraph copy = hg;
+  ThreadPool pool(threads);
+  const Status s = cpu_graph_compute(copy.graph, copy, pool);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  return copy.bytes;
+}
+
+// The buffer after each node ran as a graph of its own, in order, on one thread.
+std::vector<uint8_t> run_node_by_node(const HostGraph& hg) {
+  HostGraph copy = hg;
+  ThreadPool pool(1);
+  for (const Node& n : hg.graph.nodes) {
+    copy.graph.nodes = {n};
+    const Status s = cpu_graph_compute(copy.graph, copy, pool);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return copy.bytes;
+}
+
+void expect_as_node_by_node(const HostGraph& hg, const char* what) {
+  const std::vector<uint8_t> expect = run_node_by_node(hg);
+  for (int threads : {1, 2, 3}) {
+    const std::vector<uint8_t> got = run_whole(hg, threads);
+    ASSERT_EQ(got.size(), expect.size());
+    size_t first = 0;
+    while (first < got.size() && got[first] == expect[first]) ++first;
+    EXPECT_EQ(first, got.size()) << what << ", " << threads << " threads: first differing byte";
+  }
+}
+
+// A llama layer's projections: norm, then q/k/v of mixed dtypes; norm, then gate/up, swiglu
+// and down. Matrices large enough to be split over three threads.
+HostGraph layer_graph(int64_t m) {
+  constexpr int64_t kEmbd = 512, kFf = 768;
+  HostGraph g;
+  const int32_t x = g.tensor(DType::kF32, kEmbd, m);
+  const int32_t norm_w = g.tensor(DType::kF32, kEmbd);
+  const int32_t h = g.tensor(DType::kF32, kEmbd, m);
+  g.node(Op::kRmsNorm, h, {x, norm_w}, 1e-5f);
+  const int32_t wq = g.tensor(DType::kQ8_0, kEmbd, kEmbd);
+  const int32_t wk = g.tensor(DType::kQ8_0, kEmbd, 128);
+  const int32_t wv = g.tensor(DType::kF16, kEmbd, 128);
+  for (int32_t w : {wq, wk, wv}) {
+    g.node(Op::kMulMat, g.tensor(DType::kF32, g.graph.tensors[w].ne[1], m), {w, h});
+  }
+  const int32_t h2 = g.tensor(DType::kF32, kEmbd, m);
+  g.node(Op::kRmsNorm, h2, {x, norm_w}, 1e-5f);
+  const int32_t gate = g.tensor(DType::kF32, kFf, m);
+  const int32_t up = g.tensor(DType::kF32, kFf, m);
+  g.node(Op::kMulMat, gate, {g.tensor(DType::kQ4_K, kEmbd, kFf), h2});
+  g.node(Op::kMulMat, up, {g.tensor(DType::kQ6_K, kEmbd, kFf), h2});
+  g.node(Op::kSwiglu, gate, {gate, up});
+  g.node(Op::kMulMat, g.tensor(DType::kF32, kEmbd, m), {g.tensor(DType::kQ4_0, kFf, kEmbd), gate});
+  return g;
+}
+
+TEST(CpuExecMatmulRuns, SameBytesAsNodeByNode) {
+  for (Isa isa : testing::isas()) {
+    testing::IsaScope guard(isa);
+    // 40 columns of 512: the norm and quantisation pass is split over the threads too.
+    for (int64_t m : {1, 7, 40}) {
+      const std::string what = std::string(isa_name(isa)) + " layer, m " + std::to_string(m);
+      expect_as_node_by_node(layer_graph(m), what.c_str());
+    }
+  }
+}
+
+// At batch 1: q/k/v one pass, gate/up one pass, down one pass.
+TEST(CpuExecMatmulRuns, ThreeBarriersForTheLayerAtBatchOne) {
+  HostGraph g = layer_graph(1);
+  ThreadPool pool(2);
+  ASSERT_TRUE(cpu_graph_compute(g.graph, g, pool).is_ok());
+  EXPECT_EQ(pool.counts().barriers, 3u);
+}
+
+// At 40 columns the norms, the gated activation and the quantisation are worth a split too: two
+// passes per run (the producer and the quantisation, then the rows), where one pass per node
+// made it 9 (norm, q, k, v, norm, gate, up, swiglu, down).
+TEST(CpuExecMatmulRuns, TheProducerSharesTheQuantisationPass) {
+  HostGraph g = layer_graph(40);
+  ThreadPool pool(2);
+  ASSERT_TRUE(cpu_graph_compute(g.graph, g, pool).is_ok());
+  EXPECT_EQ(pool.counts().barriers, 6u);
+}
+
+// A matmul whose output is the shared input: the next one reads that output.
+TEST(CpuExecMatmulRuns, OutputOverTheSharedInputEndsTheRun) {
+  for (int64_t m : {1, 5}) {
+    HostGraph g;
+    const int32_t x = g.tensor(DType::kF32, 256, m);
+    g.node(Op::kMulMat, x, {g.tensor(DType::kQ8_0, 256, 256), x});
+    g.node(Op::kMulMat, g.tensor(DType::kF32, 512, m), {g.tensor(DType::kQ8_0, 256, 512), x});
+    expect_as_node_by_node(g, "output over the input");
+  }
+}
+
+// A matmul whose output is the next one's weight (its first row).
+TEST(CpuExecMatmulRuns, OutputOverALaterWeightEndsTheRun) {
+  HostGraph g;
+  const int32_t x = g.tensor(DType::kF32, 256, 1);
+  const int32_t w2 = g.tensor(DType::kF32, 256, 512);
+  const int32_t y1 = g.alias(g.graph.tensors[w2].offset, DType::kF32, 256, 1);
+  g.node(Op::kMulMat, y1, {g.tensor(DType::kQ8_0, 256, 256), x});
+  g.node(Op::kMulMat, g.tensor(DType::kF32, 512, 1), {w2, x});
+  expect_as_node_by_node(g, "output over a weight");
+}
+
+// Two matmuls that write one output: the second one's result stays.
+TEST(CpuExecMatmulRuns, TwoOutputsInOnePlaceEndTheRun) {
+  HostGraph g;
+  const int32_t x = g.tensor(DType::kF32, 256, 3);
+  const int32_t y = g.tensor(DType::kF32, 512, 3);
+  g.node(Op::kMulMat, y, {g.tensor(DType::kQ8_0, 256, 512), x});
+  g.node(Op::kMulMat, y, {g.tensor(DType::kQ4_K, 256, 512), x});
+  expect_as_node_by_node(g, "one output twice");
+}
+
+}  // namespace
+}  // namespace strata

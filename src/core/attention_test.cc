@@ -1,0 +1,370 @@
+// attention(): the scalar reference and the AVX2 path against a softmax in double, the AVX2
+// path against the kernel it replaced bit for bit, and a token's result bitwise the same
+// whatever its batch and the thread count.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/isa.h"
+#include "core/kernel_test_util.h"
+#include "core/ops.h"
+#include "core/ops_internal.h"
+
+namespace strata {
+namespace {
+
+using testing::bitwise_equal;
+using testing::isas;
+using testing::IsaScope;
+using testing::kEps;
+using testing::uniform_floats;
+
+struct KvCache {
+  DType dtype;
+  int64_t head_dim, n_head_kv, n_cells, max_len;
+  size_t row_bytes;
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> cells;  // [max_len, n_lists], unused entries -1
+
+  float get(const std::vector<uint8_t>& base, int32_t cell, int64_t kvh, int64_t d) const {
+    const uint8_t* p = base.data() + size_t(cell) * row_bytes;
+    const int64_t i = kvh * head_dim + d;
+    if (dtype == DType::kF16) {
+      uint16_t h;
+      std::memcpy(&h, p + i * 2, 2);
+      return f16_to_f32(h);
+    }
+    float f;
+    std::memcpy(&f, p + i * 4, 4);
+    return f;
+  }
+};
+
+// Rows hold n_head_kv heads plus 3 unused elements (rows are not packed). Each list is a
+// random set of distinct cells in random order. Values are uniform in [-range, range], rounded
+// to integers when `integers` is set.
+KvCache make_cache(DType dt, int64_t head_dim, int64_t n_head_kv, int64_t n_cells,
+                   const std::vector<int64_t>& list_lens, uint32_t seed, float range = 1.0f,
+                   bool integers = false) {
+  KvCache c{dt, head_dim, n_head_kv, n_cells, 0, 0, {}, {}, {}};
+  c.max_len = *std::max_element(list_lens.begin(), list_lens.end());
+  const int64_t elems = n_head_kv * head_dim + 3;
+  const size_t es = dt == DType::kF16 ? 2 : 4;
+  c.row_bytes = elems * es;
+  std::vector<float> kf = uniform_floats(elems * n_cells, seed, -range, range);
+  std::vector<float> vf = uniform_floats(elems * n_cells, seed + 1, -1.0f, 1.0f);
+  if (integers) {
+    for (float& x : kf) x = std::round(x);
+  }
+  c.k.resize(c.row_bytes * n_cells);
+  c.v.resize(c.row_bytes * n_cells);
+  for (int64_t i = 0; i < elems * n_cells; ++i) {
+    if (dt == DType::kF16) {
+      const uint16_t hk = f32_to_f16(kf[i]), hv = f32_to_f16(vf[i]);
+      std::memcpy(&c.k[i * 2], &hk, 2);
+      std::memcpy(&c.v[i * 2], &hv, 2);
+    } else {
+      std::memcpy(&c.k[i * 4], &kf[i], 4);
+      std::memcpy(&c.v[i * 4], &vf[i], 4);
+    }
+  }
+  std::mt19937 rng(seed + 2);
+  c.cells.assign(c.max_len * list_lens.size(), -1);
+  for (size_t l = 0; l < list_lens.size(); ++l) {
+    std::vector<int32_t> all(n_cells);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    std::copy_n(all.begin(), list_lens[l], c.cells.begin() + l * c.max_len);
+  }
+  return c;
+}
+
+// Softmax attention in double, written directly from the definition.
+std::vector<double> attention_oracle(const KvCache& c, const float* qh, int64_t h, int64_t n_head,
+                                     int32_t list, int64_t len, float scale,
+                                     const AttentionExtra& extra = {}) {
+  const int64_t kvh = h / (n_head / c.n_head_kv);
+  const int32_t* cells = c.cells.data() + list * c.max_len;
+  if (extra.window > 0 && len > extra.window) {  // the last `window` cells of the prefix
+    cells += len - extra.window;
+    len = extra.window;
+  }
+  std::vector<double> s(len);
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < len; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < c.head_dim; ++d) dot += double(qh[d]) * c.get(c.k, cells[j], kvh, d);
+    s[j] = dot * scale;
+    if (extra.softcap > 0) s[j] = std::tanh(s[j] / extra.softcap) * extra.softcap;
+    mx = std::max(mx, s[j]);
+  }
+  double sum = 0;
+  for (double& x : s) sum += (x = std::exp(x - mx));
+  std::vector<double> out(c.head_dim, 0.0);
+  for (int64_t j = 0; j < len; ++j) {
+    for (int64_t d = 0; d < c.head_dim; ++d) out[d] += s[j] / sum * c.get(c.v, cells[j], kvh, d);
+  }
+  return out;
+}
+
+struct AttnRun {
+  int64_t n_head;
+  std::vector<int32_t> tok;  // [2, n_tokens]
+  std::vector<float> q;      // token stride n_head * head_dim + 5
+  float scale;
+  AttentionExtra extra = {};
+
+  int64_t n_tokens() const { return int64_t(tok.size() / 2); }
+  size_t q_stride(const KvCache& c) const { return n_head * c.head_dim + 5; }
+
+  std::vector<float> run(ThreadPool& pool, const KvCache& c, int64_t first = 0,
+                         int64_t count = -1) const {
+    if (count < 0) count = n_tokens();
+    const size_t qs = q_stride(c), os = n_head * c.head_dim + 2;
+    std::vector<float> out(os * count, -7.0f);
+    attention(pool, q.data() + first * qs, qs, c.head_dim, n_head, count, c.dtype, c.k.data(),
+              c.v.data(), c.row_bytes, c.n_head_kv, c.cells.data(), c.max_len,
+              tok.data() + 2 * first, scale, out.data(), os, extra);
+    // Keep only the head values (the padding of each output row must be left alone).
+    std::vector<float> packed;
+    for (int64_t t = 0; t < count; ++t) {
+      for (int64_t i = 0; i < n_head * c.head_dim; ++i) packed.push_back(out[t * os + i]);
+      for (size_t i = n_head * c.head_dim; i < os; ++i) EXPECT_EQ(out[t * os + i], -7.0f);
+    }
+    return packed;
+  }
+};
+
+AttnRun make_run(const KvCache& c, int64_t n_head, std::vector<int32_t> tok, uint32_t seed,
+                 float q_range = 1.0f, bool integers = false) {
+  AttnRun r{n_head, std::move(tok), {}, 1.0f / std::sqrt(float(c.head_dim))};
+  r.q = uniform_floats(r.q_stride(c) * r.n_tokens(), seed, -q_range, q_range);
+  if (integers) {
+    for (float& x : r.q) x = std::round(x);
+  }
+  return r;
+}
+
+void expect_matches_oracle(const KvCache& c, const AttnRun& r, const std::vector<float>& got,
+                           const char* what) {
+  for (int64_t t = 0; t < r.n_tokens(); ++t) {
+    const int64_t len = r.tok[2 * t + 1];
+    // Float rounding errors of the q.k dots and of the weighted sum over the cells behave like
+    // random walks (~eps * sqrt(terms) for values of magnitude <= 1); 10x margin.
+    const double tol = 10 * kEps * (std::sqrt(double(c.head_dim)) + std::sqrt(double(len)) + 1);
+    for (int64_t h = 0; h < r.n_head; ++h) {
+      const std::vector<double> want =
+          attention_oracle(c, r.q.data() + t * r.q_stride(c) + h * c.head_dim, h, r.n_head,
+                           r.tok[2 * t], len, r.scale, r.extra);
+      for (int64_t d = 0; d < c.head_dim; ++d) {
+        const float g = got[(t * r.n_head + h) * c.head_dim + d];
+        ASSERT_TRUE(std::isfinite(g));
+        ASSERT_NEAR(g, want[d], tol) << what << " " << dtype_name(c.dtype) << " hd=" << c.head_dim
+                                     << " t=" << t << " h=" << h << " d=" << d << " len=" << len;
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, MatchesDoubleOracle) {
+  struct Case {
+    int64_t head_dim, n_head, n_head_kv;
+  };
+  // Plain MHA, GQA 4:1, MQA with a group of 6 (runs of 4 + 2 heads), odd head sizes.
+  const Case cases[] = {{128, 4, 4}, {64, 8, 2}, {100, 6, 1}, {256, 2, 1}, {7, 3, 3}, {16, 4, 2}};
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    for (const Case& cs : cases) {
+      const KvCache c = make_cache(dt, cs.head_dim, cs.n_head_kv, 300, {257, 1, 40, 300},
+                                   uint32_t(cs.head_dim + cs.n_head));
+      // (list, len): full lists, prefixes, one-cell lists, an empty prefix.
+      const AttnRun r = make_run(c, cs.n_head, {0, 257, 1, 1, 2, 17, 0, 1, 3, 300, 2, 40, 3, 0},
+                                 uint32_t(cs.n_head_kv));
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
+      }
+    }
+  }
+}
+
+TEST(OpsAttention, LongListMatchesOracle) {
+  ThreadPool pool(2);
+  const KvCache c = make_cache(DType::kF16, 64, 1, 20000, {20000, 5}, 7);
+  const AttnRun r = make_run(c, 6, {0, 20000, 1, 5, 0, 12345}, 8, 3.0f);
+  for (Isa isa : isas()) {
+    IsaScope scope(isa);
+    expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
+  }
+}
+
+// Sliding windows (shorter and longer than the lists) and soft-capped scores, on every ISA,
+// against the oracle that applies both by definition.
+TEST(OpsAttention, WindowAndSoftcapMatchOracle) {
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    const KvCache c = make_cache(dt, 64, 2, 300, {257, 40}, 31, 2.0f);
+    for (const AttentionExtra extra : {AttentionExtra{16, 0.0f}, AttentionExtra{0, 0.7f},
+                                       AttentionExtra{100, 2.0f}, AttentionExtra{1, 0.0f}}) {
+      AttnRun r = make_run(c, 4, {0, 257, 1, 40, 0, 17, 1, 1, 0, 100}, 32, 2.0f);
+      r.extra = extra;
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
+      }
+    }
+  }
+}
+
+// A window of 0 and a cap of 0 are plain attention, bit for bit.
+TEST(OpsAttention, NoWindowNoCapIsPlainAttention) {
+  ThreadPool pool(2);
+  const KvCache c = make_cache(DType::kF16, 32, 1, 50, {50}, 41);
+  AttnRun r = make_run(c, 2, {0, 50, 0, 7}, 42);
+  for (Isa isa : isas()) {
+    IsaScope scope(isa);
+    const std::vector<float> plain = r.run(pool, c);
+    r.extra = AttentionExtra{0, 0.0f};
+    EXPECT_TRUE(bitwise_equal(plain, r.run(pool, c))) << isa_name(isa);
+    r.extra = AttentionExtra{50, 0.0f};  // a window as long as the list changes nothing
+    EXPECT_TRUE(bitwise_equal(plain, r.run(pool, c))) << isa_name(isa);
+    r.extra = {};
+  }
+}
+
+// Integer q and k make the scores exact in float (|score| ~ 1e4): exp(score) alone would be
+// inf, so a finite result that matches the oracle shows the maximum is subtracted.
+TEST(OpsAttention, LargeScoresAreStable) {
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    const KvCache c = make_cache(dt, 16, 2, 64, {64, 9}, 11, 30.0f, true);
+    AttnRun r = make_run(c, 4, {0, 64, 1, 9, 1, 1}, 12, 30.0f, true);
+    r.scale = 1.0f;
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      const std::vector<float> got = r.run(pool, c);
+      float max_score = 0;
+      for (int64_t d = 0; d < 16; ++d) max_score += std::abs(r.q[d]) * 30.0f;
+      EXPECT_GT(max_score, 1000.0f) << "the test needs large scores";
+      expect_matches_oracle(c, r, got, isa_name(isa));
+    }
+  }
+}
+
+// A token's output must be bitwise the same whatever the thread count and whatever else is in
+// the batch (other sequences, other lengths): computed alone it must equal its batch row.
+TEST(OpsAttention, BitwiseAcrossThreadsAndBatches) {
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    const KvCache c = make_cache(dt, 128, 2, 800, {700, 33, 1}, 21);
+    const AttnRun r = make_run(c, 8, {0, 700, 1, 33, 2, 1, 0, 450, 1, 5, 0, 1, 0, 699}, 22, 2.0f);
+    const int64_t per_token = r.n_head * c.head_dim;
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      std::vector<float> batch;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> got = r.run(pool, c);
+        if (batch.empty()) {
+          batch = got;
+        } else {
+          EXPECT_TRUE(bitwise_equal(batch, got)) << isa_name(isa) << " threads=" << threads;
+        }
+        for (int64_t t = 0; t < r.n_tokens(); ++t) {
+          std::vector<float> alone = r.run(pool, c, t, 1);
+          std::vector<float> row(batch.begin() + t * per_token,
+                                 batch.begin() + (t + 1) * per_token);
+          EXPECT_TRUE(bitwise_equal(alone, row))
+              << isa_name(isa) << " token " << t << " threads=" << threads;
+        }
+      }
+    }
+  }
+}
+
+// The AVX2 kernel that attended one token at a time, for every token and head of the run.
+std::vector<float> untiled_avx2(const KvCache& c, const AttnRun& r) {
+  const int64_t per_token = r.n_head * c.head_dim;
+  std::vector<float> out(per_token * r.n_tokens(), -7.0f);
+  const internal::AttentionArgs a{
+      r.q.data(),   r.q_stride(c), c.head_dim,  r.n_head,          r.n_tokens(),   c.dtype,
+      c.k.data(),   c.v.data(),    c.row_bytes, c.n_head_kv,       c.cells.data(), c.max_len,
+      r.tok.data(), r.scale,       out.data(),  size_t(per_token), r.extra};
+  std::vector<float> scratch(internal::avx2::attention_untiled_scratch_floats(a));
+  const int64_t group = r.n_head / c.n_head_kv;
+  for (int64_t t = 0; t < r.n_tokens(); ++t) {
+    for (int64_t h = 0; h < r.n_head; h += group) {
+      internal::avx2::attention_heads_untiled(a, t, h, h + group, scratch.data());
+    }
+  }
+  return out;
+}
+
+// The tiled AVX2 kernel shares the loads of K and V rows between the tokens of a tile and walks
+// the cells in blocks; the float operations of every output element must stay those of the
+// kernel it replaced. Prompt chunks of three sequences interleaved token by token (one starting
+// its prompt, one continuing it, one decoding), an empty prefix, head sizes with a scalar tail
+// and an odd 8-wide chunk, grouped-query groups of 1, 4 and 8, windows and caps, 1-3 threads.
+TEST(OpsAttention, TiledIsBitwiseTheUntiledKernel) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  IsaScope scope(Isa::kAvx2);
+  std::vector<int32_t> tok;
+  for (int32_t i = 0; i < 40; ++i) {
+    tok.insert(tok.end(), {0, 301 + i});
+    if (i < 25) tok.insert(tok.end(), {1, 1 + i});
+    if (i == 7) tok.insert(tok.end(), {2, 517});
+  }
+  tok.insert(tok.end(), {1, 0});
+  const AttentionExtra extras[] = {{0, 0.0f}, {37, 0.0f}, {0, 1.5f}, {100, 2.0f}};
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    for (int64_t head_dim : {64, 128, 80, 72, 100, 7}) {
+      for (int64_t group : {1, 4, 8}) {
+        const KvCache c =
+            make_cache(dt, head_dim, 2, 600, {340, 25, 517}, uint32_t(head_dim * 10 + group), 2.0f);
+        AttnRun r = make_run(c, 2 * group, tok, uint32_t(head_dim + group), 2.0f);
+        for (const AttentionExtra& extra : extras) {
+          r.extra = extra;
+          const std::vector<float> want = untiled_avx2(c, r);
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            EXPECT_TRUE(bitwise_equal(r.run(pool, c), want))
+                << dtype_name(dt) << " hd=" << head_dim << " group=" << group
+                << " window=" << extra.window << " cap=" << extra.softcap << " threads=" << threads;
+          }
+          // Each token alone, as a decode step attends: the same bits as inside its chunk.
+          ThreadPool pool(2);
+          const int64_t per_token = r.n_head * c.head_dim;
+          for (int64_t t = 0; t < r.n_tokens(); ++t) {
+            const std::vector<float> row(want.begin() + t * per_token,
+                                         want.begin() + (t + 1) * per_token);
+            ASSERT_TRUE(bitwise_equal(r.run(pool, c, t, 1), row))
+                << dtype_name(dt) << " hd=" << head_dim << " group=" << group << " token " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A long list and a large group: one token's scores for all 32 heads would pass the tiles'
+// score budget, so the group is cut into runs of heads; still the untiled kernel's bits.
+TEST(OpsAttention, TiledLongListLargeGroupIsBitwiseTheUntiledKernel) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  IsaScope scope(Isa::kAvx2);
+  const KvCache c = make_cache(DType::kF16, 64, 1, 12000, {12000, 50}, 51, 2.0f);
+  const AttnRun r = make_run(c, 32, {0, 11998, 1, 50, 0, 11999, 0, 12000, 1, 7, 0, 3000}, 52, 2.0f);
+  const std::vector<float> want = untiled_avx2(c, r);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    EXPECT_TRUE(bitwise_equal(r.run(pool, c), want)) << "threads=" << threads;
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,87 @@
+// How many times a decode step makes the thread pool wait for all its threads: a batch-1 step
+// of a llama layer is a few matmul passes and attention, not one barrier per op.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "core/thread_pool.h"
+#include "engine/context.h"
+#include "unit/engine_testing.h"
+#include "unit/synth_file.h"
+
+namespace strata {
+namespace {
+
+// Big enough that every matmul of a layer is split over the threads (q8_0 rows of 512 are
+// 544 bytes: q, k and v are 512, 256 and 256 rows), small enough to run in a unit test.
+constexpr int64_t kLayers = 8;
+
+std::string barrier_model() {
+  SynthParams p;
+  p.n_embd = 512;
+  p.n_layer = kLayers;
+  p.n_head = 8;
+  p.n_head_kv = 4;
+  p.n_ff = 1536;
+  p.n_vocab = 512;
+  p.dtype = DType::kQ8_0;
+  p.seed = 5;
+  return testing::synth_file("barriers_llama_q8_0", p);
+}
+
+// Barriers per decode step of `batch` sequences, one token each, on a pool of 2 threads.
+uint64_t barriers_per_step(int batch) {
+  auto model = Model::open(barrier_model());
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  if (!model.is_ok()) return 0;
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(testing::cpu_device("CPU", 1));
+  auto engine = Engine::create(std::move(model).value(), std::move(devices), {});
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return 0;
+  ThreadPool pool(2);
+  ContextParams cp;
+  cp.n_ctx = 256;
+  cp.n_seq = batch;
+  cp.pools.pool = &pool;
+  cp.pools.pool_batch = &pool;
+  auto ctx = Context::create(**engine, cp);
+  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
+  if (!ctx.is_ok()) return 0;
+
+  Batch b;
+  for (int s = 0; s < batch; ++s) {
+    for (int i = 0; i < 8; ++i) b.add(3 + 17 * i + s, i, s, i == 7);
+  }
+  EXPECT_TRUE((*ctx)->decode(b).is_ok());
+  constexpr int kSteps = 4;
+  const ThreadPool::Counts before = pool.counts();
+  for (int step = 0; step < kSteps; ++step) {
+    b.clear();
+    for (int s = 0; s < batch; ++s) {
+      b.add(testing::argmax((*ctx)->logits(s), (*ctx)->n_vocab()), (*ctx)->seq_len(s), s, true);
+    }
+    EXPECT_TRUE((*ctx)->decode(b).is_ok());
+  }
+  const ThreadPool::Counts after = pool.counts();
+  const uint64_t calls = (after.calls - before.calls) / kSteps;
+  const uint64_t barriers = (after.barriers - before.barriers) / kSteps;
+  std::cout << "decode step of batch " << batch << ", " << kLayers
+            << " llama layers, 2 threads: " << calls << " parallel_for calls, " << barriers
+            << " barriers\n";
+  return barriers;
+}
+
+// Per layer: q/k/v, attention, the output projection, gate/up and down; then the output
+// projection of the model. (At batch 8 the norms, rope, swiglu and the quantisation of this
+// model's activations are still too small to be split.)
+TEST(DecodeBarriers, ALlamaLayerCostsAHandfulOfBarriers) {
+  for (int batch : {1, 8}) {
+    const uint64_t barriers = barriers_per_step(batch);
+    EXPECT_GT(barriers, 0u) << "the matmuls are large enough to be split";
+    EXPECT_LE(barriers, 5 * kLayers + 1) << "batch " << batch;
+  }
+}
+
+}  // namespace
+}  // namespace strata
