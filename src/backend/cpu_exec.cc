@@ -283,6 +283,12 @@ void swiglu_rows(const ExecNode& e, int64_t r0, int64_t r1) {
                 r1 - r0);
 }
 
+void geglu_rows(const ExecNode& e, int64_t r0, int64_t r1) {
+  const size_t gs = floats(e.T(0).nb[1]), us = floats(e.T(1).nb[1]), ys = floats(e.out().nb[1]);
+  geglu_serial(e.F(0) + r0 * gs, gs, e.F(1) + r0 * us, us, e.y() + r0 * ys, ys, e.T(0).ne[0],
+               r1 - r0);
+}
+
 // Ops whose output row r depends only on row r of their inputs (or on a one-row weight).
 struct ProducerRow {
   Op op;
@@ -291,6 +297,7 @@ struct ProducerRow {
 constexpr ProducerRow kProducers[] = {
     {Op::kRmsNorm, rms_norm_rows},
     {Op::kSwiglu, swiglu_rows},
+    {Op::kGeglu, geglu_rows},
 };
 
 // The row function of node k's op when it can produce a run's input: a producer whose inputs
