@@ -11,21 +11,6 @@
 
 namespace strata::internal {
 
-// cos/sin of theta_i = pos * freq_scale * freq_base^(-2i/n_rot) for i < n_rot / 2, computed as
-// ggml does (the power by repeated multiplication in float, then scaled) so that the angles,
-// and therefore the rotated values, are the ones llama.cpp produces.
-inline void rope_angles(int32_t pos, int64_t n_rot, float freq_base, float freq_scale,
-                        float* cos_out, float* sin_out) {
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
-  float theta = static_cast<float>(pos);
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const float t = freq_scale * theta;
-    cos_out[i] = std::cos(t);
-    sin_out[i] = std::sin(t);
-    theta *= theta_scale;
-  }
-}
-
 // The arguments of attention(), bundled for the per-(token, head) kernels.
 struct AttentionArgs {
   const float* q;
@@ -47,6 +32,26 @@ struct AttentionArgs {
   AttentionExtra extra = {};
 };
 
+// The inline helpers have internal linkage (the unnamed namespace): the SIMD kernel files include
+// this header, and an inline function with external linkage is merged across files by the
+// linker, which could hand a machine without AVX-512 the copy compiled for it.
+namespace {
+
+// cos/sin of theta_i = pos * freq_scale * freq_base^(-2i/n_rot) for i < n_rot / 2, computed as
+// ggml does (the power by repeated multiplication in float, then scaled) so that the angles,
+// and therefore the rotated values, are the ones llama.cpp produces.
+inline void rope_angles(int32_t pos, int64_t n_rot, float freq_base, float freq_scale,
+                        float* cos_out, float* sin_out) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const float t = freq_scale * theta;
+    cos_out[i] = std::cos(t);
+    sin_out[i] = std::sin(t);
+    theta *= theta_scale;
+  }
+}
+
 // The cells a token attends to: the first tok[2t+1] of its list, or of those the last
 // `window` (sliding-window attention).
 inline const int32_t* attention_cells(const AttentionArgs& a, int64_t t, int64_t* len) {
@@ -65,6 +70,8 @@ inline float attention_score(const AttentionArgs& a, float dot) {
   if (a.extra.softcap > 0.0f) return std::tanh(s / a.extra.softcap) * a.extra.softcap;
   return s;
 }
+
+}  // namespace
 
 // Scalar attention of token t, query head h. scratch: at least max_len floats.
 void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scratch);
