@@ -1,5 +1,5 @@
-// Pieces shared by the scalar (ops_ref.cc) and AVX2 (ops_avx2.cc) kernels and the dispatch in
-// ops.cc. Not part of the public interface.
+// Pieces shared by the scalar (ops_ref.cc) and SIMD (ops_avx2.cc, attention_*.cc) kernels and the
+// dispatch in ops.cc. Not part of the public interface.
 #pragma once
 
 #include <cmath>
@@ -76,6 +76,17 @@ inline float attention_score(const AttentionArgs& a, float dot) {
 // Scalar attention of token t, query head h. scratch: at least max_len floats.
 void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scratch);
 
+// Attention of the tokens toks[0..n), which must all attend to one list, for the query heads
+// [h0, h1), which must share one kv head; n <= kAttentionMaxTileTokens. Each output element is
+// computed exactly as avx2::attention_heads_untiled computes it, at every instruction set.
+// scratch: attention_tile_scratch_floats(a, n, h1 - h0, span) floats, span >= every token's cell
+// count (one layout for every instruction set: they share the tiling of attention_tile.h).
+inline constexpr int64_t kAttentionMaxTileTokens = 16;
+using AttentionTileFn = void (*)(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0,
+                                 int64_t h1, float* scratch);
+size_t attention_tile_scratch_floats(const AttentionArgs& a, int64_t n, int64_t n_heads,
+                                     int64_t span);
+
 namespace avx2 {
 
 // Same contracts as the functions of ops.h / ops_ref.cc, for a range of rows.
@@ -89,15 +100,9 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
 int32_t argmax_row(const float* x, int64_t n);
 
-// Attention of the tokens toks[0..n), which must all attend to one list, for the query heads
-// [h0, h1), which must share one kv head; n <= kAttentionMaxTileTokens. Each output element is
-// computed exactly as attention_heads_untiled computes it. scratch:
-// attention_tile_scratch_floats(a, n, h1 - h0, span) floats, span >= every token's cell count.
-inline constexpr int64_t kAttentionMaxTileTokens = 16;
+// An AttentionTileFn.
 void attention_tile(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
                     float* scratch);
-size_t attention_tile_scratch_floats(const AttentionArgs& a, int64_t n, int64_t n_heads,
-                                     int64_t span);
 
 // Attention of token t for the query heads [h0, h1), which must share one kv head, one token at
 // a time: the kernel before tiling, kept as the tests' bitwise oracle. scratch:
@@ -107,5 +112,13 @@ void attention_heads_untiled(const AttentionArgs& a, int64_t t, int64_t h0, int6
 size_t attention_untiled_scratch_floats(const AttentionArgs& a);
 
 }  // namespace avx2
+
+namespace avx512 {
+
+// An AttentionTileFn: the same bits as avx2::attention_tile.
+void attention_tile(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
+                    float* scratch);
+
+}  // namespace avx512
 
 }  // namespace strata::internal
