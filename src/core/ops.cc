@@ -150,7 +150,7 @@ using AttentionFn = void (*)(ThreadPool& pool, const internal::AttentionArgs& a)
 constexpr AttentionFn kAttentionKernels[kIsaLevels] = {
     &attention_ref,
     &attention_tiled_with<&internal::avx2::attention_tile>,
-    nullptr,
+    &attention_tiled_with<&internal::avx512::attention_tile>,
 };
 
 AttentionFn attention_kernel(Isa isa) {
