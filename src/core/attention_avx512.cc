@@ -181,28 +181,30 @@ void scores(const AttentionArgs& a, const TileShape& sh, const float* q,
 }
 
 // acc[j] += p[j][c - lo] * V row c for the kDv vectors of 16 dims from d and the
-// block-relative cells [lo, hi), in cell order; the last vector has the lanes `last`. The
+// block-relative cells [lo, hi), in cell order; with kTail, the last vector has only the lanes
+// `tail` (masked loads cost more than plain ones: only the last vector of a row has them). The
 // accumulators stay in registers across the cells; each is one dependent chain of FMAs.
-template <bool kHalf, int kNh, int kDv>
+template <bool kHalf, int kNh, int kDv, bool kTail>
 void weigh_dims(const uint8_t* const* vrows, int64_t lo, int64_t hi, const float* const* p,
-                float* const* acc, int64_t d, __mmask16 last) {
+                float* const* acc, int64_t d, __mmask16 tail) {
+  constexpr int kFull = kTail ? kDv - 1 : kDv;
   __m512 x[kNh][kDv];
   for (int j = 0; j < kNh; ++j) {
-    for (int u = 0; u + 1 < kDv; ++u) x[j][u] = _mm512_loadu_ps(acc[j] + d + 16 * u);
-    x[j][kDv - 1] = _mm512_maskz_loadu_ps(last, acc[j] + d + 16 * (kDv - 1));
+    for (int u = 0; u < kFull; ++u) x[j][u] = _mm512_loadu_ps(acc[j] + d + 16 * u);
+    if constexpr (kTail) x[j][kDv - 1] = _mm512_maskz_loadu_ps(tail, acc[j] + d + 16 * (kDv - 1));
   }
   for (int64_t c = lo; c < hi; ++c) {
     __m512 v[kDv];
-    for (int u = 0; u + 1 < kDv; ++u) v[u] = load16<kHalf>(vrows[c], d + 16 * u);
-    v[kDv - 1] = load16<kHalf>(vrows[c], d + 16 * (kDv - 1), last);
+    for (int u = 0; u < kFull; ++u) v[u] = load16<kHalf>(vrows[c], d + 16 * u);
+    if constexpr (kTail) v[kDv - 1] = load16<kHalf>(vrows[c], d + 16 * (kDv - 1), tail);
     for (int j = 0; j < kNh; ++j) {
       const __m512 pj = _mm512_set1_ps(p[j][c - lo]);
       for (int u = 0; u < kDv; ++u) x[j][u] = _mm512_fmadd_ps(pj, v[u], x[j][u]);
     }
   }
   for (int j = 0; j < kNh; ++j) {
-    for (int u = 0; u + 1 < kDv; ++u) _mm512_storeu_ps(acc[j] + d + 16 * u, x[j][u]);
-    _mm512_mask_storeu_ps(acc[j] + d + 16 * (kDv - 1), last, x[j][kDv - 1]);
+    for (int u = 0; u < kFull; ++u) _mm512_storeu_ps(acc[j] + d + 16 * u, x[j][u]);
+    if constexpr (kTail) _mm512_mask_storeu_ps(acc[j] + d + 16 * (kDv - 1), tail, x[j][kDv - 1]);
   }
 }
 
@@ -211,12 +213,14 @@ void weigh_dims(const uint8_t* const* vrows, int64_t lo, int64_t hi, const float
 template <int kNh>
 constexpr int kWeighVectors = kNh <= 2 ? 8 : 4;
 
-template <bool kHalf, int kNh, int kDv = kWeighVectors<kNh>>
+// The last pass of a row: n_vec (< kWeighVectors) vectors, the last one with the lanes `tail`
+// when kTail.
+template <bool kHalf, int kNh, bool kTail, int kDv = kWeighVectors<kNh>>
 void weigh_rest(const uint8_t* const* vrows, int64_t lo, int64_t hi, const float* const* p,
-                float* const* acc, int64_t d, int64_t n_vec, __mmask16 last) {
+                float* const* acc, int64_t d, int64_t n_vec, __mmask16 tail) {
   if constexpr (kDv > 0) {
-    if (n_vec == kDv) return weigh_dims<kHalf, kNh, kDv>(vrows, lo, hi, p, acc, d, last);
-    weigh_rest<kHalf, kNh, kDv - 1>(vrows, lo, hi, p, acc, d, n_vec, last);
+    if (n_vec == kDv) return weigh_dims<kHalf, kNh, kDv, kTail>(vrows, lo, hi, p, acc, d, tail);
+    weigh_rest<kHalf, kNh, kTail, kDv - 1>(vrows, lo, hi, p, acc, d, n_vec, tail);
   }
 }
 
@@ -268,13 +272,17 @@ struct Avx512 {
                     const float* const* p, float* const* acc) {
     constexpr int kDv = kWeighVectors<kNh>;
     const int64_t n_vec = (sh.hd + 15) / 16;
-    const __mmask16 tail = sh.hd % 16 == 0 ? __mmask16{0xffff} : first_lanes(sh.hd % 16);
-    int64_t u = 0;
-    for (; u + kDv <= n_vec; u += kDv) {
-      weigh_dims<kHalf, kNh, kDv>(vrows, lo, hi, p, acc, 16 * u,
-                                  u + kDv == n_vec ? tail : __mmask16{0xffff});
+    const bool tail = sh.hd % 16 != 0;
+    const __mmask16 lanes = tail ? first_lanes(sh.hd % 16) : __mmask16{0xffff};
+    // Whole passes of kDv vectors, and a last pass of up to kDv that holds the tail, if any.
+    const int64_t last = (n_vec - 1) / kDv * kDv;
+    for (int64_t u = 0; u < last; u += kDv)
+      weigh_dims<kHalf, kNh, kDv, false>(vrows, lo, hi, p, acc, 16 * u, lanes);
+    if (tail) {
+      weigh_rest<kHalf, kNh, true>(vrows, lo, hi, p, acc, 16 * last, n_vec - last, lanes);
+    } else {
+      weigh_rest<kHalf, kNh, false>(vrows, lo, hi, p, acc, 16 * last, n_vec - last, lanes);
     }
-    if (u < n_vec) weigh_rest<kHalf, kNh>(vrows, lo, hi, p, acc, 16 * u, n_vec - u, tail);
   }
 
   static void normalise(float* o, const float* acc, float inv_sum, const TileShape& sh) {
