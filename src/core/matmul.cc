@@ -212,14 +212,29 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   const size_t out_region = (out_bytes * static_cast<size_t>(slice) + 63) / 64 * 64;
   const size_t work_bytes =
       kernel->work_bytes != nullptr ? (kernel->work_bytes(a.k) + 63) / 64 * 64 : 0;
-  uint8_t* scratch =
-      pool.scratch(0, cols_region + out_region + work_bytes * static_cast<size_t>(pool.size()));
-  uint8_t* cols = scratch;
-  float* outs = reinterpret_cast<float*>(scratch + cols_region);
-  uint8_t* work = scratch + cols_region + out_region;
+  // With one input per token shared by its slots, each token's column is quantised once, here,
+  // and copied to its pairs. At most the size of X, which the caller's buffers hold already (a
+  // quantised column is smaller than the F32 one).
+  const bool shared = quantised && a.x_m == 1 && a.n_used > 1;
+  const size_t tokens_region =
+      shared ? (col_bytes * static_cast<size_t>(a.n_tokens) + 63) / 64 * 64 : 0;
+  uint8_t* scratch = pool.scratch(
+      0, tokens_region + cols_region + out_region + work_bytes * static_cast<size_t>(pool.size()));
+  uint8_t* tokens = scratch;
+  uint8_t* cols = scratch + tokens_region;
+  float* outs = reinterpret_cast<float*>(cols + cols_region);
+  uint8_t* work = cols + cols_region + out_region;
 
   const auto* w = static_cast<const uint8_t*>(a.w);
   const int64_t grain = std::max<int64_t>(1, kMinColumnElements / std::max<int64_t>(a.k, 1));
+  if (shared) {
+    pool.parallel_for(a.n_tokens, grain, [&](int, int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        kernel->quantize_activation(a.x + static_cast<size_t>(t) * a.x_tok_stride,
+                                    tokens + static_cast<size_t>(t) * col_bytes, a.k);
+      }
+    });
+  }
   std::vector<Prepared> prep;
   for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
     const int64_t q1 = std::min(n_pairs, q0 + slice);
@@ -232,7 +247,9 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
         const float* src = a.x + static_cast<size_t>(t) * a.x_tok_stride +
                            static_cast<size_t>(s) * a.x_slot_stride;
         uint8_t* dst = cols + static_cast<size_t>(j) * col_bytes;
-        if (quantised) {
+        if (shared) {
+          std::memcpy(dst, tokens + static_cast<size_t>(t) * col_bytes, col_bytes);
+        } else if (quantised) {
           kernel->quantize_activation(src, dst, a.k);
         } else {
           std::memcpy(dst, src, col_bytes);
