@@ -10,7 +10,8 @@
 //                                 (their count as a plain [k, n_selected * n] matrix) with m
 //                                 columns: m = 1 is the read cost of those bytes, m = the mean
 //                                 pairs per selected expert the same multiply-adds as mul_mat_id.
-// Several copies of the weights are cycled so that they never sit in the 32 MiB L3.
+// Several copies of the weights are cycled, and within a copy the parts a step reads, so that
+// what a step reads is never in the 32 MiB L3.
 // bytes_per_second counts the weight bytes read. Threads: STRATA_BENCH_THREADS.
 #include <benchmark/benchmark.h>
 
@@ -102,11 +103,19 @@ void BM_MulMatId(benchmark::State& state, DType t) {
   a.y = y.data();
   a.y_slot_stride = static_cast<size_t>(sh.n);
   a.y_tok_stride = static_cast<size_t>(sh.n * kUsed);
+  // Each copy is read under kVariants routings (expert e + kUsed * v): at T = 1 the 8 experts of
+  // one step are 1/8 of a copy, and every step must read bytes that are not in the cache.
+  constexpr int kVariants = kExperts / kUsed;
+  std::vector<std::vector<int32_t>> routes(kVariants, ids);
+  for (int v = 0; v < kVariants; ++v) {
+    for (int32_t& e : routes[v]) e = (e + kUsed * v) % kExperts;
+  }
   size_t next = 0;
   for (auto _ : state) {
-    a.w = mats[next].data();
+    a.w = mats[next / kVariants].data();
+    a.ids = routes[next % kVariants].data();
     matmul_id(pool(), a);
-    next = (next + 1) % mats.size();
+    next = (next + 1) % (mats.size() * kVariants);
     benchmark::DoNotOptimize(y.data());
   }
   const int64_t read = distinct(ids) * sh.n * static_cast<int64_t>(row_bytes);
@@ -124,11 +133,14 @@ void BM_MatmulSameBytes(benchmark::State& state, DType t) {
   const int64_t n = distinct(routing(tokens)) * sh.n;
   std::vector<float> x(static_cast<size_t>(sh.k * m), 0.5f);
   std::vector<float> y(static_cast<size_t>(n * m));
+  // Each copy holds kExperts * sh.n rows: a step reads the next n of them, never cached.
+  const size_t per_copy = static_cast<size_t>(kExperts * sh.n / n);
   size_t next = 0;
   for (auto _ : state) {
-    matmul(pool(), t, mats[next].data(), row_bytes, n, sh.k, x.data(), static_cast<size_t>(sh.k), m,
-           y.data(), static_cast<size_t>(n));
-    next = (next + 1) % mats.size();
+    const uint8_t* w = mats[next / per_copy].data() + (next % per_copy) * n * row_bytes;
+    matmul(pool(), t, w, row_bytes, n, sh.k, x.data(), static_cast<size_t>(sh.k), m, y.data(),
+           static_cast<size_t>(n));
+    next = (next + 1) % (mats.size() * per_copy);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * n * static_cast<int64_t>(row_bytes));
