@@ -99,6 +99,10 @@ void swiglu(const float* gate, size_t gate_stride, const float* up, size_t up_st
 void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t tok_stride,
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
 int32_t argmax_row(const float* x, int64_t n);
+// As ref::moe_sum (core/ops_moe.h), the same bits.
+void moe_sum(const float* y, size_t y_slot_stride, size_t y_tok_stride, const float* w,
+             size_t w_stride, float* out, size_t out_stride, int64_t n, int64_t n_used,
+             int64_t rows);
 
 // An AttentionTileFn.
 void attention_tile(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
