@@ -179,8 +179,8 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
                "matmul_id: negative size");
   STRATA_CHECK(a.x_m == 1 || a.x_m == a.n_used, "matmul_id: x_m must be 1 or n_used");
   const DTypeTraits* traits = dtype_traits(a.w_dtype);
-  const MatmulKernel* kernel = traits ? dtype_matmul_kernel(*traits, isa_active()) : nullptr;
-  STRATA_CHECK(kernel != nullptr, "matmul_id: dtype without kernels");
+  STRATA_CHECK(traits != nullptr && dtype_matmul_kernel(*traits, Isa::kScalar) != nullptr,
+               "matmul_id: dtype without kernels");
   STRATA_CHECK(
       a.k % dtype_block_size(a.w_dtype) == 0 && a.w_row_bytes >= dtype_row_bytes(a.w_dtype, a.k),
       "matmul_id: bad weight rows");
@@ -193,7 +193,14 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
     STRATA_CHECK(a.ids[p] >= 0 && a.ids[p] < a.n_expert, "matmul_id: expert id out of range");
     ++first[static_cast<size_t>(a.ids[p]) + 1];
   }
-  for (int64_t e = 0; e < a.n_expert; ++e) first[e + 1] += first[e];
+  int64_t most = 0;  // the most columns any expert has
+  for (int64_t e = 0; e < a.n_expert; ++e) {
+    most = std::max(most, first[e + 1]);
+    first[e + 1] += first[e];
+  }
+  // One kernel for every expert (the gathered columns are in its format), chosen for the
+  // widest: in a decode step of one token every expert has one column.
+  const MatmulKernel* kernel = dtype_matmul_kernel(*traits, isa_active(), most);
   std::vector<int64_t> order(static_cast<size_t>(n_pairs));
   {
     std::vector<int64_t> next(first.begin(), first.end() - 1);
