@@ -26,7 +26,7 @@ Result<std::string> worker_address(const Flags& flags) {
   std::string host = flags.get_or("--host", "127.0.0.1");
   std::string scheme;
   for (const char* s : {"tcp", "ucx"}) {
-    for (const std::string prefix : {std::string(s) + "://", std::string(s) + ":"}) {
+    for (const std::string& prefix : {std::string(s) + "://", std::string(s) + ":"}) {
       if (scheme.empty() && host.rfind(prefix, 0) == 0) {
         scheme = std::string(s) + ":";
         host = host.substr(prefix.size());

@@ -194,7 +194,9 @@ class TransportPairTest : public ::testing::TestWithParam<TestTransport> {
         at = c;
       }
       Status s = near_->send(h, pieces);
-      if (must_go) EXPECT_TRUE(s) << s.message();
+      if (must_go) {
+        EXPECT_TRUE(s) << s.message();
+      }
     });
   }
   // Waits for the sends to finish.
