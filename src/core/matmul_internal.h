@@ -97,7 +97,7 @@ void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k);
 extern const MatmulKernel kF32Ref, kF16Ref, kBF16Ref;
 extern const MatmulKernel kF32Avx2, kF16Avx2, kBF16Avx2;
 // matmul_legacy_ref.cc / matmul_legacy_avx2.cc
-extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef;
+extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef, kMXFP4Ref;
 extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2, kIQ4_NLAvx2;
 // matmul_k_ref.cc / matmul_k_avx2.cc
 extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;

@@ -40,6 +40,7 @@ constexpr TypeCase kCases[] = {
     {DType::kQ5_K, true, false},  {DType::kQ6_K, false, false}, {DType::kQ4_1, true, true},
     {DType::kQ5_0, false, true},  {DType::kQ5_1, true, true},   {DType::kIQ4_NL, false, true},
     {DType::kQ2_K, true, true},   {DType::kQ3_K, false, true},  {DType::kIQ4_XS, false, true},
+    {DType::kMXFP4, false, true},
 };
 
 const TypeCase& case_of(DType t) {
