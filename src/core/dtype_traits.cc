@@ -91,7 +91,7 @@ constexpr DTypeTraits kTraits[] = {
      DType::kQ8_0,
      dequantize_row_mxfp4,
      quantize_row_mxfp4,
-     {{.matmul = &md::kMXFP4Ref}, {.matmul = &md::kMXFP4Avx2}}},
+     {{.matmul = &md::kMXFP4Ref}, {.matmul = &md::kMXFP4Avx2}, {.matmul = &md::kMXFP4Avx512}}},
     {DType::kQ2_K,
      DType::kQ8_K,
      dequantize_row_q2_k,
