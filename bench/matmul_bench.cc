@@ -132,6 +132,7 @@ STRATA_MATMUL_BENCH(iq4_nl, DType::kIQ4_NL);
 STRATA_MATMUL_BENCH(q2_K, DType::kQ2_K);
 STRATA_MATMUL_BENCH(q3_K, DType::kQ3_K);
 STRATA_MATMUL_BENCH(iq4_xs, DType::kIQ4_XS);
+STRATA_MATMUL_BENCH(mxfp4, DType::kMXFP4);
 
 }  // namespace
 }  // namespace strata

@@ -51,6 +51,7 @@ constexpr Layout kLayouts[] = {
     {DType::kBF16, "bf16", 1, 2},
     {DType::kTQ1_0, "tq1_0", 256, 54},
     {DType::kTQ2_0, "tq2_0", 256, 66},
+    {DType::kMXFP4, "mxfp4", 32, 17},
 };
 
 constexpr auto kLayoutIndex = dtype_row_index(kLayouts);

@@ -14,8 +14,8 @@ constexpr int kScalar = static_cast<int>(Isa::kScalar);
 
 // One row per dtype strata has code for. The activation partners (`act`):
 //  - plain types multiply the F32 activations as given;
-//  - q8_0, q4_0, q5_0, iq4_nl take Q8_0: same 32-element blocks, so a block is one integer sum
-//    and one scale product;
+//  - q8_0, q4_0, q5_0, iq4_nl, mxfp4 take Q8_0: same 32-element blocks, so a block is one
+//    integer sum and one scale product;
 //  - q4_1, q5_1 take Q8_1 (Q8_0's values plus each block's sum): their min m adds
 //    m * d_x * sum(q_x) per block, which the sum gives without touching the elements;
 //  - the K-quants and iq4_xs take Q8_K: 256-element super-blocks like theirs, with the
@@ -87,6 +87,11 @@ constexpr DTypeTraits kTraits[] = {
      dequantize_row_iq4_nl,
      quantize_row_iq4_nl,
      {{.matmul = &md::kIQ4_NLRef}, {.matmul = &md::kIQ4_NLAvx2}}},
+    {DType::kMXFP4,
+     DType::kQ8_0,
+     dequantize_row_mxfp4,
+     quantize_row_mxfp4,
+     {{.matmul = &md::kMXFP4Ref}, {.matmul = &md::kMXFP4Avx2}, {.matmul = &md::kMXFP4Avx512}}},
     {DType::kQ2_K,
      DType::kQ8_K,
      dequantize_row_q2_k,

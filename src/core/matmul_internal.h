@@ -72,9 +72,9 @@ size_t q8_sum_column_bytes(int64_t k);
 void quantize_act_q8_sum_ref(const float* x, void* dst, int64_t k);
 void quantize_act_q8_sum_avx2(const float* x, void* dst, int64_t k);
 
-// The AVX2 Q4_0 kernel's activation column: the Q8_0 quantisation of x (same values as
-// quantize_row), regrouped by pairs of blocks (b, b + 1) so that one 256-bit weight register
-// holds the low (or high) nibbles of both blocks. An odd last block is paired with zeros.
+// The AVX2 and AVX-512 Q4_0 and MXFP4 kernels' activation column: the Q8_0 quantisation of x (same
+// values as quantize_row), regrouped by pairs of blocks (b, b + 1) so that one 256-bit weight
+// register holds the low (or high) nibbles of both blocks. An odd last block is paired with zeros.
 //   lo:  elements 0..15 of block b, then 0..15 of block b + 1
 //   hi:  elements 16..31 of block b, then 16..31 of block b + 1
 //   d:   the blocks' scales as floats, each repeated over the 4 lanes of its block
@@ -97,15 +97,16 @@ void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k);
 extern const MatmulKernel kF32Ref, kF16Ref, kBF16Ref;
 extern const MatmulKernel kF32Avx2, kF16Avx2, kBF16Avx2;
 // matmul_legacy_ref.cc / matmul_legacy_avx2.cc
-extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef;
-extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2, kIQ4_NLAvx2;
+extern const MatmulKernel kQ8_0Ref, kQ4_0Ref, kQ4_1Ref, kQ5_0Ref, kQ5_1Ref, kIQ4_NLRef, kMXFP4Ref;
+extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2, kIQ4_NLAvx2,
+    kMXFP4Avx2;
 // matmul_k_ref.cc / matmul_k_avx2.cc
 extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;
 extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2, kIQ4_XSAvx2;
 // matmul_float_avx512.cc / matmul_legacy_avx512.cc / matmul_k_avx512.cc: the same bits as
 // the AVX2 kernels
 extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;
-extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512;
+extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512, kMXFP4Avx512;
 extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512;
 
 }  // namespace strata::matmul_detail

@@ -108,13 +108,69 @@ struct Q8_0Kernel {
   }
 };
 
-// ---- Q4_0 weights against Q4_0ActPair activations ----
+// ---- Q4_0 and MXFP4 weights against Q4_0ActPair activations ----
+
+// The tile loop of the kernels that take a row's blocks in pairs (b, b + 1) against
+// Q4_0ActPair columns: K::load(blocks of a row, single) unpacks a pair (block b alone when
+// `single`), K::step<R, C> applies it to every accumulator. An odd last block is loaded alone;
+// its missing partner has zero weights and a zero scale.
+template <typename K>
+struct PairTiles {
+  template <int C>
+  static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
+    tile_rows<1, C>(w, 0, xs, k, out);
+  }
+
+  // out[r * C + c].
+  template <int R, int C>
+  static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
+                        float* out) {
+    using Block = typename K::Block;
+    const Block* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * w_row_bytes);
+    const Q4_0ActPair* x[C];
+    __m256 acc[R][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const Q4_0ActPair*>(xs[c]);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
+    }
+    const int64_t nb = k / 32;
+    const int64_t np = nb / 2;
+    typename K::Weights wv[R];
+    for (int64_t p = 0; p < np; ++p) {
+      for (int r = 0; r < R; ++r) {
+        prefetch_ahead<1>(w[r] + 2 * p);  // 34 or 36 bytes a pair: about two per cache line
+        wv[r] = K::load(w[r] + 2 * p, false);
+      }
+      K::template step<R, C>(wv, x, p, acc);
+    }
+    if (nb % 2 != 0) {
+      for (int r = 0; r < R; ++r) wv[r] = K::load(w[r] + 2 * np, true);
+      K::template step<R, C>(wv, x, np, acc);
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
+    }
+  }
+};
+
+// The nibbles of blocks b and b + 1 (zeros for b + 1 when `single`): qs of b in the low half,
+// of b + 1 in the high half.
+template <typename Block>
+__m256i pair_nibbles(const Block* b, bool single) {
+  const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs));
+  return single ? _mm256_zextsi128_si256(q0)
+                : _mm256_inserti128_si256(
+                      _mm256_castsi128_si256(q0),
+                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+}
 
 // Two blocks a step: one register of low nibbles and one of high nibbles cover 64 elements,
 // used unsigned by maddubs (products <= 15 * 127, so no 16-bit saturation), with the +8 bias
 // taken out by the activation's precomputed offsets. Per output element and pair of blocks:
 // acc += (dw * dx) * float(isum_lanes - off), the same operations in every tile shape.
-struct Q4_0Kernel {
+struct Q4_0Kernel : PairTiles<Q4_0Kernel> {
+  using Block = BlockQ4_0;
   static constexpr int kCols = 6;  // tile_rows<2, C> spills registers (measured slower)
 
   struct Weights {
@@ -124,11 +180,7 @@ struct Q4_0Kernel {
 
   // Blocks b (and b + 1 unless `single`): nibbles, and the scales spread over 4 lanes each.
   static Weights load(const BlockQ4_0* b, bool single) {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs));
-    const __m256i raw = single ? _mm256_zextsi128_si256(q0)
-                               : _mm256_inserti128_si256(
-                                     _mm256_castsi128_si256(q0),
-                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
+    const __m256i raw = pair_nibbles(b, single);
     const uint32_t dd = single ? b[0].d : b[0].d | static_cast<uint32_t>(b[1].d) << 16;
     const __m128i spread = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -151,40 +203,68 @@ struct Q4_0Kernel {
       }
     }
   }
+};
 
-  template <int C>
-  static void tile(const uint8_t* w, const void* const* xs, int64_t k, float* out) {
-    tile_rows<1, C>(w, 0, xs, k, out);
+// As Q4_0, with each nibble looked up in kMXFP4Values (pshufb) and the block's E8M0 scale. The
+// values are signed, so the products go through the sign trick: maddubs(|w|, x * sign(w)),
+// pairs at most 2 * 12 * 127 and the low- and high-nibble sums together 4 * 12 * 127, far from
+// 16-bit saturation; no bias, so the activations' offsets are not read. Per output element and
+// pair of blocks: acc += (dw * dx) * float(isum_lanes), which dot_mxfp4() repeats.
+// |kMXFP4Values|: codes c and c + 8 differ only in their sign.
+constexpr std::array<int8_t, 16> kMXFP4Magnitudes = [] {
+  std::array<int8_t, 16> m{};
+  for (int c = 0; c < 16; ++c) m[c] = kMXFP4Values[c % 8];
+  return m;
+}();
+static_assert([] {
+  for (int c = 0; c < 8; ++c) {
+    if (kMXFP4Values[c] < 0 || kMXFP4Values[c + 8] != -kMXFP4Values[c]) return false;
+  }
+  return true;
+}());
+
+struct MXFP4Kernel : PairTiles<MXFP4Kernel> {
+  using Block = BlockMXFP4;
+  // Measured faster than 4 or 5 (m = 16 and 256), though 6 accumulators and 5 weight registers
+  // leave too few for the columns' operands.
+  static constexpr int kCols = 6;
+
+  struct Weights {
+    __m256i abs_lo, abs_hi;    // |values| of the low and high nibbles
+    __m256i sign_lo, sign_hi;  // bit 7 of each byte: the sign bit (bit 3) of its nibble
+    __m256 d;                  // the half scales, over the 4 lanes of their block
+  };
+
+  // The magnitudes by lookup; the signs need no lookup, a code's bit 3 being its sign. A zero
+  // magnitude makes its product 0 whatever the sign (codes 0 and 8, and the byte above a zero
+  // nibble whose sign register holds bits of its neighbour).
+  static Weights load(const BlockMXFP4* b, bool single) {
+    const __m256i raw = pair_nibbles(b, single);
+    const __m256i grid = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Magnitudes.data())));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i abs_lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(raw, m4));
+    const __m256i abs_hi =
+        _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+    const __m128 d0 = _mm_broadcast_ss(&kMXFP4HalfScales[b[0].e]);
+    const __m128 d1 = single ? _mm_setzero_ps() : _mm_broadcast_ss(&kMXFP4HalfScales[b[1].e]);
+    return {abs_lo, abs_hi, _mm256_slli_epi16(raw, 4), raw, _mm256_set_m128(d1, d0)};
   }
 
-  // out[r * C + c].
   template <int R, int C>
-  static void tile_rows(const uint8_t* wp, size_t w_row_bytes, const void* const* xs, int64_t k,
-                        float* out) {
-    const BlockQ4_0* w[R];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ4_0*>(wp + r * w_row_bytes);
-    const Q4_0ActPair* x[C];
-    __m256 acc[R][C];
+  static void step(const Weights* wv, const Q4_0ActPair* const* x, int64_t p, __m256 (*acc)[C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
     for (int c = 0; c < C; ++c) {
-      x[c] = static_cast<const Q4_0ActPair*>(xs[c]);
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_setzero_ps();
-    }
-    const int64_t nb = k / kQK4_0;
-    const int64_t np = nb / 2;
-    Weights wv[R];
-    for (int64_t p = 0; p < np; ++p) {
+      const Q4_0ActPair& xp = x[c][p];
+      const __m256i xl = load256(xp.lo), xh = load256(xp.hi);
+      const __m256 dx = _mm256_loadu_ps(xp.d);
       for (int r = 0; r < R; ++r) {
-        prefetch_ahead<1>(w[r] + 2 * p);  // 36 bytes a pair: about two per cache line
-        wv[r] = load(w[r] + 2 * p, false);
+        const __m256i s16 = _mm256_add_epi16(
+            _mm256_maddubs_epi16(wv[r].abs_lo, _mm256_sign_epi8(xl, wv[r].sign_lo)),
+            _mm256_maddubs_epi16(wv[r].abs_hi, _mm256_sign_epi8(xh, wv[r].sign_hi)));
+        const __m256i s32 = _mm256_madd_epi16(s16, ones);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx), _mm256_cvtepi32_ps(s32), acc[r][c]);
       }
-      step<R, C>(wv, x, p, acc);
-    }
-    if (nb % 2 != 0) {
-      for (int r = 0; r < R; ++r) wv[r] = load(w[r] + 2 * np, true);
-      step<R, C>(wv, x, np, acc);
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
     }
   }
 };
@@ -413,5 +493,7 @@ const MatmulKernel kQ5_1Avx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
                                 run_rows<Q8SumKernel<Q5_1Unpack>>};
 const MatmulKernel kIQ4_NLAvx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
                                   run_rows<Q8SumKernel<IQ4_NLUnpack>>};
+const MatmulKernel kMXFP4Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                 run_rows<MXFP4Kernel>};
 
 }  // namespace strata::matmul_detail

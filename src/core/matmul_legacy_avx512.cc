@@ -1,5 +1,5 @@
-// AVX-512 VNNI kernels of Q8_0 and Q4_0 weights against Q8_0 activations, bit-identical to the
-// AVX2 kernels (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the
+// AVX-512 VNNI kernels of Q8_0, Q4_0 and MXFP4 weights against Q8_0 activations, bit-identical
+// to the AVX2 kernels (matmul_legacy_avx2.cc); see matmul_avx512.h for how. Entered only after the
 // run-time CPU check (matmul.cc).
 #include <immintrin.h>
 
@@ -187,6 +187,75 @@ struct Q4_0Kernel {
   }
 };
 
+// ---- MXFP4 ----
+//
+// The AVX2 kernel's activations and lanes are Q4_0's, with signed weights from kMXFP4Values and
+// no offsets: lane L of a pair sums the low- and high-nibble products of bytes 4L..4L+3; then
+// acc += (dw * dx) * float(lane). dpbusd wants unsigned weights, so they are looked up biased
+// by 12 (0..24) and 12 * sum(x) comes back out: the lanes start from -12 * (the lane's sum of
+// activations), which is 1.5 times the Q4_0 offset (8 * that sum), exactly.
+struct MXFP4Kernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 6;
+  static constexpr int kBias = 12;
+
+  struct Weights {
+    __m512i lo, hi;  // the biased values of blocks (b, b + 1): row a low half, row b high
+    __m512 d;        // the half scales over 4 lanes each
+  };
+
+  static int64_t steps(int64_t k) { return (k / kQK_MXFP4 + 1) / 2; }
+
+  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+    const auto* r0 = reinterpret_cast<const BlockMXFP4*>(row_a) + 2 * s;
+    const auto* r1 = reinterpret_cast<const BlockMXFP4*>(row_b) + 2 * s;
+    const bool single = 2 * s + 1 == k / kQK_MXFP4;
+    avx2::prefetch_ahead<1>(r0);
+    avx2::prefetch_ahead<1>(r1);
+    const __m128i zero = _mm_setzero_si128();
+    const auto q = [](const BlockMXFP4& b) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    };
+    const __m256i ra =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r0[0])), single ? zero : q(r0[1]), 1);
+    const __m256i rb =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r1[0])), single ? zero : q(r1[1]), 1);
+    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb, 1);
+    // kMXFP4Values + kBias; a missing block's zero nibbles give kBias against zero activations.
+    const __m512i grid = _mm512_broadcast_i32x4(_mm_add_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(kBias)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    Weights w;
+    w.lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(raw, m4));
+    w.hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+    const float* scale = kMXFP4HalfScales.data();
+    const __m128 d = _mm_setr_ps(scale[r0[0].e], single ? 0.0f : scale[r0[1].e], scale[r1[0].e],
+                                 single ? 0.0f : scale[r1[1].e]);
+    w.d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                _mm512_castps128_ps512(d));
+    return w;
+  }
+
+  template <int RP, int C>
+  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
+    for (int c = 0; c < C; ++c) {
+      const Q4_0ActPair& x = static_cast<const Q4_0ActPair*>(xs[c])[s];
+      const __m512i xl = both256(x.lo);
+      const __m512i xh = both256(x.hi);
+      const __m512i off = both256(x.off);  // 8 * sum, so 12 * sum = off + off / 2
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                             _mm512_add_epi32(off, _mm512_srai_epi32(off, 1)));
+      const __m512 dx = both256_ps(x.d);
+      for (int r = 0; r < RP; ++r) {
+        const __m512i sum =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, wv[r].lo, xl), wv[r].hi, xh);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(wv[r].d, dx), _mm512_cvtepi32_ps(sum), acc[r][c]);
+      }
+    }
+  }
+};
+static_assert(MXFP4Kernel::kBias == -kMXFP4Values[15]);
+
 }  // namespace
 }  // namespace strata::matmul_detail::avx512
 
@@ -198,5 +267,8 @@ const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes, avx512::quanti
 const MatmulKernel kQ4_0Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                   avx512::run_rows<avx512::Q4_0Kernel>,
                                   avx512::work_bytes<avx512::Q4_0Kernel>, avx512::kMinColumns};
+const MatmulKernel kMXFP4Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                   avx512::run_rows<avx512::MXFP4Kernel>,
+                                   avx512::work_bytes<avx512::MXFP4Kernel>, avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

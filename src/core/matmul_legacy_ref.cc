@@ -1,8 +1,10 @@
 // Scalar reference dot products of the 32-element block formats against Q8 activations: the
 // definition the SIMD paths are tested against, and the path used on CPUs without AVX2.
 // Integer block sums are exact. q8_0 and q4_0: the float part is one scale multiply per block
-// and a running sum in block order. The later formats (q4_1, q5_0, q5_1, iq4_nl) fix an order
-// that the AVX2 kernels repeat exactly, so both give the same bits: see dot_q8_sum().
+// and a running sum in block order. The later formats (q4_1, q5_0, q5_1, iq4_nl, mxfp4) fix an
+// order that the SIMD kernels repeat exactly, so all give the same bits: see dot_q8_sum() and
+// dot_mxfp4().
+#include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -38,6 +40,31 @@ float dot_q4_0(const uint8_t* wp, const void* xp, int64_t k) {
     sum += f16_to_f32(w[b].d) * f16_to_f32(x[b].d) * static_cast<float>(isum);
   }
   return sum;
+}
+
+// Eight running sums in the order of the SIMD kernels, which take the activations in pairs of
+// blocks (Q4_0ActPair): blocks b and b + 1 of a pair fill lanes 0..3 and 4..7, lane
+// 4 * (b % 2) + i summing the 8 products of elements 4i..4i+3 and 16+4i..16+4i+3. Per lane and
+// block, exactly: lane = fma(dw * dx, float(isum), lane); at the end the lanes are added as
+// avx2::hsum adds them. (A missing partner of an odd last block adds fma(0, 0, lane) = lane to
+// its lanes: a lane is never -0.0, so skipping it here changes nothing.)
+float dot_mxfp4(const uint8_t* wp, const void* xp, int64_t k) {
+  const auto* w = reinterpret_cast<const BlockMXFP4*>(wp);
+  const auto* x = static_cast<const BlockQ8_0*>(xp);
+  float lane[8] = {};
+  for (int64_t b = 0; b < k / kQK_MXFP4; ++b) {
+    const float d = mxfp4_half_scale(w[b].e) * f16_to_f32(x[b].d);
+    for (int i = 0; i < 4; ++i) {
+      int isum = 0;
+      for (int j = 4 * i; j < 4 * i + 4; ++j) {
+        isum += kMXFP4Values[w[b].qs[j] & 0xf] * x[b].qs[j];
+        isum += kMXFP4Values[w[b].qs[j] >> 4] * x[b].qs[j + 16];
+      }
+      float& l = lane[4 * (b % 2) + i];
+      l = std::fma(d, static_cast<float>(isum), l);
+    }
+  }
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
 // ---- Against Q8 columns with block sums ----
@@ -161,5 +188,6 @@ const MatmulKernel kQ5_1Ref = {q8_sum_column_bytes, quantize_act_q8_sum_ref,
                                rows_ref<dot_q8_sum<Q5_1Values>>};
 const MatmulKernel kIQ4_NLRef = {q8_sum_column_bytes, quantize_act_q8_sum_ref,
                                  rows_ref<dot_q8_sum<IQ4_NLValues>>};
+const MatmulKernel kMXFP4Ref = {q8_0_column_bytes, quantize_act_q8_0_ref, rows_ref<dot_mxfp4>};
 
 }  // namespace strata::matmul_detail

@@ -40,6 +40,7 @@ constexpr TypeCase kCases[] = {
     {DType::kQ5_K, true, false},  {DType::kQ6_K, false, false}, {DType::kQ4_1, true, true},
     {DType::kQ5_0, false, true},  {DType::kQ5_1, true, true},   {DType::kIQ4_NL, false, true},
     {DType::kQ2_K, true, true},   {DType::kQ3_K, false, true},  {DType::kIQ4_XS, false, true},
+    {DType::kMXFP4, false, true},
 };
 
 const TypeCase& case_of(DType t) {
@@ -356,6 +357,35 @@ TEST(MatmulTest, Avx512EqualsAvx2Bitwise) {
     }
   }
   EXPECT_GT(own_kernels, 0);
+}
+
+// Every byte string is an MXFP4 block: random codes and exponents (subnormal scales included,
+// up to 2^72 so that no sum overflows) give the same bits on every instruction set, with scales
+// far apart so that the order of the additions shows.
+TEST(MatmulTest, MXFP4AnyBytesSameBitsOnEveryIsa) {
+  ThreadPool pool(2);
+  std::mt19937 rng(17);
+  const int64_t n = 7, k = 25 * kQK_MXFP4, m = 17;
+  std::vector<BlockMXFP4> w(static_cast<size_t>(n * k / kQK_MXFP4));
+  for (BlockMXFP4& b : w) {
+    b.e = static_cast<uint8_t>(rng() % 201);
+    for (uint8_t& q : b.qs) q = static_cast<uint8_t>(rng());
+  }
+  const Acts x(k, m, 18);
+  const size_t row_bytes = dtype_row_bytes(DType::kMXFP4, k);
+  std::vector<std::vector<float>> ys;
+  for (Isa isa : isas()) {
+    IsaScope g(isa);
+    ys.emplace_back(static_cast<size_t>(n * m));
+    matmul(pool, DType::kMXFP4, w.data(), row_bytes, n, k, x.data.data(), x.stride, m,
+           ys.back().data(), n);
+  }
+  for (size_t i = 1; i < ys.size(); ++i) {
+    for (size_t j = 0; j < ys[0].size(); ++j) {
+      ASSERT_TRUE(same_bits(ys[i][j], ys[0][j]))
+          << isa_name(isas()[i]) << " element " << j << ": " << ys[i][j] << " vs " << ys[0][j];
+    }
+  }
 }
 
 TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {

@@ -3,6 +3,8 @@
 // format: the static_asserts below pin them.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -15,6 +17,7 @@ inline constexpr int kQK5_0 = 32;
 inline constexpr int kQK5_1 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK4_NL = 32;
+inline constexpr int kQK_MXFP4 = 32;
 inline constexpr int kQKK = 256;         // elements per K-quant super-block
 inline constexpr int kKScaleBytes = 12;  // 8 six-bit scales + 8 six-bit mins
 
@@ -70,6 +73,32 @@ struct BlockIQ4_NL {
   uint16_t d;  // f16
   uint8_t qs[kQK4_NL / 2];
 };
+
+// The 16 values of an MXFP4 code (OCP MX FP4, E2M1: sign, 2 exponent bits, 1 mantissa bit),
+// doubled so that they are integers: 2 * {0, 0.5, 1, 1.5, 2, 3, 4, 6}, then the negatives.
+inline constexpr int8_t kMXFP4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// x = kMXFP4Values[q] * mxfp4_half_scale(e), nibbles as Q4_0: OCP MXFP4's 32 E2M1 codes with
+// their shared E8M0 exponent e (the scale 2^(e - 127)).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK_MXFP4 / 2];
+};
+
+// Half the E8M0 scale, 2^(e - 128), as GGML computes it (GGML_E8M0_TO_FP32_HALF): exact,
+// subnormal for e < 2. e = 255, NaN in the OCP format, is 2^127 like any other exponent.
+constexpr float mxfp4_half_scale(uint8_t e) {
+  return std::bit_cast<float>(e < 2 ? uint32_t{0x00200000} << e
+                                    : static_cast<uint32_t>(e - 1) << 23);
+}
+
+// mxfp4_half_scale of every exponent: the SIMD kernels broadcast a scale with one load.
+inline constexpr auto kMXFP4HalfScales = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[e] = mxfp4_half_scale(static_cast<uint8_t>(e));
+  return t;
+}();
 
 // 16 sub-blocks of 16: x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q in 0..3.
 // Element e = 128h + 32j + l (h < 2, j < 4, l < 32) is bits 2j..2j+1 of qs[32h + l].
@@ -150,6 +179,7 @@ static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17 && alignof(BlockMXFP4) == 1);
 static_assert(alignof(BlockQ8_0) == 2 && alignof(BlockQ4_K) == 2 && alignof(BlockQ6_K) == 2);
 static_assert(alignof(BlockQ5_0) == 2 && alignof(BlockQ3_K) == 2 && alignof(BlockIQ4_XS) == 2);
 static_assert(offsetof(BlockQ5_1, qh) == 4 && offsetof(BlockQ2_K, d) == 80 &&

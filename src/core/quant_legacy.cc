@@ -1,9 +1,10 @@
-// Rows of the 32-element block formats: q8_0, q8_1, q4_0, q4_1, q5_0, q5_1 and iq4_nl. Each
-// block is one scale (and min) and its quants; a row is its blocks in order.
+// Rows of the 32-element block formats: q8_0, q8_1, q4_0, q4_1, q5_0, q5_1, iq4_nl and mxfp4.
+// Each block is one scale (and min) and its quants; a row is its blocks in order.
 //
 // The quantisers are simple deterministic fits, not GGML's searches: a little more error, the
 // same format. Those added after q4_0 quantise against the stored (f16-rounded) scale and min,
-// so the rounding of the scale is not added on top of the quant's.
+// so the rounding of the scale is not added on top of the quant's. mxfp4 is the exception: its
+// quantiser is GGML's reference one, byte for byte.
 #include <cmath>
 #include <cstring>
 
@@ -223,6 +224,53 @@ void dequantize_row_iq4_nl(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK4_NL; ++i, y += kQK4_NL) {
     const float d = f16_to_f32(b[i].d);
     for (int j = 0; j < kQK4_NL; ++j) y[j] = d * kIQ4NLValues[nibble(b[i].qs, j)];
+  }
+}
+
+// ---- MXFP4 ----
+
+namespace {
+
+// The code whose value (times d) is nearest to x; the lowest code on ties, as GGML's
+// best_index_mxfp4, so that 0 is +0 (code 0, never 8) and a tie takes the smaller magnitude.
+int mxfp4_nearest(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(kMXFP4Values[0] * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(kMXFP4Values[i] * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+// GGML's quantize_row_mxfp4_ref: the exponent puts the largest magnitude a in [8, 16) times the
+// half scale d = 2^(floor(log2 a) - 3), where the grid stops at 12; values beyond clamp to
+// +-12d. GGML casts the exponent to uint8_t unchecked; here it is clamped first (to 0 for a
+// below 2^-125, where GGML's cast is undefined, and to 254 for an infinite a).
+void quantize_row_mxfp4(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockMXFP4*>(dst);
+  uint8_t q[32];
+  for (int64_t i = 0; i < n / kQK_MXFP4; ++i, src += kQK_MXFP4) {
+    const float amax = abs_max(src, kQK_MXFP4);
+    float e = 0.0f;
+    if (amax > 0.0f) e = std::fmin(std::fmax(std::floor(std::log2(amax)) - 2 + 127, 0.0f), 254.0f);
+    y[i].e = static_cast<uint8_t>(e);
+    const float d = mxfp4_half_scale(y[i].e);
+    for (int j = 0; j < kQK_MXFP4; ++j) q[j] = static_cast<uint8_t>(mxfp4_nearest(src[j], d));
+    pack_nibbles(q, y[i].qs, nullptr);
+  }
+}
+
+void dequantize_row_mxfp4(const void* src, float* y, int64_t n) {
+  const auto* b = static_cast<const BlockMXFP4*>(src);
+  for (int64_t i = 0; i < n / kQK_MXFP4; ++i, y += kQK_MXFP4) {
+    const float d = mxfp4_half_scale(b[i].e);
+    for (int j = 0; j < kQK_MXFP4; ++j) y[j] = kMXFP4Values[nibble(b[i].qs, j)] * d;
   }
 }
 

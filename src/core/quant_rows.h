@@ -35,6 +35,8 @@ void dequantize_row_q5_1(const void* src, float* dst, int64_t n);
 void quantize_row_q5_1(const float* src, void* dst, int64_t n);
 void dequantize_row_iq4_nl(const void* src, float* dst, int64_t n);
 void quantize_row_iq4_nl(const float* src, void* dst, int64_t n);
+void dequantize_row_mxfp4(const void* src, float* dst, int64_t n);
+void quantize_row_mxfp4(const float* src, void* dst, int64_t n);
 
 // ---- quant_k.cc ----
 void dequantize_row_q4_k(const void* src, float* dst, int64_t n);

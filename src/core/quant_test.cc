@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -55,6 +56,10 @@ constexpr float kF16Rel = 1.0f / 1024.0f;
 //  iq4_nl: d = amax/127 with the signed extreme on the grid's -127. Neighbouring levels are at
 //        most 24 apart (89..113), so rounding costs 12d; the other side can reach +127 where
 //        the grid stops at 113: a clamp of 14d.
+//  mxfp4: with a = amax in [2^f, 2^(f+1)), the half scale is d = 2^(f-3) and a/d in [8, 16):
+//        the grid's gaps reach 4d (8..12), so rounding costs 2d; past 12d an element clamps,
+//        by less than 16d - 12d = 4d. Where log2f rounds a just below 2^(f+1) up, d doubles,
+//        nothing clamps and rounding costs at most 4d. So 4d = 2^(f-1) either way.
 //  q8_K: float d = amax/127, rounding only: d/2.
 //  q4_K/q5_K: per sub-block of 32 range R (including 0) and min M; step R/Q (Q = 15 or 31).
 //        6-bit scales relative to the largest: the step is off by at most dS/2 (dS = Rmax/(63Q)),
@@ -97,6 +102,11 @@ float bound_min_max(const float* x, int) {
 float bound_iq4_nl(const float* x, int) {
   const float a = amax(x, 32);
   return 14.0f * a / 127.0f + a * kF16Rel;
+}
+
+float bound_mxfp4(const float* x, int) {
+  const float a = amax(x, 32);
+  return a > 0.0f ? std::ldexp(1.0f, std::ilogb(a) - 1) : 0.0f;
 }
 
 float bound_q8_k(const float* x, int) { return amax(x, 256) / 254.0f * 1.001f; }
@@ -156,6 +166,7 @@ const RoundTripCase kRoundTrips[] = {
     {DType::kQ4_1, bound_min_max<15>},
     {DType::kQ5_1, bound_min_max<31>},
     {DType::kIQ4_NL, bound_iq4_nl},
+    {DType::kMXFP4, bound_mxfp4},
     {DType::kQ8_K, bound_q8_k},
     {DType::kQ2_K, bound_qk_min<16, 3, 15>},
     {DType::kQ3_K, bound_q3_k},
@@ -400,6 +411,69 @@ TEST(QuantKnownBytes, IQ4_NL) {
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(y[i], kGrid[i] * 0.5f) << i;
     EXPECT_EQ(y[16 + i], kGrid[15 - i] * 0.5f) << i;
+  }
+}
+
+// An E2M1 code's value from its bits as the OCP MX format defines them (sign, 2 exponent bits of
+// bias 1, 1 mantissa bit; exponent 0 is subnormal), independently of kMXFP4Values.
+double e2m1(int code) {
+  const int exp = (code >> 1) & 3, man = code & 1;
+  const double mag = exp == 0 ? 0.5 * man : std::ldexp(1.0 + 0.5 * man, exp - 1);
+  return (code & 8) != 0 ? -mag : mag;
+}
+
+// Element i: code i in the low nibble of byte i, element 16 + i: code 15 - i in the high one;
+// the value is e2m1(code) times the E8M0 scale 2^(e - 127), exact in double and in float.
+TEST(QuantKnownBytes, MXFP4) {
+  for (int e : {0, 1, 2, 100, 127, 130, 200, 252}) {
+    uint8_t raw[17] = {static_cast<uint8_t>(e)};
+    for (int i = 0; i < 16; ++i) raw[1 + i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+    const auto y = dequant(DType::kMXFP4, raw, 32);
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(y[i], static_cast<float>(std::ldexp(e2m1(i), e - 127))) << "e " << e << " " << i;
+      EXPECT_EQ(y[16 + i], static_cast<float>(std::ldexp(e2m1(15 - i), e - 127)))
+          << "e " << e << " " << 16 + i;
+    }
+  }
+  // e = 255 is NaN in the OCP format; GGML reads it as the scale 2^128, and so does strata.
+  uint8_t raw[17] = {255, 0x01};
+  const auto y = dequant(DType::kMXFP4, raw, 32);
+  EXPECT_EQ(y[0], std::ldexp(1.0f, 127));
+  EXPECT_EQ(y[16], 0.0f);
+}
+
+// GGML's quantiser (quantize_row_mxfp4_ref): e = floor(log2(amax)) - 2 + 127, then each element
+// takes the code nearest to it, the lowest code on ties.
+TEST(QuantKnownBytes, MXFP4Quantiser) {
+  // amax 60: e = 5 - 2 + 127 = 130, half scale 4, levels 0 4 8 12 16 24 32 48.
+  float x[32] = {60.0f, -60.0f, 20.0f, -20.0f, 2.0f, -2.0f, 24.0f, -0.0f, 13.0f, 47.0f};
+  BlockMXFP4 b;
+  quantize_row(DType::kMXFP4, x, &b, 32);
+  EXPECT_EQ(b.e, 130);
+  // 60 clamps to 48 (code 7); 20 ties 16 and 24 (codes 4, 5): 4; 2 ties 0 and 4: 0; -2 ties
+  // 0 (code 0) and -4 (code 9): 0; -0 is 0 (code 0, not 8); 13 is nearer 12 than 16.
+  const int codes[10] = {7, 15, 4, 12, 0, 0, 5, 0, 3, 7};
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(b.qs[i] & 0xf, codes[i]) << i;
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(b.qs[i] >> 4, 0) << 16 + i;
+
+  // A block on the grid of one scale comes back exactly: e2m1 values times 2^-3.
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(std::ldexp(e2m1((i * 5) % 16), -3));
+  const auto y = round_trip(DType::kMXFP4, std::vector<float>(x, x + 32));
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], x[i]) << i;
+
+  // The exponent's ends, where GGML's unchecked cast to uint8_t would be undefined: zero, a
+  // subnormal block, the largest float, infinity; a NaN is ignored by the maximum.
+  const std::pair<float, int> ends[] = {{0.0f, 0},
+                                        {1e-42f, 0},
+                                        {3e38f, 252},
+                                        {std::numeric_limits<float>::infinity(), 254},
+                                        {std::numeric_limits<float>::quiet_NaN(), 125}};
+  for (const auto& [v, e] : ends) {
+    float z[32] = {};
+    z[3] = v;
+    z[4] = std::isnan(v) ? 1.0f : 0.0f;
+    quantize_row(DType::kMXFP4, z, &b, 32);
+    EXPECT_EQ(b.e, e) << v;
   }
 }
 

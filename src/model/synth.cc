@@ -230,7 +230,7 @@ constexpr std::pair<DType, uint32_t> kFileTypes[] = {
     {DType::kF32, 0},     {DType::kF16, 1},     {DType::kQ4_0, 2},  {DType::kQ4_1, 3},
     {DType::kQ8_0, 7},    {DType::kQ5_0, 8},    {DType::kQ5_1, 9},  {DType::kQ2_K, 10},
     {DType::kQ3_K, 11},   {DType::kQ4_K, 14},   {DType::kQ5_K, 16}, {DType::kQ6_K, 18},
-    {DType::kIQ4_NL, 25}, {DType::kIQ4_XS, 30}, {DType::kBF16, 32},
+    {DType::kIQ4_NL, 25}, {DType::kIQ4_XS, 30}, {DType::kBF16, 32}, {DType::kMXFP4, 38},
 };
 
 // llama-quantize's mixes, as llama_tensor_get_type assigns types for llama-family models.

@@ -187,10 +187,10 @@ TEST(Synth, TiedOutputOmitsOutputWeight) {
 // the blocks were written in the layout the dequantiser reads.
 TEST(Synth, EveryDtypeParsesWithExpectedStatistics) {
   const std::pair<DType, uint32_t> cases[] = {
-      {DType::kF32, 0},   {DType::kF16, 1},   {DType::kBF16, 32},  {DType::kQ8_0, 7},
-      {DType::kQ4_0, 2},  {DType::kQ4_K, 14}, {DType::kQ5_K, 16},  {DType::kQ6_K, 18},
-      {DType::kQ4_1, 3},  {DType::kQ5_0, 8},  {DType::kQ5_1, 9},   {DType::kIQ4_NL, 25},
-      {DType::kQ2_K, 10}, {DType::kQ3_K, 11}, {DType::kIQ4_XS, 30}};
+      {DType::kF32, 0},   {DType::kF16, 1},   {DType::kBF16, 32},   {DType::kQ8_0, 7},
+      {DType::kQ4_0, 2},  {DType::kQ4_K, 14}, {DType::kQ5_K, 16},   {DType::kQ6_K, 18},
+      {DType::kQ4_1, 3},  {DType::kQ5_0, 8},  {DType::kQ5_1, 9},    {DType::kIQ4_NL, 25},
+      {DType::kQ2_K, 10}, {DType::kQ3_K, 11}, {DType::kIQ4_XS, 30}, {DType::kMXFP4, 38}};
   for (const auto& [dtype, ftype] : cases) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
     const GgufFile f = synth_parse(small("llama", dtype));

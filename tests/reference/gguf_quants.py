@@ -22,6 +22,17 @@ import numpy as np
 IQ4_GRID = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
                     dtype=np.float64)
 
+# The 16 E2M1 values of MXFP4 (OCP MX spec: sign bit, 2 exponent bits of bias 1, 1 mantissa bit;
+# exponent 0 is subnormal), from the bits.
+def _e2m1(code):
+    exp, man = (code >> 1) & 3, code & 1
+    mag = 0.5 * man if exp == 0 else (1.0 + 0.5 * man) * 2.0 ** (exp - 1)
+    return -mag if code & 8 else mag
+
+
+# GGML keeps them doubled, as integers (kvalues_mxfp4): code 8, -0, dequantises to +0.
+E2M1 = np.array([_e2m1(c) for c in range(16)], dtype=np.float64) + 0.0
+
 
 def _f16(b, off):
     """Column of f16 fields at byte offset `off` of each block (rows of b), as float64."""
@@ -117,6 +128,11 @@ def deq_iq4_nl(b):  # d f16, qs[16]
     return IQ4_GRID[_nibbles(b[:, 2:18])] * _f16(b, 0)[:, None]
 
 
+def deq_mxfp4(b):  # e u8 (E8M0 exponent: scale 2^(e - 127)), qs[16] E2M1 codes as Q4_0's nibbles
+    scale = np.ldexp(1.0, b[:, 0].astype(np.int64) - 127)
+    return E2M1[_nibbles(b[:, 1:17])] * scale[:, None]
+
+
 def deq_q2_k(b):  # scales[16] (scale | min << 4), qs[64], d f16, dmin f16
     sc = b[:, 0:16].astype(np.int64)
     q = _two_bits(b[:, 16:80])
@@ -203,6 +219,7 @@ TYPES = {
     20: ("iq4_nl", 32, 18, deq_iq4_nl),
     23: ("iq4_xs", 256, 136, deq_iq4_xs),
     30: ("bf16", 1, 2, deq_bf16),
+    39: ("mxfp4", 32, 17, deq_mxfp4),
 }
 
 

@@ -286,6 +286,11 @@ const std::vector<OpCase>& cases() {
          const int32_t table = c.weight(DType::kQ4_K, 256, 4);
          c.node(Op::kGetRows, c.out(DType::kF32, 256, 6), {table, c.ids(6, 4)});
        }},
+      {"get_rows_mxfp4", Op::kGetRows,
+       [](CaseGraph& c) {
+         const int32_t table = c.weight(DType::kMXFP4, 96, 6);
+         c.node(Op::kGetRows, c.out(DType::kF32, 96, 4), {table, c.ids(4, 6)});
+       }},
       {"rms_norm_weighted", Op::kRmsNorm,
        [](CaseGraph& c) {
          const int32_t x = c.f32(64, 3);
@@ -320,6 +325,12 @@ const std::vector<OpCase>& cases() {
        [](CaseGraph& c) {
          const int32_t w = c.weight(DType::kQ8_0, 64, 16);
          c.node(Op::kMulMat, c.out(DType::kF32, 16, 3), {w, c.f32(64, 3)});
+       }},
+      // Three blocks a row (a pair and a lone one), an odd row count, columns past one tile.
+      {"mul_mat_mxfp4", Op::kMulMat,
+       [](CaseGraph& c) {
+         const int32_t w = c.weight(DType::kMXFP4, 96, 13);
+         c.node(Op::kMulMat, c.out(DType::kF32, 13, 9), {w, c.f32(96, 9)});
        }},
       {"mul_mat_f32_one_row", Op::kMulMat,
        [](CaseGraph& c) {
