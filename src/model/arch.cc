@@ -13,12 +13,13 @@ extern const ArchDef kArchQwen3;
 extern const ArchDef kArchPhi3;
 extern const ArchDef kArchGemma2;
 extern const ArchDef kArchGemma3;
+extern const ArchDef kArchQwen3Moe;
 
 namespace {
 
 // Every architecture strata runs; adding one is a file and a line here.
-const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen2,  &kArchQwen3,
-                                 &kArchPhi3,  &kArchGemma2, &kArchGemma3};
+const ArchDef* const kArchs[] = {&kArchLlama,  &kArchQwen2,  &kArchQwen3,   &kArchPhi3,
+                                 &kArchGemma2, &kArchGemma3, &kArchQwen3Moe};
 
 // The GGUF name of every LayerTensor, in enum order.
 struct LayerTensorName {
@@ -43,6 +44,10 @@ constexpr LayerTensorName kLayerTensorNames[] = {
     {LayerTensor::kWqkv, "attn_qkv.weight"},
     {LayerTensor::kAttnPostNorm, "post_attention_norm.weight"},
     {LayerTensor::kFfnPostNorm, "post_ffw_norm.weight"},
+    {LayerTensor::kFfnGateInp, "ffn_gate_inp.weight"},
+    {LayerTensor::kWGateExps, "ffn_gate_exps.weight"},
+    {LayerTensor::kWUpExps, "ffn_up_exps.weight"},
+    {LayerTensor::kWDownExps, "ffn_down_exps.weight"},
 };
 constexpr bool names_in_enum_order() {
   for (size_t i = 0; i < std::size(kLayerTensorNames); ++i) {
@@ -78,9 +83,23 @@ int64_t dim_value(Dim d, const HParams& hp) {
       return hp.n_embd_q() + 2 * hp.n_embd_kv();
     case Dim::kFf2:
       return 2 * hp.n_ff;
+    case Dim::kExpert:
+      return hp.n_expert;
+    case Dim::kFfExp:
+      return hp.n_ff_exp;
   }
   STRATA_CHECK(false, "Dim value outside the enum");
   return 0;
+}
+
+bool spec_applies(const LayerTensorSpec& s, const HParams& hp) {
+  if (s.presence == Presence::kDenseFfn) return hp.n_expert == 0;
+  if (s.presence == Presence::kMoeFfn) return hp.n_expert > 0;
+  return true;
+}
+
+bool spec_required(const LayerTensorSpec& s, const HParams& hp) {
+  return s.presence != Presence::kOptional && spec_applies(s, hp);
 }
 
 std::span<const ArchDef* const> arch_all() { return kArchs; }

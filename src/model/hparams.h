@@ -15,6 +15,15 @@ namespace strata {
 class GgufFile;
 struct ArchDef;
 
+// How router logits become expert weights, as the GGUF key expert_gating_func numbers them
+// (1, 2, 3): softmax over all experts then the selected ones taken; the sigmoid of each
+// selected logit; softmax over the selected logits only.
+enum class ExpertGating : uint8_t { kSoftmax, kSigmoid, kSoftmaxSelected };
+
+// At most this many experts (llama.cpp's LLAMA_MAX_EXPERTS): the router's outputs and the
+// per-token selection are sized by it.
+inline constexpr int64_t kMaxExperts = 512;
+
 struct HParams {
   const ArchDef* arch = nullptr;  // never null once read
   std::string arch_name;
@@ -45,6 +54,17 @@ struct HParams {
   float attn_softcap = 0.0f;   // scores = cap * tanh(scores / cap); 0: none (Gemma 2)
   float final_softcap = 0.0f;  // the same on the logits (Gemma 2)
   float embd_scale = 0.0f;     // token embeddings times this; 0: none (Gemma: sqrt(n_embd))
+
+  // Mixture of experts; n_expert = 0: a dense feed-forward network. Each token's FFN output is
+  // the weighted sum of the n_expert_used experts of largest router logit; the weights are
+  // expert_gating of the logits, divided by their sum when expert_weights_norm, times
+  // expert_weights_scale.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;  // one expert's feed-forward width
+  ExpertGating expert_gating = ExpertGating::kSoftmax;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 1.0f;
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
