@@ -108,6 +108,7 @@ void BM_Matmul(benchmark::State& state, DType t) {
 #define STRATA_MATMUL_BENCH(name, dtype)    \
   BENCHMARK_CAPTURE(BM_Matmul, name, dtype) \
       ->Args({1, 0})                        \
+      ->Args({4, 0})                        \
       ->Args({16, 0})                       \
       ->Args({1, 1})                        \
       ->Args({8, 1})                        \

@@ -3,6 +3,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu_backend.h"
+#include "graph/op_table.h"
 
 namespace strata {
 namespace {
@@ -56,6 +57,45 @@ TEST(DeviceCaps, AGraphNeedsItsOpsAndTheDTypesOfItsWeights) {
   have.ops.reset(static_cast<uint32_t>(Op::kAdd));
   have.weight_dtypes.reset(static_cast<uint32_t>(DType::kQ6_K));
   EXPECT_EQ(caps_missing(need, have), "op 'add', weight dtype q6_K");
+}
+
+// Whatever op a device lacks, the refusal names it by its table name: a new op (the MoE ops)
+// is refused on an older worker as any other.
+TEST(DeviceCaps, EveryMissingOpIsNamed) {
+  for (const OpInfo& info : op_table()) {
+    DeviceCaps need;
+    need.ops.set(static_cast<uint32_t>(info.op));
+    DeviceCaps have = cpu_device_caps();
+    EXPECT_EQ(caps_missing(need, have), "") << info.name;
+    have.ops.reset(static_cast<uint32_t>(info.op));
+    EXPECT_EQ(caps_missing(need, have), "op '" + std::string(info.name) + "'");
+  }
+  // A worker of the baseline runs none of the MoE ops.
+  DeviceCaps moe;
+  for (Op op : {Op::kMoeTopK, Op::kMoeGate, Op::kMulMatId, Op::kMoeSum}) {
+    moe.ops.set(static_cast<uint32_t>(op));
+  }
+  moe.weight_dtypes.set(static_cast<uint32_t>(DType::kQ8_0));
+  EXPECT_EQ(caps_missing(moe, device_caps_baseline()),
+            "op 'moe_top_k', op 'moe_gate', op 'mul_mat_id', op 'moe_sum'");
+}
+
+// mul_mat_id's expert weights are a weight input: a graph needs their dtype.
+TEST(DeviceCaps, MulMatIdNeedsTheDTypeOfItsExperts) {
+  Graph g;
+  g.tensors = {make_tensor(1, 0, DType::kQ4_K, 256, 8, 4),
+               make_tensor(1, 0, DType::kF32, 256, 1, 2), make_tensor(1, 0, DType::kI32, 2, 2),
+               make_tensor(1, 0, DType::kF32, 8, 2, 2)};
+  Node n;
+  n.op = Op::kMulMatId;
+  n.src[0] = 0;
+  n.src[1] = 1;
+  n.src[2] = 2;
+  n.out = 3;
+  g.nodes = {n};
+  const DeviceCaps need = graph_needs(g);
+  EXPECT_EQ(need.ops, OpSet().set(static_cast<uint32_t>(Op::kMulMatId)));
+  EXPECT_EQ(need.weight_dtypes, DTypeSet().set(static_cast<uint32_t>(DType::kQ4_K)));
 }
 
 TEST(DeviceCaps, SetsFromNames) {

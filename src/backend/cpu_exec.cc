@@ -9,6 +9,7 @@
 #include "core/matmul.h"
 #include "core/ops.h"
 #include "core/ops_act.h"
+#include "core/ops_moe.h"
 #include "core/rope_rates.h"
 #include "core/rope_shift.h"
 #include "core/sample.h"
@@ -258,6 +259,78 @@ Status exec_sample(const ExecNode& e) {
   return sample_rows(e.pool, a);
 }
 
+// --- Mixture of experts -------------------------------------------------------------------------
+
+// Expert ids I32 [n_used, r] (contiguous: validated) each in [0, n_expert): they may come from a
+// peer, and a kernel would read outside the weights or the logits with a bad one.
+Status check_expert_ids(const ExecNode& e, int s, int64_t n_expert) {
+  const TensorRef& ids = e.T(s);
+  const int32_t* v = e.I(s);
+  for (int64_t t = 0; t < ids.ne[1]; ++t) {
+    for (int64_t k = 0; k < ids.ne[0]; ++k) {
+      const int32_t id = v[t * ids.ne[0] + k];
+      if (id < 0 || id >= n_expert) {
+        return out_of_range("token " + std::to_string(t) + ", slot " + std::to_string(k) +
+                            ": expert id " + std::to_string(id) + " outside [0, " +
+                            std::to_string(n_expert) + ")");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status exec_moe_top_k(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  moe_top_k(e.pool, e.F(0), floats(x.nb[1]), x.ne[0], x.ne[1], e.node.iparams[0],
+            reinterpret_cast<int32_t*>(e.y()), static_cast<size_t>(e.out().ne[0]));
+  return Status::ok();
+}
+
+Status exec_moe_gate(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  const TensorRef& ids = e.T(1);
+  STRATA_RETURN_IF_ERROR(check_expert_ids(e, 1, x.ne[0]));
+  moe_gate(e.pool, e.F(0), floats(x.nb[1]), x.ne[0], e.I(1), static_cast<size_t>(ids.ne[0]),
+           ids.ne[0], ids.ne[1], static_cast<MoeGating>(e.node.iparams[0]), e.node.iparams[1] != 0,
+           e.node.fparams[0], e.y(), floats(e.out().nb[1]));
+  return Status::ok();
+}
+
+Status exec_mul_mat_id(const ExecNode& e) {
+  const TensorRef& w = e.T(0);
+  const TensorRef& x = e.T(1);
+  const TensorRef& ids = e.T(2);
+  const TensorRef& out = e.out();
+  STRATA_RETURN_IF_ERROR(check_expert_ids(e, 2, w.ne[2]));
+  MatmulIdArgs a;
+  a.w_dtype = w.dtype;
+  a.w = e.P(0);
+  a.w_row_bytes = w.nb[1];
+  a.w_expert_bytes = w.nb[2];
+  a.k = w.ne[0];
+  a.n = w.ne[1];
+  a.n_expert = w.ne[2];
+  a.x = e.F(1);
+  a.x_slot_stride = floats(x.nb[1]);
+  a.x_tok_stride = floats(x.nb[2]);
+  a.x_m = x.ne[1];
+  a.ids = e.I(2);
+  a.n_used = ids.ne[0];
+  a.n_tokens = ids.ne[1];
+  a.y = e.y();
+  a.y_slot_stride = floats(out.nb[1]);
+  a.y_tok_stride = floats(out.nb[2]);
+  matmul_id(e.pool, a);
+  return Status::ok();
+}
+
+Status exec_moe_sum(const ExecNode& e) {
+  const TensorRef& y = e.T(0);
+  moe_sum(e.pool, e.F(0), floats(y.nb[1]), floats(y.nb[2]), e.F(1), floats(e.T(1).nb[1]), e.y(),
+          floats(e.out().nb[1]), y.ne[0], y.ne[1], y.ne[2]);
+  return Status::ok();
+}
+
 // --- Matmuls that share their input, run as one pass --------------------------------------------
 //
 // A layer projects one normed hidden state several times (q, k and v; gate and up). Consecutive
@@ -283,6 +356,12 @@ void swiglu_rows(const ExecNode& e, int64_t r0, int64_t r1) {
                 r1 - r0);
 }
 
+void geglu_rows(const ExecNode& e, int64_t r0, int64_t r1) {
+  const size_t gs = floats(e.T(0).nb[1]), us = floats(e.T(1).nb[1]), ys = floats(e.out().nb[1]);
+  geglu_serial(e.F(0) + r0 * gs, gs, e.F(1) + r0 * us, us, e.y() + r0 * ys, ys, e.T(0).ne[0],
+               r1 - r0);
+}
+
 // Ops whose output row r depends only on row r of their inputs (or on a one-row weight).
 struct ProducerRow {
   Op op;
@@ -291,6 +370,7 @@ struct ProducerRow {
 constexpr ProducerRow kProducers[] = {
     {Op::kRmsNorm, rms_norm_rows},
     {Op::kSwiglu, swiglu_rows},
+    {Op::kGeglu, geglu_rows},
 };
 
 // The row function of node k's op when it can produce a run's input: a producer whose inputs
@@ -411,6 +491,10 @@ constexpr ExecRow kExecRows[] = {
     {Op::kAttentionExt, exec_attention_ext},
     {Op::kRopeShift, exec_rope_shift},
     {Op::kSample, exec_sample},
+    {Op::kMoeTopK, exec_moe_top_k},
+    {Op::kMoeGate, exec_moe_gate},
+    {Op::kMulMatId, exec_mul_mat_id},
+    {Op::kMoeSum, exec_moe_sum},
 };
 
 constexpr std::array<OpExec, kOpIdLimit> make_exec_table() {

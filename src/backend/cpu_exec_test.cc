@@ -97,9 +97,10 @@ void expect_as_node_by_node(const HostGraph& hg, const char* what) {
   }
 }
 
-// A llama layer's projections: norm, then q/k/v of mixed dtypes; norm, then gate/up, swiglu
-// and down. Matrices large enough to be split over three threads.
-HostGraph layer_graph(int64_t m) {
+// A llama layer's projections: norm, then q/k/v of mixed dtypes; norm, then gate/up, the gated
+// activation (swiglu, or Gemma's geglu) and down. Matrices large enough to be split over three
+// threads.
+HostGraph layer_graph(int64_t m, Op gated = Op::kSwiglu) {
   constexpr int64_t kEmbd = 512, kFf = 768;
   HostGraph g;
   const int32_t x = g.tensor(DType::kF32, kEmbd, m);
@@ -118,7 +119,7 @@ HostGraph layer_graph(int64_t m) {
   const int32_t up = g.tensor(DType::kF32, kFf, m);
   g.node(Op::kMulMat, gate, {g.tensor(DType::kQ4_K, kEmbd, kFf), h2});
   g.node(Op::kMulMat, up, {g.tensor(DType::kQ6_K, kEmbd, kFf), h2});
-  g.node(Op::kSwiglu, gate, {gate, up});
+  g.node(gated, gate, {gate, up});
   g.node(Op::kMulMat, g.tensor(DType::kF32, kEmbd, m), {g.tensor(DType::kQ4_0, kFf, kEmbd), gate});
   return g;
 }
@@ -128,8 +129,11 @@ TEST(CpuExecMatmulRuns, SameBytesAsNodeByNode) {
     testing::IsaScope guard(isa);
     // 40 columns of 512: the norm and quantisation pass is split over the threads too.
     for (int64_t m : {1, 7, 40}) {
-      const std::string what = std::string(isa_name(isa)) + " layer, m " + std::to_string(m);
-      expect_as_node_by_node(layer_graph(m), what.c_str());
+      for (Op gated : {Op::kSwiglu, Op::kGeglu}) {
+        const std::string what =
+            std::string(isa_name(isa)) + " layer, " + op_name(gated) + ", m " + std::to_string(m);
+        expect_as_node_by_node(layer_graph(m, gated), what.c_str());
+      }
     }
   }
 }
@@ -146,10 +150,12 @@ TEST(CpuExecMatmulRuns, ThreeBarriersForTheLayerAtBatchOne) {
 // passes per run (the producer and the quantisation, then the rows), where one pass per node
 // made it 9 (norm, q, k, v, norm, gate, up, swiglu, down).
 TEST(CpuExecMatmulRuns, TheProducerSharesTheQuantisationPass) {
-  HostGraph g = layer_graph(40);
-  ThreadPool pool(2);
-  ASSERT_TRUE(cpu_graph_compute(g.graph, g, pool).is_ok());
-  EXPECT_EQ(pool.counts().barriers, 6u);
+  for (Op gated : {Op::kSwiglu, Op::kGeglu}) {
+    HostGraph g = layer_graph(40, gated);
+    ThreadPool pool(2);
+    ASSERT_TRUE(cpu_graph_compute(g.graph, g, pool).is_ok());
+    EXPECT_EQ(pool.counts().barriers, 6u) << op_name(gated);
+  }
 }
 
 // A matmul whose output is the shared input: the next one reads that output.

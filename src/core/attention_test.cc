@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/fp16.h"
@@ -306,14 +307,12 @@ std::vector<float> untiled_avx2(const KvCache& c, const AttnRun& r) {
   return out;
 }
 
-// The tiled AVX2 kernel shares the loads of K and V rows between the tokens of a tile and walks
-// the cells in blocks; the float operations of every output element must stay those of the
-// kernel it replaced. Prompt chunks of three sequences interleaved token by token (one starting
-// its prompt, one continuing it, one decoding), an empty prefix, head sizes with a scalar tail
-// and an odd 8-wide chunk, grouped-query groups of 1, 4 and 8, windows and caps, 1-3 threads.
-TEST(OpsAttention, TiledIsBitwiseTheUntiledKernel) {
-  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
-  IsaScope scope(Isa::kAvx2);
+// Prompt chunks of three sequences interleaved token by token (one starting its prompt, one
+// continuing it, one decoding), an empty prefix, head sizes with a scalar tail and an odd 8-wide
+// chunk, grouped-query groups of 1, 4 and 8, f32 and f16 caches, windows and caps: fn(cache,
+// run, label) for each.
+template <typename Fn>
+void for_each_tiling_case(const Fn& fn) {
   std::vector<int32_t> tok;
   for (int32_t i = 0; i < 40; ++i) {
     tok.insert(tok.end(), {0, 301 + i});
@@ -330,39 +329,75 @@ TEST(OpsAttention, TiledIsBitwiseTheUntiledKernel) {
         AttnRun r = make_run(c, 2 * group, tok, uint32_t(head_dim + group), 2.0f);
         for (const AttentionExtra& extra : extras) {
           r.extra = extra;
-          const std::vector<float> want = untiled_avx2(c, r);
-          for (int threads : {1, 2, 3}) {
-            ThreadPool pool(threads);
-            EXPECT_TRUE(bitwise_equal(r.run(pool, c), want))
-                << dtype_name(dt) << " hd=" << head_dim << " group=" << group
-                << " window=" << extra.window << " cap=" << extra.softcap << " threads=" << threads;
-          }
-          // Each token alone, as a decode step attends: the same bits as inside its chunk.
-          ThreadPool pool(2);
-          const int64_t per_token = r.n_head * c.head_dim;
-          for (int64_t t = 0; t < r.n_tokens(); ++t) {
-            const std::vector<float> row(want.begin() + t * per_token,
-                                         want.begin() + (t + 1) * per_token);
-            ASSERT_TRUE(bitwise_equal(r.run(pool, c, t, 1), row))
-                << dtype_name(dt) << " hd=" << head_dim << " group=" << group << " token " << t;
-          }
+          const std::string label =
+              std::string(dtype_name(dt)) + " hd=" + std::to_string(head_dim) +
+              " group=" + std::to_string(group) + " window=" + std::to_string(extra.window) +
+              " cap=" + std::to_string(extra.softcap);
+          fn(c, r, label);
         }
       }
     }
   }
 }
 
-// A long list and a large group: one token's scores for all 32 heads would pass the tiles'
-// score budget, so the group is cut into runs of heads; still the untiled kernel's bits.
-TEST(OpsAttention, TiledLongListLargeGroupIsBitwiseTheUntiledKernel) {
+// want: the output of the whole run. At 1-3 threads the run must give it bit for bit, and each
+// token alone (as a decode step attends) its row of it.
+void expect_bitwise(const KvCache& c, const AttnRun& r, const std::vector<float>& want,
+                    const std::string& label) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    EXPECT_TRUE(bitwise_equal(r.run(pool, c), want)) << label << " threads=" << threads;
+  }
+  ThreadPool pool(2);
+  const int64_t per_token = r.n_head * c.head_dim;
+  for (int64_t t = 0; t < r.n_tokens(); ++t) {
+    const std::vector<float> row(want.begin() + t * per_token, want.begin() + (t + 1) * per_token);
+    ASSERT_TRUE(bitwise_equal(r.run(pool, c, t, 1), row)) << label << " token " << t;
+  }
+}
+
+// The tiled AVX2 kernel shares the loads of K and V rows between the tokens of a tile and walks
+// the cells in blocks; the float operations of every output element must stay those of the
+// kernel it replaced.
+TEST(OpsAttention, TiledIsBitwiseTheUntiledKernel) {
   if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   IsaScope scope(Isa::kAvx2);
+  for_each_tiling_case([](const KvCache& c, const AttnRun& r, const std::string& label) {
+    expect_bitwise(c, r, untiled_avx2(c, r), label);
+  });
+}
+
+// The AVX-512 kernel does the AVX2 kernel's float operations 16 lanes at a time: a machine with
+// AVX-512 and one without must give the same bits, prompt chunks and decode steps alike.
+TEST(OpsAttention, Avx512IsBitwiseTheAvx2Kernel) {
+  if (isa_best_supported() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for_each_tiling_case([](const KvCache& c, const AttnRun& r, const std::string& label) {
+    std::vector<float> want;
+    {
+      IsaScope scope(Isa::kAvx2);
+      ThreadPool pool(2);
+      want = r.run(pool, c);
+    }
+    IsaScope scope(Isa::kAvx512);
+    expect_bitwise(c, r, want, label);
+  });
+}
+
+// A long list and a large group: one token's scores for all 32 heads would pass the tiles'
+// score budget, so the group is cut into runs of heads; still the untiled kernel's bits, at
+// every SIMD level.
+TEST(OpsAttention, TiledLongListLargeGroupIsBitwiseTheUntiledKernel) {
+  if (isa_best_supported() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const KvCache c = make_cache(DType::kF16, 64, 1, 12000, {12000, 50}, 51, 2.0f);
   const AttnRun r = make_run(c, 32, {0, 11998, 1, 50, 0, 11999, 0, 12000, 1, 7, 0, 3000}, 52, 2.0f);
   const std::vector<float> want = untiled_avx2(c, r);
-  for (int threads : {1, 3}) {
-    ThreadPool pool(threads);
-    EXPECT_TRUE(bitwise_equal(r.run(pool, c), want)) << "threads=" << threads;
+  for (Isa isa : isas()) {
+    if (isa < Isa::kAvx2) continue;
+    IsaScope scope(isa);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      EXPECT_TRUE(bitwise_equal(r.run(pool, c), want)) << isa_name(isa) << " threads=" << threads;
+    }
   }
 }
 

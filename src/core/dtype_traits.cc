@@ -118,9 +118,10 @@ const DTypeTraits* dtype_traits(DType t) {
 
 std::span<const DTypeTraits> dtype_traits_all() { return kTraits; }
 
-const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa) {
+const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa, int64_t m) {
   for (int level = static_cast<int>(isa); level >= kScalar; --level) {
-    if (t.isa[level].matmul != nullptr) return t.isa[level].matmul;
+    const MatmulKernel* k = t.isa[level].matmul;
+    if (k != nullptr && (m >= k->min_columns || level == kScalar)) return k;
   }
   return nullptr;
 }

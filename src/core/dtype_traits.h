@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "core/dtype.h"
@@ -36,6 +37,12 @@ struct MatmulKernel {
   // Bytes of MatmulArgs::work each thread's `rows` needs for a row length k (the weights of
   // a group of rows, unpacked once and used by every tile of columns); nullptr: none.
   size_t (*work_bytes)(int64_t k) = nullptr;
+  // Below this many activation columns the next lower level's kernel of the dtype runs
+  // instead. Only a kernel with the same bits as that one may set it (the AVX-512 kernels and
+  // the AVX2 ones): it is a choice of speed, never of results. Measured: the AVX-512 kernels
+  // walk two weight rows at once, and streaming a matrix from memory for one column that way
+  // is slower than the AVX2 kernels' one row at a time for most dtypes.
+  int64_t min_columns = 1;
 };
 
 // A dtype's entries at one instruction-set level; any may be null (absent at that level).
@@ -63,7 +70,10 @@ std::span<const DTypeTraits> dtype_traits_all();
 
 // The entry of the highest level <= isa that has one. The matmul kernel is nullptr for a
 // dtype without kernels; the conversions fall back to the scalar references.
-const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa);
+// The kernel for m activation columns at the level isa (or the nearest lower level that has
+// one, and that the kernel's min_columns allows).
+const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa,
+                                        int64_t m = std::numeric_limits<int64_t>::max());
 RowToFloat dtype_to_float(const DTypeTraits& t, Isa isa);
 RowFromFloat dtype_from_float(const DTypeTraits& t, Isa isa);
 

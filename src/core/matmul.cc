@@ -1,6 +1,7 @@
 #include "core/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
@@ -56,6 +57,37 @@ int64_t task_row(const std::vector<Prepared>& parts, uint64_t total, int64_t n_r
   return n_rows;
 }
 
+// Called by the thread that computed rows [lo, hi) of part `part`, right after them.
+using RowsDoneFn = std::function<void(size_t part, int64_t lo, int64_t hi)>;
+
+// The rows of all parts, concatenated, in tasks of equal weight bytes, at most one per thread:
+// parts of different dtypes read different bytes per row. Threads split the output rows, never
+// k: each output element is the same sequence of operations whatever the split. `work`: each
+// thread's work_bytes, one after the other.
+void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t total_bytes,
+              int64_t total_rows, uint8_t* work, size_t work_bytes, const RowsDoneFn* done) {
+  const auto n_tasks = static_cast<int64_t>(
+      std::clamp<uint64_t>(total_bytes / kMinChunkBytes, 1, static_cast<uint64_t>(pool.size())));
+  pool.parallel_for(n_tasks, 1, [&](int thread, int64_t t0, int64_t t1) {
+    const int64_t r0 = task_row(prep, total_bytes, total_rows, t0, n_tasks);
+    const int64_t r1 = task_row(prep, total_bytes, total_rows, t1, n_tasks);
+    for (size_t i = 0; i < prep.size(); ++i) {
+      const Prepared& p = prep[i];
+      const int64_t lo = std::max(r0, p.row0) - p.row0;
+      const int64_t hi = std::min(r1, p.row0 + p.n) - p.row0;
+      if (lo >= hi) continue;
+      if (p.kernel->work_bytes == nullptr) {
+        p.kernel->rows(p.args, lo, hi);
+      } else {
+        MatmulArgs own = p.args;
+        own.work = work + work_bytes * static_cast<size_t>(thread);
+        p.kernel->rows(own, lo, hi);
+      }
+      if (done != nullptr) (*done)(i, lo, hi);
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, int64_t n,
@@ -76,7 +108,7 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
   int64_t total_rows = 0;
   for (const MatmulPart& part : parts) {
     const DTypeTraits* traits = dtype_traits(part.w_dtype);
-    const MatmulKernel* kernel = traits ? dtype_matmul_kernel(*traits, isa) : nullptr;
+    const MatmulKernel* kernel = traits ? dtype_matmul_kernel(*traits, isa, m) : nullptr;
     STRATA_CHECK(kernel != nullptr, "matmul: dtype without kernels");
     STRATA_CHECK(part.n >= 0 && k % dtype_block_size(part.w_dtype) == 0,
                  "matmul: k must be a multiple of the weight block size");
@@ -139,27 +171,136 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
   }
   if (total_rows == 0) return;
 
-  // Tasks of equal weight bytes, at most one per thread: parts of different dtypes read
-  // different bytes per row. Threads split the output rows, never k: each output element is the
-  // same sequence of operations whatever the split.
-  const auto n_tasks = static_cast<int64_t>(
-      std::clamp<uint64_t>(total_bytes / kMinChunkBytes, 1, static_cast<uint64_t>(pool.size())));
-  pool.parallel_for(n_tasks, 1, [&](int thread, int64_t t0, int64_t t1) {
-    const int64_t r0 = task_row(prep, total_bytes, total_rows, t0, n_tasks);
-    const int64_t r1 = task_row(prep, total_bytes, total_rows, t1, n_tasks);
-    for (const Prepared& p : prep) {
-      const int64_t lo = std::max(r0, p.row0) - p.row0;
-      const int64_t hi = std::min(r1, p.row0 + p.n) - p.row0;
-      if (lo >= hi) continue;
-      if (p.kernel->work_bytes == nullptr) {
-        p.kernel->rows(p.args, lo, hi);
-        continue;
+  run_rows(pool, prep, total_bytes, total_rows, scratch + work_offset, work_bytes, nullptr);
+}
+
+void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
+  STRATA_CHECK(a.k >= 0 && a.n >= 0 && a.n_used >= 0 && a.n_tokens >= 0 && a.n_expert >= 1,
+               "matmul_id: negative size");
+  STRATA_CHECK(a.x_m == 1 || a.x_m == a.n_used, "matmul_id: x_m must be 1 or n_used");
+  const DTypeTraits* traits = dtype_traits(a.w_dtype);
+  STRATA_CHECK(traits != nullptr && dtype_matmul_kernel(*traits, Isa::kScalar) != nullptr,
+               "matmul_id: dtype without kernels");
+  STRATA_CHECK(
+      a.k % dtype_block_size(a.w_dtype) == 0 && a.w_row_bytes >= dtype_row_bytes(a.w_dtype, a.k),
+      "matmul_id: bad weight rows");
+  const int64_t n_pairs = a.n_used * a.n_tokens;
+  if (n_pairs == 0 || a.n == 0) return;
+
+  // The pairs (p = t * n_used + s) in grouped order: a counting sort by expert, stable in p.
+  std::vector<int64_t> first(static_cast<size_t>(a.n_expert) + 1, 0);
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    STRATA_CHECK(a.ids[p] >= 0 && a.ids[p] < a.n_expert, "matmul_id: expert id out of range");
+    ++first[static_cast<size_t>(a.ids[p]) + 1];
+  }
+  int64_t most = 0;  // the most columns any expert has
+  for (int64_t e = 0; e < a.n_expert; ++e) {
+    most = std::max(most, first[e + 1]);
+    first[e + 1] += first[e];
+  }
+  // One kernel for every expert (the gathered columns are in its format), chosen for the
+  // widest: in a decode step of one token every expert has one column.
+  const MatmulKernel* kernel = dtype_matmul_kernel(*traits, isa_active(), most);
+  std::vector<int64_t> order(static_cast<size_t>(n_pairs));
+  {
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t p = 0; p < n_pairs; ++p) order[next[a.ids[p]]++] = p;
+  }
+
+  // A gathered column: the kernel's activation format, or the F32 values as given.
+  const bool quantised = kernel->act_column_bytes != nullptr;
+  const size_t col_bytes =
+      quantised ? kernel->act_column_bytes(a.k) : static_cast<size_t>(a.k) * sizeof(float);
+  const size_t out_bytes = static_cast<size_t>(a.n) * sizeof(float);
+  const size_t limit = a.scratch_limit != 0 ? a.scratch_limit : kMatmulIdScratchBytes;
+  const int64_t slice =
+      std::clamp<int64_t>(static_cast<int64_t>(limit / (col_bytes + out_bytes)), 1, n_pairs);
+  const size_t cols_region = (col_bytes * static_cast<size_t>(slice) + 63) / 64 * 64;
+  const size_t out_region = (out_bytes * static_cast<size_t>(slice) + 63) / 64 * 64;
+  const size_t work_bytes =
+      kernel->work_bytes != nullptr ? (kernel->work_bytes(a.k) + 63) / 64 * 64 : 0;
+  // With one input per token shared by its slots, each token's column is quantised once, here,
+  // and copied to its pairs. At most the size of X, which the caller's buffers hold already (a
+  // quantised column is smaller than the F32 one).
+  const bool shared = quantised && a.x_m == 1 && a.n_used > 1;
+  const size_t tokens_region =
+      shared ? (col_bytes * static_cast<size_t>(a.n_tokens) + 63) / 64 * 64 : 0;
+  uint8_t* scratch = pool.scratch(
+      0, tokens_region + cols_region + out_region + work_bytes * static_cast<size_t>(pool.size()));
+  uint8_t* tokens = scratch;
+  uint8_t* cols = scratch + tokens_region;
+  float* outs = reinterpret_cast<float*>(cols + cols_region);
+  uint8_t* work = cols + cols_region + out_region;
+
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  const int64_t grain = std::max<int64_t>(1, kMinColumnElements / std::max<int64_t>(a.k, 1));
+  if (shared) {
+    pool.parallel_for(a.n_tokens, grain, [&](int, int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        kernel->quantize_activation(a.x + static_cast<size_t>(t) * a.x_tok_stride,
+                                    tokens + static_cast<size_t>(t) * col_bytes, a.k);
       }
-      MatmulArgs own = p.args;
-      own.work = scratch + work_offset + work_bytes * static_cast<size_t>(thread);
-      p.kernel->rows(own, lo, hi);
+    });
+  }
+  std::vector<Prepared> prep;
+  for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
+    const int64_t q1 = std::min(n_pairs, q0 + slice);
+    const int64_t* pairs = order.data() + q0;
+    // The slice's columns, gathered in grouped order.
+    pool.parallel_for(q1 - q0, grain, [&](int, int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t t = pairs[j] / a.n_used;
+        const int64_t s = a.x_m == 1 ? 0 : pairs[j] % a.n_used;
+        const float* src = a.x + static_cast<size_t>(t) * a.x_tok_stride +
+                           static_cast<size_t>(s) * a.x_slot_stride;
+        uint8_t* dst = cols + static_cast<size_t>(j) * col_bytes;
+        if (shared) {
+          std::memcpy(dst, tokens + static_cast<size_t>(t) * col_bytes, col_bytes);
+        } else if (quantised) {
+          kernel->quantize_activation(src, dst, a.k);
+        } else {
+          std::memcpy(dst, src, col_bytes);
+        }
+      }
+    });
+    // One part per expert of the slice, over its consecutive columns.
+    prep.clear();
+    uint64_t total_bytes = 0;
+    int64_t total_rows = 0;
+    for (int64_t j = 0; j < q1 - q0;) {
+      const int32_t e = a.ids[pairs[j]];
+      const int64_t end = std::min(first[static_cast<size_t>(e) + 1] - q0, q1 - q0);
+      const uint8_t* col = cols + static_cast<size_t>(j) * col_bytes;
+      MatmulArgs args{w + static_cast<size_t>(e) * a.w_expert_bytes,
+                      a.w_row_bytes,
+                      a.k,
+                      end - j,
+                      quantised ? nullptr : reinterpret_cast<const float*>(col),
+                      static_cast<size_t>(a.k),
+                      quantised ? col : nullptr,
+                      col_bytes,
+                      outs + static_cast<size_t>(j) * static_cast<size_t>(a.n),
+                      static_cast<size_t>(a.n)};
+      prep.push_back({kernel, args, a.n, total_rows, total_bytes});
+      total_rows += a.n;
+      total_bytes += static_cast<uint64_t>(a.n) * a.w_row_bytes;
+      j = end;
     }
-  });
+    // Each thread scatters the rows it computed to their pairs: no pass of its own.
+    const RowsDoneFn scatter = [&](size_t part, int64_t lo, int64_t hi) {
+      const Prepared& p = prep[part];
+      const int64_t j0 = (p.args.y - outs) / a.n;
+      for (int64_t j = j0; j < j0 + p.args.m; ++j) {
+        const int64_t t = pairs[j] / a.n_used;
+        const int64_t s = pairs[j] % a.n_used;
+        float* dst = a.y + static_cast<size_t>(t) * a.y_tok_stride +
+                     static_cast<size_t>(s) * a.y_slot_stride;
+        std::memcpy(dst + lo, outs + static_cast<size_t>(j) * static_cast<size_t>(a.n) + lo,
+                    static_cast<size_t>(hi - lo) * sizeof(float));
+      }
+    };
+    run_rows(pool, prep, total_bytes, total_rows, work, work_bytes, &scatter);
+  }
 }
 
 }  // namespace strata

@@ -49,4 +49,49 @@ using MatmulColumnsFn = std::function<void(int64_t j0, int64_t j1)>;
 void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k, const float* x,
                   size_t x_stride, int64_t m, const MatmulColumnsFn* columns = nullptr);
 
+// The expert-indexed matmul of a mixture-of-experts layer (the graph op mul_mat_id):
+//   W   dtype [k, n, n_expert]: expert e's row r at w + e * w_expert_bytes + r * w_row_bytes
+//   X   F32 [k, x_m, n_tokens]: column (s, t) at x + t * x_tok_stride + s * x_slot_stride
+//       (elements); x_m = 1: every slot of a token multiplies the token's one column
+//   ids I32 [n_used, n_tokens]: ids[t * n_used + s] in [0, n_expert), checked by the caller
+//       (ids may come from a peer)
+//   Y   F32 [n, n_used, n_tokens]: column (s, t) at y + t * y_tok_stride + s * y_slot_stride
+// Y(s, t) = W[ids(s, t)] X(x_m == 1 ? 0 : s, t). Only the experts some token selected are read:
+// the (token, slot) pairs are grouped by expert (expert ascending, then token, then slot), each
+// pair's activation column is gathered (quantised to the kernel's format) into the pool's
+// scratch, and every expert's rows run once over its group's columns, the rows of all experts
+// split over the threads by weight bytes in one pass. Each output element is the kernel's dot of
+// one weight row and one activation column, computed exactly as matmul() computes it with that
+// column alone: the grouping, the batch and the thread count never change a bit.
+//
+// The gathered columns and outputs use at most max(scratch_limit, one pair's) bytes of scratch
+// (0: kMatmulIdScratchBytes): past that, the pairs run in consecutive slices of the grouped
+// order, and an expert cut by a slice boundary reads its rows once per slice. Y must not
+// overlap X or W.
+struct MatmulIdArgs {
+  DType w_dtype;
+  const void* w;
+  size_t w_row_bytes;
+  size_t w_expert_bytes;
+  int64_t k;
+  int64_t n;
+  int64_t n_expert;
+  const float* x;
+  size_t x_slot_stride;
+  size_t x_tok_stride;
+  int64_t x_m;
+  const int32_t* ids;
+  int64_t n_used;
+  int64_t n_tokens;
+  float* y;
+  size_t y_slot_stride;
+  size_t y_tok_stride;
+  size_t scratch_limit = 0;
+};
+// 32 MiB: a prompt chunk of 512 tokens with 8 experts each (4096 pairs) of a 2048-wide model
+// gathers ~21 MiB and runs in one slice; the bound keeps a batch a peer sends from asking for
+// more than this beyond the one pair's column that its own buffers already hold.
+constexpr size_t kMatmulIdScratchBytes = size_t{32} << 20;
+void matmul_id(ThreadPool& pool, const MatmulIdArgs& a);
+
 }  // namespace strata

@@ -35,6 +35,11 @@ namespace {
 
 using avx2::load256;
 
+// MatmulKernel::min_columns of the kernels: one column (batch-1 decode) runs the AVX2 kernel,
+// which streams a matrix from memory faster (measured with strata_bench_kernels
+// BM_Matmul/DTYPE/1/0: q8_0 445 vs 760 us, q6_K 454 vs 584, f16 935 vs 1510, one thread).
+inline constexpr int64_t kMinColumns = 2;
+
 // Two 32-byte loads as the low and high halves of one register.
 inline __m512i pair256(const void* lo, const void* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);

@@ -112,8 +112,11 @@ struct FloatKernel {
 
 namespace strata::matmul_detail {
 
-const MatmulKernel kF32Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadF32>::rows};
-const MatmulKernel kF16Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadF16>::rows};
-const MatmulKernel kBF16Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadBF16>::rows};
+const MatmulKernel kF32Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadF32>::rows,
+                                 nullptr, avx512::kMinColumns};
+const MatmulKernel kF16Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadF16>::rows,
+                                 nullptr, avx512::kMinColumns};
+const MatmulKernel kBF16Avx512 = {nullptr, nullptr, avx512::FloatKernel<avx512::LoadBF16>::rows,
+                                  nullptr, avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

@@ -392,12 +392,14 @@ namespace strata::matmul_detail {
 
 const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>,
-                                  avx512::work_bytes<avx512::QKMinKernel<false, BlockQ4_K>>};
+                                  avx512::work_bytes<avx512::QKMinKernel<false, BlockQ4_K>>,
+                                  avx512::kMinColumns};
 const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>,
-                                  avx512::work_bytes<avx512::QKMinKernel<true, BlockQ5_K>>};
+                                  avx512::work_bytes<avx512::QKMinKernel<true, BlockQ5_K>>,
+                                  avx512::kMinColumns};
 const MatmulKernel kQ6_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::Q6KKernel>,
-                                  avx512::work_bytes<avx512::Q6KKernel>};
+                                  avx512::work_bytes<avx512::Q6KKernel>, avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

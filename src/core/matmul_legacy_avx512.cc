@@ -194,9 +194,9 @@ namespace strata::matmul_detail {
 
 const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes, avx512::quantize_act_q8_0_pairs,
                                   avx512::run_rows<avx512::Q8_0Kernel>,
-                                  avx512::work_bytes<avx512::Q8_0Kernel>};
+                                  avx512::work_bytes<avx512::Q8_0Kernel>, avx512::kMinColumns};
 const MatmulKernel kQ4_0Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                   avx512::run_rows<avx512::Q4_0Kernel>,
-                                  avx512::work_bytes<avx512::Q4_0Kernel>};
+                                  avx512::work_bytes<avx512::Q4_0Kernel>, avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

@@ -51,7 +51,8 @@ constexpr int64_t kAttentionMinRunHeads = 4;
 // keep every thread busy. The tasks are dealt to the threads in contiguous ranges of about
 // equal cost (cells x heads): in a prompt chunk the last tokens attend to many more cells than
 // the first. A token's result depends neither on its tile nor on its run nor on its thread.
-void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
+void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a,
+                     internal::AttentionTileFn tile_fn) {
   const int64_t n_tokens = a.n_tokens;
   if (n_tokens <= 0) return;
   const int64_t group = a.n_head / a.n_head_kv;
@@ -66,7 +67,7 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
   const int64_t min_runs = (group + heads_fit - 1) / heads_fit;
   const int64_t tile_max =
       std::clamp<int64_t>(kAttentionScoreFloats / ((group + min_runs - 1) / min_runs * span_pad), 1,
-                          internal::avx2::kAttentionMaxTileTokens);
+                          internal::kAttentionMaxTileTokens);
 
   std::vector<int32_t> order(static_cast<size_t>(n_tokens));
   std::iota(order.begin(), order.end(), 0);
@@ -113,19 +114,50 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a) {
     cut[k] = std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin();
   }
 
-  const size_t per = internal::avx2::attention_tile_scratch_floats(a, tile_max, run, span);
+  const size_t per = internal::attention_tile_scratch_floats(a, tile_max, run, span);
   auto scratch = std::make_unique_for_overwrite<float[]>(per * n_threads);
   pool.parallel_for(n_threads, 1, [&](int thread, int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       for (int64_t i = cut[k]; i < cut[k + 1]; ++i) {
         const Task tk = task(i);
         if (tk.h0 >= tk.h1) continue;
-        internal::avx2::attention_tile(a, order.data() + tiles[tk.tile],
-                                       tiles[tk.tile + 1] - tiles[tk.tile], tk.h0, tk.h1,
-                                       scratch.get() + thread * per);
+        tile_fn(a, order.data() + tiles[tk.tile], tiles[tk.tile + 1] - tiles[tk.tile], tk.h0, tk.h1,
+                scratch.get() + thread * per);
       }
     }
   });
+}
+
+// The scalar reference, one (token, head) pair at a time.
+void attention_ref(ThreadPool& pool, const internal::AttentionArgs& a) {
+  const size_t per = static_cast<size_t>(std::max<int64_t>(a.max_len, 1));
+  std::vector<float> scratch(per * pool.size());
+  pool.parallel_for(a.n_tokens * a.n_head, 1, [&](int thread, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      internal::attention_head_ref(a, i / a.n_head, i % a.n_head, scratch.data() + thread * per);
+    }
+  });
+}
+
+template <internal::AttentionTileFn kTile>
+void attention_tiled_with(ThreadPool& pool, const internal::AttentionArgs& a) {
+  attention_tiled(pool, a, kTile);
+}
+
+// attention() at each instruction set, indexed by Isa. The SIMD levels share the tiling and give
+// the same bits; a level without an entry uses the one below.
+using AttentionFn = void (*)(ThreadPool& pool, const internal::AttentionArgs& a);
+constexpr AttentionFn kAttentionKernels[kIsaLevels] = {
+    &attention_ref,
+    &attention_tiled_with<&internal::avx2::attention_tile>,
+    &attention_tiled_with<&internal::avx512::attention_tile>,
+};
+
+AttentionFn attention_kernel(Isa isa) {
+  for (int level = static_cast<int>(isa); level > 0; --level) {
+    if (kAttentionKernels[level] != nullptr) return kAttentionKernels[level];
+  }
+  return kAttentionKernels[0];
 }
 
 }  // namespace
@@ -225,18 +257,7 @@ void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t he
   const internal::AttentionArgs a{q,   q_tok_stride,   head_dim,  n_head, n_tokens, kv_dtype, k,
                                   v,   kv_row_bytes,   n_head_kv, cells,  max_len,  tok,      scale,
                                   out, out_tok_stride, extra};
-  const int n_threads = pool.size();
-  if (!use_avx2()) {
-    const size_t per = static_cast<size_t>(std::max<int64_t>(max_len, 1));
-    std::vector<float> scratch(per * n_threads);
-    pool.parallel_for(n_tokens * n_head, 1, [&](int thread, int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        internal::attention_head_ref(a, i / n_head, i % n_head, scratch.data() + thread * per);
-      }
-    });
-    return;
-  }
-  attention_tiled(pool, a);
+  attention_kernel(isa_active())(pool, a);
 }
 
 void argmax(ThreadPool& pool, const float* x, size_t x_stride, int64_t n, int64_t rows,

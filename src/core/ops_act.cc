@@ -27,20 +27,34 @@ void scale(ThreadPool& pool, const float* x, size_t x_stride, float s, float* y,
   });
 }
 
-void geglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
-           size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows) {
+namespace {
+
+void geglu_row(const float* g, const float* u, float* y, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCoef = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + kCoef * x * x * x)));
+    y[i] = gelu * u[i];
+  }
+}
+
+}  // namespace
+
+void geglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
+           size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows) {
   for_rows(pool, n, rows, [&](int64_t r) {
-    const float* g = gate + static_cast<size_t>(r) * gate_stride;
-    const float* u = up + static_cast<size_t>(r) * up_stride;
-    float* yr = y + static_cast<size_t>(r) * y_stride;
-    for (int64_t i = 0; i < n; ++i) {
-      const float x = g[i];
-      const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + kCoef * x * x * x)));
-      yr[i] = gelu * u[i];
-    }
+    geglu_row(gate + static_cast<size_t>(r) * gate_stride, up + static_cast<size_t>(r) * up_stride,
+              y + static_cast<size_t>(r) * y_stride, n);
   });
+}
+
+void geglu_serial(const float* gate, size_t gate_stride, const float* up, size_t up_stride,
+                  float* y, size_t y_stride, int64_t n, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    geglu_row(gate + static_cast<size_t>(r) * gate_stride, up + static_cast<size_t>(r) * up_stride,
+              y + static_cast<size_t>(r) * y_stride, n);
+  }
 }
 
 void softcap(ThreadPool& pool, const float* x, size_t x_stride, float cap, float* y,

@@ -21,6 +21,9 @@ void scale(ThreadPool& pool, const float* x, size_t x_stride, float s, float* y,
 // gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
 void geglu(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
            size_t up_stride, float* y, size_t y_stride, int64_t n, int64_t rows);
+// The same on the calling thread (rows of a matmul's input that a pool task produces).
+void geglu_serial(const float* gate, size_t gate_stride, const float* up, size_t up_stride,
+                  float* y, size_t y_stride, int64_t n, int64_t rows);
 
 // y = cap * tanh(x / cap), cap > 0.
 void softcap(ThreadPool& pool, const float* x, size_t x_stride, float cap, float* y,

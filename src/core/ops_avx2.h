@@ -1,5 +1,6 @@
 // Inline pieces shared by the AVX2 ops kernels (ops_avx2.cc, attention*_avx2.cc): exp and the
-// loads of KV cache rows. Include only from *_avx2.cc files (compiled with -mavx2 -mfma -mf16c).
+// loads of KV cache rows. Include only from the SIMD kernel files (*_avx2.cc, compiled with -mavx2
+// -mfma -mf16c, and the *_avx512.cc files, which also have them).
 #pragma once
 
 #include <immintrin.h>
@@ -9,7 +10,12 @@
 
 #include "core/fp16.h"
 
+// The helpers have internal linkage (the unnamed namespace): each file that includes them gets
+// its own copies, compiled for that file's instruction set. An inline function with external
+// linkage is merged across files by the linker, which could hand an AVX2-only machine the copy
+// compiled for AVX-512.
 namespace strata::internal::avx2 {
+namespace {
 
 // exp(x) to about 1 ulp: x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r (the
 // Cephes expf coefficients), then the scale 2^n applied as two factors 2^(n/2) so that n may
@@ -68,4 +74,5 @@ inline float kv_scalar(const uint8_t* row, int64_t d) {
   }
 }
 
+}  // namespace
 }  // namespace strata::internal::avx2

@@ -51,6 +51,29 @@ int32_t GraphBuilder::node(Op op, int32_t out, std::initializer_list<int32_t> sr
   return out;
 }
 
+int32_t GraphBuilder::moe_top_k(int32_t logits, int k) {
+  const int32_t out = scratch(DType::kI32, k, tensor(logits).ne[1]);
+  return node(Op::kMoeTopK, out, {logits}, {k});
+}
+
+int32_t GraphBuilder::moe_gate(int32_t logits, int32_t ids, MoeGating gating, bool normalise,
+                               float scale) {
+  const int32_t out = scratch(DType::kF32, tensor(ids).ne[0], tensor(ids).ne[1]);
+  return node(Op::kMoeGate, out, {logits, ids}, {static_cast<int32_t>(gating), normalise ? 1 : 0},
+              {scale});
+}
+
+int32_t GraphBuilder::mul_mat_id(int32_t w_exps, int32_t x, int32_t ids) {
+  const int32_t out =
+      scratch(DType::kF32, tensor(w_exps).ne[1], tensor(ids).ne[0], tensor(ids).ne[1]);
+  return node(Op::kMulMatId, out, {w_exps, x, ids});
+}
+
+int32_t GraphBuilder::moe_sum(int32_t y, int32_t weights) {
+  const int32_t out = scratch(DType::kF32, tensor(y).ne[0], tensor(y).ne[2]);
+  return node(Op::kMoeSum, out, {y, weights});
+}
+
 int32_t GraphBuilder::root(int32_t i) const {
   while (info_[i].base >= 0) i = info_[i].base;
   return i;

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "core/ops_moe.h"
 #include "graph/graph.h"
 
 namespace strata {
@@ -30,6 +31,17 @@ class GraphBuilder {
                std::initializer_list<float> fparams = {});
 
   const TensorRef& tensor(int32_t i) const { return graph_.tensors[i]; }
+
+  // Mixture-of-experts nodes (graph.h, kMoeTopK..kMoeSum), each with a new scratch output.
+  // logits F32 [n_expert, r] -> I32 [k, r]: the k experts of largest logit.
+  int32_t moe_top_k(int32_t logits, int k);
+  // logits F32 [n_expert, r], ids I32 [k, r] -> F32 [k, r]: the selected experts' weights.
+  int32_t moe_gate(int32_t logits, int32_t ids, MoeGating gating, bool normalise, float scale);
+  // w_exps [k_in, n, n_expert], x F32 [k_in, 1 or n_used, r], ids I32 [n_used, r]
+  // -> F32 [n, n_used, r].
+  int32_t mul_mat_id(int32_t w_exps, int32_t x, int32_t ids);
+  // y F32 [n, n_used, r], weights F32 [n_used, r] -> F32 [n, r].
+  int32_t moe_sum(int32_t y, int32_t weights);
 
   // Places the intermediates; returns the scratch bytes needed (aligned).
   uint64_t plan(uint64_t alignment = 64);

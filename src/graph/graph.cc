@@ -115,13 +115,16 @@ Status check_node(const Graph& g, const Node& node) {
 }  // namespace
 
 Status graph_validate(const Graph& g) {
+  // Runs every step: the context of a message is built only when there is one.
   for (size_t i = 0; i < g.tensors.size(); ++i) {
-    STRATA_RETURN_IF_ERROR(check_tensor(g.tensors[i]).with_context("tensor " + std::to_string(i)));
+    Status s = check_tensor(g.tensors[i]);
+    if (!s.is_ok()) return s.with_context("tensor " + std::to_string(i));
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    STRATA_RETURN_IF_ERROR(
-        check_node(g, g.nodes[i])
-            .with_context("node " + std::to_string(i) + " (" + op_name(g.nodes[i].op) + ")"));
+    Status s = check_node(g, g.nodes[i]);
+    if (!s.is_ok()) {
+      return s.with_context("node " + std::to_string(i) + " (" + op_name(g.nodes[i].op) + ")");
+    }
   }
   return Status::ok();
 }

@@ -52,6 +52,19 @@ enum class Op : uint32_t {
                        // settings, src2 I32 [2, m, r] each row's penalty and bias entries,
                        // src3 F32 [r] uniforms in [0, 1) -> I32 [1, r] tokens, or I32
                        // [2 + 2k, r]: token, log-probability, k alternatives (core/sample.h)
+  // Mixture of experts (core/ops_moe.h); n_expert <= kMaxExperts.
+  kMoeTopK = 19,   // src0 F32 [n_expert, r] router logits; i0 k in [1, n_expert] -> I32 [k, r]:
+                   // the k experts of largest logit in descending order, ties to the lower
+                   // index, a NaN below every number
+  kMoeGate = 20,   // src0 F32 [n_expert, r] logits, src1 I32 [k, r] selected ids; i0 gating
+                   // (MoeGating: 0 softmax over all, 1 sigmoid, 2 softmax over the selected),
+                   // i1 normalise (1: divide by the sum of the k), f0 scale (last; 1 = none)
+                   // -> F32 [k, r]
+  kMulMatId = 21,  // src0 W dtype [k_in, n, n_expert], src1 F32 [k_in, m, r] with m = 1 or
+                   // n_used, src2 I32 [n_used, r] expert ids -> F32 [n, n_used, r]:
+                   // out[:, s, t] = W[:, :, ids[s, t]] x[:, m == 1 ? 0 : s, t]
+  kMoeSum = 22,    // src0 F32 [n, n_used, r], src1 F32 [n_used, r] weights -> F32 [n, r]:
+                   // acc = fma(w[s, t], y[:, s, t], acc) for s in slot order, from 0
 };
 
 // The op's name from the op table (graph/op_table.h); "unknown" for a value without a row.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/ops_moe.h"
 #include "core/sample.h"
 
 namespace strata {
@@ -227,6 +228,116 @@ Status validate_sample(const NodeView& n) {
       });
 }
 
+// --- Mixture of experts ---------------------------------------------------------------------
+
+// An F32 [n_expert, r] tensor of router logits (rows evenly spaced), n_expert within the limit.
+Status check_logits(const TensorRef& x) {
+  STRATA_RETURN_IF_ERROR(need_lazy(is_f32(x) && x.ne[2] == 1 && x.ne[3] == 1, [&] {
+    return "logits must be f32 [n_expert, r]: " + shape_str(x);
+  }));
+  return need_lazy(x.ne[0] <= kMaxExperts, [&] {
+    return "n_expert = " + std::to_string(x.ne[0]) + " past the limit " +
+           std::to_string(kMaxExperts);
+  });
+}
+
+// An I32 [k, r] contiguous tensor of ids for r rows of n_expert logits, 1 <= k <= n_expert.
+Status check_ids(const TensorRef& ids, const char* name, int64_t n_expert, int64_t rows) {
+  return need_lazy(
+      is_i32(ids) && ids.contiguous() && ids.ne[0] <= n_expert && ids.ne[1] == rows &&
+          ids.ne[2] == 1 && ids.ne[3] == 1,
+      [&] {
+        return std::string(name) + " must be contiguous i32 [k, " + std::to_string(rows) +
+               "] with k <= n_expert = " + std::to_string(n_expert) + ": " + shape_str(ids);
+      });
+}
+
+Status validate_moe_top_k(const NodeView& n) {
+  const TensorRef& x = n.src(0);
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(check_logits(x));
+  const int64_t k = n.node.iparams[0];
+  STRATA_RETURN_IF_ERROR(need_lazy(k >= 1 && k <= x.ne[0], [&] {
+    return "k = " + std::to_string(k) + " outside [1, n_expert = " + std::to_string(x.ne[0]) + "]";
+  }));
+  return need_lazy(is_i32(out) && out.contiguous() && out.ne[0] == k && out.ne[1] == x.ne[1] &&
+                       out.ne[2] == 1 && out.ne[3] == 1,
+                   [&] {
+                     return "out must be contiguous i32 [k = " + std::to_string(k) + ", " +
+                            std::to_string(x.ne[1]) + "]: " + shape_str(out);
+                   });
+}
+
+Status validate_moe_gate(const NodeView& n) {
+  const TensorRef& x = n.src(0);
+  const TensorRef& ids = n.src(1);
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(check_logits(x));
+  STRATA_RETURN_IF_ERROR(check_ids(ids, "ids", x.ne[0], x.ne[1]));
+  const int32_t gating = n.node.iparams[0];
+  const int32_t normalise = n.node.iparams[1];
+  STRATA_RETURN_IF_ERROR(need_lazy(gating >= 0 && gating <= 2, [&] {
+    return "gating = " + std::to_string(gating) +
+           " is not 0 (softmax), 1 (sigmoid) or 2 (softmax of the selected)";
+  }));
+  STRATA_RETURN_IF_ERROR(need_lazy(normalise == 0 || normalise == 1, [&] {
+    return "normalise = " + std::to_string(normalise) + " is not 0 or 1";
+  }));
+  STRATA_RETURN_IF_ERROR(need(std::isfinite(n.node.fparams[0]), "the scale must be finite"));
+  return need_lazy(is_f32(out) && out.ne[0] == ids.ne[0] && out.ne[1] == ids.ne[1] &&
+                       out.ne[2] == 1 && out.ne[3] == 1,
+                   [&] { return "out must be f32 [k, r] as the ids: " + shape_str(out); });
+}
+
+Status validate_mul_mat_id(const NodeView& n) {
+  const TensorRef& w = n.src(0);
+  const TensorRef& x = n.src(1);
+  const TensorRef& ids = n.src(2);
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(need(dtype_info(w.dtype).has_kernels, "weight dtype has no kernels"));
+  STRATA_RETURN_IF_ERROR(need_lazy(w.ne[3] == 1 && w.ne[2] <= kMaxExperts, [&] {
+    return "weights must be [k, n, n_expert] with n_expert <= " + std::to_string(kMaxExperts) +
+           ": " + shape_str(w);
+  }));
+  // Experts side by side: expert e's matrix ends before expert e + 1's starts.
+  STRATA_RETURN_IF_ERROR(need(w.ne[2] == 1 || w.nb[2] >= w.nb[1] * static_cast<uint64_t>(w.ne[1]),
+                              "expert matrices overlap (nb[2] < n * nb[1])"));
+  const int64_t n_used = ids.ne[0];
+  const int64_t rows = ids.ne[1];
+  STRATA_RETURN_IF_ERROR(check_ids(ids, "ids", w.ne[2], ids.ne[1]));
+  STRATA_RETURN_IF_ERROR(need_lazy(is_f32(x) && x.ne[0] == w.ne[0] &&
+                                       (x.ne[1] == 1 || x.ne[1] == n_used) && x.ne[2] == rows &&
+                                       x.ne[3] == 1,
+                                   [&] {
+                                     return "x must be f32 [k, 1 or n_used, r]: w " + shape_str(w) +
+                                            " x " + shape_str(x) + " ids " + shape_str(ids);
+                                   }));
+  return need_lazy(is_f32(out) && out.ne[0] == w.ne[1] && out.ne[1] == n_used &&
+                       out.ne[2] == rows && out.ne[3] == 1,
+                   [&] {
+                     return "out must be f32 [n, n_used, r]: w " + shape_str(w) + " ids " +
+                            shape_str(ids) + " -> " + shape_str(out);
+                   });
+}
+
+Status validate_moe_sum(const NodeView& n) {
+  const TensorRef& y = n.src(0);
+  const TensorRef& w = n.src(1);
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(need_lazy(is_f32(y) && y.ne[3] == 1 && y.ne[1] <= kMaxExperts, [&] {
+    return "y must be f32 [n, n_used, r] with n_used <= " + std::to_string(kMaxExperts) + ": " +
+           shape_str(y);
+  }));
+  STRATA_RETURN_IF_ERROR(need_lazy(
+      is_f32(w) && w.ne[0] == y.ne[1] && w.ne[1] == y.ne[2] && w.ne[2] == 1 && w.ne[3] == 1, [&] {
+        return "weights must be f32 [n_used, r] of y " + shape_str(y) + ": " + shape_str(w);
+      }));
+  return need_lazy(
+      is_f32(out) && out.ne[0] == y.ne[0] && out.ne[1] == y.ne[2] && out.ne[2] == 1 &&
+          out.ne[3] == 1,
+      [&] { return "out must be f32 [n, r] of y " + shape_str(y) + ": " + shape_str(out); });
+}
+
 // --- The table --------------------------------------------------------------------------------
 
 constexpr uint32_t kOptional1 = 1u << 1;
@@ -252,6 +363,10 @@ constexpr OpInfo kOps[] = {
     {Op::kAttentionExt, "attention_ext", 5, 0, -1, validate_attention_ext},
     {Op::kRopeShift, "rope_shift", 4, kOptional3, -1, validate_rope_shift},  // src3: the rates
     {Op::kSample, "sample", 4, 0, -1, validate_sample},
+    {Op::kMoeTopK, "moe_top_k", 1, 0, -1, validate_moe_top_k},
+    {Op::kMoeGate, "moe_gate", 2, 0, -1, validate_moe_gate},
+    {Op::kMulMatId, "mul_mat_id", 3, 0, 0, validate_mul_mat_id},
+    {Op::kMoeSum, "moe_sum", 2, 0, -1, validate_moe_sum},
 };
 
 constexpr std::array<int16_t, kOpIdLimit> make_index() {

@@ -35,7 +35,7 @@ constexpr LayerTensorSpec kLlamaTensors[] = {
 Status read_llama_hparams(const GgufFile&, HParams& hp) {
   hp.rope_mode = RopeMode::kNormal;
   hp.n_ff_exp = hp.n_ff;
-  hp.expert_gating = ExpertGating::kSoftmax;
+  hp.expert_gating = MoeGating::kSoftmax;
   hp.expert_weights_norm = true;
   return Status::ok();
 }

@@ -37,7 +37,7 @@ Status read_qwen3moe_hparams(const GgufFile&, HParams& hp) {
   hp.rope_mode = RopeMode::kNeox;
   // llama.cpp's default when expert_feed_forward_length is absent.
   hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
-  hp.expert_gating = ExpertGating::kSoftmax;
+  hp.expert_gating = MoeGating::kSoftmax;
   hp.expert_weights_norm = true;
   return Status::ok();
 }

@@ -124,7 +124,7 @@ TEST(ArchExperts, DefaultsAndKeysThatOverrideThem) {
     EXPECT_EQ(hp.n_expert, 4);
     EXPECT_EQ(hp.n_expert_used, 2);
     EXPECT_EQ(hp.n_ff_exp, arch == "llama" ? 96 : 32) << arch;
-    EXPECT_EQ(hp.expert_gating, ExpertGating::kSoftmax);
+    EXPECT_EQ(hp.expert_gating, MoeGating::kSoftmax);
     EXPECT_TRUE(hp.expert_weights_norm);
     EXPECT_EQ(hp.expert_weights_scale, 1.0f);
   }
@@ -134,7 +134,7 @@ TEST(ArchExperts, DefaultsAndKeysThatOverrideThem) {
     w.set_f32("qwen3moe.expert_weights_scale", 2.5f);
   });
   ASSERT_TRUE(m.is_ok()) << m.status().message();
-  EXPECT_EQ((*m)->hparams().expert_gating, ExpertGating::kSigmoid);
+  EXPECT_EQ((*m)->hparams().expert_gating, MoeGating::kSigmoid);
   EXPECT_FALSE((*m)->hparams().expert_weights_norm);
   EXPECT_EQ((*m)->hparams().expert_weights_scale, 2.5f);
 }

@@ -115,8 +115,9 @@ Status read_expert_gating(const GgufFile& f, const std::string& a, HParams& hp) 
   const std::string gating_key = a + "expert_gating_func";
   if (f.find(gating_key) != nullptr) {
     STRATA_ASSIGN_OR_RETURN(uint64_t g, f.get_uint(gating_key));
-    constexpr ExpertGating kGatings[] = {ExpertGating::kSoftmax, ExpertGating::kSigmoid,
-                                         ExpertGating::kSoftmaxSelected};
+    // The file numbers them 1, 2, 3 (0: the architecture's default), as llama.cpp does.
+    constexpr MoeGating kGatings[] = {MoeGating::kSoftmax, MoeGating::kSigmoid,
+                                      MoeGating::kSoftmaxSelected};
     if (g > std::size(kGatings)) {
       return unsupported(gating_key + " = " + std::to_string(g) +
                          " is not supported (1 softmax, 2 sigmoid, 3 softmax of the selected)");

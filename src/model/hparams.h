@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/ops.h"
+#include "core/ops_moe.h"
 #include "core/status.h"
 #include "model/rope.h"
 
@@ -14,15 +15,6 @@ namespace strata {
 
 class GgufFile;
 struct ArchDef;
-
-// How router logits become expert weights, as the GGUF key expert_gating_func numbers them
-// (1, 2, 3): softmax over all experts then the selected ones taken; the sigmoid of each
-// selected logit; softmax over the selected logits only.
-enum class ExpertGating : uint8_t { kSoftmax, kSigmoid, kSoftmaxSelected };
-
-// At most this many experts (llama.cpp's LLAMA_MAX_EXPERTS): the router's outputs and the
-// per-token selection are sized by it.
-inline constexpr int64_t kMaxExperts = 512;
 
 struct HParams {
   const ArchDef* arch = nullptr;  // never null once read
@@ -62,7 +54,7 @@ struct HParams {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;  // one expert's feed-forward width
-  ExpertGating expert_gating = ExpertGating::kSoftmax;
+  MoeGating expert_gating = MoeGating::kSoftmax;
   bool expert_weights_norm = false;
   float expert_weights_scale = 1.0f;
 

@@ -20,14 +20,22 @@
 // another's queue while its thread computes), used from several threads (UCS_THREAD_MODE_MULTI):
 // the thread that waits progresses it, one at a time; the others wait on a condition variable
 // and are woken after each round.
+//
+// Every wait ends by a deadline, looked at at least every kPollSliceMs, whatever UCX does: a
+// round of progress is cut at a slice even when UCX always has more to do. A large message is
+// one UCX operation whose bytes we do not see move, so a stall inside it is counted from the
+// last time the connection's worker did anything: as long as it moves, a slow transfer (a
+// loaded machine, a slow link) goes on; a transfer that moves slower than kSlowestBytesPerMs on
+// average is a stall too. A send waits until UCX is done with the caller's memory: until the
+// receiver has taken the message, the connection fails, or shutdown(), whose forced close
+// cancels it; a request that UCX keeps past kCancelMs after the connection ended is reported
+// as an error naming the peer, never waited for longer.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -35,11 +43,7 @@
 #include "core/mutex_guarded.h"
 #include "rpc/transport_kinds.h"
 #include "rpc/transport_socket.h"
-
-#if STRATA_HAVE_UCX
-#include <ucp/api/ucp.h>
-#include <ucs/debug/log_def.h>
-#endif
+#include "rpc/ucx_worker.h"
 
 namespace strata::rpc {
 
@@ -60,98 +64,27 @@ constexpr size_t kMaxQueuedMessages = 4096;
 constexpr uint64_t kMaxQueuedBytes = uint64_t{64} << 20;
 // How long a shutdown lets messages already sent reach the peer before the connection is cut.
 constexpr int kCloseFlushMs = 1000;
-// A rendezvous transfer is one operation: the stall bound of a receive is stretched by the
-// time its bytes take at this rate, the slowest link we wait for (100 Mbit/s).
-constexpr uint64_t kSlowestBytesPerMs = 12500;
+// A rendezvous transfer is one operation: besides a stall (no progress on the connection for
+// the stall timeout), it fails once it has taken the stall timeout plus the time its bytes take
+// at this rate, the slowest average we wait for (8 Mbit/s: a link or a loaded machine that is
+// slower than this is stalled).
+constexpr uint64_t kSlowestBytesPerMs = 1000;
+// How long UCX may take to give back a request that a forced close cancelled (it does at once;
+// this bounds the wait should it not).
+constexpr int kCancelMs = 5000;
 // How long a waiting thread polls the worker before it sleeps on its event descriptor.
 constexpr int kSpinUs = 50;
 // The longest a waiting thread sleeps without looking at the worker again.
 constexpr int kPollSliceMs = 100;
-
-std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
 
 Clock::time_point deadline_after(int timeout_ms) {
   return timeout_ms < 0 ? Clock::time_point::max()
                         : Clock::now() + std::chrono::milliseconds(timeout_ms);
 }
 
-// UCX logs to stdout unless told otherwise, where it would mix with a command's output (the
-// text of `strata run`, the address `strata worker` prints): its messages go to stderr.
-// Requests of closes this thread abandoned (to a peer that did not answer in time), which the
-// worker it is destroying now still holds: UCX reports each as not returned to its pool. That
-// is expected, and not said again. Not scratch memory but what the destroying thread tells the
-// log handler, which UCX calls on that thread and without an argument of ours: hence
-// thread_local.
-thread_local int abandoned_requests = 0;
-
-// UCX filters by UCX_LOG_LEVEL before it calls a handler.
-ucs_log_func_rc_t log_to_stderr(const char* file, unsigned line, const char*, ucs_log_level_t level,
-                                const ucs_log_component_config_t*, const char* message,
-                                va_list ap) {
-  char text[1024];
-  std::vsnprintf(text, sizeof(text), message, ap);
-  if (abandoned_requests > 0 && std::strstr(text, "not returned to mpool ucp_requests")) {
-    --abandoned_requests;
-    return UCS_LOG_FUNC_RC_STOP;
-  }
-  std::fprintf(stderr, "strata: ucx %s: %s (%s:%u)\n", ucs_log_level_names[level], text, file,
-               line);
-  return UCS_LOG_FUNC_RC_STOP;
+int64_t ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
-
-// The UCP context, shared by a listener and the connections it accepted.
-class UcxContext {
- public:
-  static Result<std::shared_ptr<UcxContext>> create() {
-    static std::once_flag log_once;
-    std::call_once(log_once, [] { ucs_log_push_handler(log_to_stderr); });
-    ucp_config_t* config = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
-    if (s != UCS_OK) return unavailable("ucx: reading UCX_* settings: " + ucs_text(s));
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-    params.mt_workers_shared = 1;
-    ucp_context_h ctx = nullptr;
-    s = ucp_init(&params, config, &ctx);
-    ucp_config_release(config);
-    if (s != UCS_OK) {
-      return unavailable("ucx: ucp_init: " + ucs_text(s) + " (check UCX_TLS and UCX_NET_DEVICES)");
-    }
-    return std::make_shared<UcxContext>(ctx);
-  }
-  explicit UcxContext(ucp_context_h ctx) : ctx_(ctx) {}
-  ~UcxContext() { ucp_cleanup(ctx_); }
-  UcxContext(const UcxContext&) = delete;
-  UcxContext& operator=(const UcxContext&) = delete;
-
-  // A worker used from several threads, with an event descriptor for blocking waits.
-  Result<ucp_worker_h> new_worker() const {
-    ucp_worker_params_t p{};
-    p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    p.thread_mode = UCS_THREAD_MODE_MULTI;
-    ucp_worker_h w = nullptr;
-    const ucs_status_t s = ucp_worker_create(ctx_, &p, &w);
-    if (s != UCS_OK) return unavailable("ucx: ucp_worker_create: " + ucs_text(s));
-    ucp_worker_attr_t a{};
-    a.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-    ucp_worker_query(w, &a);
-    if (a.thread_mode != UCS_THREAD_MODE_MULTI) {
-      ucp_worker_destroy(w);
-      return unsupported("ucx: this UCX was built without multi-thread support");
-    }
-    if (a.max_am_header < kHeaderBytes + kRecvLeadBytes) {
-      ucp_worker_destroy(w);
-      return unsupported("ucx: active-message headers of at most " +
-                         std::to_string(a.max_am_header) + " bytes; strata needs " +
-                         std::to_string(kHeaderBytes + kRecvLeadBytes));
-    }
-    return w;
-  }
-
- private:
-  ucp_context_h ctx_;
-};
 
 // A received active message that try_recv_into has not taken yet.
 struct Arrival {
@@ -162,11 +95,6 @@ struct Arrival {
   bool rndv = false;
 };
 
-// Frees a request if it is one.
-void request_free(ucs_status_ptr_t r) {
-  if (r != nullptr && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
-}
-
 class UcxTransport : public Transport {
  public:
   UcxTransport(std::shared_ptr<UcxContext> ctx, ucp_worker_h worker, Fd wake, std::string peer)
@@ -174,9 +102,7 @@ class UcxTransport : public Transport {
 
   ~UcxTransport() override {
     shutdown();
-    abandoned_requests = abandoned_;
-    ucp_worker_destroy(worker_);
-    abandoned_requests = 0;
+    ucx_worker_destroy(worker_, abandoned_.load());
   }
 
   // A worker with the message handler, before any endpoint can deliver to it.
@@ -297,8 +223,17 @@ class UcxTransport : public Transport {
     }
     if (r == nullptr) return Status::ok();
     kick();
-    const ucs_status_t s = wait_request(r, Clock::time_point::max());
+    // Until the receiver has taken it; a connection that ended cancels it.
+    const ucs_status_t s = wait_request(r, Clock::time_point::max(), [](const State& st) {
+      return st.ended_at != Clock::time_point::max() &&
+             Clock::now() - st.ended_at >= std::chrono::milliseconds(kCancelMs);
+    });
     --in_flight_;
+    if (s == UCS_INPROGRESS) {
+      abandon(r);
+      return unavailable("send to " + peer_ + ": the connection ended, and UCX still held the " +
+                         "message " + std::to_string(kCancelMs) + " ms later");
+    }
     if (s != UCS_OK) return unavailable("send to " + peer_ + ": " + ucs_text(s));
     return Status::ok();
   }
@@ -332,6 +267,7 @@ class UcxTransport : public Transport {
       auto st = state_.lock();
       if (st->closed) return;
       st->closed = true;
+      st->ended_at = std::min(st->ended_at, Clock::now());
     }
     kick();
     state_.notify_all();
@@ -396,6 +332,7 @@ class UcxTransport : public Transport {
                          ? unavailable("connection to " + t->peer_ + " closed")
                          : unavailable("connection to " + t->peer_ + " lost: " + ucs_text(status));
       }
+      st->ended_at = std::min(st->ended_at, Clock::now());
     }
     t->state_.notify_all();
   }
@@ -479,20 +416,33 @@ class UcxTransport : public Transport {
       std::atomic<int>& n;
       ~Landed() { --n; }
     } landed{in_flight_};
-    const int stall_ms =
+    // Until nothing moved on the connection for the stall timeout, or the slowest rate's time.
+    const Clock::time_point start = Clock::now();
+    const auto stall = std::chrono::milliseconds(stall_timeout_ms);
+    const Clock::time_point ceiling =
         stall_timeout_ms < 0
-            ? -1
-            : static_cast<int>(std::min<uint64_t>(
-                  INT32_MAX, uint64_t(stall_timeout_ms) + a.length / kSlowestBytesPerMs));
-    const ucs_status_t s = wait_request(r, deadline_after(stall_ms));
+            ? Clock::time_point::max()
+            : start + stall + std::chrono::milliseconds(a.length / kSlowestBytesPerMs);
+    const ucs_status_t s = wait_request(r, ceiling, [&](const State& st) {
+      return stall_timeout_ms >= 0 && Clock::now() - std::max(start, st.last_progress) >= stall;
+    });
     if (s == UCS_INPROGRESS) {
-      // Cut the connection, and wait until UCX lets go of the destination.
+      const Clock::time_point now = Clock::now();
+      std::string what =
+          "recv from " + peer_ + ": a message of " +
+          std::to_string(kHeaderBytes + h->payload_size) + " bytes stalled (" +
+          (now >= ceiling ? "slower than " + std::to_string(kSlowestBytesPerMs) + " bytes/ms"
+                          : "nothing moved for " + std::to_string(stall_timeout_ms) + " ms") +
+          ", " + std::to_string(ms_between(start, now)) +
+          " ms after it started); the connection is closed";
+      // Cut the connection: UCX then lets go of the destination (bounded, should it not).
       close_endpoint(false);
-      wait_request(r, Clock::time_point::max());
-      return out_of_step(unavailable("recv from " + peer_ + ": the peer stalled for " +
-                                     std::to_string(stall_ms) + " ms inside a message of " +
-                                     std::to_string(kHeaderBytes + h->payload_size) +
-                                     " bytes; the connection is closed"));
+      if (wait_request(r, deadline_after(kCancelMs)) == UCS_INPROGRESS) {
+        abandon(r);
+        what +=
+            "; UCX did not give the destination back within " + std::to_string(kCancelMs) + " ms";
+      }
+      return out_of_step(unavailable(what));
     }
     if (s != UCS_OK) {
       return out_of_step(unavailable("connection to " + peer_ +
@@ -533,22 +483,30 @@ class UcxTransport : public Transport {
     ucp_request_param_t p{};
     if (flush) {
       const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) {
-        request_free(r);  // UCX ends it, or drops it with the worker
-        ++abandoned_;
-      }
+      if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) abandon(r);
       return;
     }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    wait_request(ucp_ep_close_nbx(ep, &p), Clock::time_point::max());
-    wait_request(stray_, Clock::time_point::max());  // cancelled by the close
+    const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    if (wait_request(r, deadline_after(kCancelMs)) == UCS_INPROGRESS) abandon(r);
+    // The connect's flush, cancelled by the close.
+    if (wait_request(stray_, deadline_after(kCancelMs)) == UCS_INPROGRESS) abandon(stray_);
     stray_ = nullptr;
   }
 
+  // Leaves a request that did not complete in time to UCX, which ends it or drops it with the
+  // worker.
+  void abandon(ucs_status_ptr_t r) {
+    ucx_request_free(r);
+    ++abandoned_;
+  }
+
   // Waits for a request (nullptr: done at once) and frees it; UCS_INPROGRESS if the deadline
-  // passed first (the request is then still live).
-  ucs_status_t wait_request(ucs_status_ptr_t r, Clock::time_point deadline) {
+  // passed, or stop(state) held, first (the request is then still live). stop is looked at
+  // after each round of progress and at least every kPollSliceMs.
+  template <typename Stop>
+  ucs_status_t wait_request(ucs_status_ptr_t r, Clock::time_point deadline, Stop stop) {
     if (r == nullptr) return UCS_OK;
     if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
     ucs_status_t s = UCS_INPROGRESS;
@@ -556,11 +514,14 @@ class UcxTransport : public Transport {
       auto st = state_.lock();
       wait(st, deadline, [&] {
         s = ucp_request_check_status(r);
-        return s != UCS_INPROGRESS;
+        return s != UCS_INPROGRESS || stop(*st);
       });
     }
-    if (s != UCS_INPROGRESS) request_free(r);
+    if (s != UCS_INPROGRESS) ucx_request_free(r);
     return s;
+  }
+  ucs_status_t wait_request(ucs_status_ptr_t r, Clock::time_point deadline) {
+    return wait_request(r, deadline, [](const State&) { return false; });
   }
 
   struct State {
@@ -569,13 +530,18 @@ class UcxTransport : public Transport {
     bool overflowed = false;
     Status failed;  // the endpoint's error, or the queue overflowing
     std::deque<Arrival> arrivals;
-    uint64_t queued_bytes = 0;  // eager data in arrivals
+    uint64_t queued_bytes = 0;        // eager data in arrivals
+    Clock::time_point last_progress;  // when a round of progress last did something
+    // When the connection ended (shutdown, or the endpoint's error): what is in flight then is
+    // cancelled by UCX.
+    Clock::time_point ended_at = Clock::time_point::max();
   };
   using LockedState = MutexGuarded<State>::Locked<State>;
 
   // Progresses the worker until done() (called with the state locked) or the deadline: true if
   // done. One thread progresses at a time, with the lock released (the UCX callbacks that the
-  // progress runs take it); the others wait for its round to end.
+  // progress runs take it); the others wait for its round to end. done() and the deadline are
+  // looked at after each round, which lasts at most kPollSliceMs.
   template <typename Done>
   bool wait(LockedState& st, Clock::time_point deadline, Done done) {
     for (;;) {
@@ -587,21 +553,28 @@ class UcxTransport : public Transport {
         continue;
       }
       st->progressing = true;
-      st.unlocked([this] {
-        while (ucp_worker_progress(worker_) != 0) {
-        }
+      // What UCX has to do now, but no longer than a slice: it may always have more.
+      const Clock::time_point round_end =
+          std::min(deadline, now + std::chrono::milliseconds(kPollSliceMs));
+      const bool moved = st.unlocked([this, round_end] {
+        return ucx_progress_round([this] { return ucp_worker_progress(worker_); }, round_end);
       });
+      if (moved) st->last_progress = Clock::now();
       state_.notify_all();  // what this round completed may be what another thread waits for
       // An answer often comes within microseconds: look again for a moment before sleeping.
       for (const Clock::time_point spin_end = Clock::now() + std::chrono::microseconds(kSpinUs);
            !done() && Clock::now() < spin_end;) {
         const unsigned n = st.unlocked([this] { return ucp_worker_progress(worker_); });
-        if (n != 0) state_.notify_all();
+        if (n != 0) {
+          st->last_progress = Clock::now();
+          state_.notify_all();
+        }
       }
       if (!done()) {
         // Armed unlocked: UCX takes its worker lock to arm, and holds it while its callbacks
         // take ours. Nothing arrives meanwhile, as only this thread progresses.
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         const int slice =
             static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), kPollSliceMs)));
         st.unlocked([this, slice] {
@@ -635,7 +608,7 @@ class UcxTransport : public Transport {
   MutexGuarded<ucp_ep_h> ep_{nullptr};
   std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
   ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
-  int abandoned_ = 0;                 // closes left to UCX (see abandoned_requests)
+  std::atomic<int> abandoned_{0};     // requests left to UCX (ucx_worker_destroy)
   // Guards no data: it keeps one send at a time in UCX, each until UCX is done with the
   // caller's memory.
   std::mutex send_mutex_;
@@ -695,8 +668,9 @@ class UcxListener : public Listener {
     const Clock::time_point deadline = deadline_after(timeout_ms);
     for (;;) {
       if (closed_.load()) return unavailable("listener " + address_ + " shut down");
-      while (ucp_worker_progress(worker_) != 0) {
-      }
+      ucx_progress_round(
+          [this] { return ucp_worker_progress(worker_); },
+          std::min(deadline, Clock::now() + std::chrono::milliseconds(kPollSliceMs)));
       if (!requests_.empty()) {
         ucp_conn_request_h r = requests_.front();
         requests_.pop_front();

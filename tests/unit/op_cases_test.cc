@@ -43,12 +43,12 @@ class CaseGraph {
     for (int64_t i = 0; i < ne0 * ne1 * ne2; ++i) p[i] = 2 * rng_.uniform() - 1;
     return t;
   }
-  // A weight or table of `dtype` [ne0, ne1]: random rows converted to the dtype.
-  int32_t weight(DType dtype, int64_t ne0, int64_t ne1) {
-    const int32_t t = place(make_tensor(0, 0, dtype, ne0, ne1));
+  // A weight or table of `dtype` [ne0, ne1, ne2]: random rows converted to the dtype.
+  int32_t weight(DType dtype, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
+    const int32_t t = place(make_tensor(0, 0, dtype, ne0, ne1, ne2));
     std::vector<float> row(static_cast<size_t>(ne0));
     const size_t row_bytes = dtype_row_bytes(dtype, ne0);
-    for (int64_t r = 0; r < ne1; ++r) {
+    for (int64_t r = 0; r < ne1 * ne2; ++r) {
       for (float& v : row) v = 2 * rng_.uniform() - 1;
       quantize_row(dtype, row.data(), bytes(t) + r * row_bytes, ne0);
     }
@@ -231,6 +231,44 @@ void sample_case(CaseGraph& c, int64_t n_vocab, int64_t rows, int64_t width, int
   c.node(Op::kSample, c.out(DType::kI32, k < 0 ? 1 : sample_out_words(k), rows), {l, w, e, u});
 }
 
+// Router logits F32 [n_expert, rows] with ties, a -0 next to a +0, infinities and a NaN, so that
+// the wire carries what selection must order.
+int32_t router_logits(CaseGraph& c, int64_t n_expert, int64_t rows) {
+  std::vector<float> v(static_cast<size_t>(n_expert * rows));
+  for (float& x : v) x = static_cast<float>(c.rng().next() % 7) * 0.5f - 1.5f;  // many ties
+  v[0] = std::numeric_limits<float>::quiet_NaN();
+  v[1] = -0.0f;
+  v[2] = 0.0f;
+  v[static_cast<size_t>(n_expert)] = std::numeric_limits<float>::infinity();
+  v[static_cast<size_t>(n_expert) + 1] = -std::numeric_limits<float>::infinity();
+  return c.f32_of(v, n_expert, rows);
+}
+
+// I32 [k, rows]: k distinct experts of n_expert per row, random, so that rows overlap.
+int32_t expert_ids(CaseGraph& c, int64_t k, int64_t n_expert, int64_t rows) {
+  std::vector<int32_t> v;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int32_t> all(static_cast<size_t>(n_expert));
+    for (int32_t i = 0; i < n_expert; ++i) all[static_cast<size_t>(i)] = i;
+    for (int64_t i = 0; i < k; ++i) {
+      std::swap(all[static_cast<size_t>(i)],
+                all[static_cast<size_t>(i) + c.rng().next() % static_cast<uint64_t>(n_expert - i)]);
+      v.push_back(all[static_cast<size_t>(i)]);
+    }
+  }
+  return c.i32(v, k, rows);
+}
+
+// mul_mat_id of `dtype` experts [k_in, n, n_expert] over `tokens` tokens of n_used slots; x has
+// one column per token (m = 1) or one per slot (m = n_used).
+void mul_mat_id_case(CaseGraph& c, DType dtype, int64_t k_in, int64_t n, int64_t n_expert,
+                     int64_t n_used, int64_t tokens, bool per_slot) {
+  const int32_t w = c.weight(dtype, k_in, n, n_expert);
+  const int32_t x = c.f32(k_in, per_slot ? n_used : 1, tokens);
+  const int32_t ids = expert_ids(c, n_used, n_expert, tokens);
+  c.node(Op::kMulMatId, c.out(DType::kF32, n, n_used, tokens), {w, x, ids});
+}
+
 const std::vector<OpCase>& cases() {
   static const std::vector<OpCase> kCases = {
       {"get_rows_q8_0", Op::kGetRows,
@@ -400,6 +438,64 @@ const std::vector<OpCase>& cases() {
        }},
       {"sample_tokens", Op::kSample, [](CaseGraph& c) { sample_case(c, 300, 10, 8, -1); }},
       {"sample_logprobs", Op::kSample, [](CaseGraph& c) { sample_case(c, 500, 7, 6, 5); }},
+      {"moe_top_k", Op::kMoeTopK,
+       [](CaseGraph& c) {
+         const int32_t x = router_logits(c, 16, 5);
+         c.node(Op::kMoeTopK, c.out(DType::kI32, 4, 5), {x}, {4});
+       }},
+      {"moe_top_k_all", Op::kMoeTopK,
+       [](CaseGraph& c) {
+         const int32_t x = router_logits(c, 8, 3);
+         c.node(Op::kMoeTopK, c.out(DType::kI32, 8, 3), {x}, {8});
+       }},
+      {"moe_gate_softmax_normalised", Op::kMoeGate,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(16, 5);
+         c.node(Op::kMoeGate, c.out(DType::kF32, 4, 5), {x, expert_ids(c, 4, 16, 5)}, {0, 1},
+                {1.0f});
+       }},
+      {"moe_gate_softmax_scaled", Op::kMoeGate,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(64, 3);
+         c.node(Op::kMoeGate, c.out(DType::kF32, 8, 3), {x, expert_ids(c, 8, 64, 3)}, {0, 0},
+                {2.5f});
+       }},
+      {"moe_gate_sigmoid_normalised", Op::kMoeGate,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(12, 4);
+         c.node(Op::kMoeGate, c.out(DType::kF32, 3, 4), {x, expert_ids(c, 3, 12, 4)}, {1, 1},
+                {0.75f});
+       }},
+      {"moe_gate_softmax_selected", Op::kMoeGate,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(32, 6);
+         c.node(Op::kMoeGate, c.out(DType::kF32, 4, 6), {x, expert_ids(c, 4, 32, 6)}, {2, 0},
+                {1.0f});
+       }},
+      // Several tokens that choose overlapping experts, one input per token (gate/up) or per
+      // slot (down), one token alone.
+      {"mul_mat_id_q8_0_per_token", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ8_0, 64, 16, 8, 3, 5, false); }},
+      {"mul_mat_id_q8_0_per_slot", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ8_0, 64, 16, 8, 3, 5, true); }},
+      {"mul_mat_id_q4_K_per_token", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ4_K, 256, 8, 6, 2, 7, false); }},
+      {"mul_mat_id_q6_K_per_slot", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ6_K, 256, 8, 6, 4, 3, true); }},
+      {"mul_mat_id_f16_per_slot", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kF16, 48, 12, 5, 2, 4, true); }},
+      {"mul_mat_id_f16_one_token", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kF16, 32, 8, 4, 2, 1, false); }},
+      {"moe_sum", Op::kMoeSum,
+       [](CaseGraph& c) {
+         const int32_t y = c.f32(20, 3, 4);  // a tail past the 8-float steps
+         c.node(Op::kMoeSum, c.out(DType::kF32, 20, 4), {y, c.f32(3, 4)});
+       }},
+      {"moe_sum_one_slot", Op::kMoeSum,
+       [](CaseGraph& c) {
+         const int32_t y = c.f32(32, 1, 2);
+         c.node(Op::kMoeSum, c.out(DType::kF32, 32, 2), {y, c.f32(1, 2)});
+       }},
       {"copy_strided_rows", Op::kCopy,
        [](CaseGraph& c) {
          const int32_t base = c.f32(40, 6);

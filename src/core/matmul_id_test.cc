@@ -1,0 +1,180 @@
+// matmul_id against one plain matmul per (token, slot): the expert's matrix times that pair's
+// column with m = 1. The kernels are batch-invariant, so the two must agree bit for bit, for
+// every dtype with kernels, instruction set, thread count, batch and scratch slice.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/dtype_traits.h"
+#include "core/kernel_test_util.h"
+#include "core/matmul.h"
+#include "core/quant.h"
+#include "core/rng.h"
+
+namespace strata {
+namespace {
+
+using testing::bitwise_equal;
+using testing::isas;
+using testing::IsaScope;
+using testing::random_floats;
+
+// Experts [k, n, n_expert] of one dtype, packed, from random rows.
+struct Experts {
+  DType dtype;
+  int64_t k, n, n_expert;
+  size_t row_bytes;
+  std::vector<uint8_t> bytes;
+
+  Experts(DType t, int64_t k_in, int64_t n_out, int64_t n_exp, uint64_t seed)
+      : dtype(t), k(k_in), n(n_out), n_expert(n_exp), row_bytes(dtype_row_bytes(t, k_in)) {
+    bytes.resize(row_bytes * static_cast<size_t>(n * n_expert));
+    for (int64_t r = 0; r < n * n_expert; ++r) {
+      const std::vector<float> row = random_floats(static_cast<size_t>(k), seed + r);
+      quantize_row(t, row.data(), bytes.data() + r * row_bytes, k);
+    }
+  }
+  size_t expert_bytes() const { return row_bytes * static_cast<size_t>(n); }
+};
+
+// A batch: x [k, x_m, tokens] with a gap after each column and each token, ids [n_used, tokens].
+struct Batch {
+  int64_t x_m, n_used, tokens;
+  size_t x_slot, x_tok;  // strides in floats
+  std::vector<float> x;
+  std::vector<int32_t> ids;
+};
+
+Batch make_batch(const Experts& w, int64_t n_used, int64_t tokens, bool per_slot, uint64_t seed) {
+  Batch b;
+  b.x_m = per_slot ? n_used : 1;
+  b.n_used = n_used;
+  b.tokens = tokens;
+  b.x_slot = static_cast<size_t>(w.k) + 3;
+  b.x_tok = b.x_slot * static_cast<size_t>(b.x_m) + 5;
+  b.x = random_floats(b.x_tok * static_cast<size_t>(tokens), seed, 2.0f);
+  Rng rng(seed);
+  for (int64_t i = 0; i < n_used * tokens; ++i) {
+    b.ids.push_back(static_cast<int32_t>(rng.next() % static_cast<uint64_t>(w.n_expert)));
+  }
+  return b;
+}
+
+// Y [n, n_used, tokens] with a gap of one float after each column and two after each token.
+constexpr float kGap = -12345.0f;
+std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const Batch& b,
+                                 size_t scratch_limit = 0) {
+  const size_t y_slot = static_cast<size_t>(w.n) + 1;
+  const size_t y_tok = y_slot * static_cast<size_t>(b.n_used) + 2;
+  std::vector<float> y(y_tok * static_cast<size_t>(b.tokens), kGap);
+  MatmulIdArgs a;
+  a.w_dtype = w.dtype;
+  a.w = w.bytes.data();
+  a.w_row_bytes = w.row_bytes;
+  a.w_expert_bytes = w.expert_bytes();
+  a.k = w.k;
+  a.n = w.n;
+  a.n_expert = w.n_expert;
+  a.x = b.x.data();
+  a.x_slot_stride = b.x_slot;
+  a.x_tok_stride = b.x_tok;
+  a.x_m = b.x_m;
+  a.ids = b.ids.data();
+  a.n_used = b.n_used;
+  a.n_tokens = b.tokens;
+  a.y = y.data();
+  a.y_slot_stride = y_slot;
+  a.y_tok_stride = y_tok;
+  a.scratch_limit = scratch_limit;
+  matmul_id(pool, a);
+  return y;
+}
+
+// The same layout, one matmul with m = 1 per pair on one thread.
+std::vector<float> per_pair(const Experts& w, const Batch& b) {
+  ThreadPool one(1);
+  const size_t y_slot = static_cast<size_t>(w.n) + 1;
+  const size_t y_tok = y_slot * static_cast<size_t>(b.n_used) + 2;
+  std::vector<float> y(y_tok * static_cast<size_t>(b.tokens), kGap);
+  for (int64_t t = 0; t < b.tokens; ++t) {
+    for (int64_t s = 0; s < b.n_used; ++s) {
+      const int32_t e = b.ids[static_cast<size_t>(t * b.n_used + s)];
+      const float* x = b.x.data() + t * b.x_tok + (b.x_m == 1 ? 0 : s) * b.x_slot;
+      matmul(one, w.dtype, w.bytes.data() + e * w.expert_bytes(), w.row_bytes, w.n, w.k, x,
+             static_cast<size_t>(w.k), 1, y.data() + t * y_tok + s * y_slot,
+             static_cast<size_t>(w.n));
+    }
+  }
+  return y;
+}
+
+TEST(MatmulId, EveryDTypeIsaAndThreadCountMatchesOneMatmulPerPair) {
+  for (const DTypeTraits& traits : dtype_traits_all()) {
+    if (!dtype_info(traits.dtype).has_kernels) continue;
+    const Experts w(traits.dtype, 256, 40, 6, 100);
+    for (bool per_slot : {false, true}) {
+      const Batch b = make_batch(w, 3, 5, per_slot, 7);
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        const std::vector<float> want = per_pair(w, b);
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          EXPECT_TRUE(bitwise_equal(run_matmul_id(pool, w, b), want))
+              << dtype_name(traits.dtype) << " " << isa_name(isa) << " threads " << threads
+              << (per_slot ? " per slot" : " per token");
+        }
+      }
+    }
+  }
+}
+
+// Large enough for several threads' tasks and several column tiles per expert, with slots of one
+// token that choose the same expert twice.
+TEST(MatmulId, ManyTokensAndRepeatedExpertsOnTheMatmulDTypesOfModels) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
+    const Experts w(t, 512, 96, 8, 3);
+    Batch b = make_batch(w, 4, 24, t == DType::kQ6_K || t == DType::kF16, 9);
+    b.ids[1] = b.ids[0];
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      const std::vector<float> want = per_pair(w, b);
+      ThreadPool pool(2);
+      EXPECT_TRUE(bitwise_equal(run_matmul_id(pool, w, b), want))
+          << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+}
+
+// Scratch slices cut the grouped pairs anywhere, experts too: the bits stay.
+TEST(MatmulId, ScratchSlicesChangeNoBit) {
+  const Experts w(DType::kQ8_0, 128, 24, 5, 21);
+  const Batch b = make_batch(w, 2, 9, true, 4);
+  ThreadPool pool(2);
+  const std::vector<float> whole = run_matmul_id(pool, w, b);
+  EXPECT_TRUE(bitwise_equal(whole, per_pair(w, b)));
+  const size_t pair_bytes = 136 + 24 * 4;  // about one q8_0 column of 128 and one output
+  for (size_t limit : {size_t{1}, pair_bytes * 2, pair_bytes * 7}) {
+    EXPECT_TRUE(bitwise_equal(run_matmul_id(pool, w, b, limit), whole)) << limit;
+  }
+}
+
+// A token's outputs are the same bits alone, in a batch, and on any thread count.
+TEST(MatmulId, ATokensOutputsDoNotDependOnItsBatch) {
+  const Experts w(DType::kQ4_K, 256, 64, 16, 5);
+  const Batch batch = make_batch(w, 4, 12, false, 6);
+  const size_t y_tok = (static_cast<size_t>(w.n) + 1) * 4 + 2;
+  ThreadPool three(3), one(1);
+  const std::vector<float> all = run_matmul_id(three, w, batch);
+  for (int64_t t = 0; t < batch.tokens; ++t) {
+    Batch alone = batch;
+    alone.tokens = 1;
+    alone.x.assign(batch.x.begin() + t * batch.x_tok, batch.x.begin() + (t + 1) * batch.x_tok);
+    alone.ids.assign(batch.ids.begin() + t * 4, batch.ids.begin() + (t + 1) * 4);
+    const std::vector<float> y = run_matmul_id(one, w, alone);
+    EXPECT_EQ(std::memcmp(y.data(), all.data() + t * y_tok, y_tok * sizeof(float)), 0) << t;
+  }
+}
+
+}  // namespace
+}  // namespace strata
