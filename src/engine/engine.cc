@@ -66,10 +66,6 @@ StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                                                std::vector<std::unique_ptr<Device>> devices,
                                                const EngineOptions& options) {
-  if (model->hparams().n_expert > 0) {
-    return unsupported("the layers of " + model->hparams().arch_name +
-                       " models with experts cannot be built yet (the expert ops are missing)");
-  }
   STRATA_ASSIGN_OR_RETURN(Placement plan, placement_plan(*model, devices, options));
   auto engine = std::unique_ptr<Engine>(new Engine());
   for (const StagePlan& p : plan.stages) {

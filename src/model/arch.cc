@@ -121,7 +121,9 @@ int32_t build_layer_pre_norm_swiglu(LayerGraph& g, const LayerWeights& l, int32_
   using LT = LayerTensor;
   const int32_t attn = g.self_attention(l, g.rms_norm(x, l[LT::kAttnNorm]));
   const int32_t x_attn = g.add(x, attn);
-  const int32_t ffn = g.ffn_swiglu(l, g.rms_norm(x_attn, l[LT::kFfnNorm]));
+  // A layer with a router has experts (Mixtral's llama layers, qwen3moe's).
+  const int32_t h = g.rms_norm(x_attn, l[LT::kFfnNorm]);
+  const int32_t ffn = l[LT::kFfnGateInp] != nullptr ? g.ffn_moe(l, h) : g.ffn_swiglu(l, h);
   return g.add(x_attn, ffn, dst);
 }
 
