@@ -89,9 +89,14 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   const int64_t n_vocab = ctx.n_vocab();
 
   // Bytes a batch-1 decode step must read: every weight but the embedding table, of which it
-  // reads one row (unless the output projection is the embedding table itself).
+  // reads one row (unless the output projection is the embedding table itself), and of each
+  // layer's experts only the n_expert_used its router picks.
   uint64_t step_bytes = model.total_weight_bytes() - model.token_embd()->size_bytes;
   if (model.output() == model.token_embd()) step_bytes += model.token_embd()->size_bytes;
+  const HParams& hp = model.hparams();
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    step_bytes -= model.layer_bytes(il) - model.layer_bytes_per_token(il);
+  }
   double bandwidth = 0;
   {
     ThreadPool pool(static_cast<int>(threads));
@@ -100,6 +105,11 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   print_model_line(model, threads);
   std::printf("memory read bandwidth: %.2f GB/s -> batch-1 bound %.1f tok/s (%.1f MiB/token)\n",
               bandwidth / 1e9, bandwidth / static_cast<double>(step_bytes), step_bytes / 1048576.0);
+  if (hp.n_expert > 0) {
+    std::printf("experts: %lld of %lld per token; %.1f MiB/token active of %.1f MiB of weights\n",
+                static_cast<long long>(hp.n_expert_used), static_cast<long long>(hp.n_expert),
+                step_bytes / 1048576.0, model.total_weight_bytes() / 1048576.0);
+  }
 
   // Prompt processing: one sequence of n tokens in one call (the context cuts it into
   // micro-batches of -b tokens).
@@ -263,7 +273,8 @@ int cmd_bench(const Args& args) {
         "tokens, a line 'ppN' with the rate and the time), and decode tok/s at each --batches\n"
         "size (that many sequences, one token each per step, -n steps), best of -r runs; for\n"
         "batch 1 also the fraction of the bound that memory bandwidth sets (weight bytes per\n"
-        "token / measured read rate).\n"
+        "token / measured read rate; with experts, only the expert_used_count experts a token\n"
+        "is routed to count).\n"
         "Batched mode (given any of --pp, --tg, --pl; the table of llama.cpp's\n"
         "llama-batched-bench, prompts not shared): for every combination of the lists, B (--pl)\n"
         "sequences each get a prompt of PP (--pp) tokens, all decoded in one call cut into\n"

@@ -60,6 +60,9 @@ void print_gen_usage() {
       "  --swa N             gemma2/gemma3 sliding window (default 4096 / 512)\n"
       "  --attn-softcap F    gemma2 attention soft-cap (default 50)\n"
       "  --final-softcap F   gemma2 logit soft-cap (default 30)\n"
+      "  --n-expert N        experts per layer (qwen3moe; llama: Mixtral-style; default 0)\n"
+      "  --n-expert-used K   experts each token is routed to\n"
+      "  --n-ff-exp F        one expert's feed-forward width (default n-ff; llama: n-ff)\n"
       "  --script FILE       a JSON array of strings: the model says them, one token each,\n"
       "                      then EOS, whatever the prompt (llama; needs n-embd >= n-vocab)\n",
       arch_names().c_str(), kSynthMinVocab, dtype_names_with_kernels(" | ").c_str());
@@ -249,7 +252,10 @@ int gen(const Args& args) {
                "--attn-softcap",
                "--final-softcap",
                "--mix",
-               "--script"},
+               "--script",
+               "--n-expert",
+               "--n-expert-used",
+               "--n-ff-exp"},
               {"-h|--help", "--tied", "--rope-freqs"});
   if (Status s = flags.parse(args); !s.is_ok()) return fail("gguf gen", s);
   if (flags.has("--help")) {
@@ -280,12 +286,20 @@ int gen(const Args& args) {
     int64_t* field;
     int64_t min;
   };
-  const IntFlag ints[] = {{"--n-embd", &p.n_embd, 1}, {"--n-layer", &p.n_layer, 1},
-                          {"--n-head", &p.n_head, 1}, {"--n-head-kv", &p.n_head_kv, 1},
-                          {"--n-ff", &p.n_ff, 1},     {"--n-vocab", &p.n_vocab, 1},
-                          {"--n-ctx", &p.n_ctx, 1},   {"--head-dim", &p.head_dim, 0},
-                          {"--n-rot", &p.n_rot, 0},   {"--rope-orig-ctx", &p.rope_orig_ctx, 0},
-                          {"--swa", &p.n_swa, 0}};
+  const IntFlag ints[] = {{"--n-embd", &p.n_embd, 1},
+                          {"--n-layer", &p.n_layer, 1},
+                          {"--n-head", &p.n_head, 1},
+                          {"--n-head-kv", &p.n_head_kv, 1},
+                          {"--n-ff", &p.n_ff, 1},
+                          {"--n-vocab", &p.n_vocab, 1},
+                          {"--n-ctx", &p.n_ctx, 1},
+                          {"--head-dim", &p.head_dim, 0},
+                          {"--n-rot", &p.n_rot, 0},
+                          {"--rope-orig-ctx", &p.rope_orig_ctx, 0},
+                          {"--swa", &p.n_swa, 0},
+                          {"--n-expert", &p.n_expert, 0},
+                          {"--n-expert-used", &p.n_expert_used, 0},
+                          {"--n-ff-exp", &p.n_ff_exp, 0}};
   for (const IntFlag& f : ints) {
     Result<int64_t> v = flags.get_int(f.name, *f.field, f.min, kBig);
     if (!v.is_ok()) return fail("gguf gen", v.status());

@@ -43,8 +43,13 @@ StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end
   // and the logits of every token on the last stage.
   const uint64_t t = static_cast<uint64_t>(std::max<int64_t>(
       1, n_ctx > 0 ? std::min<int64_t>(options.n_batch, options.n_ctx) : options.n_batch));
+  // With experts: router logits, the selected ids and weights, gate and up of every selected
+  // expert, and their down projections before the weighted sum.
+  const int64_t moe = hp.n_expert == 0 ? 0
+                                       : hp.n_expert + 2 * hp.n_expert_used +
+                                             hp.n_expert_used * (2 * hp.n_ff_exp + hp.n_embd);
   const uint64_t per_token = 4 * static_cast<uint64_t>(7 * hp.n_embd + 2 * hp.n_embd_q() +
-                                                       2 * hp.n_embd_kv() + 2 * hp.n_ff);
+                                                       2 * hp.n_embd_kv() + 2 * hp.n_ff + moe);
   n.compute = t * per_token + t * 4 * (8 + std::max<uint64_t>(n_ctx, 1)) +
               (first ? 0 : t * 4 * static_cast<uint64_t>(hp.n_embd)) +
               t * 4 * static_cast<uint64_t>(last ? hp.n_vocab : hp.n_embd);

@@ -1,6 +1,7 @@
 #include "engine/weights.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/check.h"
 
@@ -64,14 +65,38 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
   if (host.is_ok()) {
     w->buffer_ = std::move(host).value();
     for (const GgufTensorInfo* t : tensors) w->offsets_[t] = t->offset;
-    // Fault the mapping in now, with progress, so that the first token does not pay for it.
+    // Fault the stage's weights in now, with progress, so that the first token does not pay
+    // for them; but not the experts: a token reads only those its router picks, so their pages
+    // are read when first used and a model larger than memory runs from the page cache.
+    std::set<const GgufTensorInfo*> expert_tensors;
+    for (int64_t il = layer_begin; il < layer_end; ++il) {
+      const LayerWeights& l = model.layers()[static_cast<size_t>(il)];
+      for (size_t i = 0; i < kLayerTensorCount; ++i) {
+        if (l.tensors[i] != nullptr && model.per_expert(static_cast<LayerTensor>(i))) {
+          expert_tensors.insert(l.tensors[i]);
+        }
+      }
+    }
+    std::vector<const GgufTensorInfo*> resident;
+    uint64_t resident_bytes = 0;
+    for (const GgufTensorInfo* t : tensors) {
+      if (expert_tensors.count(t) != 0) continue;
+      resident.push_back(t);
+      resident_bytes += t->size_bytes;
+    }
     volatile uint8_t sink = 0;
     constexpr uint64_t kPage = 4096, kReport = uint64_t{16} << 20;
-    for (uint64_t off = 0; off < data_size; off += kPage) {
-      sink = sink + data[off];
-      if (progress && off % kReport == 0) progress(off, data_size);
+    uint64_t done = 0, reported = 0;
+    for (const GgufTensorInfo* t : resident) {
+      const uint8_t* p = model.file().tensor_data(*t);
+      for (uint64_t off = 0; off < t->size_bytes; off += kPage) sink = sink + p[off];
+      done += t->size_bytes;
+      if (progress && done - reported >= kReport) {
+        progress(done, resident_bytes);
+        reported = done;
+      }
     }
-    if (progress) progress(data_size, data_size);
+    if (progress) progress(resident_bytes, resident_bytes);
     return w;
   }
   if (host.status().kind() != ErrorKind::kUnsupported) return host.status();

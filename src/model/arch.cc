@@ -13,12 +13,13 @@ extern const ArchDef kArchQwen3;
 extern const ArchDef kArchPhi3;
 extern const ArchDef kArchGemma2;
 extern const ArchDef kArchGemma3;
+extern const ArchDef kArchQwen3Moe;
 
 namespace {
 
 // Every architecture strata runs; adding one is a file and a line here.
-const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen2,  &kArchQwen3,
-                                 &kArchPhi3,  &kArchGemma2, &kArchGemma3};
+const ArchDef* const kArchs[] = {&kArchLlama,  &kArchQwen2,  &kArchQwen3,   &kArchPhi3,
+                                 &kArchGemma2, &kArchGemma3, &kArchQwen3Moe};
 
 // The GGUF name of every LayerTensor, in enum order.
 struct LayerTensorName {
@@ -43,6 +44,10 @@ constexpr LayerTensorName kLayerTensorNames[] = {
     {LayerTensor::kWqkv, "attn_qkv.weight"},
     {LayerTensor::kAttnPostNorm, "post_attention_norm.weight"},
     {LayerTensor::kFfnPostNorm, "post_ffw_norm.weight"},
+    {LayerTensor::kFfnGateInp, "ffn_gate_inp.weight"},
+    {LayerTensor::kWGateExps, "ffn_gate_exps.weight"},
+    {LayerTensor::kWUpExps, "ffn_up_exps.weight"},
+    {LayerTensor::kWDownExps, "ffn_down_exps.weight"},
 };
 constexpr bool names_in_enum_order() {
   for (size_t i = 0; i < std::size(kLayerTensorNames); ++i) {
@@ -78,9 +83,23 @@ int64_t dim_value(Dim d, const HParams& hp) {
       return hp.n_embd_q() + 2 * hp.n_embd_kv();
     case Dim::kFf2:
       return 2 * hp.n_ff;
+    case Dim::kExpert:
+      return hp.n_expert;
+    case Dim::kFfExp:
+      return hp.n_ff_exp;
   }
   STRATA_CHECK(false, "Dim value outside the enum");
   return 0;
+}
+
+bool spec_applies(const LayerTensorSpec& s, const HParams& hp) {
+  if (s.presence == Presence::kDenseFfn) return hp.n_expert == 0;
+  if (s.presence == Presence::kMoeFfn) return hp.n_expert > 0;
+  return true;
+}
+
+bool spec_required(const LayerTensorSpec& s, const HParams& hp) {
+  return s.presence != Presence::kOptional && spec_applies(s, hp);
 }
 
 std::span<const ArchDef* const> arch_all() { return kArchs; }
@@ -102,7 +121,9 @@ int32_t build_layer_pre_norm_swiglu(LayerGraph& g, const LayerWeights& l, int32_
   using LT = LayerTensor;
   const int32_t attn = g.self_attention(l, g.rms_norm(x, l[LT::kAttnNorm]));
   const int32_t x_attn = g.add(x, attn);
-  const int32_t ffn = g.ffn_swiglu(l, g.rms_norm(x_attn, l[LT::kFfnNorm]));
+  // A layer with a router has experts (Mixtral's llama layers, qwen3moe's).
+  const int32_t h = g.rms_norm(x_attn, l[LT::kFfnNorm]);
+  const int32_t ffn = l[LT::kFfnGateInp] != nullptr ? g.ffn_moe(l, h) : g.ffn_swiglu(l, h);
   return g.add(x_attn, ffn, dst);
 }
 

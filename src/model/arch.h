@@ -48,6 +48,11 @@ enum class LayerTensor : uint8_t {
   kWqkv,          // attn_qkv.weight     [n_embd, n_embd_q + 2 n_embd_kv]: q, k, v rows fused
   kAttnPostNorm,  // post_attention_norm.weight F32 [n_embd]: norm of the attention output
   kFfnPostNorm,   // post_ffw_norm.weight       F32 [n_embd]: norm of the FFN output
+  // Mixture of experts: the router and the experts' matrices, expert e's at e * nb[2].
+  kFfnGateInp,  // ffn_gate_inp.weight   [n_embd, n_expert]: router logits
+  kWGateExps,   // ffn_gate_exps.weight  [n_embd, n_ff_exp, n_expert]
+  kWUpExps,     // ffn_up_exps.weight    [n_embd, n_ff_exp, n_expert]
+  kWDownExps,   // ffn_down_exps.weight  [n_ff_exp, n_embd, n_expert]
   kCount,
 };
 inline constexpr size_t kLayerTensorCount = static_cast<size_t>(LayerTensor::kCount);
@@ -55,21 +60,46 @@ inline constexpr size_t kLayerTensorCount = static_cast<size_t>(LayerTensor::kCo
 std::string_view layer_tensor_name(LayerTensor t);
 
 // A dimension of a layer tensor, computed from the hyperparameters (dim_value()).
-// kQkv: n_embd_q + 2 n_embd_kv (fused q/k/v); kFf2: 2 n_ff (fused gate and up).
-enum class Dim : uint8_t { kOne, kEmbd, kEmbdQ, kEmbdKv, kHeadDim, kFf, kQkv, kFf2 };
+// kQkv: n_embd_q + 2 n_embd_kv (fused q/k/v); kFf2: 2 n_ff (fused gate and up); kExpert:
+// n_expert; kFfExp: n_ff_exp (one expert's feed-forward width).
+enum class Dim : uint8_t {
+  kOne,
+  kEmbd,
+  kEmbdQ,
+  kEmbdKv,
+  kHeadDim,
+  kFf,
+  kQkv,
+  kFf2,
+  kExpert,
+  kFfExp
+};
 int64_t dim_value(Dim d, const HParams& hp);
 
-// How synthetic models draw a tensor's values (model/synth.cc); loading ignores it.
-enum class TensorRole : uint8_t { kNorm, kBias, kWeight };
+// How synthetic models draw a tensor's values (model/synth.cc); loading ignores it. kRouter:
+// a matrix kept in F32 whatever the file's type, as llama-quantize leaves ffn_gate_inp.
+enum class TensorRole : uint8_t { kNorm, kBias, kWeight, kRouter };
 
-// One row of an architecture's layer table. Vectors (ne1 = kOne) must be F32 in a file.
+// Whether a layer has a tensor. The FFN rows of an architecture that comes dense or with
+// experts (llama: Mixtral is a llama file with expert_count) say which kind they belong to:
+// kDenseFfn rows are required in a model without experts (HParams::n_expert == 0) and absent
+// in one with them, kMoeFfn rows the other way round.
+enum class Presence : uint8_t { kRequired, kOptional, kDenseFfn, kMoeFfn };
+
+// One row of an architecture's layer table. Vectors (ne1 = kOne) must be F32 in a file; a row
+// with ne2 = kExpert holds one [ne0, ne1] matrix per expert.
 struct LayerTensorSpec {
   LayerTensor id;
   Dim ne0;
   Dim ne1;
-  bool required;
+  Dim ne2;
+  Presence presence;
   TensorRole role;
 };
+
+// Whether layers of the model `hp` describes may have the row's tensor, and must.
+bool spec_applies(const LayerTensorSpec& s, const HParams& hp);
+bool spec_required(const LayerTensorSpec& s, const HParams& hp);
 
 // The graph of one layer: x is the residual stream F32 [n_embd, T] (a tensor of g's builder);
 // the result is written to `dst` when dst >= 0 (the stage's output tensor), else to scratch,

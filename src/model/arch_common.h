@@ -10,7 +10,8 @@
 
 namespace strata {
 
-// x + attn(norm(x)), then + ffn_swiglu(norm(.)): the llama block (llama, qwen2, qwen3).
+// x + attn(norm(x)), then + ffn(norm(.)): the llama block (llama, qwen2, qwen3, qwen3moe), its
+// FFN a SwiGLU or, in a layer with a router, a mixture of SwiGLU experts.
 int32_t build_layer_pre_norm_swiglu(LayerGraph& g, const LayerWeights& l, int32_t x, int32_t dst);
 
 // x + post_norm(attn(norm(x))), then + post_norm(ffn_geglu(norm(.))): the Gemma 2/3 block.

@@ -12,19 +12,19 @@ namespace {
 using LT = LayerTensor;
 
 constexpr LayerTensorSpec kGemma3Tensors[] = {
-    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
-    {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
-    {LT::kWv, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
-    {LT::kQNorm, Dim::kHeadDim, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kKNorm, Dim::kHeadDim, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, true, TensorRole::kWeight},
-    {LT::kAttnPostNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWGate, Dim::kEmbd, Dim::kFf, true, TensorRole::kWeight},
-    {LT::kWUp, Dim::kEmbd, Dim::kFf, true, TensorRole::kWeight},
-    {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
-    {LT::kFfnPostNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
+    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWv, Dim::kEmbd, Dim::kEmbdKv, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kQNorm, Dim::kHeadDim, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kKNorm, Dim::kHeadDim, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kAttnPostNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWGate, Dim::kEmbd, Dim::kFf, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWUp, Dim::kEmbd, Dim::kFf, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWDown, Dim::kFf, Dim::kEmbd, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kFfnPostNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
 };
 
 Status read_gemma3_hparams(const GgufFile& f, HParams& hp) {

@@ -10,12 +10,12 @@ namespace {
 using LT = LayerTensor;
 
 constexpr LayerTensorSpec kPhi3Tensors[] = {
-    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWqkv, Dim::kEmbd, Dim::kQkv, true, TensorRole::kWeight},
-    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, true, TensorRole::kWeight},
-    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWUp, Dim::kEmbd, Dim::kFf2, true, TensorRole::kWeight},
-    {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
+    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWqkv, Dim::kEmbd, Dim::kQkv, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWUp, Dim::kEmbd, Dim::kFf2, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWDown, Dim::kFf, Dim::kEmbd, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
 };
 
 Status read_phi3_hparams(const GgufFile&, HParams& hp) {

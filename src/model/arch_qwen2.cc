@@ -8,18 +8,18 @@ namespace {
 using LT = LayerTensor;
 
 constexpr LayerTensorSpec kQwen2Tensors[] = {
-    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, true, TensorRole::kWeight},
-    {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
-    {LT::kWv, Dim::kEmbd, Dim::kEmbdKv, true, TensorRole::kWeight},
-    {LT::kBq, Dim::kEmbdQ, Dim::kOne, true, TensorRole::kBias},
-    {LT::kBk, Dim::kEmbdKv, Dim::kOne, true, TensorRole::kBias},
-    {LT::kBv, Dim::kEmbdKv, Dim::kOne, true, TensorRole::kBias},
-    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, true, TensorRole::kWeight},
-    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, true, TensorRole::kNorm},
-    {LT::kWGate, Dim::kEmbd, Dim::kFf, true, TensorRole::kWeight},
-    {LT::kWUp, Dim::kEmbd, Dim::kFf, true, TensorRole::kWeight},
-    {LT::kWDown, Dim::kFf, Dim::kEmbd, true, TensorRole::kWeight},
+    {LT::kAttnNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWq, Dim::kEmbd, Dim::kEmbdQ, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWk, Dim::kEmbd, Dim::kEmbdKv, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWv, Dim::kEmbd, Dim::kEmbdKv, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kBq, Dim::kEmbdQ, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kBias},
+    {LT::kBk, Dim::kEmbdKv, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kBias},
+    {LT::kBv, Dim::kEmbdKv, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kBias},
+    {LT::kWo, Dim::kEmbdQ, Dim::kEmbd, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kFfnNorm, Dim::kEmbd, Dim::kOne, Dim::kOne, Presence::kRequired, TensorRole::kNorm},
+    {LT::kWGate, Dim::kEmbd, Dim::kFf, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWUp, Dim::kEmbd, Dim::kFf, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
+    {LT::kWDown, Dim::kFf, Dim::kEmbd, Dim::kOne, Presence::kRequired, TensorRole::kWeight},
 };
 
 Status read_qwen2_hparams(const GgufFile&, HParams& hp) {

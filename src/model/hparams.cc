@@ -73,6 +73,72 @@ Status read_rope_scaling(const GgufFile& f, const std::string& a, HParams& hp) {
   return Status::ok();
 }
 
+// expert_count and expert_used_count, as llama.cpp reads them for every architecture: both
+// absent (or zero) for a dense model; otherwise 1 <= used <= count <= kMaxExperts.
+Status read_expert_counts(const GgufFile& f, const std::string& a, HParams& hp) {
+  const std::string count_key = a + "expert_count", used_key = a + "expert_used_count";
+  uint64_t count = 0, used = 0;
+  if (f.find(count_key) != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(count, f.get_uint(count_key));
+  }
+  if (f.find(used_key) != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(used, f.get_uint(used_key));
+  }
+  if (count > static_cast<uint64_t>(kMaxExperts)) {
+    return out_of_range(count_key + " = " + std::to_string(count) + " is more than " +
+                        std::to_string(kMaxExperts));
+  }
+  if (count == 0 && used != 0) {
+    return invalid_argument(used_key + " = " + std::to_string(used) + " but " + count_key +
+                            " is absent or 0 (a model without experts)");
+  }
+  if (count > 0 && (used < 1 || used > count)) {
+    return out_of_range(used_key + " = " + std::to_string(used) + " outside [1, " + count_key +
+                        " = " + std::to_string(count) + "]");
+  }
+  hp.n_expert = static_cast<int64_t>(count);
+  hp.n_expert_used = static_cast<int64_t>(used);
+  return Status::ok();
+}
+
+// The experts' width and gating, over the defaults the architecture set: a key the file has
+// wins. expert_gating_func 0 means the architecture's default, as in llama.cpp;
+// expert_weights_scale 0 means none.
+Status read_expert_gating(const GgufFile& f, const std::string& a, HParams& hp) {
+  const std::string ff_key = a + "expert_feed_forward_length";
+  if (f.find(ff_key) == nullptr && hp.n_ff_exp < 1) {
+    return invalid_argument(ff_key + " is missing, and the default " + std::to_string(hp.n_ff_exp) +
+                            " (feed_forward_length / expert_used_count) is not a width");
+  }
+  STRATA_ASSIGN_OR_RETURN(hp.n_ff_exp,
+                          get_dim(f, ff_key, kMaxHparamDim, static_cast<uint64_t>(hp.n_ff_exp)));
+  const std::string gating_key = a + "expert_gating_func";
+  if (f.find(gating_key) != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(uint64_t g, f.get_uint(gating_key));
+    // The file numbers them 1, 2, 3 (0: the architecture's default), as llama.cpp does.
+    constexpr MoeGating kGatings[] = {MoeGating::kSoftmax, MoeGating::kSigmoid,
+                                      MoeGating::kSoftmaxSelected};
+    if (g > std::size(kGatings)) {
+      return unsupported(gating_key + " = " + std::to_string(g) +
+                         " is not supported (1 softmax, 2 sigmoid, 3 softmax of the selected)");
+    }
+    if (g > 0) hp.expert_gating = kGatings[g - 1];
+  }
+  const std::string norm_key = a + "expert_weights_norm";
+  if (f.find(norm_key) != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(hp.expert_weights_norm, f.get_bool(norm_key));
+  }
+  const std::string scale_key = a + "expert_weights_scale";
+  if (f.find(scale_key) != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(double scale, f.get_float(scale_key));
+    if (!(scale >= 0 && scale <= 1e3)) {
+      return out_of_range(scale_key + " = " + std::to_string(scale) + " outside [0, 1000]");
+    }
+    hp.expert_weights_scale = scale == 0 ? 1.0f : static_cast<float>(scale);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<int64_t> get_dim(const GgufFile& f, const std::string& key, uint64_t limit,
@@ -139,7 +205,19 @@ Result<HParams> hparams_from_gguf(const GgufFile& f) {
                           get_positive(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
   STRATA_ASSIGN_OR_RETURN(hp.rope_freq_base, get_positive(f, a + "rope.freq_base", 10000.0f));
   STRATA_RETURN_IF_ERROR(read_rope_scaling(f, a, hp));
+  STRATA_RETURN_IF_ERROR(read_expert_counts(f, a, hp));
+  if (hp.n_expert > 0) {
+    bool has_experts = false;
+    for (const LayerTensorSpec& s : hp.arch->layer_tensors) {
+      has_experts = has_experts || s.ne2 == Dim::kExpert;
+    }
+    if (!has_experts) {
+      return unsupported(a + "expert_count = " + std::to_string(hp.n_expert) + ": " + hp.arch_name +
+                         " models with experts are not supported");
+    }
+  }
   STRATA_RETURN_IF_ERROR(hp.arch->read_hparams(f, hp));
+  if (hp.n_expert > 0) STRATA_RETURN_IF_ERROR(read_expert_gating(f, a, hp));
   const GgufTensorInfo* embd = f.tensor("token_embd.weight");
   if (embd == nullptr) return invalid_argument("tensor token_embd.weight is missing");
   hp.n_vocab = embd->ne[1];

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/ops.h"
+#include "core/ops_moe.h"
 #include "core/status.h"
 #include "model/rope.h"
 
@@ -45,6 +46,17 @@ struct HParams {
   float attn_softcap = 0.0f;   // scores = cap * tanh(scores / cap); 0: none (Gemma 2)
   float final_softcap = 0.0f;  // the same on the logits (Gemma 2)
   float embd_scale = 0.0f;     // token embeddings times this; 0: none (Gemma: sqrt(n_embd))
+
+  // Mixture of experts; n_expert = 0: a dense feed-forward network. Each token's FFN output is
+  // the weighted sum of the n_expert_used experts of largest router logit; the weights are
+  // expert_gating of the logits, divided by their sum when expert_weights_norm, times
+  // expert_weights_scale.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;  // one expert's feed-forward width
+  MoeGating expert_gating = MoeGating::kSoftmax;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 1.0f;
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

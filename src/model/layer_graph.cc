@@ -116,6 +116,31 @@ int32_t LayerGraph::ffn_swiglu(const LayerWeights& l, int32_t h) {
   return mul_mat(l[LT::kWDown], act);
 }
 
+int32_t LayerGraph::mul_mat_id(const GgufTensorInfo* w_exps, int32_t x, int32_t ids) {
+  return b_.mul_mat_id(weight(w_exps), x, ids);
+}
+
+int32_t LayerGraph::ffn_moe(const LayerWeights& l, int32_t h) {
+  using LT = LayerTensor;
+  const int64_t T = n_tokens_;
+  const int64_t n_embd = hp_.n_embd, n_ff = hp_.n_ff_exp, k = hp_.n_expert_used;
+  const int32_t logits = mul_mat(l[LT::kFfnGateInp], h);          // F32 [n_expert, T]
+  const int32_t ids = b_.moe_top_k(logits, static_cast<int>(k));  // I32 [k, T]
+  const int32_t weights = b_.moe_gate(logits, ids, hp_.expert_gating, hp_.expert_weights_norm,
+                                      hp_.expert_weights_scale);  // F32 [k, T]
+  // One input per token, shared by its k experts.
+  const int32_t x = b_.view(h, n_embd, 1, T, 4 * n_embd, 4 * n_embd);
+  const int32_t gate = mul_mat_id(l[LT::kWGateExps], x, ids);  // F32 [n_ff, k, T]
+  const int32_t up = mul_mat_id(l[LT::kWUpExps], x, ids);
+  // SwiGLU over the k * T rows of n_ff, then one input per slot for the down projection.
+  const int32_t gate_rows = b_.view(gate, n_ff, k * T, 1, 4 * n_ff, 4 * n_ff * k * T);
+  const int32_t up_rows = b_.view(up, n_ff, k * T, 1, 4 * n_ff, 4 * n_ff * k * T);
+  const int32_t act = b_.node(Op::kSwiglu, gate_rows, {gate_rows, up_rows});
+  const int32_t act_slots = b_.view(act, n_ff, k, T, 4 * n_ff, 4 * n_ff * k);
+  const int32_t y = mul_mat_id(l[LT::kWDownExps], act_slots, ids);  // F32 [n_embd, k, T]
+  return b_.moe_sum(y, weights);
+}
+
 int32_t LayerGraph::ffn_geglu(const LayerWeights& l, int32_t h) {
   using LT = LayerTensor;
   const int32_t gate = mul_mat(l[LT::kWGate], h);

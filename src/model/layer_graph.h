@@ -75,6 +75,14 @@ class LayerGraph {
   // down(gelu(gate h) * up h) (Gemma). F32 [n_embd, T].
   int32_t ffn_geglu(const LayerWeights& l, int32_t h);
 
+  // F32 [w.ne1, n_used, T]: for each token and slot, the expert its ids name times the
+  // token's input (x F32 [w.ne0, 1 or n_used, T]); only the experts some token picked are read.
+  int32_t mul_mat_id(const GgufTensorInfo* w_exps, int32_t x, int32_t ids);
+  // A mixture of SwiGLU experts: router logits = ffn_gate_inp h, the top n_expert_used
+  // experts, their weights by the model's gating, gate and up of each selected expert, then
+  // its down projection, summed with the weights. F32 [n_embd, T].
+  int32_t ffn_moe(const LayerWeights& l, int32_t h);
+
  private:
   GraphBuilder& b_;
   const HParams& hp_;

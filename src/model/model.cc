@@ -94,12 +94,17 @@ Status Model::bind_tensors() {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
     for (const LayerTensorSpec& spec : hp.arch->layer_tensors) {
+      if (!spec_applies(spec, hp)) continue;
       const bool vector = spec.ne1 == Dim::kOne;
       const std::string name = p + std::string(layer_tensor_name(spec.id));
       const int64_t ne0 = dim_value(spec.ne0, hp);
+      const int64_t ne1 = dim_value(spec.ne1, hp);
+      const bool optional = !spec_required(spec, hp);
       Result<const GgufTensorInfo*> t =
-          vector ? bind(f, name, {ne0}, true, !spec.required)
-                 : bind(f, name, {ne0, dim_value(spec.ne1, hp)}, false, !spec.required);
+          vector ? bind(f, name, {ne0}, true, optional)
+          : spec.ne2 == Dim::kOne
+              ? bind(f, name, {ne0, ne1}, false, optional)
+              : bind(f, name, {ne0, ne1, dim_value(spec.ne2, hp)}, false, optional);
       if (!t.is_ok()) return t.status();
       l.tensors[static_cast<size_t>(spec.id)] = t.value();
     }
@@ -137,6 +142,29 @@ uint64_t Model::layer_bytes(int64_t il) const {
   uint64_t sum = 0;
   for (const GgufTensorInfo* t : layers_[static_cast<size_t>(il)].tensors) {
     if (t != nullptr) sum += t->size_bytes;
+  }
+  return sum;
+}
+
+bool Model::per_expert(LayerTensor t) const {
+  for (const LayerTensorSpec& s : hparams_.arch->layer_tensors) {
+    if (s.id == t) return s.ne2 == Dim::kExpert;
+  }
+  return false;
+}
+
+uint64_t Model::layer_bytes_per_token(int64_t il) const {
+  const LayerWeights& l = layers_[static_cast<size_t>(il)];
+  uint64_t sum = 0;
+  for (size_t i = 0; i < kLayerTensorCount; ++i) {
+    const GgufTensorInfo* t = l.tensors[i];
+    if (t == nullptr) continue;
+    if (!per_expert(static_cast<LayerTensor>(i))) {
+      sum += t->size_bytes;
+    } else {
+      const uint64_t n_expert = static_cast<uint64_t>(hparams_.n_expert);
+      sum += t->size_bytes / n_expert * static_cast<uint64_t>(hparams_.n_expert_used);
+    }
   }
   return sum;
 }

@@ -47,6 +47,13 @@ class Model {
   // Bytes of the weights of layer il (for splitting by memory) and of the rest.
   uint64_t layer_bytes(int64_t il) const;
   uint64_t total_weight_bytes() const;
+  // Whether the layer tensor `t` holds one matrix per expert (its architecture's row has
+  // ne2 = Dim::kExpert): a token reads n_expert_used of them, not all.
+  bool per_expert(LayerTensor t) const;
+  // Bytes a one-token step reads of layer il: every tensor but those per expert, of which it
+  // reads the n_expert_used experts the router picks (each expert's matrix is 1 / n_expert of
+  // the tensor: whole rows, so whole blocks).
+  uint64_t layer_bytes_per_token(int64_t il) const;
 
  private:
   Model(GgufFile file, HParams hparams, Tokenizer tokenizer)

@@ -218,7 +218,9 @@ constexpr const char* kChatMlTemplate =
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-bool is_qwen(const std::string& arch) { return arch == "qwen2" || arch == "qwen3"; }
+bool is_qwen(const std::string& arch) {
+  return arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe";
+}
 
 int64_t head_dim_of(const SynthParams& p) {
   return p.head_dim != 0 ? p.head_dim : (p.n_head > 0 ? p.n_embd / p.n_head : 0);
@@ -310,6 +312,38 @@ Status check_range(const char* name, int64_t v, int64_t lo, int64_t hi) {
   return Status::ok();
 }
 
+int64_t ff_exp_of(const SynthParams& p) { return p.n_ff_exp != 0 ? p.n_ff_exp : p.n_ff; }
+
+// Experts only where the architecture's table has them, and always where it requires them.
+Status validate_experts(const SynthParams& p) {
+  const ArchDef* arch = arch_find(p.arch);
+  bool may = false, must = false;
+  for (const LayerTensorSpec& s : arch->layer_tensors) {
+    if (s.ne2 != Dim::kExpert) continue;
+    may = true;
+    must = must || s.presence == Presence::kRequired;
+  }
+  if (!may && p.n_expert != 0) {
+    return invalid_argument("arch " + p.arch + " has no experts (n_expert " +
+                            std::to_string(p.n_expert) + ")");
+  }
+  STRATA_RETURN_IF_ERROR(check_range("n_expert", p.n_expert, must ? 1 : 0, kMaxExperts));
+  if (p.n_expert == 0) {
+    if (p.n_expert_used != 0 || p.n_ff_exp != 0) {
+      return invalid_argument("n_expert_used and n_ff_exp need n_expert");
+    }
+    return Status::ok();
+  }
+  STRATA_RETURN_IF_ERROR(check_range("n_expert_used", p.n_expert_used, 1, p.n_expert));
+  STRATA_RETURN_IF_ERROR(check_range("n_ff_exp", ff_exp_of(p), 1, kGenMaxFf));
+  if (p.arch == "llama" && ff_exp_of(p) != p.n_ff) {
+    return invalid_argument("llama experts are n_ff wide: n_ff_exp " + std::to_string(p.n_ff_exp) +
+                            " differs from n_ff " + std::to_string(p.n_ff));
+  }
+  if (!p.script.empty()) return invalid_argument("a scripted model has no experts");
+  return Status::ok();
+}
+
 // How a tensor's values are drawn.
 struct Init {
   double mean;
@@ -376,6 +410,7 @@ Status synth_validate(const SynthParams& p) {
       }
     }
   }
+  STRATA_RETURN_IF_ERROR(validate_experts(p));
   const Mix* mix = p.mix.empty() ? nullptr : find_mix(p.mix);
   if (!p.mix.empty() && mix == nullptr) {
     return invalid_argument("mix '" + p.mix + "' is not one of q4_K_M, q5_K_M, q3_K_M");
@@ -391,6 +426,7 @@ Status synth_validate(const SynthParams& p) {
       {"blk.*.attn_output.weight", p.n_head * hd},
       {"blk.*.ffn_gate.weight", p.n_embd},
       {"blk.*.ffn_down.weight", p.n_ff},
+      {"blk.*.ffn_down_exps.weight", p.n_expert > 0 ? ff_exp_of(p) : 0},
   };
   for (const auto& [name, ne0] : rows) {
     if (ne0 % info.block_size != 0) {
@@ -420,7 +456,9 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   auto matrix_dtype = [&](LayerTensor id, int64_t il) {
     if (mix == nullptr) return p.dtype;
     if (id == LayerTensor::kWv) return mix->attn_v(il, p.n_layer);
-    if (id == LayerTensor::kWDown) return mix->ffn_down(il, p.n_layer);
+    if (id == LayerTensor::kWDown || id == LayerTensor::kWDownExps) {
+      return mix->ffn_down(il, p.n_layer);
+    }
     if (id == LayerTensor::kWo) return mix->attn_output;
     return mix->base;
   };
@@ -459,6 +497,14 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
   w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
+  if (p.n_expert > 0) {
+    // As the converters write them: Mixtral's experts take feed_forward_length.
+    w.set_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
+    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
+    if (a != "llama") {
+      w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(ff_exp_of(p)));
+    }
+  }
 
   if (qwen) {
     Vocab v = bpe_vocab(p.n_vocab);
@@ -560,6 +606,8 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   hp.n_head_kv = p.n_head_kv;
   hp.head_dim = hd;
   hp.n_ff = p.n_ff;
+  hp.n_expert = p.n_expert;
+  hp.n_ff_exp = p.n_expert > 0 ? ff_exp_of(p) : 0;
   if (scripted) {
     STRATA_RETURN_IF_ERROR(add_one_hot("token_embd.weight", embd_dtype, false));
   } else {
@@ -568,16 +616,18 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     for (const LayerTensorSpec& spec : arch_find(a)->layer_tensors) {
-      if (!spec.required) continue;
+      if (!spec_required(spec, hp)) continue;
       const std::string name = b + std::string(layer_tensor_name(spec.id));
       const int64_t ne0 = dim_value(spec.ne0, hp);
       if (spec.ne1 == Dim::kOne) {
         const Init init = spec.role == TensorRole::kNorm ? norm : bias;
         STRATA_RETURN_IF_ERROR(add(name, DType::kF32, {ne0}, init));
-      } else {
-        STRATA_RETURN_IF_ERROR(
-            add(name, matrix_dtype(spec.id, l), {ne0, dim_value(spec.ne1, hp)}, matrix(ne0)));
+        continue;
       }
+      std::vector<int64_t> ne = {ne0, dim_value(spec.ne1, hp)};
+      if (spec.ne2 != Dim::kOne) ne.push_back(dim_value(spec.ne2, hp));
+      const DType dtype = spec.role == TensorRole::kRouter ? DType::kF32 : matrix_dtype(spec.id, l);
+      STRATA_RETURN_IF_ERROR(add(name, dtype, ne, matrix(ne0)));
     }
   }
   STRATA_RETURN_IF_ERROR(add("output_norm.weight", DType::kF32, {p.n_embd}, norm));

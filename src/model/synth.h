@@ -18,7 +18,7 @@
 namespace strata {
 
 struct SynthParams {
-  std::string arch = "llama";  // "llama" | "qwen2" | "qwen3"
+  std::string arch = "llama";  // an architecture of arch_names()
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 4;
@@ -48,6 +48,12 @@ struct SynthParams {
   int64_t n_swa = 0;
   double attn_softcap = 0;   // attn_logit_softcapping (0: 50 for gemma2)
   double final_softcap = 0;  // final_logit_softcapping (0: 30 for gemma2)
+  // Mixture of experts: n_expert experts of width n_ff_exp, n_expert_used of them per token.
+  // qwen3moe needs them; llama with them is Mixtral-style (its experts are n_ff wide, so
+  // n_ff_exp is 0 or n_ff); 0 experts elsewhere.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;  // 0: n_ff
 
   // A scripted model (llama only): greedy decoding says these pieces, one token each, then
   // EOS, whatever the prompt, so that tests of what consumes a model's output (tool-call and

@@ -337,6 +337,62 @@ TEST(Synth, ValidationNamesTheProblem) {
   p = small("llama");
   p.n_layer = 0;
   expect_invalid(p, {"n_layer", "0"});
+  p = small("qwen2");
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  expect_invalid(p, {"qwen2", "no experts", "4"});
+  p = small("qwen3moe");
+  expect_invalid(p, {"n_expert", "0", "1..512"});
+  p.n_expert = 4;
+  p.n_expert_used = 5;
+  expect_invalid(p, {"n_expert_used", "5", "1..4"});
+  p = small("llama");
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  p.n_ff_exp = 64;
+  expect_invalid(p, {"n_ff_exp", "64", "n_ff"});
+  p = small("qwen3moe", DType::kQ8_0);
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  p.n_ff_exp = 40;
+  expect_invalid(p, {"ffn_down_exps", "40", "32"});
+}
+
+// Experts: the metadata the converters write, the router in F32 whatever the dtype, and the
+// experts' matrices as one 3-D tensor each, quantised row by row.
+TEST(Synth, ExpertsMetadataAndTensors) {
+  SynthParams p = small("qwen3moe", DType::kQ8_0);
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  p.n_ff_exp = 64;
+  const GgufFile file = synth_parse(p);
+  const GgufFile* f = &file;
+  EXPECT_EQ(f->get_uint("qwen3moe.expert_count").value(), 8u);
+  EXPECT_EQ(f->get_uint("qwen3moe.expert_used_count").value(), 2u);
+  EXPECT_EQ(f->get_uint("qwen3moe.expert_feed_forward_length").value(), 64u);
+  const GgufTensorInfo* router = f->tensor("blk.0.ffn_gate_inp.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->dtype, DType::kF32);
+  const GgufTensorInfo* down = f->tensor("blk.1.ffn_down_exps.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->dtype, DType::kQ8_0);
+  EXPECT_EQ(down->n_dims, 3);
+  EXPECT_EQ(down->ne[0], 64);
+  EXPECT_EQ(down->ne[1], p.n_embd);
+  EXPECT_EQ(down->ne[2], 8);
+  EXPECT_EQ(f->tensor("blk.0.ffn_gate.weight"), nullptr);
+  // Mixtral-style: llama with experts of width n_ff, and no expert_feed_forward_length.
+  p = small("llama");
+  p.n_expert = 4;
+  p.n_expert_used = 2;
+  const GgufFile mixtral = synth_parse(p);
+  const GgufFile* g = &mixtral;
+  EXPECT_EQ(g->find("llama.expert_feed_forward_length"), nullptr);
+  const GgufTensorInfo* up = g->tensor("blk.0.ffn_up_exps.weight");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->ne[1], p.n_ff);
+  EXPECT_EQ(up->ne[2], 4);
+  EXPECT_EQ(g->tensor("blk.0.ffn_up.weight"), nullptr);
 }
 
 // The command line: gen writes a file the reader accepts, info reads it, bad flags fail.

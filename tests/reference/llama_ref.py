@@ -2,7 +2,8 @@
 """An independent reference forward pass of a GGUF model, in numpy.
 
 Architectures: llama, qwen2, qwen3, phi3, gemma2, gemma3, with their rope variants (NeoX
-pairs, partial rotary, linear scaling, Llama 3.1 frequency divisors, YaRN, LongRoPE).
+pairs, partial rotary, linear scaling, Llama 3.1 frequency divisors, YaRN, LongRoPE), and the
+mixtures of experts qwen3moe and Mixtral (llama with expert_count).
 
 It shares no code with strata (its own GGUF parser, its own maths in float64, quantised
 tensors dequantised by gguf_quants.py from the published block layouts), so agreement between
@@ -12,6 +13,9 @@ tiny models such as stories260K.
 usage: llama_ref.py MODEL.gguf --ids "1 403 407" [--generate N] [--logits OUT]
   --generate N  greedy continuation, prints the generated ids on one line
   --logits OUT  writes the logits of every input position as strata logits does
+  --min-margin M  fails unless every token's router logits put the last selected expert at
+                least M above the first one left out (so that a computation off by less than
+                M selects the same experts)
 """
 import argparse
 import os
@@ -91,19 +95,20 @@ def load(path):
     return kv, tensors
 
 
-ROPE_NEOX_ARCHS = {"qwen2", "qwen3", "phi3", "gemma2", "gemma3"}
+ROPE_NEOX_ARCHS = {"qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"}
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3")
 # Layers with sliding-window attention: every layer whose index modulo the pattern is below
 # pattern - 1 (gemma2: even layers; gemma3: five of every six).
 SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
 
 
 class Model:
-    """The forward pass of llama, qwen2, qwen3, phi3, gemma2 and gemma3 GGUFs, in float64."""
+    """The forward pass of the GGUFs of ARCHS, in float64."""
 
     def __init__(self, path, n_ctx=None, f16_kv=False):
         kv, t = load(path)
         arch = kv["general.architecture"]
-        if arch not in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"):
+        if arch not in ARCHS:
             raise SystemExit("reference does not know architecture %s" % arch)
         self.arch = arch
         g = lambda k, d=None: kv.get(arch + "." + k, d)
@@ -146,6 +151,16 @@ class Model:
         self.final_softcap = g("final_logit_softcapping", 30.0) if arch == "gemma2" else 0.0
         self.n_swa = g("attention.sliding_window", 4096 if arch == "gemma2" else 0)
         self.swa_pattern = SWA_PATTERN.get(arch, 0)
+        # Experts: the top n_used of the router's logits, their weights the softmax over all
+        # experts (expert_gating_func 1, the default of both architectures here), 2 sigmoid, 3
+        # softmax over the selected; renormalised to sum to one unless expert_weights_norm says
+        # otherwise; times expert_weights_scale (0: none).
+        self.n_expert = g("expert_count", 0)
+        self.n_used = g("expert_used_count", 0)
+        self.gating = g("expert_gating_func", 0) or 1
+        self.norm_w = g("expert_weights_norm", True)
+        self.w_scale = g("expert_weights_scale", 0.0) or 1.0
+        self.min_margin = np.inf  # smallest gap between selected and left-out logits seen
         self.t = t
         self.embd = t["token_embd.weight"]
         self.out = t.get("output.weight", self.embd)
@@ -223,7 +238,44 @@ class Model:
             att[:, hh, :] = s @ v[:, kh, :]
         return att.reshape(T, -1) @ w("attn_output.weight").T
 
+    def moe(self, w, h):
+        logits = h @ w("ffn_gate_inp.weight").T  # [T, n_expert]
+        k = self.n_used
+        # Descending logit, ties to the lower expert index (a stable sort of the negation).
+        order = np.argsort(-logits, axis=1, kind="stable")
+        chosen = order[:, :k]
+        picked = np.take_along_axis(logits, chosen, axis=1)
+        if k < self.n_expert:
+            left = np.take_along_axis(logits, order[:, k:k + 1], axis=1)
+            self.min_margin = min(self.min_margin, float((picked[:, -1:] - left).min()))
+        if self.gating == 1:
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            weights = np.take_along_axis(p, chosen, axis=1)
+        elif self.gating == 2:
+            weights = 1 / (1 + np.exp(-picked))
+        elif self.gating == 3:
+            weights = np.exp(picked - picked.max(axis=1, keepdims=True))
+            weights /= weights.sum(axis=1, keepdims=True)
+        else:
+            raise SystemExit("reference does not know expert_gating_func %d" % self.gating)
+        if self.norm_w:
+            weights = weights / weights.sum(axis=1, keepdims=True)
+        weights = weights * self.w_scale
+        # numpy shapes [n_expert, rows, cols]: expert e's matrix is [e].
+        gate, up, down = w("ffn_gate_exps.weight"), w("ffn_up_exps.weight"), w("ffn_down_exps.weight")
+        out = np.zeros_like(h)
+        for tok in range(h.shape[0]):
+            for slot in range(k):
+                e = chosen[tok, slot]
+                g = gate[e] @ h[tok]
+                act = g / (1 + np.exp(-g)) * (up[e] @ h[tok])
+                out[tok] += weights[tok, slot] * (down[e] @ act)
+        return out
+
     def ffn(self, il, w, h):
+        if self.t.get("blk.%d.ffn_gate_inp.weight" % il) is not None:
+            return self.moe(w, h)
         if self.arch.startswith("gemma"):  # GELU (tanh approximation) gated
             g = h @ w("ffn_gate.weight").T
             act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
@@ -265,6 +317,7 @@ def main():
     ap.add_argument("--logits")
     ap.add_argument("--n-ctx", type=int, help="context size (picks LongRoPE's factors)")
     ap.add_argument("--f16-kv", action="store_true", help="round K and V to f16, as the cache does")
+    ap.add_argument("--min-margin", type=float, default=0.0)
     a = ap.parse_args()
     m = Model(a.model, n_ctx=a.n_ctx, f16_kv=a.f16_kv)
     ids = [int(x) for x in a.ids.split()]
@@ -278,6 +331,11 @@ def main():
         for _ in range(a.generate):
             seq.append(int(np.argmax(m.forward(seq)[-1])))
         print(" ".join(str(x) for x in seq[len(ids):]))
+    if m.n_expert:
+        print("smallest router margin %.2e" % m.min_margin, file=sys.stderr)
+        if m.min_margin < a.min_margin:
+            raise SystemExit("a token's expert selection is closer than --min-margin %g: a "
+                             "comparison would not be meaningful" % a.min_margin)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,18 @@ using testing::Loaded;
 // the test's 30 positions.
 std::string synth_path(const std::string& arch, DType dtype) {
   SynthParams p;
-  p.arch = arch == "llama31" ? "llama" : arch;
+  p.arch = arch == "llama31" || arch == "mixtral" ? "llama" : arch;
+  // Experts: 16 of 256 wide, 4 per token (qwen3moe); Mixtral-style, 4 of n_ff wide, 2 per
+  // token. Tokens of a batch pick different experts, so every mul_mat_id groups rows.
+  if (arch == "qwen3moe") {
+    p.n_expert = 16;
+    p.n_expert_used = 4;
+    p.n_ff_exp = 256;
+  }
+  if (arch == "mixtral") {
+    p.n_expert = 4;
+    p.n_expert_used = 2;
+  }
   p.rope_freqs = arch == "llama31";
   if (arch == "llama31") p.rope_orig_ctx = 64;
   if (arch == "phi3") {
@@ -153,20 +164,18 @@ TEST_P(ContextDeterminism, SameBytesWhateverThreadsBatchAndSplit) {
       << "layers split over two devices";
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ContextDeterminism,
-                         ::testing::Values(std::make_tuple("llama", DType::kF32),
-                                           std::make_tuple("llama", DType::kQ8_0),
-                                           std::make_tuple("llama", DType::kQ4_K),
-                                           std::make_tuple("qwen2", DType::kQ4_0),
-                                           std::make_tuple("qwen3", DType::kQ6_K),
-                                           std::make_tuple("llama31", DType::kQ5_K),
-                                           std::make_tuple("phi3", DType::kQ8_0),
-                                           std::make_tuple("gemma2", DType::kQ4_K),
-                                           std::make_tuple("gemma3", DType::kF16)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  std::string(dtype_name(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Archs, ContextDeterminism,
+    ::testing::Values(
+        std::make_tuple("llama", DType::kF32), std::make_tuple("llama", DType::kQ8_0),
+        std::make_tuple("llama", DType::kQ4_K), std::make_tuple("qwen2", DType::kQ4_0),
+        std::make_tuple("qwen3", DType::kQ6_K), std::make_tuple("llama31", DType::kQ5_K),
+        std::make_tuple("phi3", DType::kQ8_0), std::make_tuple("gemma2", DType::kQ4_K),
+        std::make_tuple("gemma3", DType::kF16), std::make_tuple("qwen3moe", DType::kQ8_0),
+        std::make_tuple("qwen3moe", DType::kQ4_K), std::make_tuple("mixtral", DType::kQ4_0)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
+    });
 
 TEST(Context, SeqCopySharesThePromptAndTruncateRewinds) {
   const std::string path = synth_path("llama", DType::kQ8_0);

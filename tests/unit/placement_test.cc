@@ -218,5 +218,41 @@ TEST(HostMemory, ParsesMemAvailableAndCgroupLimits) {
   EXPECT_GT(host_memory_available(), 0u) << "this machine has some memory free";
 }
 
+// Expert tensors count by their real size, all three dimensions: the copied weights of each
+// stage are at least every element of its layers' tensors (F32: 4 bytes each, counted here
+// from the file's shapes), of which the experts are most.
+TEST(Placement, CountsExpertTensorsByTheirRealSize) {
+  SynthParams p;
+  p.arch = "qwen3moe";
+  p.n_embd = 64;
+  p.n_layer = 4;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 96;
+  p.n_vocab = 300;
+  p.n_expert = 16;
+  p.n_expert_used = 2;
+  p.n_ff_exp = 64;
+  auto model = Model::open(testing::synth_file("placement_moe", p));
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const Placement plan = plan_of(**model, two_cpus(), 256, 1, false);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  for (const StagePlan& s : plan.stages) {
+    uint64_t elements = 0, experts = 0;
+    for (int64_t il = s.layer_begin; il < s.layer_end; ++il) {
+      const std::string prefix = "blk." + std::to_string(il) + ".";
+      for (const GgufTensorInfo& t : (*model)->file().tensors()) {
+        if (t.name.rfind(prefix, 0) != 0) continue;
+        elements += static_cast<uint64_t>(t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]);
+        if (t.name.find("_exps.") != std::string::npos) {
+          experts += static_cast<uint64_t>(t.ne[0] * t.ne[1] * t.ne[2]);
+        }
+      }
+    }
+    EXPECT_EQ(experts, static_cast<uint64_t>(3 * 64 * 64 * 16 * (s.layer_end - s.layer_begin)));
+    EXPECT_GE(plan.devices[s.device].weights, 4 * elements) << plan.devices[s.device].name;
+  }
+}
+
 }  // namespace
 }  // namespace strata
