@@ -113,6 +113,7 @@ void BM_Matmul(benchmark::State& state, DType t) {
       ->Args({1, 1})                        \
       ->Args({8, 1})                        \
       ->Args({16, 1})                       \
+      ->Args({64, 1})                       \
       ->Args({256, 1})                      \
       ->Unit(benchmark::kMicrosecond)       \
       ->UseRealTime()

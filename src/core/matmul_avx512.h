@@ -74,10 +74,15 @@ inline __m256 high_ps(__m512 v) {
 //   K::step<RP, C>(Weights[RP], columns, s, acc[RP][C])   one step of every accumulator
 //   K::step_direct<RP, C>(rows, columns, s, acc)  (optional) the same from the stored rows,
 //                                  unpacking as it goes: faster than load + step for few columns
-// With more columns than two tiles, the rows of a group are unpacked once into the thread's
-// work area and every tile of columns reads them; with one or two tiles they are unpacked as
-// they are used (measured: unpacking twice costs less than the work area's stores and loads).
-// Either way each accumulator sees the same operations.
+// With at least K::kPrepareMinCols columns (and a work area: MatmulKernel::work_bytes), the
+// rows of a group are unpacked once into the thread's work area and every tile of columns
+// reads them; with fewer they are unpacked as they are used. Measured (strata_bench_kernels
+// BM_Matmul, 2 threads): the work area's stores and loads cost more than unpacking again up to
+// about 32 columns for q8_0, q4_0 and mxfp4; the K-quants' step_direct is faster at every
+// width (q4_K at 16 columns from memory: 808 vs 1863 us; at 256 in cache: 386 vs 455; a 1B
+// q4_K_M model's 512-token prompt alike, its batch-32 decode 150-190 vs 104 tok/s), so they
+// have no work area (and never use load() and step(), which stay for the driver's sake). Either way
+// each accumulator sees the same operations.
 
 template <typename K>
 size_t work_bytes(int64_t k) {
@@ -133,7 +138,7 @@ template <typename K>
 void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int kCols = K::kCols, kRP = K::kRowPairs;
   auto* work = reinterpret_cast<typename K::Weights*>(a.work);
-  const bool prepare = a.m > 2 * kCols && work != nullptr;
+  const bool prepare = a.m >= K::kPrepareMinCols && work != nullptr;
   const int64_t steps = K::steps(a.k);
   const void* cols[kCols];
   const uint8_t* w[2 * kRP];

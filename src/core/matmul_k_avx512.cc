@@ -60,6 +60,8 @@ template <bool kFive, typename Block>
 struct QKMinKernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 4;
+  // No work area: step_direct is as fast or faster at every width (matmul_avx512.h).
+  static constexpr int64_t kPrepareMinCols = 0;
 
   static int64_t steps(int64_t k) { return k / kQKK; }
 
@@ -256,6 +258,8 @@ inline __m512i q6_quants(__m512i ql0, __m512i ql1, __m512i qhv, int g) {
 struct Q6KKernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 4;
+  // No work area: step_direct is as fast or faster at every width (matmul_avx512.h).
+  static constexpr int64_t kPrepareMinCols = 0;
 
   static int64_t steps(int64_t k) { return k / kQKK; }
 
@@ -391,15 +395,13 @@ struct Q6KKernel {
 namespace strata::matmul_detail {
 
 const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                  avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>,
-                                  avx512::work_bytes<avx512::QKMinKernel<false, BlockQ4_K>>,
+                                  avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>, nullptr,
                                   avx512::kMinColumns};
 const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                  avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>,
-                                  avx512::work_bytes<avx512::QKMinKernel<true, BlockQ5_K>>,
+                                  avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>, nullptr,
                                   avx512::kMinColumns};
 const MatmulKernel kQ6_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                  avx512::run_rows<avx512::Q6KKernel>,
-                                  avx512::work_bytes<avx512::Q6KKernel>, avx512::kMinColumns};
+                                  avx512::run_rows<avx512::Q6KKernel>, nullptr,
+                                  avx512::kMinColumns};
 
 }  // namespace strata::matmul_detail

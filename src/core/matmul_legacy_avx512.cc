@@ -76,6 +76,7 @@ void quantize_act_q8_0_pairs(const float* x, void* dst, int64_t k) {
 struct Q8_0Kernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 6;
+  static constexpr int64_t kPrepareMinCols = 32;
 
   // One pair of blocks of two weight rows, ready for every column.
   struct Weights {
@@ -138,6 +139,7 @@ struct Q8_0Kernel {
 struct Q4_0Kernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 6;
+  static constexpr int64_t kPrepareMinCols = 32;
 
   struct Weights {
     __m512i lo, hi;  // the nibbles of blocks (b, b + 1): row a low half, row b high
@@ -197,6 +199,7 @@ struct Q4_0Kernel {
 struct MXFP4Kernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 6;
+  static constexpr int64_t kPrepareMinCols = 32;
   static constexpr int kBias = 12;
 
   struct Weights {
