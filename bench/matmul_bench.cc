@@ -28,15 +28,10 @@
 namespace strata {
 namespace {
 
-ThreadPool& pool() {
-  static ThreadPool p(bench_threads());
-  return p;
-}
-
 void BM_ReadBandwidth(benchmark::State& state) {
   const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
   std::vector<uint64_t> buf(n, 1);
-  ThreadPool& p = pool();
+  ThreadPool& p = bench_pool();
   std::vector<uint64_t> sums(64);
   for (auto _ : state) {
     p.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int t, int64_t b, int64_t e) {
@@ -61,16 +56,15 @@ BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MembwProbe(benchmark::State& state) {
   for (auto _ : state) {
-    const double bw = measure_read_bandwidth(pool(), kMemBwDefaultBytes, 8);
+    const double bw = measure_read_bandwidth(bench_pool(), kMemBwDefaultBytes, 8);
     state.SetIterationTime(static_cast<double>(kMemBwDefaultBytes) / bw);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kMemBwDefaultBytes));
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
 }
 BENCHMARK(BM_MembwProbe)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 
 constexpr int64_t kK = 2048, kN = 5632, kNHot = 128;
-constexpr size_t kColdBytes = size_t{128} << 20;  // well past L3
 
 void BM_Matmul(benchmark::State& state, DType t) {
   const int64_t m = state.range(0);
@@ -78,7 +72,8 @@ void BM_Matmul(benchmark::State& state, DType t) {
   const int64_t n = hot ? kNHot : kN;
   const size_t row_bytes = dtype_row_bytes(t, kK);
   const size_t mat_bytes = row_bytes * n;
-  const size_t copies = hot ? 1 : std::max<size_t>(2, (kColdBytes + mat_bytes - 1) / mat_bytes);
+  const size_t copies =
+      hot ? 1 : std::max<size_t>(2, (kBenchColdBytes + mat_bytes - 1) / mat_bytes);
 
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
@@ -93,7 +88,7 @@ void BM_Matmul(benchmark::State& state, DType t) {
   for (float& v : x) v = dist(rng) * 50.0f;
   std::vector<float> y(static_cast<size_t>(n * m));
 
-  ThreadPool& p = pool();
+  ThreadPool& p = bench_pool();
   size_t next = 0;
   for (auto _ : state) {
     matmul(p, t, mats[next].data(), row_bytes, n, kK, x.data(), kK, m, y.data(), n);

@@ -27,13 +27,7 @@
 namespace strata {
 namespace {
 
-ThreadPool& pool() {
-  static ThreadPool p(bench_threads());
-  return p;
-}
-
 constexpr int64_t kExperts = 64, kUsed = 8, kEmbd = 1024, kFf = 256;
-constexpr size_t kColdBytes = size_t{128} << 20;
 
 struct Shape {
   int64_t k, n;
@@ -51,7 +45,7 @@ std::vector<std::vector<uint8_t>> expert_copies(DType t, const Shape& sh, size_t
     for (float& v : src) v = dist(rng);
     quantize_row(t, src.data(), one.data() + r * row_bytes, sh.k);
   }
-  const size_t copies = std::max<size_t>(2, (kColdBytes + one.size() - 1) / one.size());
+  const size_t copies = std::max<size_t>(2, (kBenchColdBytes + one.size() - 1) / one.size());
   return std::vector<std::vector<uint8_t>>(copies, one);
 }
 
@@ -114,14 +108,14 @@ void BM_MulMatId(benchmark::State& state, DType t) {
   for (auto _ : state) {
     a.w = mats[next / kVariants].data();
     a.ids = routes[next % kVariants].data();
-    matmul_id(pool(), a);
+    matmul_id(bench_pool(), a);
     next = (next + 1) % (mats.size() * kVariants);
     benchmark::DoNotOptimize(y.data());
   }
   const int64_t read = distinct(ids) * sh.n * static_cast<int64_t>(row_bytes);
   state.SetBytesProcessed(state.iterations() * read);
   state.counters["experts_read"] = static_cast<double>(distinct(ids));
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
 }
 
 void BM_MatmulSameBytes(benchmark::State& state, DType t) {
@@ -138,13 +132,13 @@ void BM_MatmulSameBytes(benchmark::State& state, DType t) {
   size_t next = 0;
   for (auto _ : state) {
     const uint8_t* w = mats[next / per_copy].data() + (next % per_copy) * n * row_bytes;
-    matmul(pool(), t, w, row_bytes, n, sh.k, x.data(), static_cast<size_t>(sh.k), m, y.data(),
+    matmul(bench_pool(), t, w, row_bytes, n, sh.k, x.data(), static_cast<size_t>(sh.k), m, y.data(),
            static_cast<size_t>(n));
     next = (next + 1) % (mats.size() * per_copy);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * n * static_cast<int64_t>(row_bytes));
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
 }
 
 // T = 1: 8 experts of 1 pair each; T = 32: ~62 experts of ~4 pairs each.
