@@ -42,6 +42,21 @@ __m512 pair_scales(const Block* a, const Block* b, bool single, __m512i spread) 
   return _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
 }
 
+// The 16 bytes of nibbles of blocks (b, b + 1) of rows a (low half) and b (high half); zeros
+// for a missing b + 1. Q4_0 and MXFP4 blocks hold them alike.
+template <typename Block>
+__m512i nibble_pairs(const Block* a, const Block* b, bool single) {
+  const __m128i zero = _mm_setzero_si128();
+  const auto q = [](const Block& x) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs));
+  };
+  const __m256i ra =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(q(a[0])), single ? zero : q(a[1]), 1);
+  const __m256i rb =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(q(b[0])), single ? zero : q(b[1]), 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb, 1);
+}
+
 size_t q8_0_pair_column_bytes(int64_t k) {
   return static_cast<size_t>((k / kQK8_0 + 1) / 2) * sizeof(Q8_0Pair);
 }
@@ -154,15 +169,7 @@ struct Q4_0Kernel {
     const bool single = 2 * s + 1 == k / kQK4_0;
     avx2::prefetch_ahead<1>(r0);
     avx2::prefetch_ahead<1>(r1);
-    const __m128i zero = _mm_setzero_si128();
-    const auto q = [](const BlockQ4_0& b) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    };
-    const __m256i ra =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r0[0])), single ? zero : q(r0[1]), 1);
-    const __m256i rb =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r1[0])), single ? zero : q(r1[1]), 1);
-    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb, 1);
+    const __m512i raw = nibble_pairs(r0, r1, single);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     Weights w;
     w.lo = _mm512_and_si512(raw, m4);
@@ -215,15 +222,7 @@ struct MXFP4Kernel {
     const bool single = 2 * s + 1 == k / kQK_MXFP4;
     avx2::prefetch_ahead<1>(r0);
     avx2::prefetch_ahead<1>(r1);
-    const __m128i zero = _mm_setzero_si128();
-    const auto q = [](const BlockMXFP4& b) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    };
-    const __m256i ra =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r0[0])), single ? zero : q(r0[1]), 1);
-    const __m256i rb =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q(r1[0])), single ? zero : q(r1[1]), 1);
-    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(ra), rb, 1);
+    const __m512i raw = nibble_pairs(r0, r1, single);
     // kMXFP4Values + kBias; a missing block's zero nibbles give kBias against zero activations.
     const __m512i grid = _mm512_broadcast_i32x4(_mm_add_epi8(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(kBias)));
