@@ -16,28 +16,7 @@ A=$addr
 start_worker b
 B=$addr
 
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
-}
 trap 'stop_server; rpc_cleanup' EXIT
-
-# start_server OPTIONS...: sets $url once the server listens.
-start_server() {
-  "$strata" serve "$@" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
-  server_pid=$!
-  url=""
-  for _ in $(seq 1 600); do
-    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/serve.out" | head -n 1)
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.err"; fail "the server exited at start"; }
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$tmp/serve.err"; fail "the server did not start listening"; }
-}
 
 # completions DIR PARALLEL: 16 greedy completions of 24 tokens, PARALLEL at a time; the text of
 # each in its own file in DIR.

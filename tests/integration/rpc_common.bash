@@ -62,6 +62,29 @@ fail() {
   exit 1
 }
 
+# start_server OPTIONS...: `strata serve OPTIONS --port 0` in the background ($server_pid); sets
+# $url once it listens. Its output is in $tmp/serve.out and serve.err; stop_server stops it.
+server_pid=""
+start_server() {
+  "$strata" serve "$@" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+  server_pid=$!
+  url=""
+  for _ in $(seq 1 600); do
+    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/serve.out" | head -n 1)
+    [ -n "$url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.err"; fail "the server exited at start"; }
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$tmp/serve.err"; fail "the server did not start listening"; }
+}
+
+stop_server() {
+  [ -n "$server_pid" ] || return 0
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+
 # start_worker NAME [worker options...]: starts a worker on a free port (or the --port/--unix
 # given) and sets $addr to its address once it accepts connections.
 start_worker() {

@@ -24,28 +24,12 @@ addr_b=$addr
 pid_b=$last_pid
 port_b=${addr_b##*:}
 
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
-}
 trap 'stop_server; rpc_cleanup' EXIT
 
 # The reconnection waits are bounded by 1 s here (8 s by default) so that the test is short.
-STRATA_RPC_TIMEOUT_MS=10000 STRATA_RPC_RECONNECT_MS=1000 "$strata" serve -m "$model" -t 1 \
+STRATA_RPC_TIMEOUT_MS=10000 STRATA_RPC_RECONNECT_MS=1000 start_server -m "$model" -t 1 \
   -c 8192 -np $concurrency --pipeline-groups 2 --rpc "$addr_a,$addr_b" --device RPC0,RPC1 \
-  --port 0 --metrics >"$tmp/serve.out" 2>"$tmp/serve.err" &
-server_pid=$!
-url=""
-for _ in $(seq 1 600); do
-  url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/serve.out" | head -n 1)
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.err"; fail "the server exited at start"; }
-  sleep 0.1
-done
-[ -n "$url" ] || { cat "$tmp/serve.err"; fail "the server did not start listening"; }
+  --metrics
 
 # A closed-loop client: N requests, C at a time, over 25 prompts (greedy, 16 tokens; every
 # fourth streamed). A 503 with Retry-After is a refusal: the request waits and is sent again. Any
