@@ -28,31 +28,44 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
+// An f16 KV cache of n_cells rows of n_head_kv heads, random values, and the list of its cells
+// in order.
+struct F16Cache {
+  size_t row_bytes;
+  std::vector<uint16_t> k, v;
+  std::vector<int32_t> cells;
+};
+
+F16Cache f16_cache(int64_t n_cells, int64_t n_head_kv, int64_t head_dim) {
+  F16Cache c;
+  c.row_bytes = n_head_kv * head_dim * 2;
+  c.k.resize(n_cells * n_head_kv * head_dim);
+  c.v.resize(c.k.size());
+  const std::vector<float> kf = random_floats(c.k.size(), 1), vf = random_floats(c.v.size(), 2);
+  for (size_t i = 0; i < c.k.size(); ++i) c.k[i] = f32_to_f16(kf[i]), c.v[i] = f32_to_f16(vf[i]);
+  c.cells.resize(n_cells);
+  std::iota(c.cells.begin(), c.cells.end(), 0);
+  return c;
+}
+
 // args: context length, batch (tokens, each of its own sequence with the full context), kv
 // heads (8: grouped-query as llama 3; 32: multi-head as llama 2).
 void BM_AttentionF16(benchmark::State& state) {
   const int64_t ctx = state.range(0), batch = state.range(1);
   const int64_t head_dim = 128, n_head = 32, n_head_kv = state.range(2);
-  const int64_t n_cells = ctx * batch;
-  const size_t row_bytes = n_head_kv * head_dim * 2;
-  std::vector<uint16_t> k(n_cells * n_head_kv * head_dim), v(k.size());
-  const std::vector<float> kf = random_floats(k.size(), 1), vf = random_floats(v.size(), 2);
-  for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
-  std::vector<int32_t> cells(n_cells);
-  std::iota(cells.begin(), cells.end(), 0);
+  const F16Cache c = f16_cache(ctx * batch, n_head_kv, head_dim);
   std::vector<int32_t> tok(2 * batch);
   for (int64_t t = 0; t < batch; ++t) tok[2 * t] = int32_t(t), tok[2 * t + 1] = int32_t(ctx);
   const std::vector<float> q = random_floats(n_head * head_dim * batch, 3);
   std::vector<float> out(q.size());
-  ThreadPool pool(bench_threads());
   for (auto _ : state) {
-    attention(pool, q.data(), n_head * head_dim, head_dim, n_head, batch, DType::kF16, k.data(),
-              v.data(), row_bytes, n_head_kv, cells.data(), ctx, tok.data(),
+    attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, batch, DType::kF16,
+              c.k.data(), c.v.data(), c.row_bytes, n_head_kv, c.cells.data(), ctx, tok.data(),
               1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
     benchmark::DoNotOptimize(out.data());
   }
   // K and V bytes each token reads.
-  state.SetBytesProcessed(state.iterations() * batch * ctx * row_bytes * 2);
+  state.SetBytesProcessed(state.iterations() * batch * ctx * c.row_bytes * 2);
 }
 BENCHMARK(BM_AttentionF16)
     ->Args({512, 1, 8})
@@ -69,20 +82,14 @@ void BM_AttentionPrompt(benchmark::State& state) {
   const int64_t start = state.range(0), chunk = state.range(1), head_dim = state.range(2);
   const int64_t n_head = state.range(3), n_head_kv = state.range(4);
   const int64_t n_cells = start + chunk;
-  const size_t row_bytes = n_head_kv * head_dim * 2;
-  std::vector<uint16_t> k(n_cells * n_head_kv * head_dim), v(k.size());
-  const std::vector<float> kf = random_floats(k.size(), 1), vf = random_floats(v.size(), 2);
-  for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
-  std::vector<int32_t> cells(n_cells);
-  std::iota(cells.begin(), cells.end(), 0);
+  const F16Cache c = f16_cache(n_cells, n_head_kv, head_dim);
   std::vector<int32_t> tok(2 * chunk);
   for (int64_t t = 0; t < chunk; ++t) tok[2 * t] = 0, tok[2 * t + 1] = int32_t(start + t + 1);
   const std::vector<float> q = random_floats(n_head * head_dim * chunk, 3);
   std::vector<float> out(q.size());
-  ThreadPool pool(bench_threads());
   for (auto _ : state) {
-    attention(pool, q.data(), n_head * head_dim, head_dim, n_head, chunk, DType::kF16, k.data(),
-              v.data(), row_bytes, n_head_kv, cells.data(), n_cells, tok.data(),
+    attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, chunk, DType::kF16,
+              c.k.data(), c.v.data(), c.row_bytes, n_head_kv, c.cells.data(), n_cells, tok.data(),
               1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
     benchmark::DoNotOptimize(out.data());
   }
