@@ -15,13 +15,12 @@
 #include "core/ops_internal.h"
 
 namespace strata {
+
+using internal::row_grain;
+
 namespace {
 
 bool use_avx2() { return isa_active() >= Isa::kAvx2; }
-
-// Rows per task so that a task has at least ~16K elements: below that, waking a thread costs
-// more than the work.
-int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
 
 int32_t argmax_row_ref(const float* x, int64_t n) {
   float best = -std::numeric_limits<float>::infinity();

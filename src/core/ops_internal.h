@@ -2,6 +2,7 @@
 // dispatch in ops.cc. Not part of the public interface.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,12 @@ struct AttentionArgs {
 // this header, and an inline function with external linkage is merged across files by the
 // linker, which could hand a machine without AVX-512 the copy compiled for it.
 namespace {
+
+// Rows per task so that a task has at least ~16K elements: below that, waking a thread costs
+// more than the work.
+inline int64_t row_grain(int64_t n) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+}
 
 // cos/sin of theta_i = pos * freq_scale * freq_base^(-2i/n_rot) for i < n_rot / 2, computed as
 // ggml does (the power by repeated multiplication in float, then scaled) so that the angles,

@@ -9,13 +9,8 @@
 #include "core/ops_internal.h"
 
 namespace strata {
-namespace {
 
-// Rows per task so that a task has at least ~16K elements of work: below that, waking a
-// thread costs more than the work.
-int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
-
-}  // namespace
+using internal::row_grain;
 
 void moe_top_k(ThreadPool& pool, const float* logits, size_t logits_stride, int64_t n_expert,
                int64_t rows, int64_t k, int32_t* ids, size_t ids_stride) {

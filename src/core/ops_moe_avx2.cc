@@ -3,9 +3,8 @@
 // so the two give the same bits. Entered only when isa_active() >= Isa::kAvx2.
 #include <immintrin.h>
 
-#include <cmath>
-
 #include "core/ops_internal.h"
+#include "core/ops_moe.h"
 
 namespace strata::internal::avx2 {
 
@@ -26,13 +25,9 @@ void moe_sum(const float* y, size_t y_slot_stride, size_t y_tok_stride, const fl
       }
       _mm256_storeu_ps(ot + i, acc);
     }
-    for (; i < n; ++i) {
-      float acc = 0.0f;
-      for (int64_t s = 0; s < n_used; ++s) {
-        acc = std::fma(wt[s], yt[static_cast<size_t>(s) * y_slot_stride + i], acc);
-      }
-      ot[i] = acc;
-    }
+    // The last n % 8 elements: the reference's own loop, the same operations.
+    ref::moe_sum(yt + i, y_slot_stride, y_tok_stride, wt, w_stride, ot + i, out_stride, n - i,
+                 n_used, 1);
   }
 }
 
