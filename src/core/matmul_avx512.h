@@ -68,12 +68,13 @@ inline __m256 high_ps(__m512 v) {
 
 // ---- Driver ----
 //
-// A kernel K cuts a row into K::steps(k) steps and provides:
+// A kernel K cuts a row into K::steps(k) steps and provides one or both of:
 //   K::Weights                     one step of two rows, unpacked for the multiplies
 //   K::load(row a, row b, s, k)    that unpacking (and the prefetch of the weights ahead)
 //   K::step<RP, C>(Weights[RP], columns, s, acc[RP][C])   one step of every accumulator
-//   K::step_direct<RP, C>(rows, columns, s, acc)  (optional) the same from the stored rows,
-//                                  unpacking as it goes: faster than load + step for few columns
+//   (with K::kPrepareMinCols: an Unpacks kernel), and
+//   K::step_direct<RP, C>(rows, columns, s, acc)  the same from the stored rows, unpacking as
+//                                  it goes
 // With at least K::kPrepareMinCols columns (and a work area: MatmulKernel::work_bytes), the
 // rows of a group are unpacked once into the thread's work area and every tile of columns
 // reads them; with fewer they are unpacked as they are used. Measured (strata_bench_kernels
@@ -81,8 +82,15 @@ inline __m256 high_ps(__m512 v) {
 // about 32 columns for q8_0, q4_0 and mxfp4; the K-quants' step_direct is faster at every
 // width (q4_K at 16 columns from memory: 808 vs 1863 us; at 256 in cache: 386 vs 455; a 1B
 // q4_K_M model's 512-token prompt alike, its batch-32 decode 150-190 vs 104 tok/s), so they
-// have no work area (and never use load() and step(), which stay for the driver's sake). Either way
-// each accumulator sees the same operations.
+// have no work area: they provide step_direct only. Either way each accumulator sees the same
+// operations.
+
+// A kernel that can unpack rows into the work area: K::Weights, K::load, K::step and
+// K::kPrepareMinCols.
+template <typename K>
+concept Unpacks = requires {
+  typename K::Weights;
+};
 
 template <typename K>
 size_t work_bytes(int64_t k) {
@@ -92,17 +100,22 @@ size_t work_bytes(int64_t k) {
 // 2 * RP rows (prepared: their unpacked weights, else nullptr) by C columns:
 // out[row][column].
 template <typename K, int RP, int C>
-void tile(const typename K::Weights* prepared, const uint8_t* const* w, const void* const* cols,
-          int64_t k, float (*out)[C]) {
+void tile(const void* prepared, const uint8_t* const* w, const void* const* cols, int64_t k,
+          float (*out)[C]) {
   __m512 acc[RP][C];
   for (int r = 0; r < RP; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
   const int64_t steps = K::steps(k);
   for (int64_t s = 0; s < steps; ++s) {
-    if (prepared != nullptr) {
-      K::template step<RP, C>(prepared + s * RP, cols, s, acc);
-    } else if constexpr (requires { &K::template step_direct<RP, C>; }) {
+    if constexpr (Unpacks<K>) {
+      if (prepared != nullptr) {
+        K::template step<RP, C>(static_cast<const typename K::Weights*>(prepared) + s * RP, cols, s,
+                                acc);
+        continue;
+      }
+    }
+    if constexpr (requires { &K::template step_direct<RP, C>; }) {
       K::template step_direct<RP, C>(w, cols, s, acc);
     } else {
       typename K::Weights wv[RP];
@@ -120,8 +133,8 @@ void tile(const typename K::Weights* prepared, const uint8_t* const* w, const vo
 
 // tile<K, RP, nc> for a run-time nc in 1..C, results stored for the group's real rows.
 template <typename K, int RP, int C>
-void tile_n(int nc, const typename K::Weights* prepared, const uint8_t* const* w, int rows,
-            const MatmulArgs& a, int64_t r, const void* const* cols, int64_t j) {
+void tile_n(int nc, const void* prepared, const uint8_t* const* w, int rows, const MatmulArgs& a,
+            int64_t r, const void* const* cols, int64_t j) {
   if constexpr (C > 1) {
     if (nc < C) return tile_n<K, RP, C - 1>(nc, prepared, w, rows, a, r, cols, j);
   }
@@ -137,23 +150,27 @@ void tile_n(int nc, const typename K::Weights* prepared, const uint8_t* const* w
 template <typename K>
 void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   constexpr int kCols = K::kCols, kRP = K::kRowPairs;
-  auto* work = reinterpret_cast<typename K::Weights*>(a.work);
-  const bool prepare = a.m >= K::kPrepareMinCols && work != nullptr;
-  const int64_t steps = K::steps(a.k);
+  bool prepare = false;
+  if constexpr (Unpacks<K>) prepare = a.m >= K::kPrepareMinCols && a.work != nullptr;
   const void* cols[kCols];
   const uint8_t* w[2 * kRP];
   for (int64_t r = r0; r < r1; r += 2 * kRP) {
     const int rows = static_cast<int>(std::min<int64_t>(2 * kRP, r1 - r));
     for (int i = 0; i < 2 * kRP; ++i) w[i] = a.w + (r + std::min(i, rows - 1)) * a.w_row_bytes;
-    if (prepare) {
-      for (int64_t s = 0; s < steps; ++s) {
-        for (int p = 0; p < kRP; ++p) work[s * kRP + p] = K::load(w[2 * p], w[2 * p + 1], s, a.k);
+    if constexpr (Unpacks<K>) {
+      if (prepare) {
+        auto* work = reinterpret_cast<typename K::Weights*>(a.work);
+        for (int64_t s = 0; s < K::steps(a.k); ++s) {
+          for (int p = 0; p < kRP; ++p) {
+            work[s * kRP + p] = K::load(w[2 * p], w[2 * p + 1], s, a.k);
+          }
+        }
       }
     }
     for (int64_t j = 0; j < a.m; j += kCols) {
       const int nc = static_cast<int>(std::min<int64_t>(kCols, a.m - j));
       for (int c = 0; c < nc; ++c) cols[c] = a.column(j + c);
-      tile_n<K, kRP, kCols>(nc, prepare ? work : nullptr, w, rows, a, r, cols, j);
+      tile_n<K, kRP, kCols>(nc, prepare ? a.work : nullptr, w, rows, a, r, cols, j);
     }
   }
 }

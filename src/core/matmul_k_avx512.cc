@@ -60,8 +60,8 @@ template <bool kFive, typename Block>
 struct QKMinKernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 4;
-  // No work area: step_direct is as fast or faster at every width (matmul_avx512.h).
-  static constexpr int64_t kPrepareMinCols = 0;
+  // No work area (step_direct only): it cost more than it saved at every width
+  // (matmul_avx512.h).
 
   static int64_t steps(int64_t k) { return k / kQKK; }
 
@@ -77,11 +77,6 @@ struct QKMinKernel {
   // nibbles) and 2j + 1 (high), and their scales as words.
   struct Part {
     __m512i ql, qh, s_l, s_h;
-  };
-
-  struct Weights {
-    Header h;
-    Part part[4];
   };
 
   static Header header(const Block& a, const Block& b) {
@@ -131,18 +126,6 @@ struct QKMinKernel {
     return _mm512_setzero_si512();
   }
 
-  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
-    const Block& a = reinterpret_cast<const Block*>(row_a)[s];
-    const Block& b = reinterpret_cast<const Block*>(row_b)[s];
-    avx2::prefetch_ahead<sizeof(Block)>(&a);
-    avx2::prefetch_ahead<sizeof(Block)>(&b);
-    Weights w;
-    w.h = header(a, b);
-    __m512i hbits = fifth_bits(a, b);
-    for (int j = 0; j < 4; ++j) w.part[j] = part(a, b, w.h, j, &hbits);
-    return w;
-  }
-
   // One super-block for every accumulator: parts(j, Part[RP]) gives step j of each row pair.
   template <int RP, int C, typename Parts>
   static void multiply(const Header* const* hd, Parts&& parts, const void* const* xs, int64_t s,
@@ -182,19 +165,7 @@ struct QKMinKernel {
     }
   }
 
-  template <int RP, int C>
-  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
-    const Header* hd[RP];
-    for (int r = 0; r < RP; ++r) hd[r] = &wv[r].h;
-    multiply<RP, C>(
-        hd,
-        [wv](int j, Part* p) {
-          for (int r = 0; r < RP; ++r) p[r] = wv[r].part[j];
-        },
-        xs, s, acc);
-  }
-
-  // step on the weights as stored (for few columns): the quants unpacked as they are used.
+  // One step from the weights as stored: the quants unpacked as they are used.
   template <int RP, int C>
   static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
                           __m512 (*acc)[C]) {
@@ -258,8 +229,8 @@ inline __m512i q6_quants(__m512i ql0, __m512i ql1, __m512i qhv, int g) {
 struct Q6KKernel {
   static constexpr int kRowPairs = 2;
   static constexpr int kCols = 4;
-  // No work area: step_direct is as fast or faster at every width (matmul_avx512.h).
-  static constexpr int64_t kPrepareMinCols = 0;
+  // No work area (step_direct only): it cost more than it saved at every width
+  // (matmul_avx512.h).
 
   static int64_t steps(int64_t k) { return k / kQKK; }
 
@@ -272,11 +243,6 @@ struct Q6KKernel {
   // One 32-element group i = 4h + g: the quants + 32 and the two sub-block scales as words.
   struct Part {
     __m512i q, s;
-  };
-
-  struct Weights {
-    Header h;
-    Part part[8];
   };
 
   // The 64 bytes of ql and 32 of qh that groups 4h .. 4h + 3 read, of both rows.
@@ -301,21 +267,6 @@ struct Q6KKernel {
 
   static Part part(const Half& hv, __m256i sc_ab, int i) {
     return {q6_quants(hv.ql0, hv.ql1, hv.qh, i % 4), q6_scales(sc_ab, i)};
-  }
-
-  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t) {
-    const BlockQ6_K& a = reinterpret_cast<const BlockQ6_K*>(row_a)[s];
-    const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(row_b)[s];
-    avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&a);
-    avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&b);
-    const __m256i sc_ab = scales_of(a, b);
-    Weights w;
-    w.h = header(a, b, sc_ab);
-    for (int h = 0; h < 2; ++h) {
-      const Half hv = half(a, b, h);
-      for (int g = 0; g < 4; ++g) w.part[4 * h + g] = part(hv, sc_ab, 4 * h + g);
-    }
-    return w;
   }
 
   // One super-block for every accumulator: parts(i, Part[RP]) gives group i of each row pair.
@@ -349,19 +300,7 @@ struct Q6KKernel {
     }
   }
 
-  template <int RP, int C>
-  static void step(const Weights* wv, const void* const* xs, int64_t s, __m512 (*acc)[C]) {
-    Header hd[RP];
-    for (int r = 0; r < RP; ++r) hd[r] = wv[r].h;
-    multiply<RP, C>(
-        hd,
-        [wv](int i, Part* p) {
-          for (int r = 0; r < RP; ++r) p[r] = wv[r].part[i];
-        },
-        xs, s, acc);
-  }
-
-  // step on the weights as stored (for few columns): the quants unpacked as they are used.
+  // One step from the weights as stored: the quants unpacked as they are used.
   template <int RP, int C>
   static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
                           __m512 (*acc)[C]) {
