@@ -1,6 +1,7 @@
 #include "core/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "core/dtype_traits.h"
 #include "core/isa.h"
 #include "core/matmul_internal.h"
+#include "core/ops_moe.h"
 
 namespace strata {
 namespace {
@@ -178,6 +180,7 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   STRATA_CHECK(a.k >= 0 && a.n >= 0 && a.n_used >= 0 && a.n_tokens >= 0 && a.n_expert >= 1,
                "matmul_id: negative size");
   STRATA_CHECK(a.x_m == 1 || a.x_m == a.n_used, "matmul_id: x_m must be 1 or n_used");
+  STRATA_CHECK(a.n_expert <= kMaxExperts, "matmul_id: more experts than kMaxExperts");
   const DTypeTraits* traits = dtype_traits(a.w_dtype);
   STRATA_CHECK(traits != nullptr && dtype_matmul_kernel(*traits, Isa::kScalar) != nullptr,
                "matmul_id: dtype without kernels");
@@ -188,7 +191,8 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   if (n_pairs == 0 || a.n == 0) return;
 
   // The pairs (p = t * n_used + s) in grouped order: a counting sort by expert, stable in p.
-  std::vector<int64_t> first(static_cast<size_t>(a.n_expert) + 1, 0);
+  // Runs every layer of every step: its counts live on the stack, its order in the scratch.
+  std::array<int64_t, kMaxExperts + 1> first{};
   for (int64_t p = 0; p < n_pairs; ++p) {
     STRATA_CHECK(a.ids[p] >= 0 && a.ids[p] < a.n_expert, "matmul_id: expert id out of range");
     ++first[static_cast<size_t>(a.ids[p]) + 1];
@@ -201,11 +205,6 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   // One kernel for every expert (the gathered columns are in its format), chosen for the
   // widest: in a decode step of one token every expert has one column.
   const MatmulKernel* kernel = dtype_matmul_kernel(*traits, isa_active(), most);
-  std::vector<int64_t> order(static_cast<size_t>(n_pairs));
-  {
-    std::vector<int64_t> next(first.begin(), first.end() - 1);
-    for (int64_t p = 0; p < n_pairs; ++p) order[next[a.ids[p]]++] = p;
-  }
 
   // A gathered column: the kernel's activation format, or the F32 values as given.
   const bool quantised = kernel->act_column_bytes != nullptr;
@@ -225,10 +224,17 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   const bool shared = quantised && a.x_m == 1 && a.n_used > 1;
   const size_t tokens_region =
       shared ? (col_bytes * static_cast<size_t>(a.n_tokens) + 63) / 64 * 64 : 0;
-  uint8_t* scratch = pool.scratch(
-      0, tokens_region + cols_region + out_region + work_bytes * static_cast<size_t>(pool.size()));
-  uint8_t* tokens = scratch;
-  uint8_t* cols = scratch + tokens_region;
+  const size_t order_region = (sizeof(int64_t) * static_cast<size_t>(n_pairs) + 63) / 64 * 64;
+  uint8_t* scratch = pool.scratch(0, order_region + tokens_region + cols_region + out_region +
+                                         work_bytes * static_cast<size_t>(pool.size()));
+  auto* order = reinterpret_cast<int64_t*>(scratch);
+  {
+    std::array<int64_t, kMaxExperts> next;
+    std::copy(first.begin(), first.begin() + a.n_expert, next.begin());
+    for (int64_t p = 0; p < n_pairs; ++p) order[next[a.ids[p]]++] = p;
+  }
+  uint8_t* tokens = scratch + order_region;
+  uint8_t* cols = tokens + tokens_region;
   float* outs = reinterpret_cast<float*>(cols + cols_region);
   uint8_t* work = cols + cols_region + out_region;
 
@@ -245,7 +251,7 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   std::vector<Prepared> prep;
   for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
     const int64_t q1 = std::min(n_pairs, q0 + slice);
-    const int64_t* pairs = order.data() + q0;
+    const int64_t* pairs = order + q0;
     // The slice's columns, gathered in grouped order.
     pool.parallel_for(q1 - q0, grain, [&](int, int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
