@@ -44,10 +44,10 @@ void poke(Bytes& b, size_t at, T v) {
 
 // Position of the first byte after the length-prefixed string `s` in the header.
 size_t after_string(const Bytes& b, const std::string& s) {
-  Bytes needle(8 + s.size());
   const uint64_t len = s.size();
+  Bytes needle(8);
   std::memcpy(needle.data(), &len, 8);
-  std::memcpy(needle.data() + 8, s.data(), s.size());
+  needle.insert(needle.end(), s.begin(), s.end());
   auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
   EXPECT_NE(it, b.end()) << "string '" << s << "' not found";
   return static_cast<size_t>(it - b.begin()) + needle.size();

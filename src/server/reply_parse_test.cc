@@ -225,7 +225,9 @@ void expect_reply(const Case& c, const ParsedReply& got, const char* how) {
   for (size_t i = 0; i < c.calls.size(); ++i) {
     EXPECT_EQ(got.tool_calls[i].name, c.calls[i].name) << c.what;
     EXPECT_EQ(got.tool_calls[i].arguments, c.calls[i].arguments) << c.what;
-    if (!c.calls[i].id.empty()) EXPECT_EQ(got.tool_calls[i].id, c.calls[i].id) << c.what;
+    if (!c.calls[i].id.empty()) {
+      EXPECT_EQ(got.tool_calls[i].id, c.calls[i].id) << c.what;
+    }
   }
 }
 
@@ -258,7 +260,9 @@ TEST(ReplyParse, StreamingByteByByteAddsUpToTheWhole) {
     expect_reply(c, got, "streamed");
     for (size_t i = 0; i < calls.size(); ++i) {
       EXPECT_FALSE(calls[i].id.empty()) << c.what;
-      if (c.calls[i].id.empty()) EXPECT_EQ(calls[i].id, "call_" + std::to_string(i)) << c.what;
+      if (c.calls[i].id.empty()) {
+        EXPECT_EQ(calls[i].id, "call_" + std::to_string(i)) << c.what;
+      }
     }
   }
 }

@@ -114,7 +114,9 @@ TEST_F(BackendSamplingTest, SameBytesWithAndWithoutLocalAndSplit) {
   // The requests differ from each other, so equality below is not that of empty answers.
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_FALSE(want[i].empty()) << i;
-    if (i > 0) EXPECT_NE(want[i], want[i - 1]);
+    if (i > 0) {
+      EXPECT_NE(want[i], want[i - 1]);
+    }
   }
   {
     // The flag's environment variable, as llama-server reads it.

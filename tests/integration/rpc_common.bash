@@ -47,6 +47,12 @@ have_ucx() {
   return 1
 }
 
+# sanitized: true under a sanitizer build's ctest (STRATA_TEST_SANITIZED=1). Its processes run
+# 5-10 times slower, and what it looks for (a bad access, a race) is in the code a check runs,
+# not in how often: scripts that repeat a check over many models, transports or requests do
+# fewer repeats then (each says which), and the Release build runs them all.
+sanitized() { [ "${STRATA_TEST_SANITIZED:-0}" = 1 ]; }
+
 rpc_cleanup() {
   local pid
   for pid in "${worker_pids[@]}"; do

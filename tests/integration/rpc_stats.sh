@@ -45,7 +45,10 @@ received() {
     inside && $1 == "per" { gsub(",", ""); print $13; exit }' "$1"
 }
 
-for batch in 1 16; do
+# Under a sanitizer, batch 16 alone: batch 1 runs the same code with fewer rows.
+batches="1 16"
+if sanitized; then batches=16; fi
+for batch in $batches; do
   STRATA_RPC_STATS=1 "$strata" bench -m "$model" -t 1 --batches $batch -p 16 -n 8 -r 1 \
     --rpc "$A,$B" --device RPC0,CPU,RPC1 >"$tmp/bench.txt" 2>"$tmp/stats.txt" ||
     { cat "$tmp/stats.txt"; fail "bench at batch $batch"; }
