@@ -296,12 +296,11 @@ Status exec_moe_gate(const ExecNode& e) {
   return Status::ok();
 }
 
-Status exec_mul_mat_id(const ExecNode& e) {
+MatmulIdArgs mul_mat_id_args(const ExecNode& e) {
   const TensorRef& w = e.T(0);
   const TensorRef& x = e.T(1);
   const TensorRef& ids = e.T(2);
   const TensorRef& out = e.out();
-  STRATA_RETURN_IF_ERROR(check_expert_ids(e, 2, w.ne[2]));
   MatmulIdArgs a;
   a.w_dtype = w.dtype;
   a.w = e.P(0);
@@ -320,7 +319,12 @@ Status exec_mul_mat_id(const ExecNode& e) {
   a.y = e.y();
   a.y_slot_stride = floats(out.nb[1]);
   a.y_tok_stride = floats(out.nb[2]);
-  matmul_id(e.pool, a);
+  return a;
+}
+
+Status exec_mul_mat_id(const ExecNode& e) {
+  STRATA_RETURN_IF_ERROR(check_expert_ids(e, 2, e.T(0).ne[2]));
+  matmul_id(e.pool, mul_mat_id_args(e));
   return Status::ok();
 }
 
@@ -466,6 +470,48 @@ void exec_matmul_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPoo
   matmul_multi(pool, parts, x.ne[0], mm.F(1), floats(x.nb[1]), x.n_rows(), &columns);
 }
 
+// Consecutive mul_mat_id nodes of the same input, experts and weight dtype (a layer's gate and
+// up experts) run as one matmul_id_multi: one grouping and gathering of the columns, one pass
+// over the selected experts' rows of both. As with the matmul runs, a node that writes what
+// another of the run reads is left out. Returns the end of the run that starts at node k, or k
+// when node k runs alone.
+size_t mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_t k) {
+  const Node& head = g.nodes[k];
+  if (head.op != Op::kMulMatId) return k;
+  const TensorRef& w0 = g.tensors[head.src[0]];
+  const Region inputs[] = {region(g, ptr, head.src[1]), region(g, ptr, head.src[2])};
+  std::vector<Region> written, read;
+  size_t end = k;
+  for (; end < g.nodes.size() && end - k < kMaxIdMatrices; ++end) {
+    const Node& n = g.nodes[end];
+    if (n.op != Op::kMulMatId || n.src[1] != head.src[1] || n.src[2] != head.src[2]) break;
+    const TensorRef& w = g.tensors[n.src[0]];
+    if (w.dtype != w0.dtype || w.ne[0] != w0.ne[0] || w.ne[2] != w0.ne[2]) break;
+    const Region out = region(g, ptr, n.out);
+    const Region wr = region(g, ptr, n.src[0]);
+    const auto hits = [](const Region& r, const auto& v) {
+      return std::any_of(std::begin(v), std::end(v),
+                         [&r](const Region& o) { return r.overlaps(o); });
+    };
+    if (hits(out, inputs) || hits(out, written) || hits(out, read) || hits(wr, written)) break;
+    written.push_back(out);
+    read.push_back(wr);
+  }
+  return end - k >= 2 ? end : k;
+}
+
+Status exec_mul_mat_id_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPool& pool,
+                           size_t begin, size_t end) {
+  const ExecNode head{g, g.nodes[begin], ptr, pool};
+  STRATA_RETURN_IF_ERROR(check_expert_ids(head, 2, head.T(0).ne[2]));
+  std::array<MatmulIdArgs, kMaxIdMatrices> mats;
+  for (size_t i = begin; i < end; ++i) {
+    mats[i - begin] = mul_mat_id_args(ExecNode{g, g.nodes[i], ptr, pool});
+  }
+  matmul_id_multi(pool, std::span<const MatmulIdArgs>(mats.data(), end - begin));
+  return Status::ok();
+}
+
 // --- The executor table: an op the graph layer knows but that has no row here is refused -------
 
 struct ExecRow {
@@ -557,6 +603,12 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
     if (mm.end > mm.begin) {
       exec_matmul_run(graph, ptr, pool, mm);
       k = mm.end;
+      continue;
+    }
+    if (const size_t end = mul_mat_id_run_at(graph, ptr, k); end > k) {
+      const Status s = exec_mul_mat_id_run(graph, ptr, pool, k, end);
+      if (!s.is_ok()) return s.with_context("node " + std::to_string(k) + " (mul_mat_id)");
+      k = end;
       continue;
     }
     const Node& node = graph.nodes[k];

@@ -176,19 +176,33 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
   run_rows(pool, prep, total_bytes, total_rows, scratch + work_offset, work_bytes, nullptr);
 }
 
-void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
-  STRATA_CHECK(a.k >= 0 && a.n >= 0 && a.n_used >= 0 && a.n_tokens >= 0 && a.n_expert >= 1,
+void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) { matmul_id_multi(pool, {&a, 1}); }
+
+void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
+  STRATA_CHECK(!mats.empty(), "matmul_id: no matrix");
+  const MatmulIdArgs& a = mats[0];
+  STRATA_CHECK(a.k >= 0 && a.n_used >= 0 && a.n_tokens >= 0 && a.n_expert >= 1,
                "matmul_id: negative size");
   STRATA_CHECK(a.x_m == 1 || a.x_m == a.n_used, "matmul_id: x_m must be 1 or n_used");
   STRATA_CHECK(a.n_expert <= kMaxExperts, "matmul_id: more experts than kMaxExperts");
   const DTypeTraits* traits = dtype_traits(a.w_dtype);
   STRATA_CHECK(traits != nullptr && dtype_matmul_kernel(*traits, Isa::kScalar) != nullptr,
                "matmul_id: dtype without kernels");
-  STRATA_CHECK(
-      a.k % dtype_block_size(a.w_dtype) == 0 && a.w_row_bytes >= dtype_row_bytes(a.w_dtype, a.k),
-      "matmul_id: bad weight rows");
+  int64_t n_all = 0;  // output rows of all matrices
+  for (const MatmulIdArgs& b : mats) {
+    STRATA_CHECK(b.w_dtype == a.w_dtype && b.k == a.k && b.n_expert == a.n_expert && b.x == a.x &&
+                     b.x_slot_stride == a.x_slot_stride && b.x_tok_stride == a.x_tok_stride &&
+                     b.x_m == a.x_m && b.ids == a.ids && b.n_used == a.n_used &&
+                     b.n_tokens == a.n_tokens,
+                 "matmul_id: the matrices of one call share their dtype, input and experts");
+    STRATA_CHECK(b.n >= 0, "matmul_id: negative size");
+    STRATA_CHECK(
+        b.k % dtype_block_size(b.w_dtype) == 0 && b.w_row_bytes >= dtype_row_bytes(b.w_dtype, b.k),
+        "matmul_id: bad weight rows");
+    n_all += b.n;
+  }
   const int64_t n_pairs = a.n_used * a.n_tokens;
-  if (n_pairs == 0 || a.n == 0) return;
+  if (n_pairs == 0 || n_all == 0) return;
 
   // The pairs (p = t * n_used + s) in grouped order: a counting sort by expert, stable in p.
   // Runs every layer of every step: its counts live on the stack, its order in the scratch.
@@ -206,25 +220,32 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   // widest: in a decode step of one token every expert has one column.
   const MatmulKernel* kernel = dtype_matmul_kernel(*traits, isa_active(), most);
 
-  // A gathered column: the kernel's activation format, or the F32 values as given.
+  // A gathered column: the kernel's activation format, or the F32 values as given. Each
+  // matrix's outputs of the slice have a region of their own.
   const bool quantised = kernel->act_column_bytes != nullptr;
   const size_t col_bytes =
       quantised ? kernel->act_column_bytes(a.k) : static_cast<size_t>(a.k) * sizeof(float);
-  const size_t out_bytes = static_cast<size_t>(a.n) * sizeof(float);
+  const size_t out_bytes = static_cast<size_t>(n_all) * sizeof(float);
   const size_t limit = a.scratch_limit != 0 ? a.scratch_limit : kMatmulIdScratchBytes;
   const int64_t slice =
       std::clamp<int64_t>(static_cast<int64_t>(limit / (col_bytes + out_bytes)), 1, n_pairs);
-  const size_t cols_region = (col_bytes * static_cast<size_t>(slice) + 63) / 64 * 64;
-  const size_t out_region = (out_bytes * static_cast<size_t>(slice) + 63) / 64 * 64;
-  const size_t work_bytes =
-      kernel->work_bytes != nullptr ? (kernel->work_bytes(a.k) + 63) / 64 * 64 : 0;
+  const auto aligned = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  const size_t cols_region = aligned(col_bytes * static_cast<size_t>(slice));
+  std::array<size_t, kMaxIdMatrices> out_offset{};
+  STRATA_CHECK(mats.size() <= kMaxIdMatrices, "matmul_id: too many matrices in one call");
+  size_t out_region = 0;
+  for (size_t i = 0; i < mats.size(); ++i) {
+    out_offset[i] = out_region;
+    out_region +=
+        aligned(static_cast<size_t>(mats[i].n) * sizeof(float) * static_cast<size_t>(slice));
+  }
+  const size_t work_bytes = kernel->work_bytes != nullptr ? aligned(kernel->work_bytes(a.k)) : 0;
   // With one input per token shared by its slots, each token's column is quantised once, here,
   // and copied to its pairs. At most the size of X, which the caller's buffers hold already (a
   // quantised column is smaller than the F32 one).
   const bool shared = quantised && a.x_m == 1 && a.n_used > 1;
-  const size_t tokens_region =
-      shared ? (col_bytes * static_cast<size_t>(a.n_tokens) + 63) / 64 * 64 : 0;
-  const size_t order_region = (sizeof(int64_t) * static_cast<size_t>(n_pairs) + 63) / 64 * 64;
+  const size_t tokens_region = shared ? aligned(col_bytes * static_cast<size_t>(a.n_tokens)) : 0;
+  const size_t order_region = aligned(sizeof(int64_t) * static_cast<size_t>(n_pairs));
   uint8_t* scratch = pool.scratch(0, order_region + tokens_region + cols_region + out_region +
                                          work_bytes * static_cast<size_t>(pool.size()));
   auto* order = reinterpret_cast<int64_t*>(scratch);
@@ -235,10 +256,10 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
   }
   uint8_t* tokens = scratch + order_region;
   uint8_t* cols = tokens + tokens_region;
-  float* outs = reinterpret_cast<float*>(cols + cols_region);
-  uint8_t* work = cols + cols_region + out_region;
+  uint8_t* outs = cols + cols_region;
+  uint8_t* work = outs + out_region;
+  const auto outs_of = [&](size_t i) { return reinterpret_cast<float*>(outs + out_offset[i]); };
 
-  const auto* w = static_cast<const uint8_t*>(a.w);
   const int64_t grain = std::max<int64_t>(1, kMinColumnElements / std::max<int64_t>(a.k, 1));
   if (shared) {
     pool.parallel_for(a.n_tokens, grain, [&](int, int64_t t0, int64_t t1) {
@@ -249,6 +270,7 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
     });
   }
   std::vector<Prepared> prep;
+  std::vector<size_t> prep_matrix;  // the matrix of each part
   for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
     const int64_t q1 = std::min(n_pairs, q0 + slice);
     const int64_t* pairs = order + q0;
@@ -269,39 +291,49 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) {
         }
       }
     });
-    // One part per expert of the slice, over its consecutive columns.
+    // One part per expert of the slice and matrix, over the expert's consecutive columns; an
+    // expert's matrices follow each other, so that its parts are read together.
     prep.clear();
+    prep_matrix.clear();
     uint64_t total_bytes = 0;
     int64_t total_rows = 0;
     for (int64_t j = 0; j < q1 - q0;) {
       const int32_t e = a.ids[pairs[j]];
       const int64_t end = std::min(first[static_cast<size_t>(e) + 1] - q0, q1 - q0);
       const uint8_t* col = cols + static_cast<size_t>(j) * col_bytes;
-      MatmulArgs args{w + static_cast<size_t>(e) * a.w_expert_bytes,
-                      a.w_row_bytes,
-                      a.k,
-                      end - j,
-                      quantised ? nullptr : reinterpret_cast<const float*>(col),
-                      static_cast<size_t>(a.k),
-                      quantised ? col : nullptr,
-                      col_bytes,
-                      outs + static_cast<size_t>(j) * static_cast<size_t>(a.n),
-                      static_cast<size_t>(a.n)};
-      prep.push_back({kernel, args, a.n, total_rows, total_bytes});
-      total_rows += a.n;
-      total_bytes += static_cast<uint64_t>(a.n) * a.w_row_bytes;
+      for (size_t i = 0; i < mats.size(); ++i) {
+        const MatmulIdArgs& b = mats[i];
+        if (b.n == 0) continue;
+        MatmulArgs args{
+            static_cast<const uint8_t*>(b.w) + static_cast<size_t>(e) * b.w_expert_bytes,
+            b.w_row_bytes,
+            b.k,
+            end - j,
+            quantised ? nullptr : reinterpret_cast<const float*>(col),
+            static_cast<size_t>(b.k),
+            quantised ? col : nullptr,
+            col_bytes,
+            outs_of(i) + static_cast<size_t>(j) * static_cast<size_t>(b.n),
+            static_cast<size_t>(b.n)};
+        prep.push_back({kernel, args, b.n, total_rows, total_bytes});
+        prep_matrix.push_back(i);
+        total_rows += b.n;
+        total_bytes += static_cast<uint64_t>(b.n) * b.w_row_bytes;
+      }
       j = end;
     }
     // Each thread scatters the rows it computed to their pairs: no pass of its own.
     const RowsDoneFn scatter = [&](size_t part, int64_t lo, int64_t hi) {
       const Prepared& p = prep[part];
-      const int64_t j0 = (p.args.y - outs) / a.n;
+      const MatmulIdArgs& b = mats[prep_matrix[part]];
+      const float* base = outs_of(prep_matrix[part]);
+      const int64_t j0 = (p.args.y - base) / b.n;
       for (int64_t j = j0; j < j0 + p.args.m; ++j) {
         const int64_t t = pairs[j] / a.n_used;
         const int64_t s = pairs[j] % a.n_used;
-        float* dst = a.y + static_cast<size_t>(t) * a.y_tok_stride +
-                     static_cast<size_t>(s) * a.y_slot_stride;
-        std::memcpy(dst + lo, outs + static_cast<size_t>(j) * static_cast<size_t>(a.n) + lo,
+        float* dst = b.y + static_cast<size_t>(t) * b.y_tok_stride +
+                     static_cast<size_t>(s) * b.y_slot_stride;
+        std::memcpy(dst + lo, base + static_cast<size_t>(j) * static_cast<size_t>(b.n) + lo,
                     static_cast<size_t>(hi - lo) * sizeof(float));
       }
     };

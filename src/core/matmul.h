@@ -94,4 +94,12 @@ struct MatmulIdArgs {
 constexpr size_t kMatmulIdScratchBytes = size_t{32} << 20;
 void matmul_id(ThreadPool& pool, const MatmulIdArgs& a);
 
+// Several expert-indexed matmuls of the same input, experts and weight dtype (a layer's gate and
+// up experts), as one: the pairs are grouped and their columns gathered once, and the rows of
+// every matrix of every selected expert are split over the threads in one pass (an expert's
+// matrices next to each other). Each output element is the one matmul_id gives for its matrix
+// alone. The scratch bound counts the outputs of all the matrices.
+constexpr size_t kMaxIdMatrices = 4;
+void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats);
+
 }  // namespace strata

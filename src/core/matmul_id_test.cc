@@ -63,11 +63,14 @@ Batch make_batch(const Experts& w, int64_t n_used, int64_t tokens, bool per_slot
 
 // Y [n, n_used, tokens] with a gap of one float after each column and two after each token.
 constexpr float kGap = -12345.0f;
-std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const Batch& b,
-                                 size_t scratch_limit = 0) {
+std::vector<float> gapped_output(const Experts& w, const Batch& b) {
+  const size_t y_tok = (static_cast<size_t>(w.n) + 1) * static_cast<size_t>(b.n_used) + 2;
+  return std::vector<float>(y_tok * static_cast<size_t>(b.tokens), kGap);
+}
+
+MatmulIdArgs id_args(const Experts& w, const Batch& b, std::vector<float>& y,
+                     size_t scratch_limit) {
   const size_t y_slot = static_cast<size_t>(w.n) + 1;
-  const size_t y_tok = y_slot * static_cast<size_t>(b.n_used) + 2;
-  std::vector<float> y(y_tok * static_cast<size_t>(b.tokens), kGap);
   MatmulIdArgs a;
   a.w_dtype = w.dtype;
   a.w = w.bytes.data();
@@ -85,9 +88,15 @@ std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const Batch
   a.n_tokens = b.tokens;
   a.y = y.data();
   a.y_slot_stride = y_slot;
-  a.y_tok_stride = y_tok;
+  a.y_tok_stride = y_slot * static_cast<size_t>(b.n_used) + 2;
   a.scratch_limit = scratch_limit;
-  matmul_id(pool, a);
+  return a;
+}
+
+std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const Batch& b,
+                                 size_t scratch_limit = 0) {
+  std::vector<float> y = gapped_output(w, b);
+  matmul_id(pool, id_args(w, b, y, scratch_limit));
   return y;
 }
 
@@ -173,6 +182,43 @@ TEST(MatmulId, ATokensOutputsDoNotDependOnItsBatch) {
     alone.ids.assign(batch.ids.begin() + t * 4, batch.ids.begin() + (t + 1) * 4);
     const std::vector<float> y = run_matmul_id(one, w, alone);
     EXPECT_EQ(std::memcmp(y.data(), all.data() + t * y_tok, y_tok * sizeof(float)), 0) << t;
+  }
+}
+
+// Several matrices of the same input and experts in one call (gate and up, or three of other
+// widths) give each matrix the bits of its own matmul_id, whatever the threads and slices.
+TEST(MatmulId, SeveralMatricesInOneCallAreEachTheirOwnCall) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16, DType::kMXFP4}) {
+    const Experts gate(t, 256, 48, 6, 11), up(t, 256, 48, 6, 12), third(t, 256, 80, 6, 13);
+    for (bool per_slot : {false, true}) {
+      const Batch b = make_batch(gate, 3, 7, per_slot, 14);
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        ThreadPool one(1);
+        const std::vector<float> want[] = {run_matmul_id(one, gate, b), run_matmul_id(one, up, b),
+                                           run_matmul_id(one, third, b)};
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          for (size_t limit : {size_t{0}, size_t{1}, size_t{3000}}) {
+            std::vector<float> got[] = {gapped_output(gate, b), gapped_output(up, b),
+                                        gapped_output(third, b)};
+            const MatmulIdArgs mats[] = {id_args(gate, b, got[0], limit),
+                                         id_args(up, b, got[1], limit),
+                                         id_args(third, b, got[2], limit)};
+            for (size_t n : {size_t{2}, size_t{3}}) {
+              for (size_t i = 0; i < n; ++i) std::fill(got[i].begin(), got[i].end(), kGap);
+              matmul_id_multi(pool, std::span<const MatmulIdArgs>(mats, n));
+              for (size_t i = 0; i < n; ++i) {
+                EXPECT_TRUE(bitwise_equal(got[i], want[i]))
+                    << dtype_name(t) << " " << isa_name(isa) << " threads " << threads << " limit "
+                    << limit << " matrix " << i << " of " << n
+                    << (per_slot ? " per slot" : " per token");
+              }
+            }
+          }
+        }
+      }
+    }
   }
 }
 

@@ -29,9 +29,26 @@ std::string barrier_model() {
   return testing::synth_file("barriers_llama_q8_0", p);
 }
 
+// The same attention with a mixture of 16 experts of width 512, 4 per token (Mixtral-style):
+// each selected expert's gate, up and down rows are 512 rows of 544 bytes, split over the threads.
+std::string barrier_moe_model() {
+  SynthParams p;
+  p.n_embd = 512;
+  p.n_layer = kLayers;
+  p.n_head = 8;
+  p.n_head_kv = 4;
+  p.n_ff = 512;
+  p.n_expert = 16;
+  p.n_expert_used = 4;
+  p.n_vocab = 512;
+  p.dtype = DType::kQ8_0;
+  p.seed = 5;
+  return testing::synth_file("barriers_mixtral_q8_0", p);
+}
+
 // Barriers per decode step of `batch` sequences, one token each, on a pool of 2 threads.
-uint64_t barriers_per_step(int batch) {
-  auto model = Model::open(barrier_model());
+uint64_t barriers_per_step(int batch, const std::string& file = barrier_model()) {
+  auto model = Model::open(file);
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   if (!model.is_ok()) return 0;
   std::vector<std::unique_ptr<Device>> devices;
@@ -67,7 +84,7 @@ uint64_t barriers_per_step(int batch) {
   const uint64_t calls = (after.calls - before.calls) / kSteps;
   const uint64_t barriers = (after.barriers - before.barriers) / kSteps;
   std::cout << "decode step of batch " << batch << ", " << kLayers
-            << " llama layers, 2 threads: " << calls << " parallel_for calls, " << barriers
+            << " layers, 2 threads: " << calls << " parallel_for calls, " << barriers
             << " barriers\n";
   return barriers;
 }
@@ -78,6 +95,17 @@ uint64_t barriers_per_step(int batch) {
 TEST(DecodeBarriers, ALlamaLayerCostsAHandfulOfBarriers) {
   for (int batch : {1, 8}) {
     const uint64_t barriers = barriers_per_step(batch);
+    EXPECT_GT(barriers, 0u) << "the matmuls are large enough to be split";
+    EXPECT_LE(barriers, 5 * kLayers + 1) << "batch " << batch;
+  }
+}
+
+// A mixture-of-experts layer costs what a dense one does: its gate and up experts run in one
+// pass (matmul_id_multi), the down experts in another; the router's small matmul, the
+// selection and the weighted sum run on the calling thread.
+TEST(DecodeBarriers, AMixtureOfExpertsLayerCostsNoMoreThanADenseOne) {
+  for (int batch : {1, 8}) {
+    const uint64_t barriers = barriers_per_step(batch, barrier_moe_model());
     EXPECT_GT(barriers, 0u) << "the matmuls are large enough to be split";
     EXPECT_LE(barriers, 5 * kLayers + 1) << "batch " << batch;
   }
