@@ -126,7 +126,9 @@ std::span<const DTypeTraits> dtype_traits_all() { return kTraits; }
 const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa, int64_t m) {
   for (int level = static_cast<int>(isa); level >= kScalar; --level) {
     const MatmulKernel* k = t.isa[level].matmul;
-    if (k != nullptr && (m >= k->min_columns || level == kScalar)) return k;
+    if (k == nullptr) continue;
+    if (m >= k->min_columns || level == kScalar) return k;
+    if (k->narrow != nullptr) return k->narrow;
   }
   return nullptr;
 }

@@ -43,6 +43,9 @@ struct MatmulKernel {
   // walk two weight rows at once, and streaming a matrix from memory for one column that way
   // is slower than the AVX2 kernels' one row at a time for most dtypes.
   int64_t min_columns = 1;
+  // Below min_columns, this kernel of the same level runs, when there is one: a kernel for few
+  // columns (batch-1 decode) with the same bits as the lower level's.
+  const MatmulKernel* narrow = nullptr;
 };
 
 // A dtype's entries at one instruction-set level; any may be null (absent at that level).

@@ -328,14 +328,101 @@ struct Q6KKernel {
   }
 };
 
+// ---- One column of Q4_K (batch-1 decode), one row at a time ----
+//
+// The two-row tiles above stream two rows at once, which for one column read from memory is
+// slower than the AVX2 kernel's one row (kMinColumns); and the AVX2 kernel, at 22 GB/s of
+// weights per core in cache, is slower than one core's share of the memory's bandwidth. This
+// kernel reads one row, with 512-bit VNNI: 64 bytes of quants (two of the AVX2 kernel's 32-byte
+// steps j, j + 1) at once, dpbusd forming the four-element sums that maddubs + madd form, and
+// dpwssd multiplying each by its sub-block's scale (the sums fit 16 bits, the scale's high word
+// is 0) into the accumulator. Its activation column is Q8_K with each block's 32-element chunks
+// in the order [0 2 1 3 4 6 5 7]: the two chunks one register multiplies are one load. The 16
+// integer lanes, folded to 8, are the AVX2 kernel's lanes (exact sums); the float part is its,
+// operation for operation.
+
+size_t q8_k_paired_column_bytes(int64_t k) { return q8_k_column_bytes(k); }
+
+void quantize_act_q8_k_paired(const float* x, void* dst, int64_t k) {
+  quantize_act_q8_k_avx2(x, dst, k);
+  auto* blocks = static_cast<BlockQ8_K*>(dst);
+  for (int64_t b = 0; b < k / kQKK; ++b) {
+    for (int half = 0; half < 2; ++half) {
+      int8_t* q = blocks[b].qs + 128 * half;
+      std::array<int8_t, 32> chunk;
+      std::memcpy(chunk.data(), q + 32, 32);
+      std::memmove(q + 32, q + 64, 32);
+      std::memcpy(q + 64, chunk.data(), 32);
+    }
+  }
+}
+
+float q4_k_row(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  // Scale lanes per half of a 64-byte step: low nibbles of steps j, j + 1 are sub-blocks 2j and
+  // 2j + 2, high nibbles 2j + 1 and 2j + 3.
+  const __m512i pick[4] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                           _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),
+                           _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6),
+                           _mm512_setr_epi32(5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7)};
+  const __m128i mn_pairs =
+      _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_K& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    avx2::prefetch_ahead<sizeof(BlockQ4_K)>(&wb);
+    // [scales 0..7, mins 0..7] in the low 128 bits.
+    const __m128i bytes = _mm256_castsi256_si128(scale_min_bytes(wb.scales, wb.scales));
+    const __m512i sc32 = _mm512_cvtepu8_epi32(bytes);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(bytes, mn_pairs));
+    __m512i sumi = _mm512_setzero_si512();
+    for (int jj = 0; jj < 2; ++jj) {
+      const __m512i raw = _mm512_loadu_si512(wb.qs + 64 * jj);
+      const __m512i ql = _mm512_and_si512(raw, m4);
+      const __m512i qh = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      const __m512i y_l = _mm512_loadu_si512(xb.qs + 128 * jj);
+      const __m512i y_h = _mm512_loadu_si512(xb.qs + 128 * jj + 64);
+      const __m512i d_l = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ql, y_l);
+      const __m512i d_h = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qh, y_h);
+      sumi = _mm512_dpwssd_epi32(sumi, d_l, _mm512_permutexvar_epi32(pick[2 * jj], sc32));
+      sumi = _mm512_dpwssd_epi32(sumi, d_h, _mm512_permutexvar_epi32(pick[2 * jj + 1], sc32));
+    }
+    const __m256i lanes =
+        _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    const __m256i pm = _mm256_madd_epi16(load256(xb.bsums), mins);
+    const float dw = avx2::f16(wb.d), dmw = avx2::f16(wb.dmin);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(xb.d * dw), _mm256_cvtepi32_ps(lanes), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(-(xb.d * dmw)), _mm256_cvtepi32_ps(pm), acc);
+  }
+  return avx2::hsum(acc);
+}
+
+void q4_k_one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t nb = a.k / kQKK;
+  for (int64_t j = 0; j < a.m; ++j) {
+    const auto* x = static_cast<const BlockQ8_K*>(a.column(j));
+    for (int64_t r = r0; r < r1; ++r) {
+      a.y[j * a.y_stride + r] =
+          q4_k_row(reinterpret_cast<const BlockQ4_K*>(a.w + r * a.w_row_bytes), x, nb);
+    }
+  }
+}
+
+const MatmulKernel kQ4_KOneColumn = {q8_k_paired_column_bytes, quantize_act_q8_k_paired,
+                                     q4_k_one_column_rows};
+
 }  // namespace
 }  // namespace strata::matmul_detail::avx512
 
 namespace strata::matmul_detail {
 
-const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                  avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>, nullptr,
-                                  avx512::kMinColumns};
+const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes,
+                                  quantize_act_q8_k_avx2,
+                                  avx512::run_rows<avx512::QKMinKernel<false, BlockQ4_K>>,
+                                  nullptr,
+                                  avx512::kMinColumns,
+                                  &avx512::kQ4_KOneColumn};
 const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>, nullptr,
                                   avx512::kMinColumns};
