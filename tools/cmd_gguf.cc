@@ -45,24 +45,27 @@ void print_gen_usage() {
       "  --head-dim N        per-head width (default n-embd / n-head)\n"
       "  --dtype T           %s (default f32)\n"
       "  --seed N            weight seed (default 1); same options, same bytes\n"
-      "  --rope-freq-base F  default 10000 for llama, 1e6 for qwen\n"
+      "  --rope-freq-base F  default 10000 for llama, 1e6 for qwen, 150000 for gpt-oss\n"
       "  --rms-eps F         default 1e-5 for llama, 1e-6 for qwen\n"
       "  --tied              no output.weight: the output reuses token_embd.weight\n"
       "  --n-rot N           rotated dims per head (default the head width; less: partial)\n"
       "  --rope-scaling T    none | linear | yarn | longrope (longrope writes short and long\n"
-      "                      factor tensors)\n"
+      "                      factor tensors; gpt-oss default: yarn, factor 32, orig ctx 4096)\n"
       "  --rope-factor F     rope.scaling.factor\n"
       "  --rope-orig-ctx N   rope.scaling.original_context_length\n"
       "  --rope-attn-factor F  rope.scaling.attn_factor\n"
       "  --mix M             q4_K_M | q5_K_M | q3_K_M: llama-quantize's type per tensor\n"
       "                      (overrides --dtype)\n"
       "  --rope-freqs        a Llama 3.1 rope_freqs.weight (frequency divisors 1..8)\n"
-      "  --swa N             gemma2/gemma3 sliding window (default 4096 / 512)\n"
+      "  --swa N             gemma2/gemma3/gpt-oss sliding window (default 4096 / 512 / 128)\n"
       "  --attn-softcap F    gemma2 attention soft-cap (default 50)\n"
       "  --final-softcap F   gemma2 logit soft-cap (default 30)\n"
-      "  --n-expert N        experts per layer (qwen3moe; llama: Mixtral-style; default 0)\n"
+      "  --n-expert N        experts per layer (qwen3moe, gpt-oss; llama: Mixtral-style;\n"
+      "                      default 0)\n"
       "  --n-expert-used K   experts each token is routed to\n"
       "  --n-ff-exp F        one expert's feed-forward width (default n-ff; llama: n-ff)\n"
+      "  --expert-dtype T    the experts' matrices (default --dtype; gpt-oss as released:\n"
+      "                      mxfp4 experts, q8_0 elsewhere)\n"
       "  --script FILE       a JSON array of strings: the model says them, one token each,\n"
       "                      then EOS, whatever the prompt (llama; needs n-embd >= n-vocab)\n",
       arch_names().c_str(), kSynthMinVocab, dtype_names_with_kernels(" | ").c_str());
@@ -255,7 +258,8 @@ int gen(const Args& args) {
                "--script",
                "--n-expert",
                "--n-expert-used",
-               "--n-ff-exp"},
+               "--n-ff-exp",
+               "--expert-dtype"},
               {"-h|--help", "--tied", "--rope-freqs"});
   if (Status s = flags.parse(args); !s.is_ok()) return fail("gguf gen", s);
   if (flags.has("--help")) {
@@ -329,6 +333,12 @@ int gen(const Args& args) {
   std::optional<DType> dt = dtype_from_name(dtype);
   if (!dt) return fail("gguf gen", invalid_argument("--dtype: unknown type '" + dtype + "'"));
   p.dtype = *dt;
+  if (std::optional<std::string> e = flags.get("--expert-dtype")) {
+    p.expert_dtype = dtype_from_name(*e);
+    if (!p.expert_dtype) {
+      return fail("gguf gen", invalid_argument("--expert-dtype: unknown type '" + *e + "'"));
+    }
+  }
 
   Result<GgufWriter> w = synth_model(p);
   if (!w.is_ok()) return fail("gguf gen", w.status());

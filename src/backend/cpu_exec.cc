@@ -188,6 +188,15 @@ Status exec_geglu(const ExecNode& e) {
   return Status::ok();
 }
 
+Status exec_swiglu_oai(const ExecNode& e) {
+  if (!rows_uniform(e.T(0)) || !rows_uniform(e.T(1)) || !rows_uniform(e.out())) {
+    return invalid_argument("rows not uniform");
+  }
+  swiglu_oai(e.pool, e.F(0), floats(e.T(0).nb[1]), e.F(1), floats(e.T(1).nb[1]), e.node.fparams[0],
+             e.node.fparams[1], e.y(), floats(e.out().nb[1]), e.T(0).ne[0], e.T(0).n_rows());
+  return Status::ok();
+}
+
 Status exec_set_rows(const ExecNode& e) {
   if (!rows_uniform(e.T(1))) return invalid_argument("rows not uniform");
   STRATA_RETURN_IF_ERROR(check_indices(e.I(2), e.T(2).ne[0], e.T(0).ne[1], "cells"));
@@ -223,6 +232,10 @@ Status exec_attention(const ExecNode& e) { return run_attention(e, {}); }
 
 Status exec_attention_ext(const ExecNode& e) {
   return run_attention(e, {e.node.iparams[1], e.node.fparams[1]});
+}
+
+Status exec_attention_sink(const ExecNode& e) {
+  return run_attention(e, {e.node.iparams[1], e.node.fparams[1], e.F(5)});
 }
 
 Status exec_argmax(const ExecNode& e) {
@@ -325,6 +338,16 @@ MatmulIdArgs mul_mat_id_args(const ExecNode& e) {
 Status exec_mul_mat_id(const ExecNode& e) {
   STRATA_RETURN_IF_ERROR(check_expert_ids(e, 2, e.T(0).ne[2]));
   matmul_id(e.pool, mul_mat_id_args(e));
+  return Status::ok();
+}
+
+Status exec_add_id(const ExecNode& e) {
+  const TensorRef& x = e.T(0);
+  const TensorRef& b = e.T(1);
+  STRATA_RETURN_IF_ERROR(check_expert_ids(e, 2, b.ne[1]));
+  moe_add_id(e.pool, e.F(0), floats(x.nb[1]), floats(x.nb[2]), e.F(1), floats(b.nb[1]), e.I(2),
+             static_cast<size_t>(e.T(2).ne[0]), e.y(), floats(e.out().nb[1]), floats(e.out().nb[2]),
+             x.ne[0], x.ne[1], x.ne[2]);
   return Status::ok();
 }
 
@@ -541,6 +564,9 @@ constexpr ExecRow kExecRows[] = {
     {Op::kMoeGate, exec_moe_gate},
     {Op::kMulMatId, exec_mul_mat_id},
     {Op::kMoeSum, exec_moe_sum},
+    {Op::kAttentionSink, exec_attention_sink},
+    {Op::kSwigluOai, exec_swiglu_oai},
+    {Op::kAddId, exec_add_id},
 };
 
 constexpr std::array<OpExec, kOpIdLimit> make_exec_table() {

@@ -174,20 +174,22 @@ void weigh(const TileShape& sh, const uint8_t* const* vrows, int64_t lo, int64_t
 }
 
 // Softmax of one row of len scores with the maximum subtracted; the exps replace the scores.
-// Padding scores are -inf: their exp is exactly 0 and adds nothing to the sum.
-float softmax_row(float* s, int64_t len) {
+// Padding scores are -inf: their exp is exactly 0 and adds nothing to the sum. With a sink
+// (nullptr: none), as sink_max and sink_sum take it.
+float softmax_row(float* s, int64_t len, const float* sink) {
   const int64_t len_pad = round_up8(len);
   for (int64_t c = len; c < len_pad; ++c) s[c] = -std::numeric_limits<float>::infinity();
   __m256 mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t c = 0; c < len_pad; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + c));
-  const __m256 m = _mm256_set1_ps(hmax(mx));
+  const float mf = sink != nullptr ? sink_max(hmax(mx), *sink) : hmax(mx);
+  const __m256 m = _mm256_set1_ps(mf);
   __m256 sum = _mm256_setzero_ps();
   for (int64_t c = 0; c < len_pad; c += 8) {
     const __m256 p = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + c), m));
     _mm256_storeu_ps(s + c, p);
     sum = _mm256_add_ps(sum, p);
   }
-  return 1.0f / hsum(sum);
+  return 1.0f / (sink != nullptr ? sink_sum(hsum(sum), *sink, mf) : hsum(sum));
 }
 
 // The AVX2 arithmetic of the tiled kernel (attention_tile.h).
@@ -206,7 +208,9 @@ struct Avx2 {
                           : &scores<kHalf, 0>;
   }
 
-  static float softmax_row(float* s, int64_t len) { return avx2::softmax_row(s, len); }
+  static float softmax_row(float* s, int64_t len, const float* sink) {
+    return avx2::softmax_row(s, len, sink);
+  }
 
   template <bool kHalf, int kNh>
   static void weigh(const TileShape& sh, const uint8_t* const* vrows, int64_t lo, int64_t hi,

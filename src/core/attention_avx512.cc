@@ -30,6 +30,8 @@ namespace {
 using ::strata::avx2::hmax;
 using ::strata::avx2::hsum;
 using ::strata::internal::avx2::kv_scalar;
+using ::strata::internal::avx2::sink_max;
+using ::strata::internal::avx2::sink_sum;
 
 using attention_tiling::round_up8;
 using attention_tiling::ScoresFn;
@@ -244,13 +246,14 @@ struct Avx512 {
   }
 
   // The AVX2 kernel's softmax_row: its maximum over chunks of 8, its exps, its sum of the
-  // chunks in order.
-  static float softmax_row(float* s, int64_t len) {
+  // chunks in order, the sink as sink_max and sink_sum take it.
+  static float softmax_row(float* s, int64_t len, const float* sink) {
     const int64_t len_pad = round_up8(len);
     for (int64_t c = len; c < len_pad; ++c) s[c] = -std::numeric_limits<float>::infinity();
     __m256 mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t c = 0; c < len_pad; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + c));
-    const __m512 m = _mm512_set1_ps(hmax(mx));
+    const float mf = sink != nullptr ? sink_max(hmax(mx), *sink) : hmax(mx);
+    const __m512 m = _mm512_set1_ps(mf);
     __m256 sum = _mm256_setzero_ps();
     int64_t c = 0;
     for (; c + 16 <= len_pad; c += 16) {
@@ -264,7 +267,7 @@ struct Avx512 {
       _mm256_storeu_ps(s + c, p);
       sum = _mm256_add_ps(sum, p);
     }
-    return 1.0f / hsum(sum);
+    return 1.0f / (sink != nullptr ? sink_sum(hsum(sum), *sink, mf) : hsum(sum));
   }
 
   template <bool kHalf, int kNh>

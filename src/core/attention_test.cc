@@ -106,7 +106,9 @@ std::vector<double> attention_oracle(const KvCache& c, const float* qh, int64_t 
     if (extra.softcap > 0) s[j] = std::tanh(s[j] / extra.softcap) * extra.softcap;
     mx = std::max(mx, s[j]);
   }
-  double sum = 0;
+  const double sink = extra.sinks != nullptr ? extra.sinks[h] : -INFINITY;
+  mx = std::max(mx, sink);
+  double sum = std::exp(sink - mx);
   for (double& x : s) sum += (x = std::exp(x - mx));
   std::vector<double> out(c.head_dim, 0.0);
   for (int64_t j = 0; j < len; ++j) {
@@ -224,6 +226,48 @@ TEST(OpsAttention, WindowAndSoftcapMatchOracle) {
   }
 }
 
+// Sinks (gpt-oss) with windows and caps, on every ISA, against the oracle that adds each head's
+// sink to the softmax's maximum and denominator. Sinks far above the scores leave a head almost
+// nothing to attend to: its output shrinks towards zero, and the oracle must still agree.
+TEST(OpsAttention, SinksMatchOracle) {
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    const KvCache c = make_cache(dt, 64, 2, 300, {257, 40}, 33, 2.0f);
+    std::vector<float> sinks = uniform_floats(8, 34, -3.0f, 3.0f);
+    sinks[1] = 30.0f;   // dominates every score
+    sinks[6] = -80.0f;  // adds nothing measurable
+    for (const AttentionExtra extra :
+         {AttentionExtra{0, 0.0f, sinks.data()}, AttentionExtra{16, 0.0f, sinks.data()},
+          AttentionExtra{100, 2.0f, sinks.data()}, AttentionExtra{1, 0.0f, sinks.data()}}) {
+      AttnRun r = make_run(c, 8, {0, 257, 1, 40, 0, 17, 1, 1, 0, 100}, 35, 2.0f);
+      r.extra = extra;
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        const std::vector<float> got = r.run(pool, c);
+        expect_matches_oracle(c, r, got, isa_name(isa));
+        float head1 = 0;  // the head whose sink dominates: exp(score - 30) weighs each V row
+        for (int64_t d = 0; d < c.head_dim; ++d) head1 = std::max(head1, std::abs(got[64 + d]));
+        EXPECT_LT(head1, 1e-6f) << isa_name(isa);
+      }
+    }
+  }
+}
+
+// A sink of -inf has exp 0: attention with such sinks is plain attention, bit for bit.
+TEST(OpsAttention, MinusInfSinksArePlainAttention) {
+  ThreadPool pool(2);
+  const KvCache c = make_cache(DType::kF16, 64, 2, 120, {120, 9}, 43);
+  AttnRun r = make_run(c, 4, {0, 120, 1, 9, 0, 33, 0, 1}, 44);
+  const std::vector<float> sinks(4, -INFINITY);
+  for (Isa isa : isas()) {
+    IsaScope scope(isa);
+    const std::vector<float> plain = r.run(pool, c);
+    r.extra.sinks = sinks.data();
+    EXPECT_TRUE(bitwise_equal(plain, r.run(pool, c))) << isa_name(isa);
+    r.extra = {};
+  }
+}
+
 // A window of 0 and a cap of 0 are plain attention, bit for bit.
 TEST(OpsAttention, NoWindowNoCapIsPlainAttention) {
   ThreadPool pool(2);
@@ -320,7 +364,14 @@ void for_each_tiling_case(const Fn& fn) {
     if (i == 7) tok.insert(tok.end(), {2, 517});
   }
   tok.insert(tok.end(), {1, 0});
-  const AttentionExtra extras[] = {{0, 0.0f}, {37, 0.0f}, {0, 1.5f}, {100, 2.0f}};
+  // Sinks around the scores' range (|score| <= ~3 here): below, among and above them.
+  const std::vector<float> sinks = uniform_floats(16, 77, -4.0f, 4.0f);
+  const AttentionExtra extras[] = {{0, 0.0f},
+                                   {37, 0.0f},
+                                   {0, 1.5f},
+                                   {100, 2.0f},
+                                   {0, 0.0f, sinks.data()},
+                                   {37, 1.5f, sinks.data()}};
   for (DType dt : {DType::kF32, DType::kF16}) {
     for (int64_t head_dim : {64, 128, 80, 72, 100, 7}) {
       for (int64_t group : {1, 4, 8}) {
@@ -332,7 +383,7 @@ void for_each_tiling_case(const Fn& fn) {
           const std::string label =
               std::string(dtype_name(dt)) + " hd=" + std::to_string(head_dim) +
               " group=" + std::to_string(group) + " window=" + std::to_string(extra.window) +
-              " cap=" + std::to_string(extra.softcap);
+              " cap=" + std::to_string(extra.softcap) + (extra.sinks != nullptr ? " sinks" : "");
           fn(c, r, label);
         }
       }

@@ -8,7 +8,8 @@
 // The arithmetic is the instruction set's, given as a kernel type K with static members:
 //   K::convert_f16(row, dst, shape)     an f16 row segment as head_dim floats (exact)
 //   K::scores_for<kHalf>(shape)         the score pass for this head size (a ScoresFn)
-//   K::softmax_row(s, len)              exps of a row of scores in place, 1 / their sum
+//   K::softmax_row(s, len, sink)        exps of a row of scores in place, 1 / their sum (with
+//                                       the head's sink, or nullptr)
 //   K::weigh<kHalf, kNh>(shape, rows, lo, hi, p, acc)   acc[j] += p[j][c] V row c, in cell order
 //   K::normalise(out, acc, inv, shape)  out = acc * inv
 // Each must give every output element the operations of attention_untiled_avx2.cc in its order,
@@ -217,8 +218,10 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
     const int64_t len = tt[i].end - tt[i].begin;
     std::memset(tt[i].acc, 0, static_cast<size_t>(nh * sh.hd_pad) * sizeof(float));
     if (len == 0) continue;
-    for (int64_t j = 0; j < nh; ++j)
-      tt[i].inv_sum[j] = K::softmax_row(tt[i].s + j * sh.row_stride, len);
+    for (int64_t j = 0; j < nh; ++j) {
+      const float* sink = a.extra.sinks != nullptr ? a.extra.sinks + h0 + j : nullptr;
+      tt[i].inv_sum[j] = K::softmax_row(tt[i].s + j * sh.row_stride, len, sink);
+    }
   }
 
   for (int64_t c0 = first; c0 < last; c0 += nb) {

@@ -99,14 +99,16 @@ void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scrat
     for (int64_t c = len; c < len_pad; ++c) s[j][c] = -std::numeric_limits<float>::infinity();
     __m256 mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t c = 0; c < len_pad; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s[j] + c));
-    const __m256 m = _mm256_set1_ps(hmax(mx));
+    const float* sink = a.extra.sinks != nullptr ? a.extra.sinks + h0 + j : nullptr;
+    const float mf = sink != nullptr ? sink_max(hmax(mx), *sink) : hmax(mx);
+    const __m256 m = _mm256_set1_ps(mf);
     __m256 sum = _mm256_setzero_ps();
     for (int64_t c = 0; c < len_pad; c += 8) {
       const __m256 p = exp256(_mm256_sub_ps(_mm256_loadu_ps(s[j] + c), m));
       _mm256_storeu_ps(s[j] + c, p);
       sum = _mm256_add_ps(sum, p);
     }
-    inv_sum[j] = 1.0f / hsum(sum);
+    inv_sum[j] = 1.0f / (sink != nullptr ? sink_sum(hsum(sum), *sink, mf) : hsum(sum));
     std::memset(acc[j], 0, static_cast<size_t>(hd_pad) * sizeof(float));
   }
 

@@ -60,11 +60,15 @@ void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes
 
 // What some models add to attention: a sliding window (a token attends to the last `window`
 // of its cells; 0: all of them, which assumes a list holds consecutive positions, as the
-// engine's lists do) and soft-capping of the scores (score = softcap * tanh(score / softcap);
-// 0: none).
+// engine's lists do), soft-capping of the scores (score = softcap * tanh(score / softcap);
+// 0: none) and sinks (gpt-oss): F32 [n_head], a learned logit per query head that joins the
+// softmax's maximum and denominator but weighs no V row, so that a head may attend to nothing:
+// p_c = exp(s_c - m) / (sum_c exp(s_c - m) + exp(sink - m)), m the maximum of the scores and
+// the sink. nullptr: none.
 struct AttentionExtra {
   int64_t window = 0;
   float softcap = 0.0f;
+  const float* sinks = nullptr;
 };
 
 // Attention of n_tokens queries over the KV cache.

@@ -57,6 +57,21 @@ void geglu_serial(const float* gate, size_t gate_stride, const float* up, size_t
   }
 }
 
+void swiglu_oai(ThreadPool& pool, const float* gate, size_t gate_stride, const float* up,
+                size_t up_stride, float alpha, float limit, float* y, size_t y_stride, int64_t n,
+                int64_t rows) {
+  for_rows(pool, n, rows, [&](int64_t r) {
+    const float* gr = gate + static_cast<size_t>(r) * gate_stride;
+    const float* ur = up + static_cast<size_t>(r) * up_stride;
+    float* yr = y + static_cast<size_t>(r) * y_stride;
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = std::min(gr[i], limit);
+      const float u = std::clamp(ur[i], -limit, limit);
+      yr[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+    }
+  });
+}
+
 void softcap(ThreadPool& pool, const float* x, size_t x_stride, float cap, float* y,
              size_t y_stride, int64_t n, int64_t rows) {
   for_rows(pool, n, rows, [&](int64_t r) {

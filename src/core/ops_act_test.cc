@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -41,6 +42,36 @@ TEST(OpsAct, MatchDefinitions) {
   });
 }
 
+// gpt-oss's clamped SwiGLU with its constants, on gates and ups past the limit on both sides:
+// the definition in double, within the few ulps of one exp and three products. NaN stays NaN.
+TEST(OpsAct, SwigluOaiMatchesItsDefinitionAndClamps) {
+  const int64_t n = 37, rows = 5, stride = 41;
+  const std::vector<float> g = random_floats(stride * rows, 5, 12.0f);
+  const std::vector<float> u = random_floats(stride * rows, 6, 12.0f);
+  std::vector<float> y(stride * rows, 0.0f);
+  ThreadPool pool(2);
+  const float alpha = 1.702f, limit = 7.0f;
+  swiglu_oai(pool, g.data(), stride, u.data(), stride, alpha, limit, y.data(), stride, n, rows);
+  int clamped_gate = 0, clamped_up = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(r * stride + i);
+      const double x = std::min<double>(g[k], limit);
+      const double up = std::clamp<double>(u[k], -limit, limit);
+      clamped_gate += g[k] > limit;
+      clamped_up += std::fabs(u[k]) > limit;
+      const double want = x / (1 + std::exp(-double(alpha) * x)) * (up + 1);
+      EXPECT_NEAR(y[k], want, 1e-6 * std::fabs(want) + 1e-6) << r << "," << i;
+    }
+  }
+  EXPECT_GT(clamped_gate, 0) << "the test needs gates past the limit";
+  EXPECT_GT(clamped_up, 0) << "the test needs ups past the limit";
+  const float nan = std::nanf("");
+  float out = 0;
+  swiglu_oai(pool, &nan, 1, &g[0], 1, alpha, limit, &out, 1, 1, 1);
+  EXPECT_TRUE(std::isnan(out));
+}
+
 // Threads split rows: 1 and 3 threads give the same bits, in place too.
 TEST(OpsAct, ThreadCountAndAliasingDoNotChangeBits) {
   const int64_t n = 300, rows = 70;
@@ -54,6 +85,10 @@ TEST(OpsAct, ThreadCountAndAliasingDoNotChangeBits) {
   softcap(one, x.data(), n, 30.0f, a.data(), n, n, rows);
   b = x;
   softcap(three, b.data(), n, 30.0f, b.data(), n, n, rows);
+  EXPECT_EQ(a, b);
+  swiglu_oai(one, x.data(), n, u.data(), n, 1.702f, 7.0f, a.data(), n, n, rows);
+  b = x;
+  swiglu_oai(three, b.data(), n, u.data(), n, 1.702f, 7.0f, b.data(), n, n, rows);
   EXPECT_EQ(a, b);
 }
 

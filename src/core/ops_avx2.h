@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -72,6 +73,14 @@ inline float kv_scalar(const uint8_t* row, int64_t d) {
     std::memcpy(&f, row + d * 4, 4);
     return f;
   }
+}
+
+// An attention sink (AttentionExtra::sinks) in a softmax, as every SIMD attention kernel takes
+// it, so that all of them give the same bits: the sink joins the maximum m of the cells' scores,
+// and exp(sink - m), by exp256, is added after the cells' exps have been summed.
+inline float sink_max(float m, float sink) { return std::max(m, sink); }
+inline float sink_sum(float sum, float sink, float m) {
+  return sum + _mm256_cvtss_f32(exp256(_mm256_set1_ps(sink - m)));
 }
 
 }  // namespace

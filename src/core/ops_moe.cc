@@ -31,6 +31,20 @@ void moe_gate(ThreadPool& pool, const float* logits, size_t logits_stride, int64
   });
 }
 
+// Plain adds, which the compiler vectorises: no SIMD path of our own is needed for the bits, and
+// n x n_used adds per token sit beside matmuls that read n_used experts' matrices.
+void moe_add_id(ThreadPool& pool, const float* x, size_t x_slot_stride, size_t x_tok_stride,
+                const float* b, size_t b_stride, const int32_t* ids, size_t ids_stride, float* y,
+                size_t y_slot_stride, size_t y_tok_stride, int64_t n, int64_t n_used,
+                int64_t rows) {
+  pool.parallel_for(rows, row_grain(n * n_used), [&](int, int64_t begin, int64_t end) {
+    const auto t = static_cast<size_t>(begin);
+    ref::moe_add_id(x + t * x_tok_stride, x_slot_stride, x_tok_stride, b, b_stride,
+                    ids + t * ids_stride, ids_stride, y + t * y_tok_stride, y_slot_stride,
+                    y_tok_stride, n, n_used, end - begin);
+  });
+}
+
 void moe_sum(ThreadPool& pool, const float* y, size_t y_slot_stride, size_t y_tok_stride,
              const float* w, size_t w_stride, float* out, size_t out_stride, int64_t n,
              int64_t n_used, int64_t rows) {

@@ -1,7 +1,7 @@
 // CPU kernels of a mixture-of-experts layer around its expert matmuls (matmul_id, matmul.h):
-// the router's top-k expert selection, the gating weights of the selected experts, and the
-// weighted sum of the experts' outputs. Each has a scalar reference (namespace ref); moe_sum
-// has an AVX2 path with the same operations, bit for bit.
+// the router's top-k expert selection, the gating weights of the selected experts, the
+// experts' biases (gpt-oss) and the weighted sum of the experts' outputs. Each has a scalar
+// reference (namespace ref); moe_sum has an AVX2 path with the same operations, bit for bit.
 //
 // Every result of a token depends on that token's row alone, by a fixed sequence of
 // operations: selection is a total order (no tie or NaN is left to the sort or the SIMD
@@ -68,7 +68,18 @@ void moe_sum(ThreadPool& pool, const float* y, size_t y_slot_stride, size_t y_to
              const float* w, size_t w_stride, float* out, size_t out_stride, int64_t n,
              int64_t n_used, int64_t rows);
 
+// Per-expert biases (gpt-oss): y[:, s, t] = x[:, s, t] + b[:, ids[s, t]]. F32 x and y
+// [n, n_used, rows] with the strides of moe_sum's y (y may be x); F32 b [n, n_expert], row e at
+// b + e * b_stride; I32 ids [n_used, rows], each in [0, n_expert) (the caller checks them).
+// One add per element: any order or vector width gives the same bits.
+void moe_add_id(ThreadPool& pool, const float* x, size_t x_slot_stride, size_t x_tok_stride,
+                const float* b, size_t b_stride, const int32_t* ids, size_t ids_stride, float* y,
+                size_t y_slot_stride, size_t y_tok_stride, int64_t n, int64_t n_used, int64_t rows);
+
 namespace ref {
+void moe_add_id(const float* x, size_t x_slot_stride, size_t x_tok_stride, const float* b,
+                size_t b_stride, const int32_t* ids, size_t ids_stride, float* y,
+                size_t y_slot_stride, size_t y_tok_stride, int64_t n, int64_t n_used, int64_t rows);
 void moe_top_k(const float* logits, size_t logits_stride, int64_t n_expert, int64_t rows, int64_t k,
                int32_t* ids, size_t ids_stride);
 void moe_gate(const float* logits, size_t logits_stride, int64_t n_expert, const int32_t* ids,

@@ -11,6 +11,23 @@
 
 namespace strata::ref {
 
+void moe_add_id(const float* x, size_t x_slot_stride, size_t x_tok_stride, const float* b,
+                size_t b_stride, const int32_t* ids, size_t ids_stride, float* y,
+                size_t y_slot_stride, size_t y_tok_stride, int64_t n, int64_t n_used,
+                int64_t rows) {
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t s = 0; s < n_used; ++s) {
+      const size_t xo =
+          static_cast<size_t>(t) * x_tok_stride + static_cast<size_t>(s) * x_slot_stride;
+      const size_t yo =
+          static_cast<size_t>(t) * y_tok_stride + static_cast<size_t>(s) * y_slot_stride;
+      const float* br =
+          b + static_cast<size_t>(ids[static_cast<size_t>(t) * ids_stride + s]) * b_stride;
+      for (int64_t i = 0; i < n; ++i) y[yo + i] = x[xo + i] + br[i];
+    }
+  }
+}
+
 void moe_top_k(const float* logits, size_t logits_stride, int64_t n_expert, int64_t rows, int64_t k,
                int32_t* ids, size_t ids_stride) {
   STRATA_CHECK(k >= 1 && k <= n_expert && n_expert <= kMaxExperts, "moe_top_k: bad k or n_expert");

@@ -198,6 +198,36 @@ std::vector<float> sum_loop(const std::vector<float>& y, const std::vector<float
   return out;
 }
 
+// Each (token, slot) row gets the bias row of its expert, on strided rows, in place or not,
+// whatever the thread count: one add per element, so exactly the loop's floats.
+TEST(MoeAddId, AddsTheBiasOfEachSlotsExpert) {
+  const int64_t n = 19, n_used = 3, rows = 7, n_expert = 5;
+  const size_t slot = 23, tok = 3 * 23 + 4, b_stride = 21;
+  const std::vector<float> x = random_floats(tok * rows, 11, 4.0f);
+  const std::vector<float> b = random_floats(b_stride * n_expert, 12, 4.0f);
+  std::vector<int32_t> ids(static_cast<size_t>(n_used * rows));
+  Rng rng(13);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.next() % n_expert);
+  std::vector<float> want = x;
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t s = 0; s < n_used; ++s) {
+      const size_t e = static_cast<size_t>(ids[static_cast<size_t>(t * n_used + s)]);
+      for (int64_t i = 0; i < n; ++i) want[t * tok + s * slot + i] += b[e * b_stride + i];
+    }
+  }
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> out = x;  // the gaps between rows must stay as they are
+    moe_add_id(pool, x.data(), slot, tok, b.data(), b_stride, ids.data(), n_used, out.data(), slot,
+               tok, n, n_used, rows);
+    EXPECT_TRUE(bitwise_equal(out, want)) << "threads " << threads;
+    std::vector<float> in_place = x;
+    moe_add_id(pool, in_place.data(), slot, tok, b.data(), b_stride, ids.data(), n_used,
+               in_place.data(), slot, tok, n, n_used, rows);
+    EXPECT_TRUE(bitwise_equal(in_place, want)) << "in place, threads " << threads;
+  }
+}
+
 TEST(MoeSum, EveryIsaMatchesTheFusedLoopBitwise) {
   for (int64_t n : {1, 7, 8, 20, 1024}) {
     for (int64_t n_used : {1, 2, 8}) {

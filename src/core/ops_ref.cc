@@ -1,5 +1,6 @@
 // Scalar reference kernels: the definition of each op, written for clarity. They are also the
 // path taken on CPUs without AVX2 (ops.cc splits their rows over threads).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -132,11 +133,15 @@ void attention_head_ref(const AttentionArgs& a, int64_t t, int64_t h, float* scr
     scratch[c] = attention_score(a, dot);
     if (scratch[c] > max) max = scratch[c];
   }
+  // A sink joins the maximum and the denominator, after the cells' sum; it weighs no V row.
+  const float* sink = a.extra.sinks != nullptr ? a.extra.sinks + h : nullptr;
+  if (sink != nullptr) max = std::max(max, *sink);
   float sum = 0.0f;
   for (int64_t c = 0; c < len; ++c) {
     scratch[c] = std::exp(scratch[c] - max);
     sum += scratch[c];
   }
+  if (sink != nullptr) sum += std::exp(*sink - max);
   for (int64_t d = 0; d < a.head_dim; ++d) oh[d] = 0.0f;
   for (int64_t c = 0; c < len; ++c) {
     for (int64_t d = 0; d < a.head_dim; ++d) oh[d] += scratch[c] * kv_at(a, a.v, cells[c], kvh, d);

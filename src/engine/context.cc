@@ -156,7 +156,9 @@ Status Context::check_awake() const {
 }
 
 // The tables depend on the longest sequence (LongRoPE's short or long factors), so they belong
-// to the context; every stage gets its own copy, written once.
+// to the context; every stage gets its own copy, written once, by a stream of its own that
+// writes them as weights: they are constants of the model and the context, not traffic of the
+// decode steps (the RPC stats count a weight stream's messages as the load).
 Status Context::upload_rope_tables() {
   const HParams& hp = engine_.model().hparams();
   const int64_t n_ctx_seq = params_.n_ctx_seq > 0 ? params_.n_ctx_seq : params_.n_ctx;
@@ -172,10 +174,11 @@ Status Context::upload_rope_tables() {
       rt->rope_rates[kind] =
           make_tensor(rt->rope->handle(), 4 * static_cast<uint64_t>(kind * n), DType::kF32, n);
     }
-    rt->stream->set_tensor(
+    const std::unique_ptr<Stream> load = rt->stage->device->create_stream();
+    load->set_tensor_weights(
         make_tensor(rt->rope->handle(), 0, DType::kI8, static_cast<int64_t>(bytes)), both.data(),
         bytes);
-    Status s = rt->stream->synchronize();
+    Status s = load->synchronize();
     if (!s.is_ok()) return s.with_context("rope tables on " + rt->stage->device->info().name);
   }
   return Status::ok();

@@ -17,7 +17,7 @@
 namespace strata {
 
 constexpr int kMaxDims = 4;
-constexpr int kMaxSrc = 5;
+constexpr int kMaxSrc = 6;
 constexpr int kMaxParams = 4;
 
 // Stored in serialised graphs: never renumber.
@@ -65,6 +65,14 @@ enum class Op : uint32_t {
                    // out[:, s, t] = W[:, :, ids[s, t]] x[:, m == 1 ? 0 : s, t]
   kMoeSum = 22,    // src0 F32 [n, n_used, r], src1 F32 [n_used, r] weights -> F32 [n, r]:
                    // acc = fma(w[s, t], y[:, s, t], acc) for s in slot order, from 0
+  // gpt-oss (core/ops.h AttentionExtra, core/ops_act.h).
+  kAttentionSink = 23,  // as kAttentionExt, with src5 F32 [n_head] each query head's sink logit
+  kSwigluOai = 24,      // src0 gate F32 [n, r], src1 up F32 [n, r]; f0 alpha, f1 limit > 0 ->
+                        // F32 [n, r] = g sigmoid(alpha g) (u + 1), g = min(gate, limit),
+                        // u = clamp(up, -limit, limit)
+  kAddId = 25,          // src0 F32 [n, n_used, r], src1 F32 [n, n_expert] one row per expert,
+                        // src2 I32 [n_used, r] ids -> F32 [n, n_used, r] (may alias src0):
+                        // out[:, s, t] = x[:, s, t] + b[:, ids[s, t]]
 };
 
 // The op's name from the op table (graph/op_table.h); "unknown" for a value without a row.
@@ -90,7 +98,7 @@ TensorRef make_tensor(uint64_t buffer, uint64_t offset, DType dtype, int64_t ne0
 
 struct Node {
   Op op = Op::kAdd;
-  int32_t src[kMaxSrc] = {-1, -1, -1, -1, -1};  // indices into Graph::tensors, -1 = none
+  int32_t src[kMaxSrc] = {-1, -1, -1, -1, -1, -1};  // indices into Graph::tensors, -1 = none
   int32_t out = -1;
   int32_t iparams[kMaxParams] = {0, 0, 0, 0};
   float fparams[kMaxParams] = {0, 0, 0, 0};

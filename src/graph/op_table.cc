@@ -162,6 +162,16 @@ Status validate_attention_ext(const NodeView& n) {
   return need(cap >= 0 && std::isfinite(cap), "the soft-cap must be finite and >= 0");
 }
 
+Status validate_attention_sink(const NodeView& n) {
+  STRATA_RETURN_IF_ERROR(validate_attention_ext(n));
+  const TensorRef& sinks = n.src(5);
+  return need_lazy(
+      is_f32(sinks) && sinks.contiguous() && sinks.n_elements() == n.src(0).ne[1], [&] {
+        return "sinks must be contiguous f32 [n_head = " + std::to_string(n.src(0).ne[1]) +
+               "]: " + shape_str(sinks);
+      });
+}
+
 Status validate_rope_shift(const NodeView& n) {
   const TensorRef& cache = n.src(0);
   const int32_t n_rot = n.node.iparams[0];
@@ -338,6 +348,35 @@ Status validate_moe_sum(const NodeView& n) {
       [&] { return "out must be f32 [n, r] of y " + shape_str(y) + ": " + shape_str(out); });
 }
 
+Status validate_swiglu_oai(const NodeView& n) {
+  const float alpha = n.node.fparams[0], limit = n.node.fparams[1];
+  STRATA_RETURN_IF_ERROR(need(std::isfinite(alpha) && limit > 0 && std::isfinite(limit),
+                              "alpha must be finite and the limit finite and > 0"));
+  return check_elementwise(n, /*broadcast=*/false);
+}
+
+Status validate_add_id(const NodeView& n) {
+  const TensorRef& x = n.src(0);
+  const TensorRef& b = n.src(1);
+  const TensorRef& ids = n.src(2);
+  const TensorRef& out = n.out();
+  STRATA_RETURN_IF_ERROR(
+      need_lazy(is_f32(x) && x.ne[3] == 1 && is_f32(out) && same_shape(x, out), [&] {
+        return "x and out must be f32 [n, n_used, r] alike: " + shape_str(x) + " -> " +
+               shape_str(out);
+      }));
+  STRATA_RETURN_IF_ERROR(need_lazy(
+      is_f32(b) && b.ne[0] == x.ne[0] && b.ne[1] <= kMaxExperts && b.ne[2] == 1 && b.ne[3] == 1,
+      [&] {
+        return "biases must be f32 [n, n_expert] with n_expert <= " + std::to_string(kMaxExperts) +
+               " of x " + shape_str(x) + ": " + shape_str(b);
+      }));
+  STRATA_RETURN_IF_ERROR(check_ids(ids, "ids", b.ne[1], x.ne[2]));
+  return need_lazy(ids.ne[0] == x.ne[1], [&] {
+    return "ids must be i32 [n_used = " + std::to_string(x.ne[1]) + ", r]: " + shape_str(ids);
+  });
+}
+
 // --- The table --------------------------------------------------------------------------------
 
 constexpr uint32_t kOptional1 = 1u << 1;
@@ -367,6 +406,9 @@ constexpr OpInfo kOps[] = {
     {Op::kMoeGate, "moe_gate", 2, 0, -1, validate_moe_gate},
     {Op::kMulMatId, "mul_mat_id", 3, 0, 0, validate_mul_mat_id},
     {Op::kMoeSum, "moe_sum", 2, 0, -1, validate_moe_sum},
+    {Op::kAttentionSink, "attention_sink", 6, 0, -1, validate_attention_sink},
+    {Op::kSwigluOai, "swiglu_oai", 2, 0, -1, validate_swiglu_oai},
+    {Op::kAddId, "add_id", 3, 0, -1, validate_add_id},
 };
 
 constexpr std::array<int16_t, kOpIdLimit> make_index() {

@@ -1,5 +1,6 @@
 #include "graph/serialize.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -56,11 +57,16 @@ Status check_extent(const TensorRef& t) {
 }  // namespace
 
 std::vector<uint8_t> graph_serialize(const Graph& g) {
+  static_assert(kMaxSrc == 6, "the wire format's newest nodes carry six inputs");
+  const bool six = std::any_of(g.nodes.begin(), g.nodes.end(),
+                               [](const Node& n) { return n.src[kMaxSrc - 1] != -1; });
+  const uint32_t version = six ? kGraphVersion : kGraphVersionFiveSrc;
+  const int n_src = graph_node_srcs(version);
   std::vector<uint8_t> out;
   out.reserve(kGraphHeaderBytes + g.tensors.size() * kGraphTensorBytes +
-              g.nodes.size() * kGraphNodeBytes);
+              g.nodes.size() * graph_node_bytes(version));
   put32(&out, kGraphMagic);
-  put32(&out, kGraphVersion);
+  put32(&out, version);
   put32(&out, static_cast<uint32_t>(g.tensors.size()));
   put32(&out, static_cast<uint32_t>(g.nodes.size()));
   for (const TensorRef& t : g.tensors) {
@@ -73,7 +79,7 @@ std::vector<uint8_t> graph_serialize(const Graph& g) {
   }
   for (const Node& n : g.nodes) {
     put32(&out, static_cast<uint32_t>(n.op));
-    for (int s = 0; s < kMaxSrc; ++s) put32(&out, static_cast<uint32_t>(n.src[s]));
+    for (int s = 0; s < n_src; ++s) put32(&out, static_cast<uint32_t>(n.src[s]));
     put32(&out, static_cast<uint32_t>(n.out));
     for (int k = 0; k < kMaxParams; ++k) put32(&out, static_cast<uint32_t>(n.iparams[k]));
     for (int k = 0; k < kMaxParams; ++k) {
@@ -98,10 +104,13 @@ Result<Graph> graph_deserialize(std::span<const uint8_t> bytes) {
   if (magic != kGraphMagic) {
     return invalid_argument("graph field 'magic': " + std::to_string(magic) + " is not a graph");
   }
-  if (version != kGraphVersion) {
+  if (version != kGraphVersion && version != kGraphVersionFiveSrc) {
     return unsupported("graph field 'version': " + std::to_string(version) + ", this build reads " +
+                       std::to_string(kGraphVersionFiveSrc) + " and " +
                        std::to_string(kGraphVersion));
   }
+  const size_t node_bytes = graph_node_bytes(version);
+  const int n_src = graph_node_srcs(version);
   if (n_tensors > kMaxGraphTensors) {
     return out_of_range("graph field 'n_tensors': " + std::to_string(n_tensors) + ", limit " +
                         std::to_string(kMaxGraphTensors));
@@ -111,8 +120,8 @@ Result<Graph> graph_deserialize(std::span<const uint8_t> bytes) {
                         std::to_string(kMaxGraphNodes));
   }
   // Counts are under 2^16 and record sizes under 2^7: the products and sum fit in 64 bits.
-  const uint64_t expect = kGraphHeaderBytes + uint64_t{n_tensors} * kGraphTensorBytes +
-                          uint64_t{n_nodes} * kGraphNodeBytes;
+  const uint64_t expect =
+      kGraphHeaderBytes + uint64_t{n_tensors} * kGraphTensorBytes + uint64_t{n_nodes} * node_bytes;
   if (bytes.size() != expect) {
     return invalid_argument("graph: " + std::to_string(bytes.size()) + " bytes, but " +
                             std::to_string(n_tensors) + " tensors and " + std::to_string(n_nodes) +
@@ -138,19 +147,20 @@ Result<Graph> graph_deserialize(std::span<const uint8_t> bytes) {
     for (int d = 0; d < kMaxDims; ++d) t.nb[d] = get(p + 56 + 8 * d, 8);
     STRATA_RETURN_IF_ERROR(check_extent(t).with_context(where));
   }
-  for (uint32_t i = 0; i < n_nodes; ++i, p += kGraphNodeBytes) {
+  for (uint32_t i = 0; i < n_nodes; ++i, p += node_bytes) {
     Node& n = g.nodes[i];
     const uint32_t op = static_cast<uint32_t>(get(p, 4));
     const std::string where = "graph node " + std::to_string(i);
     if (!op_known(op))
       return invalid_argument(where + " field 'op': unknown op " + std::to_string(op));
     n.op = static_cast<Op>(op);
-    for (int s = 0; s < kMaxSrc; ++s) n.src[s] = static_cast<int32_t>(get(p + 4 + 4 * s, 4));
-    n.out = static_cast<int32_t>(get(p + 24, 4));
-    for (int k = 0; k < kMaxParams; ++k)
-      n.iparams[k] = static_cast<int32_t>(get(p + 28 + 4 * k, 4));
+    // The fields after src[] move by 4 bytes per input (Node's defaults: no further inputs).
+    for (int s = 0; s < n_src; ++s) n.src[s] = static_cast<int32_t>(get(p + 4 + 4 * s, 4));
+    const uint8_t* q = p + 4 + 4 * n_src;
+    n.out = static_cast<int32_t>(get(q, 4));
+    for (int k = 0; k < kMaxParams; ++k) n.iparams[k] = static_cast<int32_t>(get(q + 4 + 4 * k, 4));
     for (int k = 0; k < kMaxParams; ++k) {
-      const uint32_t bits = static_cast<uint32_t>(get(p + 44 + 4 * k, 4));
+      const uint32_t bits = static_cast<uint32_t>(get(q + 20 + 4 * k, 4));
       std::memcpy(&n.fparams[k], &bits, 4);
     }
     // Indices first: graph_validate also checks them, but a clear message names the field.

@@ -25,13 +25,36 @@ Graph add_graph() {
   return g;
 }
 
+// Attention with sinks (the one op of six inputs) of one token, two heads of 4 over one list of
+// 4 cells of an f16 cache, in buffer 7: tensors q, k, v, cells, tok, sinks, out.
+Graph sink_graph() {
+  Graph g;
+  g.tensors.push_back(make_tensor(7, 0, DType::kF32, 4, 2, 1));
+  g.tensors.push_back(make_tensor(7, 64, DType::kF16, 8, 4));
+  g.tensors.push_back(make_tensor(7, 128, DType::kF16, 8, 4));
+  g.tensors.push_back(make_tensor(7, 192, DType::kI32, 4, 1));
+  g.tensors.push_back(make_tensor(7, 256, DType::kI32, 2, 1));
+  g.tensors.push_back(make_tensor(7, 320, DType::kF32, 2));
+  g.tensors.push_back(make_tensor(7, 384, DType::kF32, 4, 2, 1));
+  Node n;
+  n.op = Op::kAttentionSink;
+  for (int s = 0; s < 6; ++s) n.src[s] = s;
+  n.out = 6;
+  n.iparams[0] = 2;
+  n.iparams[1] = 3;
+  n.fparams[0] = 0.5f;
+  n.fparams[1] = 1.25f;
+  g.nodes.push_back(n);
+  return g;
+}
+
 void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
 void put64(std::vector<uint8_t>& b, size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); }
 
 TEST(GraphSerialize, RoundTrip) {
   const Graph g = add_graph();
   const std::vector<uint8_t> bytes = graph_serialize(g);
-  ASSERT_EQ(bytes.size(), kGraphHeaderBytes + 3 * kGraphTensorBytes + kGraphNodeBytes);
+  ASSERT_EQ(bytes.size(), kGraphHeaderBytes + 3 * kGraphTensorBytes + graph_node_bytes(1));
   Result<Graph> back = graph_deserialize(bytes);
   ASSERT_TRUE(back) << back.status().message();
   ASSERT_EQ(back->tensors.size(), 3u);
@@ -69,6 +92,52 @@ TEST(GraphSerialize, LayoutIsLittleEndianAtDocumentedOffsets) {
   const size_t node = 16 + 3 * kGraphTensorBytes;
   EXPECT_EQ(b[node], static_cast<uint8_t>(Op::kAdd));  // op
   EXPECT_EQ(b[node + 24], 2);                          // out
+}
+
+// A graph of five-input nodes goes as version 1, which every worker reads; one whose node uses
+// a sixth input as version 2, 64-byte nodes with the later fields 4 bytes further on.
+TEST(GraphSerialize, VersionOneUnlessANodeUsesItsSixthInput) {
+  const std::vector<uint8_t> v1 = graph_serialize(add_graph());
+  EXPECT_EQ(v1[4], 1);
+  const std::vector<uint8_t> b = graph_serialize(sink_graph());
+  ASSERT_EQ(b.size(), kGraphHeaderBytes + 7 * kGraphTensorBytes + graph_node_bytes(2));
+  EXPECT_EQ(b[4], 2);  // version
+  const size_t node = 16 + 7 * kGraphTensorBytes;
+  EXPECT_EQ(b[node], static_cast<uint8_t>(Op::kAttentionSink));
+  EXPECT_EQ(b[node + 4 + 4 * 5], 5);  // src[5]
+  EXPECT_EQ(b[node + 28], 6);         // out
+  EXPECT_EQ(b[node + 32], 2);         // iparams[0]
+  EXPECT_EQ(b[node + 36], 3);         // iparams[1]
+  float f;
+  std::memcpy(&f, &b[node + 52], 4);  // fparams[1]
+  EXPECT_EQ(f, 1.25f);
+  Result<Graph> back = graph_deserialize(b);
+  ASSERT_TRUE(back) << back.status().message();
+  const Node& n = back->nodes[0];
+  for (int s = 0; s < 6; ++s) EXPECT_EQ(n.src[s], s);
+  EXPECT_EQ(n.out, 6);
+  EXPECT_EQ(n.iparams[1], 3);
+  EXPECT_EQ(n.fparams[0], 0.5f);
+  EXPECT_EQ(graph_serialize(*back), b);
+}
+
+// A version-2 graph of five-input nodes (a newer peer may send one) reads as its version-1 twin.
+TEST(GraphSerialize, ReadsVersionTwoOfFiveInputNodes) {
+  const std::vector<uint8_t> v1 = graph_serialize(add_graph());
+  const size_t node = 16 + 3 * kGraphTensorBytes;
+  std::vector<uint8_t> v2(v1.begin(), v1.begin() + node);
+  put32(v2, 4, 2);
+  v2.insert(v2.end(), v1.begin() + node, v1.begin() + node + 24);  // op, src[0..5)
+  v2.insert(v2.end(), {0xff, 0xff, 0xff, 0xff});                   // src[5] = -1
+  v2.insert(v2.end(), v1.begin() + node + 24, v1.end());
+  Result<Graph> back = graph_deserialize(v2);
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(graph_serialize(*back), v1);
+  // The sixth input of an op of two is refused, as any extra input is.
+  put32(v2, node + 24, 0);
+  Result<Graph> extra = graph_deserialize(v2);
+  ASSERT_FALSE(extra);
+  EXPECT_NE(extra.status().message().find("src5"), std::string::npos) << extra.status().message();
 }
 
 TEST(GraphSerialize, EmptyGraph) {

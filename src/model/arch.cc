@@ -14,12 +14,13 @@ extern const ArchDef kArchPhi3;
 extern const ArchDef kArchGemma2;
 extern const ArchDef kArchGemma3;
 extern const ArchDef kArchQwen3Moe;
+extern const ArchDef kArchGptOss;
 
 namespace {
 
 // Every architecture strata runs; adding one is a file and a line here.
-const ArchDef* const kArchs[] = {&kArchLlama,  &kArchQwen2,  &kArchQwen3,   &kArchPhi3,
-                                 &kArchGemma2, &kArchGemma3, &kArchQwen3Moe};
+const ArchDef* const kArchs[] = {&kArchLlama,  &kArchQwen2,  &kArchQwen3,    &kArchPhi3,
+                                 &kArchGemma2, &kArchGemma3, &kArchQwen3Moe, &kArchGptOss};
 
 // The GGUF name of every LayerTensor, in enum order.
 struct LayerTensorName {
@@ -48,6 +49,12 @@ constexpr LayerTensorName kLayerTensorNames[] = {
     {LayerTensor::kWGateExps, "ffn_gate_exps.weight"},
     {LayerTensor::kWUpExps, "ffn_up_exps.weight"},
     {LayerTensor::kWDownExps, "ffn_down_exps.weight"},
+    {LayerTensor::kBo, "attn_output.bias"},
+    {LayerTensor::kAttnSinks, "attn_sinks.weight"},
+    {LayerTensor::kFfnGateInpB, "ffn_gate_inp.bias"},
+    {LayerTensor::kBGateExps, "ffn_gate_exps.bias"},
+    {LayerTensor::kBUpExps, "ffn_up_exps.bias"},
+    {LayerTensor::kBDownExps, "ffn_down_exps.bias"},
 };
 constexpr bool names_in_enum_order() {
   for (size_t i = 0; i < std::size(kLayerTensorNames); ++i) {
@@ -87,6 +94,8 @@ int64_t dim_value(Dim d, const HParams& hp) {
       return hp.n_expert;
     case Dim::kFfExp:
       return hp.n_ff_exp;
+    case Dim::kHead:
+      return hp.n_head;
   }
   STRATA_CHECK(false, "Dim value outside the enum");
   return 0;

@@ -53,6 +53,13 @@ enum class LayerTensor : uint8_t {
   kWGateExps,   // ffn_gate_exps.weight  [n_embd, n_ff_exp, n_expert]
   kWUpExps,     // ffn_up_exps.weight    [n_embd, n_ff_exp, n_expert]
   kWDownExps,   // ffn_down_exps.weight  [n_ff_exp, n_embd, n_expert]
+  // gpt-oss: biases everywhere, attention sinks, and per-expert biases (row e: expert e's).
+  kBo,           // attn_output.bias      F32 [n_embd]
+  kAttnSinks,    // attn_sinks.weight     F32 [n_head]: each query head's sink logit
+  kFfnGateInpB,  // ffn_gate_inp.bias     F32 [n_expert]: router bias
+  kBGateExps,    // ffn_gate_exps.bias    F32 [n_ff_exp, n_expert]
+  kBUpExps,      // ffn_up_exps.bias      F32 [n_ff_exp, n_expert]
+  kBDownExps,    // ffn_down_exps.bias    F32 [n_embd, n_expert]
   kCount,
 };
 inline constexpr size_t kLayerTensorCount = static_cast<size_t>(LayerTensor::kCount);
@@ -61,7 +68,7 @@ std::string_view layer_tensor_name(LayerTensor t);
 
 // A dimension of a layer tensor, computed from the hyperparameters (dim_value()).
 // kQkv: n_embd_q + 2 n_embd_kv (fused q/k/v); kFf2: 2 n_ff (fused gate and up); kExpert:
-// n_expert; kFfExp: n_ff_exp (one expert's feed-forward width).
+// n_expert; kFfExp: n_ff_exp (one expert's feed-forward width); kHead: n_head.
 enum class Dim : uint8_t {
   kOne,
   kEmbd,
@@ -72,7 +79,8 @@ enum class Dim : uint8_t {
   kQkv,
   kFf2,
   kExpert,
-  kFfExp
+  kFfExp,
+  kHead
 };
 int64_t dim_value(Dim d, const HParams& hp);
 
@@ -86,8 +94,9 @@ enum class TensorRole : uint8_t { kNorm, kBias, kWeight, kRouter };
 // in one with them, kMoeFfn rows the other way round.
 enum class Presence : uint8_t { kRequired, kOptional, kDenseFfn, kMoeFfn };
 
-// One row of an architecture's layer table. Vectors (ne1 = kOne) must be F32 in a file; a row
-// with ne2 = kExpert holds one [ne0, ne1] matrix per expert.
+// One row of an architecture's layer table. Vectors (ne1 = kOne) and biases (kBias, also the
+// per-expert [n, n_expert] ones) must be F32 in a file; a row with ne2 = kExpert holds one
+// [ne0, ne1] matrix per expert.
 struct LayerTensorSpec {
   LayerTensor id;
   Dim ne0;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -139,6 +140,43 @@ TEST(ArchExperts, DefaultsAndKeysThatOverrideThem) {
   EXPECT_EQ((*m)->hparams().expert_weights_scale, 2.5f);
 }
 
+// gpt-oss: llama.cpp's defaults for what its files leave out (softmax over the selected
+// experts, not renormalised; a window on every other layer; the clamped SwiGLU's constants;
+// scores by 1 / sqrt(n_rot)), and the keys that override them.
+TEST(ArchExperts, GptOssDefaultsAndKeys) {
+  {
+    auto m = open_edited(small_moe("gpt-oss"), [](GgufWriter&) {});
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    const HParams& hp = (*m)->hparams();
+    EXPECT_EQ(hp.expert_gating, MoeGating::kSoftmaxSelected);
+    EXPECT_FALSE(hp.expert_weights_norm);
+    EXPECT_EQ(hp.n_ff_exp, 32);
+    EXPECT_EQ(hp.n_swa, 128);
+    EXPECT_EQ(hp.swa_pattern, 2);
+    EXPECT_TRUE(hp.is_swa(0));
+    EXPECT_FALSE(hp.is_swa(1));
+    EXPECT_EQ(hp.rope_mode, RopeMode::kNeox);
+    EXPECT_EQ(hp.rope_scaling.type, RopeScaling::kYarn);
+    EXPECT_EQ(hp.rope_freq_scale, 1.0f / 32);
+    EXPECT_EQ(hp.rope_kind(0), 0);  // the sliding layers rope as the others
+    EXPECT_EQ(hp.swiglu_oai_alpha, 1.702f);
+    EXPECT_EQ(hp.swiglu_oai_limit, 7.0f);
+    EXPECT_EQ(hp.attn_scale, 1.0f / std::sqrt(16.0f));
+    EXPECT_TRUE((*m)->rope_uses_tables());
+  }
+  auto m = open_edited(small_moe("gpt-oss"), [](GgufWriter& w) {
+    w.set_u32("gpt-oss.attention.sliding_window_pattern", 4);
+    w.set_f32("gpt-oss.rope.freq_base_swa", 10000.0f);
+  });
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  const HParams& hp = (*m)->hparams();
+  EXPECT_TRUE(hp.is_swa(2));
+  EXPECT_FALSE(hp.is_swa(3));
+  EXPECT_EQ(hp.rope_kind(0), 1);
+  EXPECT_EQ(hp.rope_base(1), 10000.0f);
+  EXPECT_EQ(hp.rope_scale(1), 1.0f / 32);
+}
+
 // Bad expert metadata is refused with the key, the value and the limit; a file whose expert
 // tensors do not have the shape the metadata implies is refused naming the tensor.
 TEST(ArchExperts, BadMetadataAndShapesAreErrorsNamingTheKey) {
@@ -181,6 +219,21 @@ TEST(ArchExperts, BadMetadataAndShapesAreErrorsNamingTheKey) {
       {"llama",
        [](GgufWriter& w) { w.set_u32("llama.expert_count", 3); },
        {"blk.0.ffn_gate_inp.weight", "[64, 4, 1, 1]", "expected [64, 3]"}},
+      {"gpt-oss",
+       [](GgufWriter& w) { w.set_u32("gpt-oss.attention.sliding_window", 0); },
+       {"gpt-oss.attention.sliding_window = 0", "[1, "}},
+      {"gpt-oss",
+       [](GgufWriter& w) { w.set_string("gpt-oss.attention.sliding_window_pattern", "x"); },
+       {"gpt-oss.attention.sliding_window_pattern"}},
+      {"gpt-oss",
+       [](GgufWriter& w) { w.set_u32("gpt-oss.expert_count", 5); },
+       {"blk.0.ffn_gate_inp.weight", "expected [64, 5]"}},
+      {"gpt-oss",
+       [](GgufWriter& w) {
+         w.set_u32("gpt-oss.expert_count", 0);
+         w.set_u32("gpt-oss.expert_used_count", 0);
+       },
+       {"gpt-oss.expert_count is missing or 0"}},
   };
   for (const Case& c : cases) {
     auto m = open_edited(small_moe(c.arch), c.edit);

@@ -107,8 +107,9 @@ Status read_expert_counts(const GgufFile& f, const std::string& a, HParams& hp) 
 Status read_expert_gating(const GgufFile& f, const std::string& a, HParams& hp) {
   const std::string ff_key = a + "expert_feed_forward_length";
   if (f.find(ff_key) == nullptr && hp.n_ff_exp < 1) {
-    return invalid_argument(ff_key + " is missing, and the default " + std::to_string(hp.n_ff_exp) +
-                            " (feed_forward_length / expert_used_count) is not a width");
+    return invalid_argument(ff_key + " is missing, and " + hp.arch_name +
+                            " has no default width for it (got " + std::to_string(hp.n_ff_exp) +
+                            ")");
   }
   STRATA_ASSIGN_OR_RETURN(hp.n_ff_exp,
                           get_dim(f, ff_key, kMaxHparamDim, static_cast<uint64_t>(hp.n_ff_exp)));

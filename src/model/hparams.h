@@ -57,6 +57,10 @@ struct HParams {
   MoeGating expert_gating = MoeGating::kSoftmax;
   bool expert_weights_norm = false;
   float expert_weights_scale = 1.0f;
+  // The experts' activation: SwiGLU, or with a limit > 0 gpt-oss's clamped variant
+  // (swiglu_oai, core/ops_act.h) with these constants.
+  float swiglu_oai_alpha = 0.0f;
+  float swiglu_oai_limit = 0.0f;
 
   int64_t n_embd_q() const { return n_head * head_dim; }
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

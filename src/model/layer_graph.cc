@@ -46,7 +46,7 @@ int32_t LayerGraph::rope(int32_t x) {
                  {hp_.rope_base(kind), hp_.rope_scale(kind)});
 }
 
-int32_t LayerGraph::attend(int32_t q, int32_t k, int32_t v) {
+int32_t LayerGraph::attend(int32_t q, int32_t k, int32_t v, int32_t sinks) {
   const int64_t T = n_tokens_;
   const int64_t hd = hp_.head_dim;
   const int32_t kc = in_.k_cache;
@@ -60,7 +60,10 @@ int32_t LayerGraph::attend(int32_t q, int32_t k, int32_t v) {
   const int32_t out = b_.scratch(DType::kF32, hd, hp_.n_head, T);
   const int32_t n_head_kv = static_cast<int32_t>(hp_.n_head_kv);
   int32_t attn;
-  if (window == 0 && hp_.attn_softcap == 0) {
+  if (sinks >= 0) {
+    attn = b_.node(Op::kAttentionSink, out, {q, kc, vc, in_.cells, in_.tok, sinks},
+                   {n_head_kv, window}, {scale, hp_.attn_softcap});
+  } else if (window == 0 && hp_.attn_softcap == 0) {
     attn = b_.node(Op::kAttention, out, {q, kc, vc, in_.cells, in_.tok}, {n_head_kv}, {scale});
   } else {
     attn = b_.node(Op::kAttentionExt, out, {q, kc, vc, in_.cells, in_.tok}, {n_head_kv, window},
@@ -99,7 +102,9 @@ int32_t LayerGraph::self_attention(const LayerWeights& l, int32_t h) {
   q = rope(q);
   k = rope(k);
   const int32_t k_rows = b_.view(k, nkv, T, 1, nkv * 4, nkv * 4 * T);
-  return mul_mat(l[LT::kWo], attend(q, k_rows, v));
+  const GgufTensorInfo* sinks = l[LT::kAttnSinks];
+  const int32_t attn = attend(q, k_rows, v, sinks != nullptr ? weight(sinks) : -1);
+  return add_bias(mul_mat(l[LT::kWo], attn), l[LT::kBo]);
 }
 
 int32_t LayerGraph::ffn_swiglu(const LayerWeights& l, int32_t h) {
@@ -120,24 +125,35 @@ int32_t LayerGraph::mul_mat_id(const GgufTensorInfo* w_exps, int32_t x, int32_t 
   return b_.mul_mat_id(weight(w_exps), x, ids);
 }
 
+int32_t LayerGraph::add_id(int32_t x, const GgufTensorInfo* bias, int32_t ids) {
+  if (bias == nullptr) return x;
+  return b_.node(Op::kAddId, x, {x, weight(bias), ids});
+}
+
 int32_t LayerGraph::ffn_moe(const LayerWeights& l, int32_t h) {
   using LT = LayerTensor;
   const int64_t T = n_tokens_;
   const int64_t n_embd = hp_.n_embd, n_ff = hp_.n_ff_exp, k = hp_.n_expert_used;
-  const int32_t logits = mul_mat(l[LT::kFfnGateInp], h);          // F32 [n_expert, T]
+  // F32 [n_expert, T]; the biased logits both select the experts and weigh them (gpt-oss).
+  const int32_t logits = add_bias(mul_mat(l[LT::kFfnGateInp], h), l[LT::kFfnGateInpB]);
   const int32_t ids = b_.moe_top_k(logits, static_cast<int>(k));  // I32 [k, T]
   const int32_t weights = b_.moe_gate(logits, ids, hp_.expert_gating, hp_.expert_weights_norm,
                                       hp_.expert_weights_scale);  // F32 [k, T]
   // One input per token, shared by its k experts.
   const int32_t x = b_.view(h, n_embd, 1, T, 4 * n_embd, 4 * n_embd);
-  const int32_t gate = mul_mat_id(l[LT::kWGateExps], x, ids);  // F32 [n_ff, k, T]
-  const int32_t up = mul_mat_id(l[LT::kWUpExps], x, ids);
-  // SwiGLU over the k * T rows of n_ff, then one input per slot for the down projection.
+  const int32_t gate = add_id(mul_mat_id(l[LT::kWGateExps], x, ids), l[LT::kBGateExps], ids);
+  const int32_t up = add_id(mul_mat_id(l[LT::kWUpExps], x, ids), l[LT::kBUpExps], ids);
+  // The activation over the k * T rows of n_ff (F32 [n_ff, k, T] each), then one input per
+  // slot for the down projection.
   const int32_t gate_rows = b_.view(gate, n_ff, k * T, 1, 4 * n_ff, 4 * n_ff * k * T);
   const int32_t up_rows = b_.view(up, n_ff, k * T, 1, 4 * n_ff, 4 * n_ff * k * T);
-  const int32_t act = b_.node(Op::kSwiglu, gate_rows, {gate_rows, up_rows});
+  const int32_t act = hp_.swiglu_oai_limit > 0
+                          ? b_.node(Op::kSwigluOai, gate_rows, {gate_rows, up_rows}, {},
+                                    {hp_.swiglu_oai_alpha, hp_.swiglu_oai_limit})
+                          : b_.node(Op::kSwiglu, gate_rows, {gate_rows, up_rows});
   const int32_t act_slots = b_.view(act, n_ff, k, T, 4 * n_ff, 4 * n_ff * k);
-  const int32_t y = mul_mat_id(l[LT::kWDownExps], act_slots, ids);  // F32 [n_embd, k, T]
+  const int32_t y = add_id(mul_mat_id(l[LT::kWDownExps], act_slots, ids), l[LT::kBDownExps],
+                           ids);  // F32 [n_embd, k, T]
   return b_.moe_sum(y, weights);
 }
 

@@ -61,13 +61,13 @@ class LayerGraph {
   // Rope on x F32 [hd, heads, T] in place, as the layer's kind of rope says.
   int32_t rope(int32_t x);
   // K and V (F32 [n_embd_kv, T]) written to the layer's cache, then attention of q
-  // (F32 [hd, n_head, T], roped) over it, with the layer's window and soft-cap.
-  // F32 [n_embd_q, T].
-  int32_t attend(int32_t q, int32_t k, int32_t v);
+  // (F32 [hd, n_head, T], roped) over it, with the layer's window and soft-cap, and the
+  // per-head sink logits `sinks` (F32 [n_head]) unless it is -1. F32 [n_embd_q, T].
+  int32_t attend(int32_t q, int32_t k, int32_t v, int32_t sinks = -1);
 
   // Attention of the normed input h: q/k/v projections (fused or not, with biases and
-  // per-head q/k norms when the layer has them), rope, attend() and the output projection.
-  // F32 [n_embd, T].
+  // per-head q/k norms when the layer has them), rope, attend() (with the layer's sinks) and
+  // the output projection (with its bias). F32 [n_embd, T].
   int32_t self_attention(const LayerWeights& l, int32_t h);
   // down(silu(gate h) * up h), gate and up separate or fused in ffn_up (gate rows first).
   // F32 [n_embd, T].
@@ -78,9 +78,13 @@ class LayerGraph {
   // F32 [w.ne1, n_used, T]: for each token and slot, the expert its ids name times the
   // token's input (x F32 [w.ne0, 1 or n_used, T]); only the experts some token picked are read.
   int32_t mul_mat_id(const GgufTensorInfo* w_exps, int32_t x, int32_t ids);
-  // A mixture of SwiGLU experts: router logits = ffn_gate_inp h, the top n_expert_used
-  // experts, their weights by the model's gating, gate and up of each selected expert, then
-  // its down projection, summed with the weights. F32 [n_embd, T].
+  // x F32 [n, n_used, T] += the row of `bias` (F32 [n, n_expert]) of each slot's expert, in
+  // place; x unchanged when bias is null.
+  int32_t add_id(int32_t x, const GgufTensorInfo* bias, int32_t ids);
+  // A mixture of SwiGLU experts: router logits = ffn_gate_inp h (+ its bias), the top
+  // n_expert_used experts, their weights by the model's gating, gate and up of each selected
+  // expert (+ their biases), the activation (SwiGLU or gpt-oss's clamped one), then its down
+  // projection (+ bias), summed with the weights. F32 [n_embd, T].
   int32_t ffn_moe(const LayerWeights& l, int32_t h);
 
  private:

@@ -100,11 +100,13 @@ Status Model::bind_tensors() {
       const int64_t ne0 = dim_value(spec.ne0, hp);
       const int64_t ne1 = dim_value(spec.ne1, hp);
       const bool optional = !spec_required(spec, hp);
+      // The ops that add biases (add, add_id) take F32 rows, as the norms do.
+      const bool f32_only = vector || spec.role == TensorRole::kBias;
       Result<const GgufTensorInfo*> t =
           vector ? bind(f, name, {ne0}, true, optional)
           : spec.ne2 == Dim::kOne
-              ? bind(f, name, {ne0, ne1}, false, optional)
-              : bind(f, name, {ne0, ne1, dim_value(spec.ne2, hp)}, false, optional);
+              ? bind(f, name, {ne0, ne1}, f32_only, optional)
+              : bind(f, name, {ne0, ne1, dim_value(spec.ne2, hp)}, f32_only, optional);
       if (!t.is_ok()) return t.status();
       l.tensors[static_cast<size_t>(spec.id)] = t.value();
     }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -185,8 +186,9 @@ std::vector<std::string> gpt2_byte_chars() {
   return by_byte;
 }
 
-// Byte-level BPE as Qwen uses it: 256 byte tokens, merged tokens, then the special tokens.
-Vocab bpe_vocab(int64_t n_vocab) {
+// Byte-level BPE as Qwen and gpt-oss use it: 256 byte tokens, merged tokens, then the special
+// tokens.
+Vocab bpe_vocab(int64_t n_vocab, const std::vector<std::string>& specials) {
   Vocab v;
   const std::vector<std::string> by_byte = gpt2_byte_chars();
   auto printable = [](int b) {
@@ -197,7 +199,6 @@ Vocab bpe_vocab(int64_t n_vocab) {
       if (printable(b) == (pass == 0)) v.tokens.push_back(by_byte[b]);
     }
   }
-  const std::vector<std::string> specials = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   const size_t n_merged = static_cast<size_t>(n_vocab) - 256 - specials.size();
   const std::string space = by_byte[' '];  // "Ġ"
   // Each piece is its one-shorter prefix plus a last ASCII character: that is its merge.
@@ -217,6 +218,23 @@ constexpr const char* kChatMlTemplate =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+// A chat template in the shape of OpenAI's harmony format (each message between <|start|> and
+// <|end|>, the assistant's in the final channel), small enough to read: the released files'
+// templates add tools, reasoning channels and system-prompt defaults.
+constexpr const char* kHarmonyTemplate =
+    "{% for message in messages %}{{ '<|start|>' + message['role'] }}"
+    "{% if message['role'] == 'assistant' %}{{ '<|channel|>final' }}{% endif %}"
+    "{{ '<|message|>' + message['content'] + '<|end|>' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}";
+
+// gpt-oss's special tokens, in the order of their ids in the released vocabulary.
+const std::vector<std::string>& gptoss_specials() {
+  static const std::vector<std::string> kSpecials = {
+      "<|startoftext|>", "<|endoftext|>", "<|return|>",  "<|constrain|>", "<|channel|>",
+      "<|start|>",       "<|end|>",       "<|message|>", "<|call|>"};
+  return kSpecials;
+}
 
 bool is_qwen(const std::string& arch) {
   return arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe";
@@ -410,6 +428,14 @@ Status synth_validate(const SynthParams& p) {
       }
     }
   }
+  if (p.arch == "gpt-oss") {
+    const int64_t need = 256 + static_cast<int64_t>(gptoss_specials().size());
+    if (p.n_vocab < need) {
+      return invalid_argument("n_vocab " + std::to_string(p.n_vocab) + " is below " +
+                              std::to_string(need) +
+                              " (gpt-oss: 256 byte tokens and its special tokens)");
+    }
+  }
   STRATA_RETURN_IF_ERROR(validate_experts(p));
   const Mix* mix = p.mix.empty() ? nullptr : find_mix(p.mix);
   if (!p.mix.empty() && mix == nullptr) {
@@ -420,20 +446,31 @@ Status synth_validate(const SynthParams& p) {
     return unsupported("dtype " + std::string(info.name) + " has no kernels (use one of " +
                        dtype_names_with_kernels() + ")");
   }
-  const std::pair<const char*, int64_t> rows[] = {
-      {"token_embd.weight", p.n_embd},
-      {"blk.*.attn_q.weight", p.n_embd},
-      {"blk.*.attn_output.weight", p.n_head * hd},
-      {"blk.*.ffn_gate.weight", p.n_embd},
-      {"blk.*.ffn_down.weight", p.n_ff},
-      {"blk.*.ffn_down_exps.weight", p.n_expert > 0 ? ff_exp_of(p) : 0},
+  if (p.expert_dtype) {
+    if (!dtype_info(*p.expert_dtype).has_kernels) {
+      return unsupported("expert dtype " + std::string(dtype_name(*p.expert_dtype)) +
+                         " has no kernels (use one of " + dtype_names_with_kernels() + ")");
+    }
+    if (p.n_expert == 0) return invalid_argument("an expert dtype needs n_expert");
+    if (mix != nullptr) return invalid_argument("an expert dtype and a mix exclude each other");
+  }
+  const DTypeInfo& exp_info = p.expert_dtype ? dtype_info(*p.expert_dtype) : info;
+  const int64_t ff_exp = p.n_expert > 0 ? ff_exp_of(p) : 0;
+  const std::tuple<const char*, int64_t, const DTypeInfo*> rows[] = {
+      {"token_embd.weight", p.n_embd, &info},
+      {"blk.*.attn_q.weight", p.n_embd, &info},
+      {"blk.*.attn_output.weight", p.n_head * hd, &info},
+      {"blk.*.ffn_gate.weight", p.n_embd, &info},
+      {"blk.*.ffn_down.weight", p.n_ff, &info},
+      {"blk.*.ffn_gate_exps.weight", p.n_expert > 0 ? p.n_embd : 0, &exp_info},
+      {"blk.*.ffn_down_exps.weight", ff_exp, &exp_info},
   };
-  for (const auto& [name, ne0] : rows) {
-    if (ne0 % info.block_size != 0) {
+  for (const auto& [name, ne0, row_info] : rows) {
+    if (ne0 % row_info->block_size != 0) {
       return invalid_argument("tensor '" + std::string(name) +
                               "': row length ne[0] = " + std::to_string(ne0) +
-                              " is not a multiple of the " + std::string(info.name) +
-                              " block size " + std::to_string(info.block_size));
+                              " is not a multiple of the " + std::string(row_info->name) +
+                              " block size " + std::to_string(row_info->block_size));
     }
   }
   return Status::ok();
@@ -442,18 +479,26 @@ Status synth_validate(const SynthParams& p) {
 Result<GgufWriter> synth_model(const SynthParams& p) {
   STRATA_RETURN_IF_ERROR(synth_validate(p));
   const bool qwen = is_qwen(p.arch);
+  const bool gptoss = p.arch == "gpt-oss";
   const int64_t hd = head_dim_of(p);
   const std::string& a = p.arch;
   GgufWriter w;
   w.set_string("general.architecture", a);
   w.set_string("general.name", "synthetic-" + a);
   const Mix* mix = p.mix.empty() ? nullptr : find_mix(p.mix);
-  w.set_u32("general.file_type", mix != nullptr ? mix->file_type : file_type(p.dtype));
-  if (mix != nullptr || dtype_is_quantized(p.dtype)) {
+  // llama.cpp's MOSTLY_MXFP4_MOE for mxfp4 experts beside other matrices.
+  const bool mxfp4_moe = p.expert_dtype == DType::kMXFP4 && p.dtype != DType::kMXFP4;
+  w.set_u32("general.file_type", mix != nullptr ? mix->file_type
+                                 : mxfp4_moe    ? 38
+                                                : file_type(p.dtype));
+  if (mix != nullptr || dtype_is_quantized(p.dtype) || mxfp4_moe) {
     w.set_u32("general.quantization_version", 2);
   }
   // The type of each matrix: p.dtype, or the mix's rule for it.
   auto matrix_dtype = [&](LayerTensor id, int64_t il) {
+    const bool expert = id == LayerTensor::kWGateExps || id == LayerTensor::kWUpExps ||
+                        id == LayerTensor::kWDownExps;
+    if (expert && p.expert_dtype) return *p.expert_dtype;
     if (mix == nullptr) return p.dtype;
     if (id == LayerTensor::kWv) return mix->attn_v(il, p.n_layer);
     if (id == LayerTensor::kWDown || id == LayerTensor::kWDownExps) {
@@ -472,20 +517,28 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv));
   w.set_f32(a + ".attention.layer_norm_rms_epsilon",
             static_cast<float>(p.rms_eps != 0 ? p.rms_eps : (qwen ? 1e-6 : 1e-5)));
-  const double rope_base = p.rope_freq_base != 0 ? p.rope_freq_base : (qwen ? 1e6 : 1e4);
+  const double rope_base = p.rope_freq_base != 0 ? p.rope_freq_base
+                                                 : (qwen     ? 1e6
+                                                    : gptoss ? 150000
+                                                             : 1e4);
   w.set_f32(a + ".rope.freq_base", static_cast<float>(rope_base));
   const int64_t n_rot = p.n_rot > 0 ? p.n_rot : hd;
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(n_rot));
-  if (!p.rope_scaling.empty()) w.set_string(a + ".rope.scaling.type", p.rope_scaling);
-  if (p.rope_factor > 0) w.set_f32(a + ".rope.scaling.factor", static_cast<float>(p.rope_factor));
-  if (p.rope_orig_ctx > 0) {
-    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_orig_ctx));
+  // gpt-oss without rope options: the released models' YaRN.
+  const bool gptoss_yarn = gptoss && p.rope_scaling.empty();
+  const std::string rope_scaling = gptoss_yarn ? "yarn" : p.rope_scaling;
+  const double rope_factor = gptoss_yarn && p.rope_factor == 0 ? 32 : p.rope_factor;
+  const int64_t rope_orig_ctx = gptoss_yarn && p.rope_orig_ctx == 0 ? 4096 : p.rope_orig_ctx;
+  if (!rope_scaling.empty()) w.set_string(a + ".rope.scaling.type", rope_scaling);
+  if (rope_factor > 0) w.set_f32(a + ".rope.scaling.factor", static_cast<float>(rope_factor));
+  if (rope_orig_ctx > 0) {
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(rope_orig_ctx));
   }
   if (p.rope_attn_factor > 0) {
     w.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(p.rope_attn_factor));
   }
-  if (a == "gemma2" || a == "gemma3") {
-    const int64_t n_swa = p.n_swa > 0 ? p.n_swa : (a == "gemma2" ? 4096 : 512);
+  if (a == "gemma2" || a == "gemma3" || gptoss) {
+    const int64_t n_swa = p.n_swa > 0 ? p.n_swa : (a == "gemma2" ? 4096 : gptoss ? 128 : 512);
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(n_swa));
   }
   if (a == "gemma2") {
@@ -506,8 +559,23 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
     }
   }
 
-  if (qwen) {
-    Vocab v = bpe_vocab(p.n_vocab);
+  if (gptoss) {
+    const std::vector<std::string>& specials = gptoss_specials();
+    Vocab v = bpe_vocab(p.n_vocab, specials);
+    const uint32_t first = static_cast<uint32_t>(p.n_vocab - static_cast<int64_t>(specials.size()));
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "gpt-4o");
+    w.set_strings("tokenizer.ggml.tokens", v.tokens);
+    w.set_i32_array("tokenizer.ggml.token_type", v.types);
+    w.set_strings("tokenizer.ggml.merges", v.merges);
+    // As the released files: BOS <|startoftext|>, EOS <|return|>, padding <|endoftext|>.
+    w.set_u32("tokenizer.ggml.bos_token_id", first);
+    w.set_u32("tokenizer.ggml.eos_token_id", first + 2);
+    w.set_u32("tokenizer.ggml.padding_token_id", first + 1);
+    w.set_bool("tokenizer.ggml.add_bos_token", false);
+    w.set_string("tokenizer.chat_template", kHarmonyTemplate);
+  } else if (qwen) {
+    Vocab v = bpe_vocab(p.n_vocab, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
     const uint32_t eot = static_cast<uint32_t>(p.n_vocab - 3);  // <|endoftext|>
     w.set_string("tokenizer.ggml.model", "gpt2");
     w.set_string("tokenizer.ggml.pre", "qwen2");
@@ -566,6 +634,8 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
   };
   const Init norm{1.0, scripted ? 0.0 : 0.1};
   const Init bias{0.0, scripted ? 0.0 : 0.1};
+  // Attention sinks are logits beside the scores, which are O(1) here: so are the sinks.
+  const Init sinks{0.0, 1.0};
   // A scripted model's embedding and output: row r of a [n_embd, n_vocab] matrix has ones
   // at the columns `hot(r)` names.
   const int64_t first_piece = p.n_vocab - static_cast<int64_t>(p.script.size());
@@ -620,12 +690,18 @@ Result<GgufWriter> synth_model(const SynthParams& p) {
       const std::string name = b + std::string(layer_tensor_name(spec.id));
       const int64_t ne0 = dim_value(spec.ne0, hp);
       if (spec.ne1 == Dim::kOne) {
-        const Init init = spec.role == TensorRole::kNorm ? norm : bias;
+        const Init init = spec.role == TensorRole::kNorm       ? norm
+                          : spec.id == LayerTensor::kAttnSinks ? sinks
+                                                               : bias;
         STRATA_RETURN_IF_ERROR(add(name, DType::kF32, {ne0}, init));
         continue;
       }
       std::vector<int64_t> ne = {ne0, dim_value(spec.ne1, hp)};
       if (spec.ne2 != Dim::kOne) ne.push_back(dim_value(spec.ne2, hp));
+      if (spec.role == TensorRole::kBias) {  // per-expert biases: F32 rows
+        STRATA_RETURN_IF_ERROR(add(name, DType::kF32, ne, bias));
+        continue;
+      }
       const DType dtype = spec.role == TensorRole::kRouter ? DType::kF32 : matrix_dtype(spec.id, l);
       STRATA_RETURN_IF_ERROR(add(name, dtype, ne, matrix(ne0)));
     }

@@ -1,5 +1,6 @@
 // Synthetic llama-family models: a valid GGUF of any shape with seeded random weights and a
-// complete tokenizer, so that tests and benchmarks need no download.
+// complete tokenizer, so that tests and benchmarks need no download. gpt-oss files default to
+// the released models' rope (base 150000, YaRN factor 32 over 4096 positions) and window (128).
 //
 // Goals: the same parameters give a byte-identical file on every platform (own RNG, no
 // std:: distributions, no libm); tensor names, shapes and metadata as llama.cpp expects;
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,7 @@ struct SynthParams {
   // llama.cpp's rules). Empty: every matrix is `dtype`.
   std::string mix;
   uint64_t seed = 1;
-  double rope_freq_base = 0;  // 0: 10000 for llama, 1e6 for qwen
+  double rope_freq_base = 0;  // 0: 10000 for llama, 1e6 for qwen, 150000 for gpt-oss
   double rms_eps = 0;         // 0: 1e-5 for llama, 1e-6 for qwen
   bool tied_output = false;   // no output.weight: the output reuses token_embd.weight
 
@@ -44,7 +46,7 @@ struct SynthParams {
   int64_t rope_orig_ctx = 0;    // rope.scaling.original_context_length (0: not written)
   double rope_attn_factor = 0;  // rope.scaling.attn_factor (0: not written)
   bool rope_freqs = false;      // Llama 3.1's rope_freqs.weight, computed as its converter does
-  // Gemma: attention.sliding_window (0: the architecture's default) and the soft-caps.
+  // Gemma, gpt-oss: attention.sliding_window (0: the architecture's default) and the soft-caps.
   int64_t n_swa = 0;
   double attn_softcap = 0;   // attn_logit_softcapping (0: 50 for gemma2)
   double final_softcap = 0;  // final_logit_softcapping (0: 30 for gemma2)
@@ -54,6 +56,9 @@ struct SynthParams {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;  // 0: n_ff
+  // The experts' matrices (ffn_*_exps), when not `dtype`: gpt-oss as released has mxfp4
+  // experts beside q8_0 matrices (llama.cpp's file type "MXFP4 MoE").
+  std::optional<DType> expert_dtype;
 
   // A scripted model (llama only): greedy decoding says these pieces, one token each, then
   // EOS, whatever the prompt, so that tests of what consumes a model's output (tool-call and

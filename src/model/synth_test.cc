@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -393,6 +394,62 @@ TEST(Synth, ExpertsMetadataAndTensors) {
   EXPECT_EQ(up->ne[1], p.n_ff);
   EXPECT_EQ(up->ne[2], 4);
   EXPECT_EQ(g->tensor("blk.0.ffn_up.weight"), nullptr);
+}
+
+// gpt-oss as released, scaled down: its rope (base 150000, YaRN factor 32 over 4096 positions)
+// and window (128) unless told otherwise, biases everywhere (F32, the experts' one row per
+// expert), a sink per head, mxfp4 experts beside q8_0 matrices (file type "MXFP4 MoE"), and the
+// harmony tokens with <|return|> as EOS.
+TEST(Synth, GptOssMetadataAndTensors) {
+  SynthParams p = small("gpt-oss", DType::kQ8_0);
+  p.n_expert = 8;
+  p.n_expert_used = 4;
+  p.n_ff_exp = 64;
+  p.expert_dtype = DType::kMXFP4;
+  const GgufFile f = synth_parse(p);
+  EXPECT_EQ(f.get_uint("general.file_type").value(), 38u);
+  EXPECT_EQ(f.get_uint("gpt-oss.attention.sliding_window").value(), 128u);
+  EXPECT_EQ(f.get_string("gpt-oss.rope.scaling.type").value(), "yarn");
+  EXPECT_EQ(f.get_float("gpt-oss.rope.scaling.factor").value(), 32.0);
+  EXPECT_EQ(f.get_uint("gpt-oss.rope.scaling.original_context_length").value(), 4096u);
+  EXPECT_EQ(f.get_float("gpt-oss.rope.freq_base").value(), 150000.0);
+  EXPECT_EQ(f.get_uint("gpt-oss.expert_feed_forward_length").value(), 64u);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre").value(), "gpt-4o");
+  const std::vector<std::string> tokens = f.get_strings("tokenizer.ggml.tokens").value();
+  EXPECT_EQ(tokens[f.get_uint("tokenizer.ggml.eos_token_id").value()], "<|return|>");
+  EXPECT_NE(f.get_string("tokenizer.chat_template").value().find("<|channel|>"), std::string::npos);
+  expect_shape(f, "blk.0.attn_sinks.weight", DType::kF32, {4});
+  expect_shape(f, "blk.0.attn_output.bias", DType::kF32, {256});
+  expect_shape(f, "blk.1.post_attention_norm.weight", DType::kF32, {256});
+  expect_shape(f, "blk.0.ffn_gate_inp.weight", DType::kF32, {256, 8});
+  expect_shape(f, "blk.0.ffn_gate_inp.bias", DType::kF32, {8});
+  expect_shape(f, "blk.1.ffn_gate_exps.weight", DType::kMXFP4, {256, 64, 8});
+  expect_shape(f, "blk.1.ffn_gate_exps.bias", DType::kF32, {64, 8});
+  expect_shape(f, "blk.1.ffn_up_exps.bias", DType::kF32, {64, 8});
+  expect_shape(f, "blk.1.ffn_down_exps.weight", DType::kMXFP4, {64, 256, 8});
+  expect_shape(f, "blk.1.ffn_down_exps.bias", DType::kF32, {256, 8});
+  expect_shape(f, "blk.0.attn_q.weight", DType::kQ8_0, {256, 256});
+  EXPECT_EQ(f.tensor("blk.0.ffn_norm.weight"), nullptr);
+  // Sinks are logits of the scores' size, not small biases.
+  const std::vector<float> sinks = dequantized(f, "blk.0.attn_sinks.weight");
+  EXPECT_GT(
+      *std::max_element(sinks.begin(), sinks.end()) - *std::min_element(sinks.begin(), sinks.end()),
+      0.5f);
+  // Rope options given win over the defaults.
+  p.rope_scaling = "none";
+  p.n_swa = 16;
+  const GgufFile plain = synth_parse(p);
+  EXPECT_EQ(plain.get_string("gpt-oss.rope.scaling.type").value(), "none");
+  EXPECT_EQ(plain.find("gpt-oss.rope.scaling.factor"), nullptr);
+  EXPECT_EQ(plain.get_uint("gpt-oss.attention.sliding_window").value(), 16u);
+  // Expert dtypes are checked like the others.
+  p.n_ff_exp = 48;
+  Status s = synth_validate(p);
+  EXPECT_NE(s.message().find("ffn_down_exps.weight"), std::string::npos) << s.message();
+  p.n_ff_exp = 64;
+  p.n_vocab = 264;
+  s = synth_validate(p);
+  EXPECT_NE(s.message().find("n_vocab 264"), std::string::npos) << s.message();
 }
 
 // The command line: gen writes a file the reader accepts, info reads it, bad flags fail.

@@ -17,6 +17,11 @@ constexpr size_t kMaxMerges = size_t{1} << 24;
 constexpr std::string_view kEotTexts[] = {"<|eot_id|>",    "<|im_end|>",    "<|end|>",
                                           "<end_of_turn>", "<|endoftext|>", "<EOT>"};
 constexpr std::string_view kEomText = "<|eom_id|>";
+// gpt-oss (harmony): a reply ends with <|return|>, a tool call with <|call|>.
+constexpr std::string_view kEogTexts[] = {"<|return|>", "<|call|>"};
+// Harmony's markers, which a reply's parser reads in the output (llama.cpp renders them).
+constexpr std::string_view kRenderedTexts[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                               "<|constrain|>"};
 
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
@@ -330,11 +335,28 @@ Status Tokenizer::build(VocabSpec spec) {
     types_[id] = TokenType::kControl;
     eog_.push_back(id);
   }
+  for (std::string_view text : kEogTexts) {
+    const int32_t id = lookup(text);
+    if (id < 0) continue;
+    types_[id] = TokenType::kControl;
+    eog_.push_back(id);
+  }
   for (int32_t id : {eos_, eot_, eom_}) {
     if (id >= 0) eog_.push_back(id);
   }
   std::sort(eog_.begin(), eog_.end());
   eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
+  // In harmony, <|end|> closes one message of a reply (its analysis) and another follows: with
+  // <|return|> and <|call|> there, it does not end generation and is rendered, as llama.cpp
+  // does for gpt-oss.
+  const int32_t harmony_end = lookup("<|end|>");
+  if (harmony_end >= 0 && lookup("<|return|>") >= 0 && lookup("<|call|>") >= 0) {
+    eog_.erase(std::remove(eog_.begin(), eog_.end(), harmony_end), eog_.end());
+    types_[harmony_end] = TokenType::kUserDefined;
+  }
+  for (std::string_view text : kRenderedTexts) {
+    if (const int32_t id = lookup(text); id >= 0) types_[id] = TokenType::kUserDefined;
+  }
 
   for (size_t i = 0; i < n; ++i) {
     if (is_special_type(static_cast<int32_t>(i)) && !tokens_[i].empty()) {

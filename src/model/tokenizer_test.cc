@@ -207,6 +207,36 @@ TEST(TokenizerBpe, SpecialTokensAndEog) {
   EXPECT_FALSE(tok->check_ids(std::vector<int32_t>{3, 99}).is_ok());
 }
 
+// gpt-oss's harmony tokens, as llama.cpp takes them: <|return|> and <|call|> end generation,
+// <|end|> (which closes the analysis message before the final one) does not, and it and the
+// markers a reply's parser reads are rendered in the output.
+TEST(TokenizerBpe, HarmonyEndsOnReturnAndCallAndRendersItsMarkers) {
+  VocabSpec v = small_bpe();
+  v.pre = "gpt-4o";
+  for (const char* t :
+       {"<|return|>", "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>"}) {  // 8..13
+    v.tokens.push_back(t);
+    v.token_types.push_back(3);
+  }
+  v.eos = 8;
+  auto tok = Tokenizer::from_spec(v);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  EXPECT_TRUE(tok->is_eog(8));
+  EXPECT_TRUE(tok->is_eog(13));
+  EXPECT_TRUE(tok->is_eog(6));  // <|endoftext|>
+  EXPECT_FALSE(tok->is_eog(11));
+  const std::vector<int32_t> reply = {9, 3, 12, 2, 3, 11, 10, 9, 3, 12, 0, 8};
+  EXPECT_EQ(tok->decode(reply),
+            "<|channel|>ab<|message|> ab<|end|><|start|><|channel|>ab<|message|>a");
+  // Without <|call|> it is another vocabulary, whose <|end|> ends a turn as usual.
+  v.tokens.resize(13);
+  v.token_types.resize(13);
+  auto other = Tokenizer::from_spec(v);
+  ASSERT_TRUE(other.is_ok()) << other.status().message();
+  EXPECT_TRUE(other->is_eog(11));
+  EXPECT_EQ(other->decode(std::vector<int32_t>{3, 11}), "ab");
+}
+
 TEST(TokenizerBpe, Llama3IgnoresMergesForWholeTokensAndAddsBos) {
   VocabSpec v = small_bpe();
   v.pre = "llama-bpe";

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mixtures of experts on synthetic models (qwen3moe, and llama with experts: Mixtral-style):
+# Mixtures of experts on synthetic models (qwen3moe, llama with experts: Mixtral-style, and
+# gpt-oss: mxfp4 experts with biases, attention sinks, sliding windows on every other layer):
 # greedy output byte-identical across thread counts, over two workers (and the CPU between
 # them), and from a server with --pipeline-groups 2 under 8 concurrent requests as from one
 # group answering one at a time; over two workers a decode step stays at three messages and
@@ -40,10 +41,14 @@ per_step() {
   --seed 3 >/dev/null
 "$strata" gguf gen -o "$tmp/mixtral.gguf" --arch llama --n-embd 256 --n-layer 4 --n-ff 256 \
   --n-expert 4 --n-expert-used 2 --n-vocab 512 --dtype q4_K --seed 3 >/dev/null
+# A window of 16 positions: the 48 generated tokens pass it on the sliding layers.
+"$strata" gguf gen -o "$tmp/gptoss.gguf" --arch gpt-oss --n-embd 256 --n-layer 4 --n-ff 256 \
+  --n-expert 8 --n-expert-used 4 --n-ff-exp 128 --n-vocab 512 --dtype q8_0 --expert-dtype mxfp4 \
+  --swa 16 --seed 3 >/dev/null
 # Under a sanitizer, one of each: the others run the same code over other splits of the work.
 threads="2 3" micro="1 5"
 if sanitized; then threads=3 micro=1; fi
-for m in "$tmp/qwen3moe.gguf" "$tmp/mixtral.gguf"; do
+for m in "$tmp/qwen3moe.gguf" "$tmp/mixtral.gguf" "$tmp/gptoss.gguf"; do
   name=$(basename "$m" .gguf)
   ref=$(greedy local -m "$m" -n 48 -t 1)
   for t in $threads; do

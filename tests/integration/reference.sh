@@ -8,7 +8,11 @@
 # every token's last chosen expert beats the first one left out by 1e-3 (--min-margin), ten
 # times the error the logits show (which has gone through every layer), so that both pick the
 # same experts and the same 1e-3 bound holds. A seed whose routing is closer than that is a seed
-# to change, not a pass (the seeds here: smallest margins 1e-2 and 2e-2).
+# to change, not a pass (the seeds here: smallest margins 1e-2, 2e-2 and, gpt-oss, 6.6e-3).
+# gpt-oss runs as released (YaRN factor 32 over 4096 positions, rope base 150000) with a window
+# of 8, so that its even layers slide within the 48 positions; leaving out any of its parts in
+# the reference (sinks, windows, a bias, the clamped SwiGLU, YaRN) moves the logits by 1.7 or
+# more.
 set -eu
 strata=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +39,7 @@ cases=(
   "gemma3|--arch gemma3 --n-layer 7 --swa 3 --rope-scaling linear --rope-factor 8"
   "qwen3moe|--arch qwen3moe --head-dim 48 --n-expert 8 --n-expert-used 2 --n-ff-exp 64 --seed 6"
   "mixtral|--arch llama --n-expert 4 --n-expert-used 2 --seed 6"
+  "gpt-oss|--arch gpt-oss --n-expert 8 --n-expert-used 2 --n-ff-exp 64 --swa 8 --seed 9"
 )
 # 48 positions: enough for the rope variants to move the logits by O(1) (measured: a model
 # read without its scaling is 0.4 .. 2.7 off), far beyond the tolerance.

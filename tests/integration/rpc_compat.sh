@@ -80,6 +80,25 @@ got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$NOSAMPLE" --device RPC0,CPU --back
 got=$(greedy c -m "$model" -n 32 -t 1 --rpc "$NOSAMPLE" --device CPU,RPC0)
 [ "$got" = "$ref" ] || fail "a worker without the sample op differs without backend sampling"
 
+# gpt-oss's ops (attention with sinks, the clamped SwiGLU, per-expert biases) are new: a worker
+# without them (posing as a build before them) is refused gpt-oss layers, naming the three ops,
+# and its graph format, version 1, is what every other model's graphs still use (the run above
+# with the old worker).
+"$strata" gguf gen -o "$tmp/gptoss.gguf" --arch gpt-oss --n-embd 64 --n-layer 2 --n-ff 64 \
+  --n-expert 4 --n-expert-used 2 --n-ff-exp 64 --n-vocab 300 --seed 3 >/dev/null
+start_worker pregptoss --hide-ops attention_sink,swiglu_oai,add_id
+PREGPTOSS=$addr
+if "$strata" run -m "$tmp/gptoss.gguf" -p x -n 1 --rpc "$PREGPTOSS" --device CPU,RPC0 \
+  2>"$tmp/err.txt"; then
+  fail "a worker without gpt-oss's ops was given gpt-oss layers"
+fi
+grep -q "RPC0\[$PREGPTOSS\] (layers .*): cannot run op 'attention_sink', op 'swiglu_oai', op 'add_id'" \
+  "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "the refusal does not name the worker and gpt-oss's ops"; }
+echo "missing gpt-oss ops: $(tail -n 1 "$tmp/err.txt")"
+ref_oss=$(greedy local -m "$tmp/gptoss.gguf" -n 16 -t 1)
+got=$(greedy c -m "$tmp/gptoss.gguf" -n 16 -t 1 --rpc "$NEW" --device CPU,RPC0)
+[ "$got" = "$ref_oss" ] || fail "gpt-oss over a worker differs from one machine"
+
 # Another major version: refused, naming both versions.
 if STRATA_RPC_VERSION_MAJOR=9 "$strata" run -m "$model" -p x -n 1 --rpc "$NEW" 2>"$tmp/err.txt"; then
   fail "a client of major version 9 was served"

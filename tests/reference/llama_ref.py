@@ -3,7 +3,8 @@
 
 Architectures: llama, qwen2, qwen3, phi3, gemma2, gemma3, with their rope variants (NeoX
 pairs, partial rotary, linear scaling, Llama 3.1 frequency divisors, YaRN, LongRoPE), and the
-mixtures of experts qwen3moe and Mixtral (llama with expert_count).
+mixtures of experts qwen3moe, Mixtral (llama with expert_count) and gpt-oss (biases, attention
+sinks, alternating sliding windows, per-expert biases, clamped SwiGLU).
 
 It shares no code with strata (its own GGUF parser, its own maths in float64, quantised
 tensors dequantised by gguf_quants.py from the published block layouts), so agreement between
@@ -95,11 +96,13 @@ def load(path):
     return kv, tensors
 
 
-ROPE_NEOX_ARCHS = {"qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"}
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3")
+ROPE_NEOX_ARCHS = {"qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss"}
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss")
 # Layers with sliding-window attention: every layer whose index modulo the pattern is below
-# pattern - 1 (gemma2: even layers; gemma3: five of every six).
-SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
+# pattern - 1 (gemma2, gpt-oss: even layers; gemma3: five of every six).
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}
+# gpt-oss's clamped SwiGLU: the constants of llama.cpp's graph, not GGUF keys.
+OAI_ALPHA, OAI_LIMIT = 1.702, 7.0
 
 
 class Model:
@@ -147,18 +150,22 @@ class Model:
         self.embd_scale = np.sqrt(self.n_embd) if arch.startswith("gemma") else 1.0
         big = (arch, self.n_layer) in (("gemma2", 46), ("gemma3", 62))
         self.q_scale = 1.0 / np.sqrt(self.n_embd // self.n_head if big else self.hd)
+        if arch == "gpt-oss":  # llama.cpp: 1 / sqrt(n_rot)
+            self.q_scale = 1.0 / np.sqrt(self.n_rot)
         self.attn_softcap = g("attn_logit_softcapping", 50.0) if arch == "gemma2" else 0.0
         self.final_softcap = g("final_logit_softcapping", 30.0) if arch == "gemma2" else 0.0
         self.n_swa = g("attention.sliding_window", 4096 if arch == "gemma2" else 0)
-        self.swa_pattern = SWA_PATTERN.get(arch, 0)
-        # Experts: the top n_used of the router's logits, their weights the softmax over all
-        # experts (expert_gating_func 1, the default of both architectures here), 2 sigmoid, 3
-        # softmax over the selected; renormalised to sum to one unless expert_weights_norm says
-        # otherwise; times expert_weights_scale (0: none).
+        self.swa_pattern = g("attention.sliding_window_pattern", SWA_PATTERN.get(arch, 0))
+        # Experts: the top n_used of the router's logits (plus its bias, gpt-oss), their
+        # weights the softmax over all experts (expert_gating_func 1, the default of qwen3moe
+        # and Mixtral), 2 sigmoid, 3 softmax over the selected (gpt-oss's default);
+        # renormalised to sum to one unless expert_weights_norm says otherwise (gpt-oss: not
+        # by default); times expert_weights_scale (0: none).
+        oss = arch == "gpt-oss"
         self.n_expert = g("expert_count", 0)
         self.n_used = g("expert_used_count", 0)
-        self.gating = g("expert_gating_func", 0) or 1
-        self.norm_w = g("expert_weights_norm", True)
+        self.gating = g("expert_gating_func", 0) or (3 if oss else 1)
+        self.norm_w = g("expert_weights_norm", not oss)
         self.w_scale = g("expert_weights_scale", 0.0) or 1.0
         self.min_margin = np.inf  # smallest gap between selected and left-out logits seen
         self.t = t
@@ -218,6 +225,7 @@ class Model:
         q = q.reshape(T, self.n_head, self.hd)
         k = k.reshape(T, self.n_head_kv, self.hd)
         v = v.reshape(T, self.n_head_kv, self.hd)
+        sinks = bias("attn_sinks.weight")  # gpt-oss: one logit per head in every softmax
         if bias("attn_q_norm.weight") is not None:
             q, k = self.norm(q, w("attn_q_norm.weight")), self.norm(k, w("attn_k_norm.weight"))
         q, k = self.rope(q, pos, il), self.rope(k, pos, il)
@@ -233,13 +241,23 @@ class Model:
             s = (q[:, hh, :] * self.q_scale) @ k[:, kh, :].T
             if self.attn_softcap:
                 s = np.tanh(s / self.attn_softcap) * self.attn_softcap
-            s = np.exp(s + mask - (s + mask).max(axis=1, keepdims=True))
-            s /= s.sum(axis=1, keepdims=True)
+            s = s + mask
+            m = s.max(axis=1, keepdims=True)
+            sink = -np.inf if sinks is None else sinks[hh]
+            m = np.maximum(m, sink)
+            s = np.exp(s - m)
+            s /= s.sum(axis=1, keepdims=True) + np.exp(sink - m)
             att[:, hh, :] = s @ v[:, kh, :]
-        return att.reshape(T, -1) @ w("attn_output.weight").T
+        out = att.reshape(T, -1) @ w("attn_output.weight").T
+        if bias("attn_output.bias") is not None:
+            out = out + bias("attn_output.bias")
+        return out
 
-    def moe(self, w, h):
+    def moe(self, w, h, il):
         logits = h @ w("ffn_gate_inp.weight").T  # [T, n_expert]
+        b = lambda n: self.t.get("blk.%d.%s" % (il, n))
+        if b("ffn_gate_inp.bias") is not None:
+            logits = logits + b("ffn_gate_inp.bias")
         k = self.n_used
         # Descending logit, ties to the lower expert index (a stable sort of the negation).
         order = np.argsort(-logits, axis=1, kind="stable")
@@ -264,18 +282,28 @@ class Model:
         weights = weights * self.w_scale
         # numpy shapes [n_expert, rows, cols]: expert e's matrix is [e].
         gate, up, down = w("ffn_gate_exps.weight"), w("ffn_up_exps.weight"), w("ffn_down_exps.weight")
+        # Per-expert biases (gpt-oss), numpy [n_expert, n]: expert e's row is [e]; else zeros.
+        zero = lambda n: np.zeros((self.n_expert, n))
+        bg = b("ffn_gate_exps.bias") if b("ffn_gate_exps.bias") is not None else zero(gate.shape[1])
+        bu = b("ffn_up_exps.bias") if b("ffn_up_exps.bias") is not None else zero(up.shape[1])
+        bd = b("ffn_down_exps.bias") if b("ffn_down_exps.bias") is not None else zero(down.shape[1])
         out = np.zeros_like(h)
         for tok in range(h.shape[0]):
             for slot in range(k):
                 e = chosen[tok, slot]
-                g = gate[e] @ h[tok]
-                act = g / (1 + np.exp(-g)) * (up[e] @ h[tok])
-                out[tok] += weights[tok, slot] * (down[e] @ act)
+                g = gate[e] @ h[tok] + bg[e]
+                u = up[e] @ h[tok] + bu[e]
+                if self.arch == "gpt-oss":  # swiglu_oai
+                    x = np.minimum(g, OAI_LIMIT)
+                    act = x / (1 + np.exp(-OAI_ALPHA * x)) * (np.clip(u, -OAI_LIMIT, OAI_LIMIT) + 1)
+                else:
+                    act = g / (1 + np.exp(-g)) * u
+                out[tok] += weights[tok, slot] * (down[e] @ act + bd[e])
         return out
 
     def ffn(self, il, w, h):
         if self.t.get("blk.%d.ffn_gate_inp.weight" % il) is not None:
-            return self.moe(w, h)
+            return self.moe(w, h, il)
         if self.arch.startswith("gemma"):  # GELU (tanh approximation) gated
             g = h @ w("ffn_gate.weight").T
             act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
@@ -299,7 +327,9 @@ class Model:
             if gemma:
                 a = self.norm(a, w("post_attention_norm.weight"))
             x = x + a
-            f = self.ffn(il, w, self.norm(x, w("ffn_norm.weight")))
+            # gpt-oss names its FFN's input norm post_attention_norm.
+            ffn_norm = "post_attention_norm.weight" if self.arch == "gpt-oss" else "ffn_norm.weight"
+            f = self.ffn(il, w, self.norm(x, w(ffn_norm)))
             if gemma:
                 f = self.norm(f, w("post_ffw_norm.weight"))
             x = x + f

@@ -20,11 +20,12 @@ using testing::argmax;
 using testing::Loaded;
 
 // `arch` names an architecture, or "llama31" for llama with Llama 3.1's rope frequency
-// divisors. Sliding windows, LongRoPE and the rope tables are small enough to matter within
-// the test's 30 positions.
+// divisors, or "gptoss" for gpt-oss (mxfp4 experts beside `dtype`, as released). Sliding
+// windows, LongRoPE and the rope tables are small enough to matter within the test's 30
+// positions.
 std::string synth_path(const std::string& arch, DType dtype) {
   SynthParams p;
-  p.arch = arch == "llama31" || arch == "mixtral" ? "llama" : arch;
+  p.arch = arch == "llama31" || arch == "mixtral" ? "llama" : arch == "gptoss" ? "gpt-oss" : arch;
   // Experts: 16 of 256 wide, 4 per token (qwen3moe); Mixtral-style, 4 of n_ff wide, 2 per
   // token. Tokens of a batch pick different experts, so every mul_mat_id groups rows.
   if (arch == "qwen3moe") {
@@ -35,6 +36,13 @@ std::string synth_path(const std::string& arch, DType dtype) {
   if (arch == "mixtral") {
     p.n_expert = 4;
     p.n_expert_used = 2;
+  }
+  if (arch == "gptoss") {  // and sinks, biases, YaRN, a window on every other layer
+    p.n_expert = 8;
+    p.n_expert_used = 4;
+    p.n_ff_exp = 256;
+    p.expert_dtype = DType::kMXFP4;
+    p.n_swa = 5;
   }
   p.rope_freqs = arch == "llama31";
   if (arch == "llama31") p.rope_orig_ctx = 64;
@@ -172,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_tuple("qwen3", DType::kQ6_K), std::make_tuple("llama31", DType::kQ5_K),
         std::make_tuple("phi3", DType::kQ8_0), std::make_tuple("gemma2", DType::kQ4_K),
         std::make_tuple("gemma3", DType::kF16), std::make_tuple("qwen3moe", DType::kQ8_0),
-        std::make_tuple("qwen3moe", DType::kQ4_K), std::make_tuple("mixtral", DType::kQ4_0)),
+        std::make_tuple("qwen3moe", DType::kQ4_K), std::make_tuple("mixtral", DType::kQ4_0),
+        std::make_tuple("gptoss", DType::kQ8_0)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
     });

@@ -147,8 +147,11 @@ void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
 // Attention of t queries of `heads` heads over a cache of `cells` cells in `kv` dtype, with two
 // lists (sequences) of up to `len` cells.
+// With `sinks`, attention_sink (gpt-oss: the window and cap of attention_ext, and one sink logit
+// per head, some far above the scores).
 void attention_case(CaseGraph& c, DType kv, int64_t hd, int64_t heads, int64_t kv_heads, int64_t t,
-                    int64_t cells, int64_t len, int32_t window = -1, float softcap = 0.0f) {
+                    int64_t cells, int64_t len, int32_t window = -1, float softcap = 0.0f,
+                    bool sinks = false) {
   const int32_t q = c.f32(hd, heads, t);
   const int32_t k = c.weight(kv, hd * kv_heads, cells);
   const int32_t v = c.weight(kv, hd * kv_heads, cells);
@@ -162,7 +165,13 @@ void attention_case(CaseGraph& c, DType kv, int64_t hd, int64_t heads, int64_t k
   const int32_t lc = c.i32(lists, len, 2);
   const int32_t tk = c.i32(tok, 2, t);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (window < 0) {
+  if (sinks) {
+    std::vector<float> s(static_cast<size_t>(heads));
+    for (float& x : s) x = 8 * c.rng().uniform() - 2;
+    const int32_t sk = c.f32_of(s, heads);
+    c.node(Op::kAttentionSink, c.out(DType::kF32, hd, heads, t), {q, k, v, lc, tk, sk},
+           {static_cast<int32_t>(kv_heads), window}, {scale, softcap});
+  } else if (window < 0) {
     c.node(Op::kAttention, c.out(DType::kF32, hd, heads, t), {q, k, v, lc, tk},
            {static_cast<int32_t>(kv_heads)}, {scale});
   } else {
@@ -371,6 +380,10 @@ const std::vector<OpCase>& cases() {
        [](CaseGraph& c) { attention_case(c, DType::kF16, 16, 4, 2, 5, 12, 9, 3, 1.5f); }},
       {"attention_ext_softcap_only", Op::kAttentionExt,
        [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 2, 1, 3, 6, 6, 0, 0.5f); }},
+      {"attention_sink_window", Op::kAttentionSink,
+       [](CaseGraph& c) { attention_case(c, DType::kF16, 16, 4, 2, 5, 12, 9, 3, 0.0f, true); }},
+      {"attention_sink_f32_softcap", Op::kAttentionSink,
+       [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 2, 1, 3, 6, 6, 0, 0.5f, true); }},
       {"rope_rates_neox_partial", Op::kRopeRates,
        [](CaseGraph& c) {
          const int32_t x = c.f32(32, 3, 4);
@@ -442,6 +455,24 @@ const std::vector<OpCase>& cases() {
          c.written(gate);
          c.node(Op::kSwiglu, gate, {gate, c.f32(64, 2)});
        }},
+      // Inputs past the limit on both sides, so that both clamps act.
+      {"swiglu_oai", Op::kSwigluOai,
+       [](CaseGraph& c) {
+         std::vector<float> g(120), u(120);
+         for (size_t i = 0; i < g.size(); ++i) {
+           g[i] = 20 * c.rng().uniform() - 10;
+           u[i] = 20 * c.rng().uniform() - 10;
+         }
+         const int32_t gate = c.f32_of(g, 40, 3);
+         c.node(Op::kSwigluOai, c.out(DType::kF32, 40, 3), {gate, c.f32_of(u, 40, 3)}, {},
+                {1.702f, 7.0f});
+       }},
+      {"swiglu_oai_in_place", Op::kSwigluOai,
+       [](CaseGraph& c) {
+         const int32_t gate = c.f32(64, 2);
+         c.written(gate);
+         c.node(Op::kSwigluOai, gate, {gate, c.f32(64, 2)}, {}, {1.5f, 0.5f});
+       }},
       {"argmax", Op::kArgmax,
        [](CaseGraph& c) {
          const int32_t x = c.f32(100, 4);
@@ -506,6 +537,18 @@ const std::vector<OpCase>& cases() {
        [](CaseGraph& c) {
          const int32_t y = c.f32(32, 1, 2);
          c.node(Op::kMoeSum, c.out(DType::kF32, 32, 2), {y, c.f32(1, 2)});
+       }},
+      {"add_id", Op::kAddId,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(20, 3, 4);
+         c.node(Op::kAddId, c.out(DType::kF32, 20, 3, 4),
+                {x, c.f32(20, 8), expert_ids(c, 3, 8, 4)});
+       }},
+      {"add_id_in_place", Op::kAddId,
+       [](CaseGraph& c) {
+         const int32_t x = c.f32(32, 2, 3);
+         c.written(x);
+         c.node(Op::kAddId, x, {x, c.f32(32, 4), expert_ids(c, 2, 4, 3)});
        }},
       {"copy_strided_rows", Op::kCopy,
        [](CaseGraph& c) {
