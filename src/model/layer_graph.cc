@@ -141,8 +141,12 @@ int32_t LayerGraph::ffn_moe(const LayerWeights& l, int32_t h) {
                                       hp_.expert_weights_scale);  // F32 [k, T]
   // One input per token, shared by its k experts.
   const int32_t x = b_.view(h, n_embd, 1, T, 4 * n_embd, 4 * n_embd);
-  const int32_t gate = add_id(mul_mat_id(l[LT::kWGateExps], x, ids), l[LT::kBGateExps], ids);
-  const int32_t up = add_id(mul_mat_id(l[LT::kWUpExps], x, ids), l[LT::kBUpExps], ids);
+  // Both products before their biases: the two mul_mat_id nodes side by side run as one pass
+  // over the selected experts (cpu_exec.cc).
+  const int32_t gate_mm = mul_mat_id(l[LT::kWGateExps], x, ids);
+  const int32_t up_mm = mul_mat_id(l[LT::kWUpExps], x, ids);
+  const int32_t gate = add_id(gate_mm, l[LT::kBGateExps], ids);
+  const int32_t up = add_id(up_mm, l[LT::kBUpExps], ids);
   // The activation over the k * T rows of n_ff (F32 [n_ff, k, T] each), then one input per
   // slot for the down projection.
   const int32_t gate_rows = b_.view(gate, n_ff, k * T, 1, 4 * n_ff, 4 * n_ff * k * T);

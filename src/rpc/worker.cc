@@ -37,7 +37,10 @@ constexpr uint64_t kMessageSlackBytes = uint64_t{32} << 20;
 // copy costs less than the receive calls of a scattered read.
 constexpr uint64_t kPlaceMinBytes = uint64_t{64} << 10;
 
-// Bytes allocated across connections, against --mem.
+}  // namespace
+
+// Bytes allocated across connections, against --mem. Outside the unnamed namespace, being a
+// field of Worker::Impl (a type with external linkage).
 class MemoryBudget {
  public:
   explicit MemoryBudget(uint64_t limit) : limit_(limit) {}
@@ -59,6 +62,8 @@ class MemoryBudget {
   const uint64_t limit_;
   MutexGuarded<uint64_t> used_{uint64_t{0}};
 };
+
+namespace {
 
 // Anonymous memory: zeroed by the kernel, so a buffer never shows another connection's data,
 // and untouched pages cost nothing.
