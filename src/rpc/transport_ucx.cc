@@ -30,6 +30,16 @@
 // receiver has taken the message, the connection fails, or shutdown(), whose forced close
 // cancels it; a request that UCX keeps past kCancelMs after the connection ended is reported
 // as an error naming the peer, never waited for longer.
+//
+// shutdown() closes the endpoint with UCX's flushing close, which takes both ends: over TCP the
+// peer first acknowledges what it has read, and only then is it told that the connection is
+// closed; each end does its part only while it progresses its worker. A peer that is not waiting
+// on the connection (its thread busy elsewhere, or a client between two calls) answers when it
+// next does, perhaps long after shutdown() returned; so a thread of ours (closer_) goes on
+// progressing this end until the close completes, for at most kCloseLingerMs, and the peer's
+// next receive fails at once, as over TCP, instead of running into its timeout. Destroying the
+// transport gives the close what is left of kCloseFlushMs from shutdown(), then cuts the
+// connection with the worker (the peer then sees it lost rather than closed).
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -39,6 +49,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "core/mutex_guarded.h"
 #include "rpc/transport_kinds.h"
@@ -62,8 +73,13 @@ constexpr size_t kRndvFromBytes = size_t{64} << 10;
 // data is held by UCX until read).
 constexpr size_t kMaxQueuedMessages = 4096;
 constexpr uint64_t kMaxQueuedBytes = uint64_t{64} << 20;
-// How long a shutdown lets messages already sent reach the peer before the connection is cut.
+// How long a shutdown lets messages already sent reach the peer before the transport's
+// destruction may cut the connection.
 constexpr int kCloseFlushMs = 1000;
+// How long a closing connection's worker is progressed for a peer that does not answer its
+// close: one that comes back within it is told at once; after it, the peer learns of the close
+// only when this end is destroyed. Costs a thread that sleeps between wake-ups.
+constexpr int kCloseLingerMs = 60 * 1000;
 // A rendezvous transfer is one operation: besides a stall (no progress on the connection for
 // the stall timeout), it fails once it has taken the stall timeout plus the time its bytes take
 // at this rate, the slowest average we wait for (8 Mbit/s: a link or a loaded machine that is
@@ -102,6 +118,12 @@ class UcxTransport : public Transport {
 
   ~UcxTransport() override {
     shutdown();
+    if (closer_.joinable()) {
+      state_.lock()->cut = true;
+      kick();
+      state_.notify_all();
+      closer_.join();
+    }
     ucx_worker_destroy(worker_, abandoned_.load());
   }
 
@@ -279,7 +301,7 @@ class UcxTransport : public Transport {
       st->queued_bytes = 0;
     }
     for (Arrival& a : left) release(a);
-    // Let what was sent reach the peer, then cut the connection: the peer sees it close now.
+    // Let what was sent reach the peer, then tell it that the connection is closed.
     close_endpoint(true);
   }
 
@@ -465,8 +487,8 @@ class UcxTransport : public Transport {
   }
 
   // Closes the endpoint, once (UCX refuses a second close). A flushing close delivers what
-  // was sent and then tells the peer (its error handler sees the connection reset); it is
-  // given kCloseFlushMs, then left to UCX. It is used only when no send or receive of ours is
+  // was sent and then tells the peer (its error handler sees the connection reset), on
+  // closer_'s thread (the header comment). It is used only when no send or receive of ours is
   // in flight: one that is (a peer that stopped reading or sending) needs the forced close,
   // which completes it as cancelled at once, so that UCX is done with the caller's memory
   // before the call returns. A failed endpoint is closed by force too, as UCX requires.
@@ -483,7 +505,20 @@ class UcxTransport : public Transport {
     ucp_request_param_t p{};
     if (flush) {
       const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      if (wait_request(r, deadline_after(kCloseFlushMs)) == UCS_INPROGRESS) abandon(r);
+      if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
+      {
+        auto st = state_.lock();
+        const Clock::time_point now = Clock::now();
+        st->flush_until = now + std::chrono::milliseconds(kCloseFlushMs);
+        st->linger_until = now + std::chrono::milliseconds(kCloseLingerMs);
+      }
+      closer_ = std::thread([this, r] {
+        const ucs_status_t s = wait_request(r, Clock::time_point::max(), [](const State& st) {
+          const Clock::time_point now = Clock::now();
+          return now >= st.linger_until || (st.cut && now >= st.flush_until);
+        });
+        if (s == UCS_INPROGRESS) abandon(r);
+      });
       return;
     }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -535,6 +570,11 @@ class UcxTransport : public Transport {
     // When the connection ended (shutdown, or the endpoint's error): what is in flight then is
     // cancelled by UCX.
     Clock::time_point ended_at = Clock::time_point::max();
+    // A flushing close (closer_): until when it may go on once the destructor is to cut the
+    // connection (`cut`), and until when closer_ waits for it otherwise.
+    Clock::time_point flush_until = Clock::time_point::max();
+    Clock::time_point linger_until = Clock::time_point::max();
+    bool cut = false;
   };
   using LockedState = MutexGuarded<State>::Locked<State>;
 
@@ -609,6 +649,9 @@ class UcxTransport : public Transport {
   std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
   ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
   std::atomic<int> abandoned_{0};     // requests left to UCX (ucx_worker_destroy)
+  // Sees a flushing close through (close_endpoint); set once, by the thread that closes the
+  // endpoint, and joined by the destructor.
+  std::thread closer_;
   // Guards no data: it keeps one send at a time in UCX, each until UCX is done with the
   // caller's memory.
   std::mutex send_mutex_;

@@ -147,7 +147,8 @@ struct Worker::Impl {
     std::atomic<bool> done{false};
   };
   // A connection's thread uses its Conn (a list node, which stays put) without the lock: its
-  // transport is set before the thread starts, and `done` is atomic.
+  // transport is set before the thread starts (and taken back, under the lock, by the thread
+  // when it ends), and `done` is atomic.
   MutexGuarded<std::list<Conn>> conns;
   std::atomic<int> n_open{0};
   std::thread accept_thread;
@@ -733,6 +734,15 @@ void Worker::Impl::accept_loop() {
     c.transport = std::move(*t);
     c.thread = std::thread([this, &c] {
       serve(*c.transport);
+      // Destroyed here rather than when the accept loop joins this thread: destroying a UCX
+      // transport may wait for its peer (up to a second), which is this connection's wait, not
+      // the next client's.
+      std::shared_ptr<Transport> t;
+      {
+        auto open = conns.lock();  // stop() reads c.transport under it
+        t = std::move(c.transport);
+      }
+      t.reset();
       c.done.store(true);
     });
   }
@@ -787,7 +797,9 @@ void Worker::stop() {
   std::list<Impl::Conn> conns;
   {
     auto open = impl_->conns.lock();
-    for (Impl::Conn& c : *open) c.transport->shutdown();
+    for (Impl::Conn& c : *open) {
+      if (c.transport) c.transport->shutdown();
+    }
     conns.splice(conns.end(), *open);
   }
   for (Impl::Conn& c : conns) c.thread.join();
