@@ -16,35 +16,26 @@ namespace {
 // 544 bytes: q, k and v are 512, 256 and 256 rows), small enough to run in a unit test.
 constexpr int64_t kLayers = 8;
 
-std::string barrier_model() {
+// With n_expert > 0, the same attention with a mixture of that many experts of width n_ff, 4
+// per token (Mixtral-style).
+std::string barrier_model(int64_t n_ff = 1536, int64_t n_expert = 0) {
   SynthParams p;
   p.n_embd = 512;
   p.n_layer = kLayers;
   p.n_head = 8;
   p.n_head_kv = 4;
-  p.n_ff = 1536;
+  p.n_ff = n_ff;
+  p.n_expert = n_expert;
+  p.n_expert_used = n_expert > 0 ? 4 : 0;
   p.n_vocab = 512;
   p.dtype = DType::kQ8_0;
   p.seed = 5;
-  return testing::synth_file("barriers_llama_q8_0", p);
+  return testing::synth_file(n_expert > 0 ? "barriers_mixtral_q8_0" : "barriers_llama_q8_0", p);
 }
 
-// The same attention with a mixture of 16 experts of width 512, 4 per token (Mixtral-style):
-// each selected expert's gate, up and down rows are 512 rows of 544 bytes, split over the threads.
-std::string barrier_moe_model() {
-  SynthParams p;
-  p.n_embd = 512;
-  p.n_layer = kLayers;
-  p.n_head = 8;
-  p.n_head_kv = 4;
-  p.n_ff = 512;
-  p.n_expert = 16;
-  p.n_expert_used = 4;
-  p.n_vocab = 512;
-  p.dtype = DType::kQ8_0;
-  p.seed = 5;
-  return testing::synth_file("barriers_mixtral_q8_0", p);
-}
+// 16 experts of width 512: each selected expert's gate, up and down rows are 512 rows of 544
+// bytes, split over the threads.
+std::string barrier_moe_model() { return barrier_model(512, 16); }
 
 // Barriers per decode step of `batch` sequences, one token each, on a pool of 2 threads.
 uint64_t barriers_per_step(int batch, const std::string& file = barrier_model()) {
