@@ -412,6 +412,70 @@ void q4_k_one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 const MatmulKernel kQ4_KOneColumn = {q8_k_paired_column_bytes, quantize_act_q8_k_paired,
                                      q4_k_one_column_rows};
 
+// ---- One column of Q6_K, one row at a time ----
+//
+// As for Q4_K: two of the AVX2 kernel's 32-byte steps g, g + 1 at once (their low quant bits
+// are 64 consecutive bytes of ql, their activations 64 consecutive bytes of the column, so the
+// column is plain Q8_K), dpbusd for the four-element sums of (q + 32) * y (at most 4 * 63 * 128,
+// which fits 16 bits) and dpwssd for the signed 16-element scales (as words over a zero high
+// word). The 16 lanes fold to the AVX2 kernel's 8; the offset of 32 and the float part are its.
+float q6_k_row(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i m3 = _mm512_set1_epi8(0x03);
+  // The high bits of steps g, g + 1 are bits 2g, 2g + 2 of the same 32 bytes of qh.
+  const __m512i shifts[2] = {_mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1),
+                             _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1)};
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    avx2::prefetch_ahead<sizeof(BlockQ6_K)>(&wb);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m512i sc32 = _mm512_cvtepu16_epi32(sc16);  // scale i as a word, high word 0
+    __m512i sumi = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(wb.ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(load256(wb.qh + 32 * h));
+      for (int gg = 0; gg < 2; ++gg) {  // steps g = 2 gg, 2 gg + 1
+        const __m512i lo =
+            gg == 0 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts[gg]), m3);
+        const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q,
+                                              _mm512_loadu_si512(xb.qs + 128 * h + 64 * gg));
+        // Lane L of step g takes scale 8h + 2g + L / 4.
+        const int first = 8 * h + 4 * gg;
+        const __m512i pick =
+            _mm512_add_epi32(_mm512_set1_epi32(first),
+                             _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+        sumi = _mm512_dpwssd_epi32(sumi, d, _mm512_permutexvar_epi32(pick, sc32));
+      }
+    }
+    const __m256i lanes =
+        _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    const __m256i off = _mm256_madd_epi16(load256(xb.bsums), sc16);
+    const __m256i tot = _mm256_sub_epi32(lanes, _mm256_slli_epi32(off, 5));
+    const float dw = avx2::f16(wb.d);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(xb.d * dw), _mm256_cvtepi32_ps(tot), acc);
+  }
+  return avx2::hsum(acc);
+}
+
+void q6_k_one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t nb = a.k / kQKK;
+  for (int64_t j = 0; j < a.m; ++j) {
+    const auto* x = static_cast<const BlockQ8_K*>(a.column(j));
+    for (int64_t r = r0; r < r1; ++r) {
+      a.y[j * a.y_stride + r] =
+          q6_k_row(reinterpret_cast<const BlockQ6_K*>(a.w + r * a.w_row_bytes), x, nb);
+    }
+  }
+}
+
+const MatmulKernel kQ6_KOneColumn = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                     q6_k_one_column_rows};
+
 }  // namespace
 }  // namespace strata::matmul_detail::avx512
 
@@ -426,8 +490,8 @@ const MatmulKernel kQ4_KAvx512 = {q8_k_column_bytes,
 const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                   avx512::run_rows<avx512::QKMinKernel<true, BlockQ5_K>>, nullptr,
                                   avx512::kMinColumns};
-const MatmulKernel kQ6_KAvx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                  avx512::run_rows<avx512::Q6KKernel>, nullptr,
-                                  avx512::kMinColumns};
+const MatmulKernel kQ6_KAvx512 = {
+    q8_k_column_bytes, quantize_act_q8_k_avx2, avx512::run_rows<avx512::Q6KKernel>,
+    nullptr,           avx512::kMinColumns,    &avx512::kQ6_KOneColumn};
 
 }  // namespace strata::matmul_detail
