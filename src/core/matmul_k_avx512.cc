@@ -398,19 +398,21 @@ float q4_k_row(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb) {
   return avx2::hsum(acc);
 }
 
-void q4_k_one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+// The `rows` entry of a one-column kernel: each row's dot with each column, one at a time.
+template <typename Block, float (*kRow)(const Block* w, const BlockQ8_K* x, int64_t nb)>
+void one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t nb = a.k / kQKK;
   for (int64_t j = 0; j < a.m; ++j) {
     const auto* x = static_cast<const BlockQ8_K*>(a.column(j));
     for (int64_t r = r0; r < r1; ++r) {
       a.y[j * a.y_stride + r] =
-          q4_k_row(reinterpret_cast<const BlockQ4_K*>(a.w + r * a.w_row_bytes), x, nb);
+          kRow(reinterpret_cast<const Block*>(a.w + r * a.w_row_bytes), x, nb);
     }
   }
 }
 
 const MatmulKernel kQ4_KOneColumn = {q8_k_paired_column_bytes, quantize_act_q8_k_paired,
-                                     q4_k_one_column_rows};
+                                     one_column_rows<BlockQ4_K, q4_k_row>};
 
 // ---- One column of Q6_K, one row at a time ----
 //
@@ -462,19 +464,8 @@ float q6_k_row(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb) {
   return avx2::hsum(acc);
 }
 
-void q6_k_one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
-  const int64_t nb = a.k / kQKK;
-  for (int64_t j = 0; j < a.m; ++j) {
-    const auto* x = static_cast<const BlockQ8_K*>(a.column(j));
-    for (int64_t r = r0; r < r1; ++r) {
-      a.y[j * a.y_stride + r] =
-          q6_k_row(reinterpret_cast<const BlockQ6_K*>(a.w + r * a.w_row_bytes), x, nb);
-    }
-  }
-}
-
 const MatmulKernel kQ6_KOneColumn = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                     q6_k_one_column_rows};
+                                     one_column_rows<BlockQ6_K, q6_k_row>};
 
 }  // namespace
 }  // namespace strata::matmul_detail::avx512
