@@ -6,36 +6,18 @@
 #include <cmath>
 #include <string>
 
+#include "graph/graph_testing.h"
 #include "graph/op_table.h"
 
 namespace strata {
 namespace {
 
+using testing::sink_attention_graph;
+
 void expect_gptoss_refused(const Graph& g, const std::string& what) {
   const Status s = graph_validate(g);
   ASSERT_FALSE(s.is_ok()) << "accepted; expected: " << what;
   EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
-}
-
-// One token's attention with sinks: 2 query heads of 4 over an f16 cache of 2 kv heads and 4
-// cells; tensors q, k, v, cells, tok, sinks, out.
-Graph sink_attention_graph() {
-  Graph g;
-  g.tensors.push_back(make_tensor(1, 0, DType::kF32, 4, 2, 1));
-  g.tensors.push_back(make_tensor(1, 64, DType::kF16, 8, 4));
-  g.tensors.push_back(make_tensor(1, 128, DType::kF16, 8, 4));
-  g.tensors.push_back(make_tensor(1, 192, DType::kI32, 4, 1));
-  g.tensors.push_back(make_tensor(1, 256, DType::kI32, 2, 1));
-  g.tensors.push_back(make_tensor(1, 320, DType::kF32, 2));
-  g.tensors.push_back(make_tensor(1, 384, DType::kF32, 4, 2, 1));
-  Node n;
-  n.op = Op::kAttentionSink;
-  for (int s = 0; s < 6; ++s) n.src[s] = s;
-  n.out = 6;
-  n.iparams[0] = 2;
-  n.fparams[0] = 0.5f;
-  g.nodes.push_back(n);
-  return g;
 }
 
 TEST(OpGptOss, AttentionSinkNeedsOneSinkPerQueryHead) {

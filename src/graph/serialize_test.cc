@@ -5,6 +5,8 @@
 #include <cstring>
 #include <functional>
 
+#include "graph/graph_testing.h"
+
 namespace strata {
 namespace {
 
@@ -25,26 +27,11 @@ Graph add_graph() {
   return g;
 }
 
-// Attention with sinks (the one op of six inputs) of one token, two heads of 4 over one list of
-// 4 cells of an f16 cache, in buffer 7: tensors q, k, v, cells, tok, sinks, out.
+// Attention with sinks (the one op of six inputs), with a window and a soft-cap, in buffer 7.
 Graph sink_graph() {
-  Graph g;
-  g.tensors.push_back(make_tensor(7, 0, DType::kF32, 4, 2, 1));
-  g.tensors.push_back(make_tensor(7, 64, DType::kF16, 8, 4));
-  g.tensors.push_back(make_tensor(7, 128, DType::kF16, 8, 4));
-  g.tensors.push_back(make_tensor(7, 192, DType::kI32, 4, 1));
-  g.tensors.push_back(make_tensor(7, 256, DType::kI32, 2, 1));
-  g.tensors.push_back(make_tensor(7, 320, DType::kF32, 2));
-  g.tensors.push_back(make_tensor(7, 384, DType::kF32, 4, 2, 1));
-  Node n;
-  n.op = Op::kAttentionSink;
-  for (int s = 0; s < 6; ++s) n.src[s] = s;
-  n.out = 6;
-  n.iparams[0] = 2;
-  n.iparams[1] = 3;
-  n.fparams[0] = 0.5f;
-  n.fparams[1] = 1.25f;
-  g.nodes.push_back(n);
+  Graph g = testing::sink_attention_graph(7);
+  g.nodes[0].iparams[1] = 3;
+  g.nodes[0].fparams[1] = 1.25f;
   return g;
 }
 
