@@ -503,7 +503,11 @@ size_t mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_
   if (head.op != Op::kMulMatId) return k;
   const TensorRef& w0 = g.tensors[head.src[0]];
   const Region inputs[] = {region(g, ptr, head.src[1]), region(g, ptr, head.src[2])};
-  std::vector<Region> written, read;
+  // What the nodes of the run so far write and read: [k, end).
+  std::array<Region, kMaxIdMatrices> written, read;
+  const auto hits = [](const Region& r, const Region* v, size_t n) {
+    return std::any_of(v, v + n, [&r](const Region& o) { return r.overlaps(o); });
+  };
   size_t end = k;
   for (; end < g.nodes.size() && end - k < kMaxIdMatrices; ++end) {
     const Node& n = g.nodes[end];
@@ -512,13 +516,13 @@ size_t mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_
     if (w.dtype != w0.dtype || w.ne[0] != w0.ne[0] || w.ne[2] != w0.ne[2]) break;
     const Region out = region(g, ptr, n.out);
     const Region wr = region(g, ptr, n.src[0]);
-    const auto hits = [](const Region& r, const auto& v) {
-      return std::any_of(std::begin(v), std::end(v),
-                         [&r](const Region& o) { return r.overlaps(o); });
-    };
-    if (hits(out, inputs) || hits(out, written) || hits(out, read) || hits(wr, written)) break;
-    written.push_back(out);
-    read.push_back(wr);
+    const size_t m = end - k;
+    if (hits(out, inputs, 2) || hits(out, written.data(), m) || hits(out, read.data(), m) ||
+        hits(wr, written.data(), m)) {
+      break;
+    }
+    written[m] = out;
+    read[m] = wr;
   }
   return end - k >= 2 ? end : k;
 }

@@ -269,8 +269,14 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
       }
     });
   }
+  // The matrices with rows: every expert of a slice has one part per matrix, in this order, so
+  // part p is of matrix active[p % n_active].
+  std::array<size_t, kMaxIdMatrices> active{};
+  size_t n_active = 0;
+  for (size_t i = 0; i < mats.size(); ++i) {
+    if (mats[i].n > 0) active[n_active++] = i;
+  }
   std::vector<Prepared> prep;
-  std::vector<size_t> prep_matrix;  // the matrix of each part
   for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
     const int64_t q1 = std::min(n_pairs, q0 + slice);
     const int64_t* pairs = order + q0;
@@ -294,16 +300,15 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
     // One part per expert of the slice and matrix, over the expert's consecutive columns; an
     // expert's matrices follow each other, so that its parts are read together.
     prep.clear();
-    prep_matrix.clear();
     uint64_t total_bytes = 0;
     int64_t total_rows = 0;
     for (int64_t j = 0; j < q1 - q0;) {
       const int32_t e = a.ids[pairs[j]];
       const int64_t end = std::min(first[static_cast<size_t>(e) + 1] - q0, q1 - q0);
       const uint8_t* col = cols + static_cast<size_t>(j) * col_bytes;
-      for (size_t i = 0; i < mats.size(); ++i) {
+      for (size_t a_i = 0; a_i < n_active; ++a_i) {
+        const size_t i = active[a_i];
         const MatmulIdArgs& b = mats[i];
-        if (b.n == 0) continue;
         MatmulArgs args{
             static_cast<const uint8_t*>(b.w) + static_cast<size_t>(e) * b.w_expert_bytes,
             b.w_row_bytes,
@@ -316,7 +321,6 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
             outs_of(i) + static_cast<size_t>(j) * static_cast<size_t>(b.n),
             static_cast<size_t>(b.n)};
         prep.push_back({kernel, args, b.n, total_rows, total_bytes});
-        prep_matrix.push_back(i);
         total_rows += b.n;
         total_bytes += static_cast<uint64_t>(b.n) * b.w_row_bytes;
       }
@@ -325,8 +329,9 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
     // Each thread scatters the rows it computed to their pairs: no pass of its own.
     const RowsDoneFn scatter = [&](size_t part, int64_t lo, int64_t hi) {
       const Prepared& p = prep[part];
-      const MatmulIdArgs& b = mats[prep_matrix[part]];
-      const float* base = outs_of(prep_matrix[part]);
+      const size_t i = active[part % n_active];
+      const MatmulIdArgs& b = mats[i];
+      const float* base = outs_of(i);
       const int64_t j0 = (p.args.y - base) / b.n;
       for (int64_t j = j0; j < j0 + p.args.m; ++j) {
         const int64_t t = pairs[j] / a.n_used;
