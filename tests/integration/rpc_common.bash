@@ -68,20 +68,33 @@ fail() {
   exit 1
 }
 
+# wait_listening FILE PID ROUNDS REGEX: sets $listening to ADDRESS of the first "listening on
+# ADDRESS" line of FILE (ADDRESS matching the sed REGEX), looking every 0.05 s, at most ROUNDS
+# times; fails when PID exits first or the rounds run out.
+wait_listening() {
+  local file=$1 pid=$2 rounds=$3 re=$4 i
+  listening=""
+  for i in $(seq 1 "$rounds"); do
+    listening=$(sed -n "s/.*listening on \($re\).*/\1/p" "$file" | head -n 1)
+    [ -n "$listening" ] && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
 # start_server OPTIONS...: `strata serve OPTIONS --port 0` in the background ($server_pid); sets
 # $url once it listens. Its output is in $tmp/serve.out and serve.err; stop_server stops it.
 server_pid=""
 start_server() {
   "$strata" serve "$@" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
   server_pid=$!
-  url=""
-  for _ in $(seq 1 600); do
-    url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/serve.out" | head -n 1)
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.err"; fail "the server exited at start"; }
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$tmp/serve.err"; fail "the server did not start listening"; }
+  if ! wait_listening "$tmp/serve.out" "$server_pid" 1200 'http:[^ ]*'; then
+    cat "$tmp/serve.err"
+    kill -0 "$server_pid" 2>/dev/null && fail "the server did not start listening"
+    fail "the server exited at start"
+  fi
+  url=$listening
 }
 
 stop_server() {
@@ -111,15 +124,12 @@ start_worker() {
   fi
   last_pid=$!
   worker_pids+=("$last_pid")
-  addr=""
-  local i
-  for i in $(seq 1 200); do
-    addr=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$log" | head -n 1)
-    [ -n "$addr" ] && break
-    kill -0 "$last_pid" 2>/dev/null || { cat "$log"; fail "worker $name exited at start"; }
-    sleep 0.05
-  done
-  [ -n "$addr" ] || { cat "$log"; fail "worker $name did not start listening"; }
+  if ! wait_listening "$log" "$last_pid" 200 '[^ ]*'; then
+    cat "$log"
+    kill -0 "$last_pid" 2>/dev/null && fail "worker $name did not start listening"
+    fail "worker $name exited at start"
+  fi
+  addr=$listening
   case $addr in
     unix:* | ucx:*) ;;  # listening already (a UCX listener's port is not a plain TCP server)
     *)
