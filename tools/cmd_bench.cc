@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "core/isa.h"
@@ -74,6 +75,19 @@ void print_model_line(const Model& model, int64_t threads) {
               isa_name(isa_active()));
 }
 
+// The read rate the bound divides by, from a pool of its own that is gone before any run
+// (its threads would otherwise poll beside the context's).
+double probe_bandwidth(int64_t threads) {
+  ThreadPool pool(static_cast<int>(threads));
+  return measure_read_bandwidth(pool);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // Prompt tok/s for each -p size, then decode tok/s at each --batches size.
 Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> prompts, parse_list(flags, kPromptSizes));
@@ -97,11 +111,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     step_bytes -= model.layer_bytes(il) - model.layer_bytes_per_token(il);
   }
-  double bandwidth = 0;
-  {
-    ThreadPool pool(static_cast<int>(threads));
-    bandwidth = measure_read_bandwidth(pool);
-  }
+  const double bandwidth = probe_bandwidth(threads);
   print_model_line(model, threads);
   std::printf("memory read bandwidth: %.2f GB/s -> batch-1 bound %.1f tok/s (%.1f MiB/token)\n",
               bandwidth / 1e9, bandwidth / static_cast<double>(step_bytes), step_bytes / 1048576.0);
@@ -133,6 +143,10 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   std::printf("%8s %14s %12s\n", "batch", "decode tok/s", "of bound");
   for (int64_t batch : batches) {
     double best = 0;
+    // Batch 1: each run against the mean of the read rates probed just before and just after
+    // it. On a shared machine that rate moves by up to 2x within minutes, so a run set against
+    // the start-up probe alone could land anywhere from 0.5 to 1 of its bound.
+    std::vector<double> fractions, rates;
     for (int64_t r = 0; r < reps; ++r) {
       ctx.clear();
       Batch b;
@@ -143,6 +157,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
         }
       }
       STRATA_RETURN_IF_ERROR(ctx.decode(b));
+      const double rate_before = batch == 1 ? probe_bandwidth(threads) : 0;
       const auto t = Clock::now();
       for (int64_t step = 0; step < n_gen; ++step) {
         b.clear();
@@ -152,11 +167,22 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
         }
         STRATA_RETURN_IF_ERROR(ctx.decode(b));
       }
-      best = std::max(best, static_cast<double>(batch * n_gen) / seconds_since(t));
+      const double tok_s = static_cast<double>(batch * n_gen) / seconds_since(t);
+      best = std::max(best, tok_s);
+      if (batch == 1) {
+        rates.push_back(0.5 * (rate_before + probe_bandwidth(threads)));
+        fractions.push_back(tok_s * static_cast<double>(step_bytes) / rates.back());
+      }
     }
     if (batch == 1) {
-      std::printf("%8lld %14.1f %11.2f\n", static_cast<long long>(batch), best,
-                  best / (bandwidth / static_cast<double>(step_bytes)));
+      // The median run's fraction: the best run's tok/s over the fastest probe would mix two
+      // different minutes of the machine.
+      std::printf("%8lld %14.1f %11.2f\n", static_cast<long long>(batch), best, median(fractions));
+      std::printf("%8s each run: ", "");
+      for (size_t i = 0; i < fractions.size(); ++i) {
+        std::printf("%s%.2f of %.1f GB/s", i ? ", " : "", fractions[i], rates[i] / 1e9);
+      }
+      std::printf("\n");
     } else {
       std::printf("%8lld %14.1f %12s\n", static_cast<long long>(batch), best, "");
     }
@@ -274,7 +300,8 @@ int cmd_bench(const Args& args) {
         "size (that many sequences, one token each per step, -n steps), best of -r runs; for\n"
         "batch 1 also the fraction of the bound that memory bandwidth sets (weight bytes per\n"
         "token / measured read rate; with experts, only the expert_used_count experts a token\n"
-        "is routed to count).\n"
+        "is routed to count). The rate is probed again just before and after each batch-1 run;\n"
+        "each run is set against the mean of its two probes, and the median run is shown.\n"
         "Batched mode (given any of --pp, --tg, --pl; the table of llama.cpp's\n"
         "llama-batched-bench, prompts not shared): for every combination of the lists, B (--pl)\n"
         "sequences each get a prompt of PP (--pp) tokens, all decoded in one call cut into\n"
