@@ -26,8 +26,13 @@ grep -Eq '^model: .*; 2 threads; isa [a-z0-9_]+$' "$tmp/decode.txt" ||
 got=$(awk '$1 ~ /^pp/ && $2 > 0 && $3 == "tok/s" && $4 > 0 && $5 == "ms" { printf "%s ", $1 }' \
   "$tmp/decode.txt")
 [ "$got" = "pp8 pp32 " ] || fail "prompt lines: '$got', want 'pp8 pp32 '"
-got=$(awk '/^ *batch/ { t = 1; next } t && $2 > 0 { printf "%s/%d ", $1, NF }' "$tmp/decode.txt")
+got=$(awk '/^ *batch/ { t = 1; next } t && $1 != "each" && $2 > 0 { printf "%s/%d ", $1, NF }' \
+  "$tmp/decode.txt")
 [ "$got" = "1/3 3/2 " ] || fail "decode rows (batch/fields): '$got', want '1/3 3/2 '"
+# Under batch 1, each run's fraction and the read rate probed beside it (-r 1: one run).
+got=$(awk '$1 == "each" && $2 == "run:" && $3 > 0 && $4 == "of" && $5 > 0 && $6 == "GB/s" { n++ }
+  END { print n + 0 }' "$tmp/decode.txt")
+[ "$got" = 1 ] || fail "batch 1's per-run line: $got lines of the form 'each run: F of R GB/s'"
 
 # A single -p, and the instruction set lowered by STRATA_ISA.
 STRATA_ISA=scalar "$strata" bench -m "$m" -t 1 -p 16 --batches 1 -n 2 -r 1 >"$tmp/one.txt" ||
