@@ -9,7 +9,7 @@
 
 namespace strata::tools {
 
-std::vector<std::string> model_switches() { return {"--no-mmap"}; }
+std::vector<std::string> model_switches() { return {"--mmap", "--no-mmap"}; }
 
 std::vector<std::string> model_flags() {
   return {"-m|--model",    "-t|--threads",       "-c|--ctx-size", "-b|--batch-size", "--kv-type",
@@ -55,7 +55,8 @@ Result<server::LoadOptions> load_options(const Flags& flags) {
   if (std::optional<std::string> ts = flags.get("--tensor-split")) {
     STRATA_ASSIGN_OR_RETURN(o.tensor_split, parse_split(*ts));
   }
-  o.use_mmap = !flags.has("--no-mmap");
+  if (flags.has("--mmap")) o.use_mmap = true;
+  if (flags.has("--no-mmap")) o.use_mmap = false;
   o.backend_sampling = flags.has("--backend-sampling");  // for the commands that sample
   return o;
 }

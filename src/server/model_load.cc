@@ -1,5 +1,7 @@
 #include "server/model_load.h"
 
+#include "core/host_memory.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -150,6 +152,11 @@ Result<std::string> fit_plan(const Model& model,
 
 }  // namespace
 
+bool weights_mapped(std::optional<bool> use_mmap, uint64_t weight_bytes, uint64_t free_bytes) {
+  if (use_mmap) return *use_mmap;
+  return weight_bytes > free_bytes / 2;
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -210,7 +217,9 @@ Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& optio
   eo.kv_dtype = options.kv_dtype;
   eo.n_batch = options.n_batch;
   eo.progress = options.progress;
-  eo.use_mmap = options.use_mmap;
+  eo.use_mmap = weights_mapped(
+      options.use_mmap, model->total_weight_bytes(),
+      options.cpu_memory_limit != 0 ? options.cpu_memory_limit : host_memory_available());
   Loaded out;
   if (options.fit.on) {
     const int64_t min_cells = std::max<int64_t>({options.min_ctx, 2 * int64_t{n_seq}, 1});

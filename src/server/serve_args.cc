@@ -167,7 +167,9 @@ Status set_logit_bias_flag(ServeArgs& a, const std::string& v) {
 }
 
 Status set_load_mode(ServeArgs& a, const std::string& v) {
-  if (v == "auto" || v == "mmap" || v == "mlock" || v == "mmap+mlock") {
+  if (v == "auto") {
+    a.options.load.use_mmap.reset();
+  } else if (v == "mmap" || v == "mlock" || v == "mmap+mlock") {
     a.options.load.use_mmap = true;
   } else if (v == "none" || v == "dio") {
     a.options.load.use_mmap = false;

@@ -255,12 +255,16 @@ void add_common_rows(std::vector<Row>& t) {
        "",
        "mmap",
        "use the weights in place in the file's mapping; --no-mmap copies them into memory with "
-       "2 MiB pages (faster decode, slower load)",
+       "2 MiB pages (faster decode, slower load); neither: -lm auto",
        S::kCommon,
        E::kApplied,
        "",
        nullptr,
-       bool_to(STRATA_FIELD(options.load.use_mmap))});
+       [](ServeArgs& a, const std::string& v) -> Status {
+         STRATA_ASSIGN_OR_RETURN(bool b, parse_arg_bool(v));
+         a.options.load.use_mmap = b;
+         return Status::ok();
+       }});
   ignored(t, {"-dio", "--direct-io"}, K::kSwitch, "files are read through the page cache",
           "LLAMA_ARG_DIO", S::kCommon, {"-ndio", "--no-direct-io"}, "false");
   t.push_back({{"-lm", "--load-mode"},
@@ -269,7 +273,8 @@ void add_common_rows(std::vector<Row>& t) {
                K::kValue,
                "MODE",
                "auto",
-               "auto/mmap: map the file; none/dio: copy the weights (mlock is not applied)",
+               "auto: copy the weights into memory when they take at most half of it, else map "
+               "the file; mmap: map the file; none/dio: copy (mlock is not applied)",
                S::kCommon,
                E::kApplied,
                "",

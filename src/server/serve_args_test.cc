@@ -85,14 +85,24 @@ TEST(ServeArgs, SwitchesTakeBooleansFromTheEnvironmentAndNegationsFromTheCommand
                         {"LLAMA_ARG_ENDPOINT_METRICS", "1"},
                         {"LLAMA_ARG_ENDPOINT_SLOTS", "disabled"}});
   ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
-  EXPECT_FALSE(p.args.options.load.use_mmap);
+  EXPECT_EQ(p.args.options.load.use_mmap, std::optional<bool>(false));
   EXPECT_TRUE(p.args.options.endpoint_metrics);
   EXPECT_FALSE(p.args.options.endpoint_slots);
 
   Parsed q = parse({"--mmap", "--no-slots"}, {{"LLAMA_ARG_MMAP", "off"}});
   ASSERT_TRUE(q.report.is_ok());
-  EXPECT_TRUE(q.args.options.load.use_mmap);
+  EXPECT_EQ(q.args.options.load.use_mmap, std::optional<bool>(true));
   EXPECT_FALSE(q.args.options.endpoint_slots);
+
+  Parsed neither = parse({}, {});
+  ASSERT_TRUE(neither.report.is_ok());
+  EXPECT_FALSE(neither.args.options.load.use_mmap.has_value()) << "auto unless told";
+  Parsed lm = parse({"--no-mmap", "-lm", "auto"}, {});
+  ASSERT_TRUE(lm.report.is_ok());
+  EXPECT_FALSE(lm.args.options.load.use_mmap.has_value()) << "the later flag wins";
+  Parsed lm_map = parse({"-lm", "mmap"}, {});
+  ASSERT_TRUE(lm_map.report.is_ok());
+  EXPECT_EQ(lm_map.args.options.load.use_mmap, std::optional<bool>(true));
 
   Parsed bad = parse({}, {{"LLAMA_ARG_MMAP", "maybe"}});
   ASSERT_FALSE(bad.report.is_ok());

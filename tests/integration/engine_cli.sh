@@ -39,8 +39,9 @@ a=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --igno
 b=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 2>/dev/null | md5sum)
 c=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 -b 3 2>/dev/null | md5sum)
 d=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 --no-mmap 2>/dev/null | md5sum)
-echo "md5: -t 1 $a | -t 2 $b | -b 3 $c | --no-mmap $d"
-[ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "$a" = "$d" ] || {
+e=$("$strata" run -m "$m" -p "Hello world, this is a test" -n 48 --temp 0 --ignore-eos -t 2 --mmap 2>/dev/null | md5sum)
+echo "md5: -t 1 $a | -t 2 $b | -b 3 $c | --no-mmap $d | --mmap $e"
+[ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "$a" = "$d" ] && [ "$a" = "$e" ] || {
   echo "FAIL: greedy output differs across threads/batches/weight placement"; exit 1; }
 
 # Seeded sampling: same seed, same text; another seed, other text.

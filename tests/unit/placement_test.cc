@@ -135,6 +135,7 @@ server::LoadOptions fit_options(int64_t n_ctx, int32_t n_contexts, uint64_t limi
   o.n_ctx = n_ctx;
   o.n_contexts = n_contexts;
   o.cpu_memory_limit = limit;
+  o.use_mmap = true;  // cpu_need counts no weights: they stay in the file's mapping
   o.fit.on = true;
   o.fit.margins = {0};
   o.fit.min_ctx = 512;
