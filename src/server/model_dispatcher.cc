@@ -305,8 +305,10 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.remove_suffix(1);
     creq.reply.thinking_forced_open = tail.size() >= 7 && tail.substr(tail.size() - 7) == "<think>";
     creq.reply.parallel_tool_calls = creq.chat.parallel_tool_calls;
-    // Calls are parsed when the model was shown tools (tool_choice none shows none).
-    if (!creq.chat.tools.empty() && creq.chat.parse_tool_calls) creq.reply.tools = tool_format_;
+    // Calls are parsed when the model was shown tools (tool_choice none shows none); the
+    // format's other structure (gpt-oss's channels) always.
+    creq.reply.tools = tool_format_;
+    creq.reply.parse_tool_calls = !creq.chat.tools.empty() && creq.chat.parse_tool_calls;
     // A prefilled reply is taken as it comes (llama-server parses no reasoning there either).
     if (serving_.skip_chat_parsing || prefills(creq.chat)) creq.reply = ReplyParseOptions{};
   }

@@ -395,6 +395,117 @@ void parse_llama3(Cursor c) {
   for (ToolCall& call : calls) c.out.tool_calls.push_back(std::move(call));
 }
 
+// The first of the markers at or after pos (npos and an empty marker when there is none).
+struct MarkerAt {
+  size_t at = std::string_view::npos;
+  std::string_view marker;
+};
+
+MarkerAt find_first_marker(std::string_view s, size_t pos,
+                           std::initializer_list<std::string_view> markers) {
+  MarkerAt first;
+  for (std::string_view m : markers) {
+    const size_t at = s.find(m, pos);
+    if (at < first.at) first = {at, m};
+  }
+  return first;
+}
+
+// What a harmony header names: the channel after <|channel|> and the recipient after " to="
+// (which comes after the role or after the channel).
+struct HarmonyHeader {
+  std::string_view channel;
+  std::string_view recipient;
+};
+
+HarmonyHeader harmony_header(std::string_view h) {
+  // A name runs to a space or the next special token (<|constrain|>, <|channel|>).
+  auto word_at = [&](size_t b) {
+    size_t e = b;
+    while (e < h.size() && !is_space(h[e]) && h[e] != '<') ++e;
+    return h.substr(b, e - b);
+  };
+  constexpr std::string_view kChannel = "<|channel|>", kTo = " to=";
+  HarmonyHeader out;
+  if (const size_t c = h.find(kChannel); c != std::string_view::npos) {
+    out.channel = word_at(c + kChannel.size());
+  }
+  if (const size_t t = h.find(kTo); t != std::string_view::npos) {
+    out.recipient = word_at(t + kTo.size());
+  }
+  return out;
+}
+
+// gpt-oss (OpenAI's harmony format): a run of messages, each
+//   [<|start|>assistant[ to=R]]<|channel|>CHANNEL[ to=R][ <|constrain|>json]<|message|>BODY
+// closed by <|end|>, <|return|> or <|call|>, or by the end of the text (the end-of-generation
+// token is not always kept). analysis is reasoning; a message to functions.NAME is a call whose
+// arguments are BODY as written; any other message's BODY is content. Text outside messages,
+// and messages that cannot be read as the format says (built-in tools such as browser.search,
+// calls not asked for, arguments that are not a JSON object), stay content as written.
+void parse_gpt_oss(Cursor c, const ReplyParseOptions& o) {
+  constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>";
+  constexpr std::string_view kMessage = "<|message|>", kEnd = "<|end|>", kReturn = "<|return|>",
+                             kCall = "<|call|>", kFunctions = "functions.";
+  size_t pos = 0;
+  while (pos < c.s.size()) {
+    const MarkerAt open = find_first_marker(c.s, pos, {kStart, kChannel});
+    if (open.at == std::string_view::npos) {
+      std::string_view rest = c.s.substr(pos);
+      if (c.partial) rest.remove_suffix(marker_tail(rest, {kStart, kChannel}));
+      c.out.content.append(rest);
+      return;
+    }
+    const size_t at = open.at;
+    c.out.content.append(c.s.substr(pos, at - pos));
+    const size_t header_at = at + open.marker.size();
+    const size_t msg = c.s.find(kMessage, header_at);
+    // A header holds no other message's start or end: text that does was not a header.
+    const size_t broken = find_first_marker(c.s, header_at, {kStart, kEnd, kReturn, kCall}).at;
+    if (broken < msg) {
+      c.out.content.append(c.s.substr(at, broken - at));
+      pos = broken;
+      continue;
+    }
+    if (msg == std::string_view::npos) {
+      if (!c.partial) c.out.content.append(c.s.substr(at));
+      return;  // streaming: the header may still be arriving
+    }
+    const HarmonyHeader h = harmony_header(c.s.substr(at, msg - at));
+    const size_t body_at = msg + kMessage.size();
+    const MarkerAt close = find_first_marker(c.s, body_at, {kEnd, kReturn, kCall});
+    const bool closed = close.at != std::string_view::npos;
+    std::string_view body = c.s.substr(body_at, closed ? close.at - body_at : close.at);
+    if (!closed && c.partial) body.remove_suffix(marker_tail(body, {kEnd, kReturn, kCall}));
+    const size_t raw_end = closed ? close.at + close.marker.size() : body_at + body.size();
+    const std::string_view raw = c.s.substr(at, raw_end - at);
+
+    if (!h.recipient.empty()) {
+      const bool call = o.parse_tool_calls && h.recipient.starts_with(kFunctions) &&
+                        h.recipient.size() > kFunctions.size();
+      if (call && !closed && c.partial) return;  // a call is sent whole, once it has ended
+      std::optional<json> args = call ? parse_json(body) : std::nullopt;
+      if (args && args->is_object()) {
+        c.out.tool_calls.push_back(
+            {"", std::string(h.recipient.substr(kFunctions.size())), std::string(body)});
+      } else {
+        c.out.content.append(raw);
+      }
+    } else if (h.channel == "analysis") {
+      // As with <think>: reasoning, or the raw message kept in the content (none, legacy).
+      if (o.reasoning != ReasoningFormat::kNone) c.out.reasoning.append(body);
+      if (o.reasoning == ReasoningFormat::kNone ||
+          o.reasoning == ReasoningFormat::kDeepseekLegacy) {
+        c.out.content.append(raw);
+      }
+    } else {
+      c.out.content.append(body);
+    }
+    if (!closed) return;
+    pos = raw_end;
+  }
+}
+
 // <think>...</think> at the start (or from the start when the prompt opened it). Returns the
 // text after it; appends the reasoning (and, for deepseek-legacy, the raw block to the
 // content). Streaming, a possible start of "<think>" or "</think>" and trailing spaces are held.
@@ -464,6 +575,8 @@ std::string_view tool_call_format_name(ToolCallFormat f) {
       return "functionary-v3.1";
     case ToolCallFormat::kDeepSeekR1:
       return "deepseek-r1";
+    case ToolCallFormat::kGptOss:
+      return "gpt-oss";
   }
   return "?";
 }
@@ -473,9 +586,11 @@ ToolCallFormat tool_call_format_detect(std::string_view t) {
   struct Rule {
     std::string_view needle;
     ToolCallFormat format;
+    std::string_view also = {};  // a second needle the template must hold too, if any
   };
   // First match wins: the more specific syntaxes before the general ones.
   constexpr Rule kRules[] = {
+      {"<|channel|>", ToolCallFormat::kGptOss, "<|message|>"},
       {"<｜tool▁calls▁begin｜>", ToolCallFormat::kDeepSeekR1},
       {"[TOOL_CALLS]", ToolCallFormat::kMistral},
       {">>>all", ToolCallFormat::kFunctionaryV32},
@@ -486,7 +601,7 @@ ToolCallFormat tool_call_format_detect(std::string_view t) {
       {"ipython", ToolCallFormat::kLlama3},
   };
   for (const Rule& r : kRules) {
-    if (has(r.needle)) return r.format;
+    if (has(r.needle) && has(r.also)) return r.format;
   }
   return has("tools") ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
 }
@@ -509,11 +624,14 @@ Result<ReasoningFormat> reasoning_format_from_name(std::string_view name) {
 
 ParsedReply parse_reply(std::string_view text, const ReplyParseOptions& o, bool partial) {
   ParsedReply out;
+  const bool gpt_oss = o.tools == ToolCallFormat::kGptOss;
   bool held = false;
-  const std::string_view rest = split_reasoning(text, o, partial, out, &held);
+  // gpt-oss's reasoning is its analysis channel, not a <think> block.
+  const std::string_view rest = gpt_oss ? text : split_reasoning(text, o, partial, out, &held);
   if (held) return out;
   Cursor c{rest, partial, out};
-  switch (o.tools) {
+  // Without tool calls only gpt-oss has more to read: its channels (it skips calls itself).
+  switch (o.parse_tool_calls || gpt_oss ? o.tools : ToolCallFormat::kNone) {
     case ToolCallFormat::kNone:
       out.content.append(rest);
       break;
@@ -534,6 +652,9 @@ ParsedReply parse_reply(std::string_view text, const ReplyParseOptions& o, bool 
       break;
     case ToolCallFormat::kDeepSeekR1:
       parse_deepseek_r1(c);
+      break;
+    case ToolCallFormat::kGptOss:
+      parse_gpt_oss(c, o);
       break;
   }
   if (!o.parallel_tool_calls && out.tool_calls.size() > 1) out.tool_calls.resize(1);

@@ -1,7 +1,7 @@
 // What a chat model generated, as an OpenAI assistant message: content, reasoning (the
-// <think>...</think> part) and tool calls, in the formats the common model families write
-// them. The format is recognised once from the chat template's text (as llama.cpp does), the
-// reasoning handling comes from --reasoning-format / the request.
+// <think>...</think> part, or gpt-oss's analysis channel) and tool calls, in the formats the common
+// model families write them. The format is recognised once from the chat template's text (as
+// llama.cpp does), the reasoning handling comes from --reasoning-format / the request.
 //
 // Streaming: parse_reply(text, ..., partial = true) holds back what cannot be decided yet (the
 // start of a marker, an unfinished call), so the content and reasoning of every partial parse
@@ -30,6 +30,10 @@ enum class ToolCallFormat : uint8_t {
   kFunctionaryV32,  // >>>name\n{args} ... , >>>all\ntext (Functionary v3.2)
   kFunctionaryV31,  // <function=name>{args}</function> (Functionary v3.1 on Llama 3.1)
   kDeepSeekR1,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name ... (R1)
+  // OpenAI's harmony (gpt-oss): <|channel|>analysis<|message|>...<|end|>, then
+  // <|start|>assistant<|channel|>final<|message|>...<|return|> or a message to=functions.NAME.
+  // Its channels are parsed with or without tools.
+  kGptOss,
 };
 
 std::string_view tool_call_format_name(ToolCallFormat f);
@@ -40,9 +44,9 @@ std::string_view tool_call_format_name(ToolCallFormat f);
 ToolCallFormat tool_call_format_detect(std::string_view chat_template);
 
 enum class ReasoningFormat : uint8_t {
-  kNone,            // <think> text stays in the content
+  kNone,            // <think> text (gpt-oss: the analysis message, raw) stays in the content
   kDeepseek,        // moved to reasoning_content
-  kDeepseekLegacy,  // copied to reasoning_content and kept in the content
+  kDeepseekLegacy,  // copied to reasoning_content and kept in the content, raw
   kAuto,            // as kDeepseek
 };
 // --reasoning-format / "reasoning_format": none, deepseek, deepseek-legacy, auto.
@@ -68,6 +72,9 @@ struct ReplyParseOptions {
   bool thinking_forced_open = false;
   // false: only the first tool call is kept (the request's parallel_tool_calls).
   bool parallel_tool_calls = true;
+  // Whether tool calls are read: the request has tools and did not turn parsing off. false
+  // leaves the call syntax in the content; gpt-oss's channels are still separated.
+  bool parse_tool_calls = true;
 };
 
 // `text` is what the model generated (stop strings removed). With `partial`, the text may end

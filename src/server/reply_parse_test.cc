@@ -24,6 +24,7 @@ struct Case {
   std::string content;
   std::string reasoning_text;
   std::vector<Call> calls;
+  bool parse_tool_calls = true;  // false: the request had no tools
 };
 
 const std::vector<Case>& cases() {
@@ -212,11 +213,175 @@ const std::vector<Case>& cases() {
        "Grüße, 日本 🦙",
        "",
        {}},
+      {"gpt-oss final only",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>final<|message|>The answer is 4.<|return|>",
+       "The answer is 4.",
+       "",
+       {}},
+      {"gpt-oss analysis then final",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>The user asks 2+2. Easy.<|end|><|start|>assistant"
+       "<|channel|>final<|message|>The answer is 4.<|return|>",
+       "The answer is 4.",
+       "The user asks 2+2. Easy.",
+       {}},
+      {"gpt-oss analysis with reasoning format deepseek",
+       F::kGptOss,
+       R::kDeepseek,
+       false,
+       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final"
+       "<|message|>Done.",
+       "Done.",
+       "Think.",
+       {}},
+      {"gpt-oss reasoning none keeps the analysis message in content",
+       F::kGptOss,
+       R::kNone,
+       false,
+       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final"
+       "<|message|>Done.<|return|>",
+       "<|channel|>analysis<|message|>Think.<|end|>Done.",
+       "",
+       {}},
+      {"gpt-oss deepseek-legacy copies the analysis message",
+       F::kGptOss,
+       R::kDeepseekLegacy,
+       false,
+       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final"
+       "<|message|>Done.",
+       "<|channel|>analysis<|message|>Think.<|end|>Done.",
+       "Think.",
+       {}},
+      {"gpt-oss call, recipient after the channel",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+       "",
+       "Need weather.",
+       {{"get_weather", "{\"city\": \"Paris\"}"}}},
+      {"gpt-oss call, recipient after the role, no end token",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant "
+       "to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{\"city\":"
+       "\"Paris\"}",
+       "",
+       "Need weather.",
+       {{"get_weather", "{\"city\":\"Paris\"}"}}},
+      {"gpt-oss two calls",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>commentary to=functions.a json<|message|>{\"x\": 1}<|call|><|start|>assistant"
+       "<|channel|>commentary to=functions.b <|constrain|>json<|message|>{}<|call|>",
+       "",
+       "",
+       {{"a", "{\"x\": 1}"}, {"b", "{}"}}},
+      {"gpt-oss commentary without a recipient is content",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>commentary<|message|>Checking the forecast. <|end|><|start|>assistant"
+       "<|channel|>final<|message|>Sunny.<|return|>",
+       "Checking the forecast. Sunny.",
+       "",
+       {}},
+      {"gpt-oss off-format text is content",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "Plain <text> with <|no|> channels.",
+       "Plain <text> with <|no|> channels.",
+       "",
+       {}},
+      {"gpt-oss cut mid-marker keeps the text",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|chan",
+       "<|start|>assistant<|chan",
+       "Think.",
+       {}},
+      {"gpt-oss cut mid-message",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>"
+       "The ans",
+       "The ans",
+       "Think.",
+       {}},
+      {"gpt-oss cut mid-analysis",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>The user wa",
+       "",
+       "The user wa",
+       {}},
+      {"gpt-oss header without a message is content",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>final<|end|>Hi",
+       "<|channel|>final<|end|>Hi",
+       "",
+       {}},
+      {"gpt-oss arguments that are not JSON stay content",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{city: Paris}<|call|>",
+       "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{city: Paris}<|call|>",
+       "",
+       {}},
+      {"gpt-oss built-in tool message is content",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>Search.<|end|><|start|>assistant<|channel|>analysis "
+       "to=browser.search<|message|>{\"query\": \"x\"}<|call|>",
+       "<|start|>assistant<|channel|>analysis to=browser.search<|message|>{\"query\": \"x\"}"
+       "<|call|>",
+       "Search.",
+       {}},
+      {"gpt-oss without tools: channels parsed, the call stays content",
+       F::kGptOss,
+       R::kAuto,
+       false,
+       "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>commentary "
+       "to=functions.f <|constrain|>json<|message|>{}<|call|>",
+       "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}"
+       "<|call|>",
+       "Hm.",
+       {},
+       false},
+      {"hermes without tools is content",
+       F::kHermes,
+       R::kAuto,
+       false,
+       "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
+       "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
+       "",
+       {},
+       false},
   };
   return kCases;
 }
 
-ReplyParseOptions options(const Case& c) { return {c.format, c.reasoning, c.forced_open}; }
+ReplyParseOptions options(const Case& c) {
+  ReplyParseOptions o{c.format, c.reasoning, c.forced_open};
+  o.parse_tool_calls = c.parse_tool_calls;
+  return o;
+}
 
 void expect_reply(const Case& c, const ParsedReply& got, const char* how) {
   EXPECT_EQ(got.content, c.content) << c.what << " (" << how << ")";
@@ -267,12 +432,38 @@ TEST(ReplyParse, StreamingByteByByteAddsUpToTheWhole) {
   }
 }
 
+// Cut anywhere, a reply parses (partially) to a prefix of its whole parse: content and
+// reasoning only grow, and the calls seen so far are the first ones, complete.
+TEST(ReplyParse, EveryCutParsesToAPrefixOfTheWhole) {
+  for (const Case& c : cases()) {
+    const ParsedReply whole = parse_reply(c.text, options(c), false);
+    for (size_t n = 0; n <= c.text.size(); ++n) {
+      const ParsedReply part = parse_reply(std::string_view(c.text).substr(0, n), options(c), true);
+      EXPECT_TRUE(whole.content.starts_with(part.content))
+          << c.what << " cut at " << n << ": '" << part.content << "'";
+      EXPECT_TRUE(whole.reasoning.starts_with(part.reasoning))
+          << c.what << " cut at " << n << ": '" << part.reasoning << "'";
+      ASSERT_LE(part.tool_calls.size(), whole.tool_calls.size()) << c.what << " cut at " << n;
+      for (size_t i = 0; i < part.tool_calls.size(); ++i) {
+        EXPECT_EQ(part.tool_calls[i].name, whole.tool_calls[i].name) << c.what << " cut at " << n;
+        EXPECT_EQ(part.tool_calls[i].arguments, whole.tool_calls[i].arguments)
+            << c.what << " cut at " << n;
+      }
+    }
+  }
+}
+
 TEST(ReplyParse, FormatFromTheTemplate) {
   EXPECT_EQ(tool_call_format_detect("{{- '<tool_call>\\n' }}{{ tool_call | tojson }}"), F::kHermes);
   EXPECT_EQ(tool_call_format_detect("[AVAILABLE_TOOLS]...[TOOL_CALLS]"), F::kMistral);
   EXPECT_EQ(tool_call_format_detect("<|start_header_id|>ipython<|end_header_id|>"), F::kLlama3);
   EXPECT_EQ(tool_call_format_detect("<｜tool▁calls▁begin｜>"), F::kDeepSeekR1);
   EXPECT_EQ(tool_call_format_detect(">>>all"), F::kFunctionaryV32);
+  EXPECT_EQ(tool_call_format_detect("{%- if tools %}...{{- \"<|start|>assistant<|channel|>\" + "
+                                    "channel + \"<|message|>\" }}"),
+            F::kGptOss);
+  EXPECT_EQ(tool_call_format_detect("{{ '<|channel|>' }} {% if tools %}"), F::kHermes);
+  EXPECT_EQ(tool_call_format_name(F::kGptOss), "gpt-oss");
   EXPECT_EQ(tool_call_format_detect("{% for message in messages %}{{ message.content }}"),
             F::kNone);
   EXPECT_EQ(tool_call_format_detect("{% if tools %}{{ tools | tojson }}{% endif %}"), F::kHermes);
