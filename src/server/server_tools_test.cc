@@ -15,11 +15,13 @@
 namespace strata::server::itest {
 namespace {
 
-// A model family: its template (from the shared folder) and a tool call in its format.
+// A model family: its template (from the shared folder, or its text) and a tool call in its
+// format.
 struct Family {
   const char* name;
   const char* template_file;
   std::vector<std::string> script;
+  const char* template_text = nullptr;  // written out and used instead of template_file
 };
 
 const Family kHermes = {"hermes",
@@ -30,6 +32,21 @@ const Family kLlama3 = {
     "llama3",
     "meta-llama-Llama-3.1-8B-Instruct.jinja",
     {"{\"name\": ", "\"get_weather\", ", "\"parameters\": ", "{\"city\": ", "\"Paris\"}}"}};
+
+// gpt-oss's harmony format: the template is a minimal one of the same shape (the real one is
+// not in the shared folder), the reply thinks on the analysis channel, then calls. <|call|> ends
+// generation (the tokenizer takes it as end-of-generation), so the text stops before it.
+const Family kGptOss = {
+    "gpt-oss",
+    "gpt-oss (inline)",
+    {"<|channel|>analysis<|message|>", "Need weather.", "<|end|><|start|>assistant",
+     "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+     "{\"city\": ", "\"Paris\"}", "<|call|>"},
+    R"({%- if tools %}<|start|>developer<|message|>{{ tools | tojson }}<|end|>{%- endif %}
+{%- for m in messages %}
+{%- if m.role == "assistant" %}<|start|>assistant<|channel|>final<|message|>{{ m.content }}<|end|>
+{%- else %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endif %}
+{%- endfor %}<|start|>assistant)"};
 
 const char* kTools = R"([{"type": "function", "function": {"name": "get_weather",
     "description": "The weather in a city", "parameters": {"type": "object",
@@ -49,7 +66,11 @@ class ServerToolsTest : public ::testing::Test {
 
   // The server of a family, or nullptr (test skipped) when its template is absent.
   static std::unique_ptr<ServerProcess> serve(const Family& f, std::vector<std::string> more = {}) {
-    const std::string tmpl = std::string(STRATA_SHARED_DIR) + "/templates/" + f.template_file;
+    std::string tmpl = std::string(STRATA_SHARED_DIR) + "/templates/" + f.template_file;
+    if (f.template_text != nullptr) {
+      tmpl = (*dir_ / (std::string(f.name) + ".jinja")).string();
+      std::ofstream(tmpl) << f.template_text;
+    }
     if (!fs::exists(tmpl)) return nullptr;
     const std::string script = (*dir_ / (std::string(f.name) + ".json")).string();
     std::ofstream(script) << Json(f.script).dump();
@@ -116,6 +137,49 @@ TEST_F(ServerToolsTest, ChatReturnsToolCallsInEachFormat) {
              chat_body(std::string(R"(, "tool_choice": "none", "tools": )") + kTools));
     EXPECT_EQ(none.body["choices"][0]["message"]["content"], script);
   }
+}
+
+// gpt-oss: the analysis channel is reasoning whether or not the request has tools; the call
+// is a call with tools (whole and streamed) and stays content as written without.
+TEST_F(ServerToolsTest, GptOssChannelsAndCall) {
+  SERVE_OR_SKIP(s, kGptOss);
+  const Reply r =
+      post(*s, "/v1/chat/completions", chat_body(std::string(R"(, "tools": )") + kTools));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const Json& choice = r.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << r.raw;
+  EXPECT_EQ(choice["message"]["reasoning_content"], "Need weather.") << r.raw;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.raw;
+  expect_weather_call(choice["message"]["tool_calls"][0]);
+
+  const Reply plain = post(*s, "/v1/chat/completions", chat_body(""));
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  EXPECT_EQ(plain.body["choices"][0]["message"]["reasoning_content"], "Need weather.");
+  EXPECT_EQ(plain.body["choices"][0]["message"]["content"],
+            "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+            "<|message|>{\"city\": \"Paris\"}");
+  EXPECT_EQ(plain.body["choices"][0]["finish_reason"], "stop");
+
+  const Reply st = post(*s, "/v1/chat/completions",
+                        chat_body(std::string(R"(, "stream": true, "tools": )") + kTools));
+  ASSERT_EQ(st.status, 200) << st.raw;
+  bool done = false;
+  std::vector<Json> calls;
+  std::string content, reasoning;
+  for (const Json& e : sse_events(st.raw, &done)) {
+    const Json& d = e["choices"][0]["delta"];
+    if (d.contains("content") && d["content"].is_string()) content += d["content"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"];
+    if (d.contains("tool_calls")) {
+      for (const Json& c : d["tool_calls"]) calls.push_back(c);
+    }
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(reasoning, "Need weather.");
+  ASSERT_EQ(calls.size(), 1u);
+  expect_weather_call(calls[0]);
 }
 
 // --skip-chat-parsing: the reply stays the model's text, tools or not.
