@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -451,6 +453,52 @@ TEST(ReplyParse, EveryCutParsesToAPrefixOfTheWhole) {
       }
     }
   }
+}
+
+// The same for harmony text a model could garble: one to three messages, each piece of them
+// sometimes dropped or followed by a stray fragment, under each reasoning format, with and
+// without tool calls. A fixed seed: a failure reproduces.
+TEST(ReplyParse, GarbledHarmonyCutsParseToPrefixes) {
+  std::mt19937 rng(7);
+  auto pick = [&](std::initializer_list<const char*> options) {
+    return std::string(options.begin()[rng() % options.size()]);
+  };
+  int n_calls = 0;
+  for (int round = 0; round < 1000; ++round) {
+    std::vector<std::string> pieces;
+    for (size_t m = 0, n = 1 + rng() % 3; m < n; ++m) {
+      const std::string to = pick({"", " to=functions.f", " to=functions.f", " to=browser.search"});
+      const bool to_after_role = rng() % 2 == 0;
+      if (rng() % 2 == 0) pieces.push_back("<|start|>assistant" + (to_after_role ? to : ""));
+      pieces.push_back("<|channel|>");
+      pieces.push_back(pick({"analysis", "final", "commentary"}) + (to_after_role ? "" : to));
+      pieces.push_back(pick({"", " <|constrain|>json", " json"}));
+      pieces.push_back("<|message|>");
+      pieces.push_back(pick({"{\"a\": 1}", "{}", "text ", "{a", "日本", "<|"}));
+      pieces.push_back(pick({"<|end|>", "<|return|>", "<|call|>", ""}));
+    }
+    std::string text;
+    for (const std::string& piece : pieces) {
+      if (rng() % 12 != 0) text += piece;
+      if (rng() % 12 == 0) text += pick({"<|", "|>", " ", "<|end", "x"});
+    }
+    ReplyParseOptions o;
+    o.tools = F::kGptOss;
+    o.reasoning = std::array{R::kAuto, R::kNone, R::kDeepseekLegacy}[round % 3];
+    o.parse_tool_calls = round % 2 == 0;
+    const ParsedReply whole = parse_reply(text, o, false);
+    n_calls += static_cast<int>(whole.tool_calls.size());
+    for (size_t n = 0; n <= text.size(); ++n) {
+      const ParsedReply part = parse_reply(std::string_view(text).substr(0, n), o, true);
+      ASSERT_TRUE(whole.content.starts_with(part.content)) << text << " cut at " << n;
+      ASSERT_TRUE(whole.reasoning.starts_with(part.reasoning)) << text << " cut at " << n;
+      ASSERT_LE(part.tool_calls.size(), whole.tool_calls.size()) << text << " cut at " << n;
+      for (size_t i = 0; i < part.tool_calls.size(); ++i) {
+        ASSERT_EQ(part.tool_calls[i].arguments, whole.tool_calls[i].arguments) << text;
+      }
+    }
+  }
+  EXPECT_GT(n_calls, 30);  // the texts do hold calls: the test covers them
 }
 
 TEST(ReplyParse, FormatFromTheTemplate) {
