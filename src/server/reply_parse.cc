@@ -395,20 +395,22 @@ void parse_llama3(Cursor c) {
   for (ToolCall& call : calls) c.out.tool_calls.push_back(std::move(call));
 }
 
-// The first of the markers at or after pos (npos and an empty marker when there is none).
+// The first of the harmony markers (which all start with '<') at or after pos, or npos and an
+// empty marker. One pass that stops there: searching for each marker in turn would read to the
+// end of the text for every one that is absent, once per message and per streamed token.
 struct MarkerAt {
   size_t at = std::string_view::npos;
   std::string_view marker;
 };
 
-MarkerAt find_first_marker(std::string_view s, size_t pos,
-                           std::initializer_list<std::string_view> markers) {
-  MarkerAt first;
-  for (std::string_view m : markers) {
-    const size_t at = s.find(m, pos);
-    if (at < first.at) first = {at, m};
+MarkerAt harmony_marker_find(std::string_view s, size_t pos,
+                             std::initializer_list<std::string_view> markers) {
+  for (size_t i = s.find('<', pos); i != std::string_view::npos; i = s.find('<', i + 1)) {
+    for (std::string_view m : markers) {
+      if (starts_with_at(s, i, m)) return {i, m};
+    }
   }
-  return first;
+  return {};
 }
 
 // What a harmony header names: the channel after <|channel|> and the recipient after " to="
@@ -449,7 +451,7 @@ void parse_gpt_oss(Cursor c, const ReplyParseOptions& o) {
                              kCall = "<|call|>", kFunctions = "functions.";
   size_t pos = 0;
   while (pos < c.s.size()) {
-    const MarkerAt open = find_first_marker(c.s, pos, {kStart, kChannel});
+    const MarkerAt open = harmony_marker_find(c.s, pos, {kStart, kChannel});
     if (open.at == std::string_view::npos) {
       std::string_view rest = c.s.substr(pos);
       if (c.partial) rest.remove_suffix(marker_tail(rest, {kStart, kChannel}));
@@ -458,22 +460,22 @@ void parse_gpt_oss(Cursor c, const ReplyParseOptions& o) {
     }
     const size_t at = open.at;
     c.out.content.append(c.s.substr(pos, at - pos));
-    const size_t header_at = at + open.marker.size();
-    const size_t msg = c.s.find(kMessage, header_at);
     // A header holds no other message's start or end: text that does was not a header.
-    const size_t broken = find_first_marker(c.s, header_at, {kStart, kEnd, kReturn, kCall}).at;
-    if (broken < msg) {
-      c.out.content.append(c.s.substr(at, broken - at));
-      pos = broken;
-      continue;
-    }
-    if (msg == std::string_view::npos) {
+    const MarkerAt header_end =
+        harmony_marker_find(c.s, at + open.marker.size(), {kMessage, kStart, kEnd, kReturn, kCall});
+    if (header_end.at == std::string_view::npos) {
       if (!c.partial) c.out.content.append(c.s.substr(at));
       return;  // streaming: the header may still be arriving
     }
+    if (header_end.marker != kMessage) {
+      c.out.content.append(c.s.substr(at, header_end.at - at));
+      pos = header_end.at;
+      continue;
+    }
+    const size_t msg = header_end.at;
     const HarmonyHeader h = harmony_header(c.s.substr(at, msg - at));
     const size_t body_at = msg + kMessage.size();
-    const MarkerAt close = find_first_marker(c.s, body_at, {kEnd, kReturn, kCall});
+    const MarkerAt close = harmony_marker_find(c.s, body_at, {kEnd, kReturn, kCall});
     const bool closed = close.at != std::string_view::npos;
     std::string_view body = c.s.substr(body_at, closed ? close.at - body_at : close.at);
     if (!closed && c.partial) body.remove_suffix(marker_tail(body, {kEnd, kReturn, kCall}));
