@@ -140,7 +140,8 @@ TEST_F(ServerToolsTest, ChatReturnsToolCallsInEachFormat) {
 }
 
 // gpt-oss: the analysis channel is reasoning whether or not the request has tools; the call
-// is a call with tools (whole and streamed) and stays content as written without.
+// is a call with tools (whole and streamed) and stays content as written without them or with
+// parse_tool_calls false.
 TEST_F(ServerToolsTest, GptOssChannelsAndCall) {
   SERVE_OR_SKIP(s, kGptOss);
   const Reply r =
@@ -160,6 +161,13 @@ TEST_F(ServerToolsTest, GptOssChannelsAndCall) {
             "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
             "<|message|>{\"city\": \"Paris\"}");
   EXPECT_EQ(plain.body["choices"][0]["finish_reason"], "stop");
+  const Reply off =
+      post(*s, "/v1/chat/completions",
+           chat_body(std::string(R"(, "parse_tool_calls": false, "tools": )") + kTools));
+  EXPECT_EQ(off.body["choices"][0]["message"]["content"],
+            plain.body["choices"][0]["message"]["content"])
+      << off.raw;
+  EXPECT_EQ(off.body["choices"][0]["message"]["reasoning_content"], "Need weather.");
 
   const Reply st = post(*s, "/v1/chat/completions",
                         chat_body(std::string(R"(, "stream": true, "tools": )") + kTools));
