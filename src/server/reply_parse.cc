@@ -277,6 +277,12 @@ void parse_deepseek_r1(Cursor c) {
   const size_t at = content_until(c, 0, kBegin, {kBegin});
   if (at == std::string_view::npos) return;
   size_t pos = at + kBegin.size();
+  // Where the text not yet taken as calls starts: a call that cannot be read leaves it, as
+  // written, in the content (while partial, it may still be arriving: held back).
+  size_t kept = at;
+  const auto keep_rest = [&] {
+    if (!c.partial) c.out.content.append(c.s.substr(kept));
+  };
   while (true) {
     pos = skip_spaces(c.s, pos);
     if (starts_with_at(c.s, pos, kEnd)) {
@@ -287,15 +293,15 @@ void parse_deepseek_r1(Cursor c) {
     if (starts_with_at(c.s, pos, kCallBegin)) pos += kCallBegin.size();
     const size_t sep = c.s.find(kSep, pos);
     const size_t nl = sep == std::string_view::npos ? sep : c.s.find('\n', sep);
-    if (nl == std::string_view::npos) return;  // incomplete (or malformed: nothing to take)
+    if (nl == std::string_view::npos) return keep_rest();
     std::string name(c.s.substr(sep + kSep.size(), nl - sep - kSep.size()));
     size_t j = nl + 1;
     if (starts_with_at(c.s, j, "```json")) j = skip_spaces(c.s, j + 7);
     const size_t e = json_end(c.s, j);
-    if (e == std::string_view::npos) return;
+    if (e == std::string_view::npos) return keep_rest();
     std::optional<json> a = parse_json(c.s.substr(j, e - j));
     std::optional<std::string> text = a ? arguments_text(*a) : std::nullopt;
-    if (!text) return;
+    if (!text) return keep_rest();
     size_t k = skip_spaces(c.s, e);
     if (starts_with_at(c.s, k, "```")) k = skip_spaces(c.s, k + 3);
     if (starts_with_at(c.s, k, kCallEnd)) {
@@ -305,6 +311,7 @@ void parse_deepseek_r1(Cursor c) {
     }
     c.out.tool_calls.push_back({"", std::move(name), *text});
     pos = k;
+    kept = k;
     if (skip_spaces(c.s, pos) >= c.s.size()) return;
   }
 }
