@@ -113,6 +113,27 @@ void expect_weather_call(const Json& call) {
   EXPECT_FALSE(call["id"].get<std::string>().empty());
 }
 
+// What a streamed chat completion's deltas add up to.
+struct StreamedChat {
+  bool done = false;  // the stream ended with [DONE]
+  std::string content, reasoning, finish;
+  std::vector<Json> calls;
+};
+
+StreamedChat collect_chat_stream(const std::string& raw) {
+  StreamedChat out;
+  for (const Json& e : sse_events(raw, &out.done)) {
+    const Json& d = e["choices"][0]["delta"];
+    if (d.contains("content") && d["content"].is_string()) out.content += d["content"];
+    if (d.contains("reasoning_content")) out.reasoning += d["reasoning_content"];
+    if (d.contains("tool_calls")) {
+      for (const Json& c : d["tool_calls"]) out.calls.push_back(c);
+    }
+    if (!e["choices"][0]["finish_reason"].is_null()) out.finish = e["choices"][0]["finish_reason"];
+  }
+  return out;
+}
+
 TEST_F(ServerToolsTest, ChatReturnsToolCallsInEachFormat) {
   for (const Family* f : {&kHermes, &kLlama3}) {
     SCOPED_TRACE(f->name);
@@ -172,22 +193,12 @@ TEST_F(ServerToolsTest, GptOssChannelsAndCall) {
   const Reply st = post(*s, "/v1/chat/completions",
                         chat_body(std::string(R"(, "stream": true, "tools": )") + kTools));
   ASSERT_EQ(st.status, 200) << st.raw;
-  bool done = false;
-  std::vector<Json> calls;
-  std::string content, reasoning;
-  for (const Json& e : sse_events(st.raw, &done)) {
-    const Json& d = e["choices"][0]["delta"];
-    if (d.contains("content") && d["content"].is_string()) content += d["content"];
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"];
-    if (d.contains("tool_calls")) {
-      for (const Json& c : d["tool_calls"]) calls.push_back(c);
-    }
-  }
-  EXPECT_TRUE(done);
-  EXPECT_EQ(content, "");
-  EXPECT_EQ(reasoning, "Need weather.");
-  ASSERT_EQ(calls.size(), 1u);
-  expect_weather_call(calls[0]);
+  const StreamedChat streamed = collect_chat_stream(st.raw);
+  EXPECT_TRUE(streamed.done);
+  EXPECT_EQ(streamed.content, "");
+  EXPECT_EQ(streamed.reasoning, "Need weather.");
+  ASSERT_EQ(streamed.calls.size(), 1u);
+  expect_weather_call(streamed.calls[0]);
 }
 
 // --skip-chat-parsing: the reply stays the model's text, tools or not.
@@ -207,23 +218,13 @@ TEST_F(ServerToolsTest, StreamedToolCallIsOneDeltaWithItsIndex) {
   const Reply r = post(*s, "/v1/chat/completions",
                        chat_body(std::string(R"(, "stream": true, "tools": )") + kTools));
   ASSERT_EQ(r.status, 200) << r.raw;
-  bool done = false;
-  std::vector<Json> calls;
-  std::string content, finish;
-  for (const Json& e : sse_events(r.raw, &done)) {
-    const Json& d = e["choices"][0]["delta"];
-    content += d.value("content", "");
-    if (d.contains("tool_calls")) {
-      for (const Json& c : d["tool_calls"]) calls.push_back(c);
-    }
-    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
-  }
-  EXPECT_TRUE(done);
-  EXPECT_EQ(content, "");
-  EXPECT_EQ(finish, "tool_calls");
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0]["index"], 0);
-  expect_weather_call(calls[0]);
+  const StreamedChat streamed = collect_chat_stream(r.raw);
+  EXPECT_TRUE(streamed.done);
+  EXPECT_EQ(streamed.content, "");
+  EXPECT_EQ(streamed.finish, "tool_calls");
+  ASSERT_EQ(streamed.calls.size(), 1u);
+  EXPECT_EQ(streamed.calls[0]["index"], 0);
+  expect_weather_call(streamed.calls[0]);
 }
 
 TEST_F(ServerToolsTest, AnthropicToolUseAndResponsesFunctionCall) {
