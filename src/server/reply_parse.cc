@@ -399,6 +399,9 @@ void parse_llama3(Cursor c) {
     c.out.content.append(c.s);
     return;
   }
+  // Until the reply ends, text may still follow the calls and make it all content: a call
+  // sent while streaming could not be taken back.
+  if (c.partial) return;
   for (ToolCall& call : calls) c.out.tool_calls.push_back(std::move(call));
 }
 
