@@ -29,8 +29,10 @@ got=$(awk '$1 ~ /^pp/ && $2 > 0 && $3 == "tok/s" && $4 > 0 && $5 == "ms" { print
 got=$(awk '/^ *batch/ { t = 1; next } t && $1 != "each" && $2 > 0 { printf "%s/%d ", $1, NF }' \
   "$tmp/decode.txt")
 [ "$got" = "1/3 3/2 " ] || fail "decode rows (batch/fields): '$got', want '1/3 3/2 '"
-# Under batch 1, each run's fraction and the read rate probed beside it (-r 1: one run).
-got=$(awk '$1 == "each" && $2 == "run:" && $3 > 0 && $4 == "of" && $5 > 0 && $6 == "GB/s" { n++ }
+# Under batch 1, each run's fraction and the read rate probed beside it (-r 1: one run). The
+# fraction of this tiny model's bound prints as 0.00 on a busy machine: its form is checked.
+got=$(awk '$1 == "each" && $2 == "run:" && $3 ~ /^[0-9]+\.[0-9][0-9]$/ && $4 == "of" && $5 > 0 &&
+  $6 == "GB/s" { n++ }
   END { print n + 0 }' "$tmp/decode.txt")
 [ "$got" = 1 ] || fail "batch 1's per-run line: $got lines of the form 'each run: F of R GB/s'"
 
