@@ -11,6 +11,7 @@
 #include "core/membw.h"
 #include "core/thread_pool.h"
 #include "flags.h"
+#include "load_client.h"
 #include "loader.h"
 
 namespace strata::tools {
@@ -80,12 +81,6 @@ void print_model_line(const Model& model, int64_t threads) {
 double probe_bandwidth(int64_t threads) {
   ThreadPool pool(static_cast<int>(threads));
   return measure_read_bandwidth(pool);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Prompt tok/s for each -p size, then decode tok/s at each --batches size.
@@ -177,7 +172,8 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
     if (batch == 1) {
       // The median run's fraction: the best run's tok/s over the fastest probe would mix two
       // different minutes of the machine.
-      std::printf("%8lld %14.1f %11.2f\n", static_cast<long long>(batch), best, median(fractions));
+      std::printf("%8lld %14.1f %11.2f\n", static_cast<long long>(batch), best,
+                  bench::distribution(fractions).p50);
       std::printf("%8s each run: ", "");
       for (size_t i = 0; i < fractions.size(); ++i) {
         std::printf("%s%.2f of %.1f GB/s", i ? ", " : "", fractions[i], rates[i] / 1e9);
