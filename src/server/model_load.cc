@@ -1,11 +1,10 @@
 #include "server/model_load.h"
 
-#include "core/host_memory.h"
-
 #include <algorithm>
 #include <thread>
 
 #include "backend/cpu_backend.h"
+#include "core/host_memory.h"
 #include "engine/placement.h"
 #include "rpc/auth.h"
 #include "rpc/remote_backend.h"

@@ -260,11 +260,7 @@ void add_common_rows(std::vector<Row>& t) {
        E::kApplied,
        "",
        nullptr,
-       [](ServeArgs& a, const std::string& v) -> Status {
-         STRATA_ASSIGN_OR_RETURN(bool b, parse_arg_bool(v));
-         a.options.load.use_mmap = b;
-         return Status::ok();
-       }});
+       bool_to(STRATA_FIELD(options.load.use_mmap))});
   ignored(t, {"-dio", "--direct-io"}, K::kSwitch, "files are read through the page cache",
           "LLAMA_ARG_DIO", S::kCommon, {"-ndio", "--no-direct-io"}, "false");
   t.push_back({{"-lm", "--load-mode"},
