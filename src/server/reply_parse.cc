@@ -105,11 +105,12 @@ std::optional<ToolCall> call_from_json(const json& j,
 }
 
 // How a format's parser leaves things: content and calls appended to `out`; `stop` at the
-// point where, streaming, nothing more can be decided.
+// point where, streaming, nothing more can be decided. `o`: the request's parse options.
 struct Cursor {
   std::string_view s;
   bool partial;
   ParsedReply& out;
+  const ReplyParseOptions& o;
 };
 
 // Text before the first marker as content; returns the marker's position or npos (the text,
@@ -455,7 +456,8 @@ HarmonyHeader harmony_header(std::string_view h) {
 // arguments are BODY as written; any other message's BODY is content. Text outside messages,
 // and messages that cannot be read as the format says (built-in tools such as browser.search,
 // calls not asked for, arguments that are not a JSON object), stay content as written.
-void parse_gpt_oss(Cursor c, const ReplyParseOptions& o) {
+void parse_gpt_oss(Cursor c) {
+  const ReplyParseOptions& o = c.o;
   constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>";
   constexpr std::string_view kMessage = "<|message|>", kEnd = "<|end|>", kReturn = "<|return|>",
                              kCall = "<|call|>", kFunctions = "functions.";
@@ -569,28 +571,47 @@ std::string_view split_reasoning(std::string_view text, const ReplyParseOptions&
   return rest;
 }
 
+void parse_none(Cursor c) { c.out.content.append(c.s); }
+
+// A format: its name, its parser, and what its syntax holds besides calls.
+struct Format {
+  ToolCallFormat format;
+  std::string_view name;
+  void (*parse)(Cursor c);
+  // Its reasoning is part of its own syntax (gpt-oss's analysis channel), not a <think> block.
+  bool own_reasoning = false;
+  // Its syntax is more than calls (gpt-oss's channels): parsed even when calls are not read
+  // (the parser then leaves them as text itself); otherwise such a reply is all content.
+  bool beyond_calls = false;
+};
+
+constexpr Format kFormats[] = {
+    {ToolCallFormat::kNone, "none", parse_none},
+    {ToolCallFormat::kLlama3, "llama3", parse_llama3},
+    {ToolCallFormat::kHermes, "hermes", parse_hermes},
+    {ToolCallFormat::kMistral, "mistral", parse_mistral},
+    {ToolCallFormat::kFunctionaryV32, "functionary-v3.2", parse_functionary_v32},
+    {ToolCallFormat::kFunctionaryV31, "functionary-v3.1", parse_functionary_v31},
+    {ToolCallFormat::kDeepSeekR1, "deepseek-r1", parse_deepseek_r1},
+    {.format = ToolCallFormat::kGptOss,
+     .name = "gpt-oss",
+     .parse = parse_gpt_oss,
+     .own_reasoning = true,
+     .beyond_calls = true},
+};
+
+const Format& format_of(ToolCallFormat f) {
+  for (const Format& row : kFormats) {
+    if (row.format == f) return row;
+  }
+  return kFormats[0];
+}
+
 }  // namespace
 
 std::string_view tool_call_format_name(ToolCallFormat f) {
-  switch (f) {
-    case ToolCallFormat::kNone:
-      return "none";
-    case ToolCallFormat::kLlama3:
-      return "llama3";
-    case ToolCallFormat::kHermes:
-      return "hermes";
-    case ToolCallFormat::kMistral:
-      return "mistral";
-    case ToolCallFormat::kFunctionaryV32:
-      return "functionary-v3.2";
-    case ToolCallFormat::kFunctionaryV31:
-      return "functionary-v3.1";
-    case ToolCallFormat::kDeepSeekR1:
-      return "deepseek-r1";
-    case ToolCallFormat::kGptOss:
-      return "gpt-oss";
-  }
-  return "?";
+  const Format& row = format_of(f);
+  return row.format == f ? row.name : "?";
 }
 
 ToolCallFormat tool_call_format_detect(std::string_view t) {
@@ -636,39 +657,14 @@ Result<ReasoningFormat> reasoning_format_from_name(std::string_view name) {
 
 ParsedReply parse_reply(std::string_view text, const ReplyParseOptions& o, bool partial) {
   ParsedReply out;
-  const bool gpt_oss = o.tools == ToolCallFormat::kGptOss;
+  const Format& f = format_of(o.tools);
   bool held = false;
-  // gpt-oss's reasoning is its analysis channel, not a <think> block.
-  const std::string_view rest = gpt_oss ? text : split_reasoning(text, o, partial, out, &held);
+  const std::string_view rest =
+      f.own_reasoning ? text : split_reasoning(text, o, partial, out, &held);
   if (held) return out;
-  Cursor c{rest, partial, out};
-  // Without tool calls only gpt-oss has more to read: its channels (it skips calls itself).
-  switch (o.parse_tool_calls || gpt_oss ? o.tools : ToolCallFormat::kNone) {
-    case ToolCallFormat::kNone:
-      out.content.append(rest);
-      break;
-    case ToolCallFormat::kLlama3:
-      parse_llama3(c);
-      break;
-    case ToolCallFormat::kHermes:
-      parse_hermes(c);
-      break;
-    case ToolCallFormat::kMistral:
-      parse_mistral(c);
-      break;
-    case ToolCallFormat::kFunctionaryV32:
-      parse_functionary_v32(c);
-      break;
-    case ToolCallFormat::kFunctionaryV31:
-      parse_functionary_v31(c);
-      break;
-    case ToolCallFormat::kDeepSeekR1:
-      parse_deepseek_r1(c);
-      break;
-    case ToolCallFormat::kGptOss:
-      parse_gpt_oss(c, o);
-      break;
-  }
+  const Format& parser =
+      o.parse_tool_calls || f.beyond_calls ? f : format_of(ToolCallFormat::kNone);
+  parser.parse(Cursor{rest, partial, out, o});
   if (!o.parallel_tool_calls && out.tool_calls.size() > 1) out.tool_calls.resize(1);
   return out;
 }

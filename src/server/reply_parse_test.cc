@@ -4,6 +4,7 @@
 
 #include <array>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -538,6 +539,13 @@ TEST(ReplyParse, FormatFromTheTemplate) {
             F::kGptOss);
   EXPECT_EQ(tool_call_format_detect("{{ '<|channel|>' }} {% if tools %}"), F::kHermes);
   EXPECT_EQ(tool_call_format_name(F::kGptOss), "gpt-oss");
+  // Every format has a row of its own in the format table: a name, and distinct from the others.
+  std::set<std::string_view> names;
+  for (auto f = static_cast<uint8_t>(F::kNone); f <= static_cast<uint8_t>(F::kGptOss); ++f) {
+    const std::string_view name = tool_call_format_name(static_cast<F>(f));
+    EXPECT_NE(name, "?") << int{f};
+    EXPECT_TRUE(names.insert(name).second) << name;
+  }
   EXPECT_EQ(tool_call_format_detect("{% for message in messages %}{{ message.content }}"),
             F::kNone);
   EXPECT_EQ(tool_call_format_detect("{% if tools %}{{ tools | tojson }}{% endif %}"), F::kHermes);
