@@ -186,10 +186,12 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   BENCHMARK_CAPTURE(BM_DecodeOrder, name, dtype)->Unit(benchmark::kMillisecond)->UseManualTime()
 
 STRATA_DECODE_ORDER_BENCH(q8_0, DType::kQ8_0);
+STRATA_DECODE_ORDER_BENCH(q4_0, DType::kQ4_0);
 STRATA_DECODE_ORDER_BENCH(q4_K, DType::kQ4_K);
 STRATA_DECODE_ORDER_BENCH(q5_K, DType::kQ5_K);
 STRATA_DECODE_ORDER_BENCH(q6_K, DType::kQ6_K);
 STRATA_DECODE_ORDER_BENCH(f16, DType::kF16);
+STRATA_DECODE_ORDER_BENCH(mxfp4, DType::kMXFP4);
 
 #define STRATA_MATMUL_BENCH(name, dtype)    \
   BENCHMARK_CAPTURE(BM_Matmul, name, dtype) \

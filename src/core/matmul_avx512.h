@@ -70,7 +70,8 @@ inline __m256 high_ps(__m512 v) {
 //
 // A kernel K cuts a row into K::steps(k) steps and provides one or both of:
 //   K::Weights                     one step of two rows, unpacked for the multiplies
-//   K::load(row a, row b, s, k)    that unpacking (and the prefetch of the weights ahead)
+//   K::unpack(row a, row b, s, k)  that unpacking, K::kStepBytes of each row (load<K>: with the
+//                                  prefetch of each row ahead)
 //   K::step<RP, C>(Weights[RP], columns, s, acc[RP][C])   one step of every accumulator
 //   (with K::kPrepareMinCols: an Unpacks kernel), and
 //   K::step_direct<RP, C>(rows, columns, s, acc)  the same from the stored rows, unpacking as
@@ -85,12 +86,20 @@ inline __m256 high_ps(__m512 v) {
 // have no work area: they provide step_direct only. Either way each accumulator sees the same
 // operations.
 
-// A kernel that can unpack rows into the work area: K::Weights, K::load, K::step and
-// K::kPrepareMinCols.
+// A kernel that can unpack rows into the work area: K::Weights, K::unpack, K::kStepBytes, K::step
+// and K::kPrepareMinCols.
 template <typename K>
 concept Unpacks = requires {
   typename K::Weights;
 };
+
+// Step s of rows a and b, unpacked, with each row's stream prefetched ahead.
+template <typename K>
+typename K::Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+  avx2::prefetch_ahead<K::kStepBytes>(row_a + s * K::kStepBytes);
+  avx2::prefetch_ahead<K::kStepBytes>(row_b + s * K::kStepBytes);
+  return K::unpack(row_a, row_b, s, k);
+}
 
 template <typename K>
 size_t work_bytes(int64_t k) {
@@ -119,7 +128,7 @@ void tile(const void* prepared, const uint8_t* const* w, const void* const* cols
       K::template step_direct<RP, C>(w, cols, s, acc);
     } else {
       typename K::Weights wv[RP];
-      for (int r = 0; r < RP; ++r) wv[r] = K::load(w[2 * r], w[2 * r + 1], s, k);
+      for (int r = 0; r < RP; ++r) wv[r] = load<K>(w[2 * r], w[2 * r + 1], s, k);
       K::template step<RP, C>(wv, cols, s, acc);
     }
   }
@@ -162,7 +171,7 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
         auto* work = reinterpret_cast<typename K::Weights*>(a.work);
         for (int64_t s = 0; s < K::steps(a.k); ++s) {
           for (int p = 0; p < kRP; ++p) {
-            work[s * kRP + p] = K::load(w[2 * p], w[2 * p + 1], s, a.k);
+            work[s * kRP + p] = load<K>(w[2 * p], w[2 * p + 1], s, a.k);
           }
         }
       }
@@ -171,6 +180,32 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
       const int nc = static_cast<int>(std::min<int64_t>(kCols, a.m - j));
       for (int c = 0; c < nc; ++c) cols[c] = a.column(j + c);
       tile_n<K, kRP, kCols>(nc, prepare ? a.work : nullptr, w, rows, a, r, cols, j);
+    }
+  }
+}
+
+// The `rows` entry of an Unpacks kernel K's narrow kernel (MatmulKernel::narrow: one column,
+// batch-1 decode): rows two at a time as one tile<K, 1, 1> each (a last odd row paired with
+// itself), so the bits are the tiles'. The pair's bytes are prefetched as one stream, twice as
+// fast as each row: the tiles' prefetch of each row's own stream made two rows at once slower
+// from memory than the AVX2 kernels' one row (see docs/engine.md).
+template <typename K>
+requires Unpacks<K>
+void pair_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t steps = K::steps(a.k);
+  for (int64_t j = 0; j < a.m; ++j) {
+    const void* col = a.column(j);
+    for (int64_t r = r0; r < r1; r += 2) {
+      const uint8_t* row_a = a.w + r * a.w_row_bytes;
+      const uint8_t* row_b = r + 1 < r1 ? row_a + a.w_row_bytes : row_a;
+      __m512 acc[1][1] = {{_mm512_setzero_ps()}};
+      for (int64_t s = 0; s < steps; ++s) {
+        avx2::prefetch_ahead<2 * K::kStepBytes>(row_a + 2 * s * K::kStepBytes);
+        const typename K::Weights w = K::unpack(row_a, row_b, s, a.k);
+        K::template step<1, 1>(&w, &col, s, acc);
+      }
+      a.y[j * a.y_stride + r] = avx2::hsum(low_ps(acc[0][0]));
+      if (r + 1 < r1) a.y[j * a.y_stride + r + 1] = avx2::hsum(high_ps(acc[0][0]));
     }
   }
 }

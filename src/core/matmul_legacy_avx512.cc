@@ -100,14 +100,13 @@ struct Q8_0Kernel {
     __m512 d;             // the block scales spread as the activations' d
   };
 
+  static constexpr size_t kStepBytes = 2 * sizeof(BlockQ8_0);
   static int64_t steps(int64_t k) { return (k / kQK8_0 + 1) / 2; }
 
-  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+  static Weights unpack(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
     const auto* r0 = reinterpret_cast<const BlockQ8_0*>(row_a) + 2 * s;
     const auto* r1 = reinterpret_cast<const BlockQ8_0*>(row_b) + 2 * s;
     const bool single = 2 * s + 1 == k / kQK8_0;
-    avx2::prefetch_ahead<2 * sizeof(BlockQ8_0)>(r0);
-    avx2::prefetch_ahead<2 * sizeof(BlockQ8_0)>(r1);
     const __m512i first_idx = _mm512_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14,  //
                                                 16, 18, 24, 26, 20, 22, 28, 30);
     const __m512i last_idx = _mm512_add_epi32(first_idx, _mm512_set1_epi32(1));
@@ -161,14 +160,13 @@ struct Q4_0Kernel {
     __m512 d;        // the block scales over 4 lanes each
   };
 
+  static constexpr size_t kStepBytes = 2 * sizeof(BlockQ4_0);
   static int64_t steps(int64_t k) { return (k / kQK4_0 + 1) / 2; }
 
-  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+  static Weights unpack(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
     const auto* r0 = reinterpret_cast<const BlockQ4_0*>(row_a) + 2 * s;
     const auto* r1 = reinterpret_cast<const BlockQ4_0*>(row_b) + 2 * s;
     const bool single = 2 * s + 1 == k / kQK4_0;
-    avx2::prefetch_ahead<1>(r0);
-    avx2::prefetch_ahead<1>(r1);
     const __m512i raw = nibble_pairs(r0, r1, single);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     Weights w;
@@ -214,14 +212,13 @@ struct MXFP4Kernel {
     __m512 d;        // the half scales over 4 lanes each
   };
 
+  static constexpr size_t kStepBytes = 2 * sizeof(BlockMXFP4);
   static int64_t steps(int64_t k) { return (k / kQK_MXFP4 + 1) / 2; }
 
-  static Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
+  static Weights unpack(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
     const auto* r0 = reinterpret_cast<const BlockMXFP4*>(row_a) + 2 * s;
     const auto* r1 = reinterpret_cast<const BlockMXFP4*>(row_b) + 2 * s;
     const bool single = 2 * s + 1 == k / kQK_MXFP4;
-    avx2::prefetch_ahead<1>(r0);
-    avx2::prefetch_ahead<1>(r1);
     const __m512i raw = nibble_pairs(r0, r1, single);
     // kMXFP4Values + kBias; a missing block's zero nibbles give kBias against zero activations.
     const __m512i grid = _mm512_broadcast_i32x4(_mm_add_epi8(
@@ -262,15 +259,34 @@ static_assert(MXFP4Kernel::kBias == -kMXFP4Values[15]);
 }  // namespace strata::matmul_detail::avx512
 
 namespace strata::matmul_detail {
+namespace {
 
-const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes, avx512::quantize_act_q8_0_pairs,
+const MatmulKernel kQ8_0Narrow = {avx512::q8_0_pair_column_bytes, avx512::quantize_act_q8_0_pairs,
+                                  avx512::pair_rows<avx512::Q8_0Kernel>};
+const MatmulKernel kQ4_0Narrow = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                  avx512::pair_rows<avx512::Q4_0Kernel>};
+const MatmulKernel kMXFP4Narrow = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                   avx512::pair_rows<avx512::MXFP4Kernel>};
+
+}  // namespace
+
+const MatmulKernel kQ8_0Avx512 = {avx512::q8_0_pair_column_bytes,
+                                  avx512::quantize_act_q8_0_pairs,
                                   avx512::run_rows<avx512::Q8_0Kernel>,
-                                  avx512::work_bytes<avx512::Q8_0Kernel>, avx512::kMinColumns};
-const MatmulKernel kQ4_0Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                  avx512::work_bytes<avx512::Q8_0Kernel>,
+                                  avx512::kMinColumns,
+                                  &kQ8_0Narrow};
+const MatmulKernel kQ4_0Avx512 = {q4_0_pair_column_bytes,
+                                  quantize_act_q4_0_pairs_avx2,
                                   avx512::run_rows<avx512::Q4_0Kernel>,
-                                  avx512::work_bytes<avx512::Q4_0Kernel>, avx512::kMinColumns};
-const MatmulKernel kMXFP4Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                  avx512::work_bytes<avx512::Q4_0Kernel>,
+                                  avx512::kMinColumns,
+                                  &kQ4_0Narrow};
+const MatmulKernel kMXFP4Avx512 = {q4_0_pair_column_bytes,
+                                   quantize_act_q4_0_pairs_avx2,
                                    avx512::run_rows<avx512::MXFP4Kernel>,
-                                   avx512::work_bytes<avx512::MXFP4Kernel>, avx512::kMinColumns};
+                                   avx512::work_bytes<avx512::MXFP4Kernel>,
+                                   avx512::kMinColumns,
+                                   &kMXFP4Narrow};
 
 }  // namespace strata::matmul_detail
