@@ -125,6 +125,8 @@ void tile(const void* prepared, const uint8_t* const* w, const void* const* cols
       }
     }
     if constexpr (requires { &K::template step_direct<RP, C>; }) {
+      for (int r = 0; r < 2 * RP; ++r)
+        avx2::prefetch_ahead<K::kStepBytes>(w[r] + s * K::kStepBytes);
       K::template step_direct<RP, C>(w, cols, s, acc);
     } else {
       typename K::Weights wv[RP];
@@ -184,25 +186,28 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
-// The `rows` entry of an Unpacks kernel K's narrow kernel (MatmulKernel::narrow: one column,
-// batch-1 decode): rows two at a time as one tile<K, 1, 1> each (a last odd row paired with
-// itself), so the bits are the tiles'. The pair's bytes are prefetched as one stream, twice as
-// fast as each row: the tiles' prefetch of each row's own stream made two rows at once slower
-// from memory than the AVX2 kernels' one row (see docs/engine.md).
+// The `rows` entry of a kernel K's narrow kernel (MatmulKernel::narrow: one column, batch-1
+// decode): rows two at a time as one tile<K, 1, 1> each (a last odd row paired with itself), so
+// the bits are the tiles'. The pair's bytes are prefetched as one stream, twice as fast as each
+// row: the tiles' prefetch of each row's own stream made two rows at once slower from memory
+// than the AVX2 kernels' one row (see docs/engine.md).
 template <typename K>
-requires Unpacks<K>
 void pair_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t steps = K::steps(a.k);
   for (int64_t j = 0; j < a.m; ++j) {
     const void* col = a.column(j);
     for (int64_t r = r0; r < r1; r += 2) {
-      const uint8_t* row_a = a.w + r * a.w_row_bytes;
-      const uint8_t* row_b = r + 1 < r1 ? row_a + a.w_row_bytes : row_a;
+      const uint8_t* rows[2] = {a.w + r * a.w_row_bytes, a.w + r * a.w_row_bytes};
+      if (r + 1 < r1) rows[1] += a.w_row_bytes;
       __m512 acc[1][1] = {{_mm512_setzero_ps()}};
       for (int64_t s = 0; s < steps; ++s) {
-        avx2::prefetch_ahead<2 * K::kStepBytes>(row_a + 2 * s * K::kStepBytes);
-        const typename K::Weights w = K::unpack(row_a, row_b, s, a.k);
-        K::template step<1, 1>(&w, &col, s, acc);
+        avx2::prefetch_ahead<2 * K::kStepBytes>(rows[0] + 2 * s * K::kStepBytes);
+        if constexpr (Unpacks<K>) {
+          const typename K::Weights w = K::unpack(rows[0], rows[1], s, a.k);
+          K::template step<1, 1>(&w, &col, s, acc);
+        } else {
+          K::template step_direct<1, 1>(rows, &col, s, acc);
+        }
       }
       a.y[j * a.y_stride + r] = avx2::hsum(low_ps(acc[0][0]));
       if (r + 1 < r1) a.y[j * a.y_stride + r + 1] = avx2::hsum(high_ps(acc[0][0]));
