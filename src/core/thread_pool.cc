@@ -212,13 +212,18 @@ struct ThreadPool::Impl {
       }
       if (gen == seen) {
         auto s = shared.lock();
-        s.wait([&](const Shared&) { return generation.load(std::memory_order_acquire) != seen; });
+        // Counted before the generation is read again, so that a caller either sees the sleeper
+        // (and notifies, under the lock) or bumped the generation before this read (both
+        // sequentially consistent).
+        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        s.wait([&](const Shared&) { return generation.load(std::memory_order_seq_cst) != seen; });
+        sleepers.fetch_sub(1, std::memory_order_relaxed);
         gen = generation.load(std::memory_order_acquire);
       }
       seen = gen;
       if (stop.load(std::memory_order_relaxed)) return;
       run_share(index);
-      pending.fetch_sub(1, std::memory_order_acq_rel);
+      shares_done.fetch_add(1, std::memory_order_acq_rel);
     }
   }
 
@@ -237,20 +242,33 @@ struct ThreadPool::Impl {
   const int poll_rounds;
   std::vector<std::thread> threads;
   MutexGuarded<Shared> shared;
-  std::atomic<uint64_t> generation{0};
-  std::atomic<bool> stop{false};  // set before the last generation bump
-  std::atomic<int> pending{0};
-  std::atomic<std::thread::id> caller{};
-  // Written by the caller only (one at a time); atomic so that any thread may read them.
-  std::atomic<uint64_t> calls{0};
-  std::atomic<uint64_t> barriers{0};
   std::vector<Scratch> scratch;
   std::vector<int> tids;  // each written once by its thread before `started` counts it
 
-  // The job of the current generation; written before the bump, read after it.
-  const std::function<void(int, int64_t, int64_t)>* fn = nullptr;
+  // The members a call touches sit on three cache lines by who writes them. A line another
+  // core has read costs the writer a transfer (~0.1-0.2 us between the cores of a VM), so a
+  // call pays for each line it dirties that a worker read since the last call; with these
+  // members spread over the lines as they happened to fall, a call of two threads took 2 us,
+  // four times a bare round trip between the cores.
+  //
+  // The caller's own counters: written by the caller only (one at a time); atomic so that any
+  // thread may read them.
+  alignas(64) std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> barriers{0};
+  std::atomic<std::thread::id> caller{};
+  uint64_t shares_expected = 0;  // what `shares_done` reaches when this call's shares are done
+  // The job of the current generation and the generation, written together by the caller (one
+  // transfer of the line) and read together by each worker. The job is written before the bump
+  // and read after it.
+  alignas(64) const std::function<void(int, int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
   int64_t grain = 1;
+  std::atomic<uint64_t> generation{0};
+  std::atomic<bool> stop{false};  // set before the last generation bump
+  std::atomic<int> sleepers{0};   // workers past polling, about to wait or waiting
+  // The shares workers have finished, ever: counted up by the workers, read by the caller.
+  alignas(64) std::atomic<uint64_t> shares_done{0};
+  char shares_done_line[64 - sizeof(std::atomic<uint64_t>)];
 };
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -331,15 +349,18 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   p.fn = &fn;
   p.n = n;
   p.grain = grain;
-  p.pending.store(p.n_threads - 1, std::memory_order_relaxed);
-  {
-    // The lock orders the bump against a worker that is about to sleep.
-    auto s = p.shared.lock();
-    p.generation.fetch_add(1, std::memory_order_release);
+  p.shares_expected += static_cast<uint64_t>(p.n_threads - 1);
+  p.generation.fetch_add(1, std::memory_order_seq_cst);
+  if (p.sleepers.load(std::memory_order_seq_cst) != 0) {
+    // The lock orders the notification after a sleeper's check of the generation: it holds the
+    // lock from its check until it waits.
+    { auto s = p.shared.lock(); }
+    p.shared.notify_all();
   }
-  p.shared.notify_all();
   p.run_share(0);
-  for (int spin = 0; p.pending.load(std::memory_order_acquire) != 0; ++spin) backoff(spin);
+  for (int spin = 0; p.shares_done.load(std::memory_order_acquire) != p.shares_expected; ++spin) {
+    backoff(spin);
+  }
 }
 
 }  // namespace strata

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -198,6 +200,27 @@ TEST(ThreadPoolOptions, NoPollingStillCoversEveryIndex) {
       for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
     });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+// A call must reach workers in every state: polling, past polling on their way to sleep, and
+// asleep. A short poll and pauses of varying length between calls put them in each; a lost
+// wake-up hangs the test.
+TEST(ThreadPoolOptions, CallsReachWorkersPollingSleepingOrBetween) {
+  ThreadPoolOptions o;
+  o.n_threads = 3;
+  o.poll = 1;
+  auto pool = ThreadPool::create(o);
+  ASSERT_TRUE(pool.is_ok());
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> pause_us(0, 400);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<std::atomic<int>> hits(37);
+    (*pool)->parallel_for(37, 2, [&](int, int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us(rng)));
   }
 }
 
