@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -188,40 +189,33 @@ TEST(ThreadPoolOptions, MasksAndRanges) {
   EXPECT_FALSE(cpu_list_from_range("1,").is_ok());
 }
 
-TEST(ThreadPoolOptions, NoPollingStillCoversEveryIndex) {
+// A pool of 3 threads polling at `poll`, called `rounds` times; each call must cover every index
+// once. `pause_us` (if given) sets a pause after each call.
+void cover_every_index(int poll, int rounds, const std::function<int()>& pause_us = nullptr) {
   ThreadPoolOptions o;
   o.n_threads = 3;
-  o.poll = 0;
+  o.poll = poll;
   auto pool = ThreadPool::create(o);
   ASSERT_TRUE(pool.is_ok());
-  for (int round = 0; round < 200; ++round) {
-    std::vector<std::atomic<int>> hits(37);
-    (*pool)->parallel_for(37, 2, [&](int, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
-    });
-    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
-  }
-}
-
-// A call must reach workers in every state: polling, past polling on their way to sleep, and
-// asleep. A short poll and pauses of varying length between calls put them in each; a lost
-// wake-up hangs the test.
-TEST(ThreadPoolOptions, CallsReachWorkersPollingSleepingOrBetween) {
-  ThreadPoolOptions o;
-  o.n_threads = 3;
-  o.poll = 1;
-  auto pool = ThreadPool::create(o);
-  ASSERT_TRUE(pool.is_ok());
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<int> pause_us(0, 400);
-  for (int round = 0; round < 2000; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     std::vector<std::atomic<int>> hits(37);
     (*pool)->parallel_for(37, 2, [&](int, int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
     });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
-    std::this_thread::sleep_for(std::chrono::microseconds(pause_us(rng)));
+    if (pause_us) std::this_thread::sleep_for(std::chrono::microseconds(pause_us()));
   }
+}
+
+TEST(ThreadPoolOptions, NoPollingStillCoversEveryIndex) { cover_every_index(0, 200); }
+
+// A call must reach workers in every state: polling, past polling on their way to sleep, and
+// asleep. A short poll and pauses of varying length between calls put them in each; a lost
+// wake-up hangs the test.
+TEST(ThreadPoolOptions, CallsReachWorkersPollingSleepingOrBetween) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> pause_us(0, 400);
+  cover_every_index(1, 2000, [&] { return pause_us(rng); });
 }
 
 TEST(ThreadPool, EachThreadHasItsOwnAlignedScratch) {
