@@ -340,25 +340,24 @@ void one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
-// ---- One column of Q4_K (batch-1 decode), one row at a time ----
+// ---- One column of Q4_K (batch-1 decode), two rows at a time ----
 //
-// The two-row tiles above stream two rows at once, which for one column read from memory is
-// slower than the AVX2 kernel's one row (kMinColumns); and the AVX2 kernel, at 22 GB/s of
-// weights per core in cache, is slower than one core's share of the memory's bandwidth. This
-// kernel reads one row, with 512-bit VNNI: 64 bytes of quants (two of the AVX2 kernel's 32-byte
-// steps j, j + 1) at once, dpbusd forming the four-element sums that maddubs + madd form, and
-// dpwssd multiplying each by its sub-block's scale (the sums fit 16 bits, the scale's high word
+// The AVX2 kernel, at 22 GB/s of weights per core in cache, is slower than one core's share of
+// the memory's bandwidth, and the two-row tiles above do more work per step than one column
+// needs. This kernel uses 512-bit VNNI on 64 bytes of quants (two of the AVX2 kernel's 32-byte
+// steps j, j + 1) at once: dpbusd forms the four-element sums that maddubs + madd form, and
+// dpwssd multiplies each by its sub-block's scale (the sums fit 16 bits, the scale's high word
 // is 0) into the accumulator. Its activation column is Q8_K with each block's 32-element chunks
 // in the order [0 2 1 3 4 6 5 7]: the two chunks one register multiplies are one load. The 16
 // integer lanes, folded to 8, are the AVX2 kernel's lanes (exact sums); the float part is its,
 // operation for operation.
 //
-// Every instruction counts at batch 1: from cache (one thread, k = 2048) the kernel went from
-// 36 to 43 GB/s of weights when the scales were spread by one pshufb each from the unpacked
-// bytes (instead of a widening and a permute per step), two super-blocks' scales unpacked in
-// one register, and d and dmin converted and multiplied as a pair. Two rows at once, their
-// float parts in the two halves of one register, reached 53 GB/s from cache but was slower
-// from memory (two streams per thread), so it is not used.
+// Every instruction counts at batch 1. From cache (one thread, k = 2048): 36 GB/s of weights
+// as first written; 43 with the scales spread by one pshufb each from the unpacked bytes
+// (instead of a widening and a permute per step), two super-blocks' scales unpacked in one
+// register, and d and dmin converted and multiplied as a pair; 53 with two rows at once, their
+// float parts in the two halves of one register (two chains of dependent FMAs instead of one).
+// From memory the pair wins only with its bytes prefetched as one stream (q4_k_row_pair).
 
 size_t q8_k_paired_column_bytes(int64_t k) { return q8_k_column_bytes(k); }
 
