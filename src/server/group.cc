@@ -428,7 +428,8 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
 }
 
 void PipelineGroup::finish(Slot& s, const std::string& reason) {
-  const Task& task = s.active->task;
+  const std::shared_ptr<Active> active = s.active;  // alive past release(s)
+  const Task& task = active->task;
   Event text;
   text.index = s.choice;
   std::string finish_reason = reason;
@@ -470,8 +471,10 @@ void PipelineGroup::finish(Slot& s, const std::string& reason) {
   if (s.n_generated > 1) {
     metrics_.tpot_seconds.observe(to_seconds(Clock::now() - s.t_first) / (s.n_generated - 1));
   }
-  task.channel->push(std::move(done));
+  // The slot is free before the client hears the request is done: a /metrics or /slots
+  // read after the reply sees it idle.
   release(s);
+  task.channel->push(std::move(done));
 }
 
 void PipelineGroup::fail(Slot& failed, int http_status, const std::string& message) {
@@ -480,11 +483,11 @@ void PipelineGroup::fail(Slot& failed, int http_status, const std::string& messa
   e.kind = Event::Kind::kError;
   e.http_status = http_status;
   e.error = message;
-  active->task.channel->push(std::move(e));
   metrics_.requests_failed.fetch_add(1, std::memory_order_relaxed);
   for (auto& s : slots_) {
     if (s->active == active) release(*s);
   }
+  active->task.channel->push(std::move(e));  // after the slots are free, as in finish()
 }
 
 void PipelineGroup::release(Slot& s) {
