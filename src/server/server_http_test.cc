@@ -243,29 +243,37 @@ TEST_F(ServerHttpTest, LongAnswersOutliveTheRequestDeadline) {
   ASSERT_TRUE(warm) << httplib::to_string(warm.error());
   ASSERT_EQ(warm->status, 200);
   const double per_token = std::chrono::duration<double>(Clock::now() - s0).count() / n_short;
-  const int n_predict = std::clamp(static_cast<int>(1.5 / per_token), n_short, 15000);
+  const int n_first = std::clamp(static_cast<int>(1.5 / per_token), n_short, 15000);
   for (const bool stream : {true, false}) {
     SCOPED_TRACE(stream ? "streamed" : "plain");
-    const auto t0 = Clock::now();
-    auto res = c->Post(
-        "/completion",
-        Json{{"prompt", "a"}, {"n_predict", n_predict}, {"ignore_eos", true}, {"stream", stream}}
-            .dump(),
-        "application/json");
-    ASSERT_TRUE(res) << httplib::to_string(res.error());
-    ASSERT_EQ(res->status, 200);
-    // What the test is about: an answer that took longer than the request deadline.
-    EXPECT_GE(Clock::now() - t0, std::chrono::seconds(1)) << "generation faster than the deadline";
-    Json last;
-    if (stream) {
-      bool done = false;
-      const std::vector<Json> events = sse_events(res->body, &done);
-      ASSERT_FALSE(events.empty());
-      last = events.back();
-    } else {
-      last = Json::parse(res->body);
+    // Under CI's parallel sanitizer runs the speed moves by 2x between the timed answer and
+    // these: an answer that came in under the deadline tested nothing, so it is asked again,
+    // twice as long (up to what the context holds).
+    int n_predict = n_first;
+    for (int attempt = 0;; ++attempt) {
+      const auto t0 = Clock::now();
+      auto res = c->Post(
+          "/completion",
+          Json{{"prompt", "a"}, {"n_predict", n_predict}, {"ignore_eos", true}, {"stream", stream}}
+              .dump(),
+          "application/json");
+      ASSERT_TRUE(res) << httplib::to_string(res.error());
+      ASSERT_EQ(res->status, 200);
+      Json last;
+      if (stream) {
+        bool done = false;
+        const std::vector<Json> events = sse_events(res->body, &done);
+        ASSERT_FALSE(events.empty());
+        last = events.back();
+      } else {
+        last = Json::parse(res->body);
+      }
+      EXPECT_EQ(last["tokens_predicted"], n_predict);
+      // What the test is about: an answer that took longer than the request deadline.
+      if (Clock::now() - t0 >= std::chrono::seconds(1)) break;
+      ASSERT_LT(attempt, 3) << "generation of " << n_predict << " tokens faster than the deadline";
+      n_predict = std::min(2 * n_predict, 15000);
     }
-    EXPECT_EQ(last["tokens_predicted"], n_predict);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle past the deadline
   }
   EXPECT_EQ(get(s, "/health").status, 200);
