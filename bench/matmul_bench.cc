@@ -8,9 +8,9 @@
 //                         cost, which must stay well under the memory time to reach the bound
 //                         (m = 1, 16) and which sets prompt processing (m = 256).
 //   BM_DecodeOrder/<dtype> one batch-1 token's matmuls of a 1024-wide, 8-layer llama (q/k/v,
-//   output,
-//                         gate/up, down per layer, then the 32000-row output matrix: 66 MiB in
-//                         q4_K), one column each, in decode order, each its own pool pass.
+//                         output, gate/up, down per layer, then the 32000-row output matrix:
+//                         66 MiB in q4_K), one column each, in decode order, each its own pool
+//                         pass.
 //                         of_read: the time of a plain read of the same matrices in the same
 //                         passes, timed alternately in the same process, over the kernels' time.
 //                         The fraction of the memory a decode step could reach, unaffected by

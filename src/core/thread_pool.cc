@@ -267,8 +267,8 @@ struct ThreadPool::Impl {
   std::atomic<bool> stop{false};  // set before the last generation bump
   std::atomic<int> sleepers{0};   // workers past polling, about to wait or waiting
   // The shares workers have finished, ever: counted up by the workers, read by the caller.
+  // (The last member: alignas(64) rounds the struct's size up, so the line is its own.)
   alignas(64) std::atomic<uint64_t> shares_done{0};
-  char shares_done_line[64 - sizeof(std::atomic<uint64_t>)];
 };
 
 ThreadPool::ThreadPool(int n_threads) {
