@@ -93,12 +93,17 @@ concept Unpacks = requires {
   typename K::Weights;
 };
 
-// Step s of rows a and b, unpacked, with each row's stream prefetched ahead.
+// Each of n rows' own stream, prefetched ahead of step s.
 template <typename K>
-typename K::Weights load(const uint8_t* row_a, const uint8_t* row_b, int64_t s, int64_t k) {
-  avx2::prefetch_ahead<K::kStepBytes>(row_a + s * K::kStepBytes);
-  avx2::prefetch_ahead<K::kStepBytes>(row_b + s * K::kStepBytes);
-  return K::unpack(row_a, row_b, s, k);
+void prefetch_rows(const uint8_t* const* rows, int n, int64_t s) {
+  for (int r = 0; r < n; ++r) avx2::prefetch_ahead<K::kStepBytes>(rows[r] + s * K::kStepBytes);
+}
+
+// Step s of the rows pair[0] and pair[1], unpacked, with each row's stream prefetched ahead.
+template <typename K>
+typename K::Weights load(const uint8_t* const* pair, int64_t s, int64_t k) {
+  prefetch_rows<K>(pair, 2, s);
+  return K::unpack(pair[0], pair[1], s, k);
 }
 
 template <typename K>
@@ -125,12 +130,11 @@ void tile(const void* prepared, const uint8_t* const* w, const void* const* cols
       }
     }
     if constexpr (requires { &K::template step_direct<RP, C>; }) {
-      for (int r = 0; r < 2 * RP; ++r)
-        avx2::prefetch_ahead<K::kStepBytes>(w[r] + s * K::kStepBytes);
+      prefetch_rows<K>(w, 2 * RP, s);
       K::template step_direct<RP, C>(w, cols, s, acc);
     } else {
       typename K::Weights wv[RP];
-      for (int r = 0; r < RP; ++r) wv[r] = load<K>(w[2 * r], w[2 * r + 1], s, k);
+      for (int r = 0; r < RP; ++r) wv[r] = load<K>(w + 2 * r, s, k);
       K::template step<RP, C>(wv, cols, s, acc);
     }
   }
@@ -173,7 +177,7 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
         auto* work = reinterpret_cast<typename K::Weights*>(a.work);
         for (int64_t s = 0; s < K::steps(a.k); ++s) {
           for (int p = 0; p < kRP; ++p) {
-            work[s * kRP + p] = load<K>(w[2 * p], w[2 * p + 1], s, a.k);
+            work[s * kRP + p] = load<K>(w + 2 * p, s, a.k);
           }
         }
       }
@@ -190,7 +194,8 @@ void run_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 // decode): rows two at a time as one tile<K, 1, 1> each (a last odd row paired with itself), so
 // the bits are the tiles'. The pair's bytes are prefetched as one stream, twice as fast as each
 // row: the tiles' prefetch of each row's own stream made two rows at once slower from memory
-// than the AVX2 kernels' one row (see docs/engine.md).
+// than the AVX2 kernels' one row (see docs/engine.md). A kernel whose steps may stop short of
+// the row's end (a step of several blocks) finishes it with K::tail(rows, column, k, acc).
 template <typename K>
 void pair_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t steps = K::steps(a.k);
@@ -209,6 +214,7 @@ void pair_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
           K::template step_direct<1, 1>(rows, &col, s, acc);
         }
       }
+      if constexpr (requires { &K::tail; }) K::tail(rows, col, a.k, acc);
       a.y[j * a.y_stride + r] = avx2::hsum(low_ps(acc[0][0]));
       if (r + 1 < r1) a.y[j * a.y_stride + r + 1] = avx2::hsum(high_ps(acc[0][0]));
     }

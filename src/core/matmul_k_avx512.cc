@@ -357,7 +357,7 @@ void one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 // (instead of a widening and a permute per step), two super-blocks' scales unpacked in one
 // register, and d and dmin converted and multiplied as a pair; 53 with two rows at once, their
 // float parts in the two halves of one register (two chains of dependent FMAs instead of one).
-// From memory the pair wins only with its bytes prefetched as one stream (q4_k_row_pair).
+// From memory the pair wins only with its bytes prefetched as one stream (pair_rows).
 
 size_t q8_k_paired_column_bytes(int64_t k) { return q8_k_column_bytes(k); }
 
@@ -390,7 +390,7 @@ alignas(32) constexpr std::array<uint8_t, 32> kMinPairs = {
 
 // The 16 integer lanes of one row's super-block (folded to 8 they are the AVX2 kernel's); sm
 // holds the block's [scales 0..7, mins 0..7] bytes in each 128-bit lane.
-inline __m512i q4_k_lanes(const BlockQ4_K& w, const BlockQ8_K& x, __m512i sm, const __m512i* pick) {
+inline __m512i q4_k_lanes(const BlockQ4_K& w, const BlockQ8_K& x, __m512i sm) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512i sumi = _mm512_setzero_si512();
   for (int jj = 0; jj < 2; ++jj) {
@@ -401,40 +401,24 @@ inline __m512i q4_k_lanes(const BlockQ4_K& w, const BlockQ8_K& x, __m512i sm, co
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), ql, _mm512_loadu_si512(x.qs + 128 * jj));
     const __m512i d_h =
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), qh, _mm512_loadu_si512(x.qs + 128 * jj + 64));
-    sumi = _mm512_dpwssd_epi32(sumi, d_l, _mm512_shuffle_epi8(sm, pick[2 * jj]));
-    sumi = _mm512_dpwssd_epi32(sumi, d_h, _mm512_shuffle_epi8(sm, pick[2 * jj + 1]));
+    const __m512i pick_l = _mm512_load_si512(kScalePick[2 * jj].data());
+    const __m512i pick_h = _mm512_load_si512(kScalePick[2 * jj + 1].data());
+    sumi = _mm512_dpwssd_epi32(sumi, d_l, _mm512_shuffle_epi8(sm, pick_l));
+    sumi = _mm512_dpwssd_epi32(sumi, d_h, _mm512_shuffle_epi8(sm, pick_h));
   }
   return sumi;
 }
 
-// One super-block of a row: acc is the AVX2 kernel's accumulator.
-inline void q4_k_block(const BlockQ4_K& w, const BlockQ8_K& x, __m512i sm, const __m512i* pick,
-                       __m256i min_pairs, __m256* acc) {
-  const __m512i sumi = q4_k_lanes(w, x, sm, pick);
-  const __m256i lanes =
-      _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-  const __m256i mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), min_pairs);
-  const __m256i pm = _mm256_madd_epi16(load256(x.bsums), mins);
-  uint32_t d_dmin;  // two f16
-  std::memcpy(&d_dmin, &w.d, 4);
-  // [x.d * d, x.d * dmin]
-  const __m128 f =
-      _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin))), _mm_set1_ps(x.d));
-  *acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(lanes), *acc);
-  // -(x.d * dmin) * pm + acc: the AVX2 kernel's fmadd by the negated product (exact negation).
-  *acc = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(f)), _mm256_cvtepi32_ps(pm), *acc);
-}
-
 // One super-block of rows a and b: the low half of acc is row a's AVX2 accumulator, the high
-// half row b's, each with the same operations as q4_k_block.
+// half row b's, each with the same operations as the AVX2 kernel.
 inline void q4_k_block_pair(const BlockQ4_K& a, const BlockQ4_K& b, const BlockQ8_K& x,
-                            __m512i sm_a, __m512i sm_b, const __m512i* pick, __m512i min_pairs,
-                            __m512* acc) {
-  const __m512i la = q4_k_lanes(a, x, sm_a, pick), lb = q4_k_lanes(b, x, sm_b, pick);
+                            __m512i sm_a, __m512i sm_b, __m512* acc) {
+  const __m512i la = q4_k_lanes(a, x, sm_a), lb = q4_k_lanes(b, x, sm_b);
   // [a0..7 + a8..15, b0..7 + b8..15]
   const __m512i lanes =
       _mm512_add_epi32(_mm512_shuffle_i64x2(la, lb, 0x44), _mm512_shuffle_i64x2(la, lb, 0xee));
-  const __m512i mins = _mm512_shuffle_epi8(_mm512_shuffle_i64x2(sm_a, sm_b, 0x44), min_pairs);
+  const __m512i mins = _mm512_shuffle_epi8(_mm512_shuffle_i64x2(sm_a, sm_b, 0x44),
+                                           _mm512_broadcast_i64x4(load256(kMinPairs.data())));
   const __m512i pm = _mm512_madd_epi16(_mm512_broadcast_i64x4(load256(x.bsums)), mins);
   uint32_t da, db;  // d and dmin of each row, two f16
   std::memcpy(&da, &a.d, 4);
@@ -449,85 +433,48 @@ inline void q4_k_block_pair(const BlockQ4_K& a, const BlockQ4_K& b, const BlockQ
   const __m512 dmin =
       _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
   *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), *acc);
+  // -(x.d * dmin) * pm + acc: the AVX2 kernel's fmadd by the negated product (exact negation).
   *acc = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(pm), *acc);
 }
-
-struct Q4KConstants {
-  __m512i pick[4];
-  __m256i min_pairs;
-  Q4KConstants() {
-    for (int s = 0; s < 4; ++s) pick[s] = _mm512_load_si512(kScalePick[s].data());
-    min_pairs = load256(kMinPairs.data());
-  }
-};
 
 // Each 128-bit lane: the [scales, mins] bytes of the low (hi = false) or high 128 bits of sm.
 inline __m512i lane_bytes(__m256i sm, bool hi) {
   return _mm512_broadcast_i32x4(hi ? _mm256_extracti128_si256(sm, 1) : _mm256_castsi256_si128(sm));
 }
 
-float q4_k_row(const Q4KConstants& c, const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    avx2::prefetch_ahead<2 * sizeof(BlockQ4_K)>(w + b);
-    const __m256i sm = scale_min_bytes(w[b].scales, w[b + 1].scales);
-    q4_k_block(w[b], x[b], lane_bytes(sm, false), c.pick, c.min_pairs, &acc);
-    q4_k_block(w[b + 1], x[b + 1], lane_bytes(sm, true), c.pick, c.min_pairs, &acc);
-  }
-  if (b < nb) {
-    avx2::prefetch_ahead<sizeof(BlockQ4_K)>(w + b);
-    const __m256i sm = scale_min_bytes(w[b].scales, w[b].scales);
-    q4_k_block(w[b], x[b], lane_bytes(sm, false), c.pick, c.min_pairs, &acc);
-  }
-  return avx2::hsum(acc);
-}
+// The kernel of pair_rows (matmul_avx512.h): a step is two super-blocks of both rows, whose
+// scales scale_min_bytes unpacks in one register per row; a row of an odd count of super-blocks
+// ends with one (tail). The low half of the accumulator is row a's, the high half row b's.
+struct Q4KNarrowKernel {
+  static constexpr size_t kStepBytes = 2 * sizeof(BlockQ4_K);
+  static int64_t steps(int64_t k) { return k / kQKK / 2; }
 
-// Rows a and b_row, b_row right after a in memory (a matrix's rows are). The prefetch walks the
-// pair's bytes as one stream, twice as fast as the rows: prefetching each row's own stream, as
-// the one-row kernel does, made the pair slower from memory than one row at a time (decode
-// order, BM_DecodeOrder/q4_K: 0.61 of a plain read against 0.65; 0.71-0.74 with one stream).
-void q4_k_row_pair(const Q4KConstants& c, const BlockQ4_K* a, const BlockQ4_K* b_row,
-                   const BlockQ8_K* x, int64_t nb, float* ya, float* yb) {
-  const auto* pair = reinterpret_cast<const char*>(a);
-  const __m512i min_pairs = _mm512_broadcast_i64x4(c.min_pairs);
-  __m512 acc = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    avx2::prefetch_ahead<4 * sizeof(BlockQ4_K)>(pair + 2 * b * sizeof(BlockQ4_K));
-    const __m256i sa = scale_min_bytes(a[b].scales, a[b + 1].scales);
-    const __m256i sb = scale_min_bytes(b_row[b].scales, b_row[b + 1].scales);
-    q4_k_block_pair(a[b], b_row[b], x[b], lane_bytes(sa, false), lane_bytes(sb, false), c.pick,
-                    min_pairs, &acc);
-    q4_k_block_pair(a[b + 1], b_row[b + 1], x[b + 1], lane_bytes(sa, true), lane_bytes(sb, true),
-                    c.pick, min_pairs, &acc);
+  template <int RP, int C>
+  static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
+                          __m512 (*acc)[C]) {
+    static_assert(RP == 1 && C == 1, "one pair of rows, one column");
+    const auto* a = reinterpret_cast<const BlockQ4_K*>(rows[0]) + 2 * s;
+    const auto* b = reinterpret_cast<const BlockQ4_K*>(rows[1]) + 2 * s;
+    const auto* x = static_cast<const BlockQ8_K*>(xs[0]) + 2 * s;
+    const __m256i sa = scale_min_bytes(a[0].scales, a[1].scales);
+    const __m256i sb = scale_min_bytes(b[0].scales, b[1].scales);
+    q4_k_block_pair(a[0], b[0], x[0], lane_bytes(sa, false), lane_bytes(sb, false), &acc[0][0]);
+    q4_k_block_pair(a[1], b[1], x[1], lane_bytes(sa, true), lane_bytes(sb, true), &acc[0][0]);
   }
-  if (b < nb) {
-    avx2::prefetch_ahead<2 * sizeof(BlockQ4_K)>(pair + 2 * b * sizeof(BlockQ4_K));
-    const __m256i s = scale_min_bytes(a[b].scales, b_row[b].scales);
-    q4_k_block_pair(a[b], b_row[b], x[b], lane_bytes(s, false), lane_bytes(s, true), c.pick,
-                    min_pairs, &acc);
-  }
-  *ya = avx2::hsum(low_ps(acc));
-  *yb = avx2::hsum(high_ps(acc));
-}
 
-// Rows in pairs, the last of an odd count alone: both give the AVX2 kernel's bits.
-void q4_k_one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
-  const Q4KConstants c;
-  const int64_t nb = a.k / kQKK;
-  auto row = [&](int64_t r) { return reinterpret_cast<const BlockQ4_K*>(a.w + r * a.w_row_bytes); };
-  for (int64_t j = 0; j < a.m; ++j) {
-    const auto* x = static_cast<const BlockQ8_K*>(a.column(j));
-    float* y = a.y + j * a.y_stride;
-    int64_t r = r0;
-    for (; r + 2 <= r1; r += 2) q4_k_row_pair(c, row(r), row(r + 1), x, nb, &y[r], &y[r + 1]);
-    for (; r < r1; ++r) y[r] = q4_k_row(c, row(r), x, nb);
+  static void tail(const uint8_t* const* rows, const void* column, int64_t k, __m512 (*acc)[1]) {
+    const int64_t nb = k / kQKK;
+    if (nb % 2 == 0) return;
+    const auto& a = reinterpret_cast<const BlockQ4_K*>(rows[0])[nb - 1];
+    const auto& b = reinterpret_cast<const BlockQ4_K*>(rows[1])[nb - 1];
+    const __m256i s = scale_min_bytes(a.scales, b.scales);
+    q4_k_block_pair(a, b, static_cast<const BlockQ8_K*>(column)[nb - 1], lane_bytes(s, false),
+                    lane_bytes(s, true), &acc[0][0]);
   }
-}
+};
 
 const MatmulKernel kQ4_KOneColumn = {q8_k_paired_column_bytes, quantize_act_q8_k_paired,
-                                     q4_k_one_column_rows};
+                                     pair_rows<Q4KNarrowKernel>};
 
 // ---- One column of Q6_K, one row at a time ----
 //

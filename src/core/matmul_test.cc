@@ -222,6 +222,7 @@ std::vector<int64_t> ks_for(DType t) {
     ks.push_back(3 * 32);
     ks.push_back(25 * 32);
   }
+  if (bs == 256) ks.push_back(2 * 256);  // the two-block steps with no single block after them
   return ks;
 }
 
