@@ -10,7 +10,8 @@
 //   BM_DecodeOrder/<dtype> one batch-1 token's matmuls of a 1024-wide, 8-layer llama (q/k/v,
 //                         output, gate/up, down per layer, then the 32000-row output matrix:
 //                         66 MiB in q4_K), one column each, in decode order, each its own pool
-//                         pass.
+//                         pass. /1: one copy, part of which the L3 holds between passes; /4: four
+//                         copies cycled, every byte from memory.
 //                         of_read: the time of a plain read of the same matrices in the same
 //                         passes, timed alternately in the same process, over the kernels' time.
 //                         The fraction of the memory a decode step could reach, unaffected by
@@ -151,6 +152,11 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   add(kVocab, kEmbd);
   size_t bytes = 0;
   for (const Matrix& m : mats) bytes += m.w.size();
+  // copies > 1: the model that many times, cycled, the read on another copy than the kernels:
+  // every byte comes from memory, none from the L3 (as in a decode step of a model many times
+  // the L3's size); with one copy part of the 66 MiB stays in the L3 between passes.
+  const auto copies = static_cast<size_t>(state.range(0));
+  std::vector<std::vector<Matrix>> sets(copies, mats);
   std::vector<float> x(kFf), y(kVocab);
   for (float& v : x) v = dist(rng) * 50.0f;
   std::vector<uint64_t> sums(64);
@@ -158,13 +164,14 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   ThreadPool& p = bench_pool();
   using Clock = std::chrono::steady_clock;
   double kernel_s = 0.0, read_s = 0.0;
+  size_t next = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    for (const Matrix& m : mats) {
+    for (const Matrix& m : sets[next]) {
       matmul(p, t, m.w.data(), m.row_bytes, m.n, m.k, x.data(), m.k, 1, y.data(), m.n);
     }
     const auto t1 = Clock::now();
-    for (const Matrix& m : mats) {
+    for (const Matrix& m : sets[(next + copies / 2) % copies]) {
       const uint8_t* w = m.w.data();
       p.parallel_for(static_cast<int64_t>(m.w.size() / 64), 64,
                      [&](int th, int64_t b, int64_t e) { sums[th] += sum_lines(w, b, e); });
@@ -174,6 +181,7 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
     kernel_s += k_s;
     read_s += std::chrono::duration<double>(t2 - t1).count();
     state.SetIterationTime(k_s);
+    next = (next + 1) % copies;
     benchmark::DoNotOptimize(y.data());
     benchmark::DoNotOptimize(sums.data());
   }
@@ -182,8 +190,12 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   state.counters["threads"] = p.size();
 }
 
-#define STRATA_DECODE_ORDER_BENCH(name, dtype) \
-  BENCHMARK_CAPTURE(BM_DecodeOrder, name, dtype)->Unit(benchmark::kMillisecond)->UseManualTime()
+#define STRATA_DECODE_ORDER_BENCH(name, dtype)   \
+  BENCHMARK_CAPTURE(BM_DecodeOrder, name, dtype) \
+      ->Arg(1)                                   \
+      ->Arg(4)                                   \
+      ->Unit(benchmark::kMillisecond)            \
+      ->UseManualTime()
 
 STRATA_DECODE_ORDER_BENCH(q8_0, DType::kQ8_0);
 STRATA_DECODE_ORDER_BENCH(q4_0, DType::kQ4_0);
