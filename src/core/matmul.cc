@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -62,17 +63,85 @@ int64_t task_row(const std::vector<Prepared>& parts, uint64_t total, int64_t n_r
 // Called by the thread that computed rows [lo, hi) of part `part`, right after them.
 using RowsDoneFn = std::function<void(size_t part, int64_t lo, int64_t hi)>;
 
+// The rows of all parts, concatenated, as one range of rows split into claims: where claims may
+// start and end (a multiple of kRowAlign rows into a part, or a part's end, so that a claim
+// does not cut the kernels' row groups) and how many weight bytes one holds.
+class Claims {
+ public:
+  explicit Claims(const std::vector<Prepared>& prep) : prep_(prep) {}
+
+  // The end of the owner's claim that starts at row f (a boundary) and ends before `back`: a
+  // quarter of what is left, at least kClaimBytes, so that a long range takes few claims and
+  // its last ones are short.
+  int64_t front_claim(int64_t f, int64_t back) const {
+    const Prepared& p = part_of(f);
+    const uint64_t bytes = std::max(kClaimBytes, (byte_of(back) - byte_of(f)) / 4);
+    const auto rows = static_cast<int64_t>(bytes / p.args.w_row_bytes);
+    const int64_t in = f - p.row0 + std::max<int64_t>(kRowAlign, rows / kRowAlign * kRowAlign);
+    return std::min(back, in >= p.n ? p.row0 + p.n : p.row0 + in);
+  }
+
+  // The start of the claim of kClaimBytes that ends at row b (a boundary) and starts at or after
+  // `front`.
+  int64_t back_claim(int64_t front, int64_t b) const {
+    const Prepared& p = part_of(b - 1);
+    const auto rows = static_cast<int64_t>(kClaimBytes / p.args.w_row_bytes);
+    // Rows [p.row0, b) of the part, less a claim, rounded down to a boundary.
+    const int64_t in = b - p.row0 - std::max<int64_t>(kRowAlign, rows);
+    return std::max(front, in <= 0 ? p.row0 : p.row0 + in / kRowAlign * kRowAlign);
+  }
+
+ private:
+  // Weight bytes per claim: small enough that the threads end a pass together (one claim of
+  // one thread's 25-35 GB/s takes about 2 us), large enough that the claims' own cost stays
+  // small (a compare-and-swap on the owner's cache line and a kernel call).
+  static constexpr uint64_t kClaimBytes = 64 * 1024;
+
+  const Prepared& part_of(int64_t r) const {
+    for (const Prepared& p : prep_) {
+      if (r < p.row0 + p.n) return p;
+    }
+    return prep_.back();
+  }
+
+  // Where row r's weights start in the concatenation of all parts' weights.
+  uint64_t byte_of(int64_t r) const {
+    const Prepared& p = part_of(r);
+    return p.byte0 + static_cast<uint64_t>(std::min(r - p.row0, p.n)) * p.args.w_row_bytes;
+  }
+
+  const std::vector<Prepared>& prep_;
+};
+
+std::atomic<uint64_t> g_claims_stolen{0};
+
+// The unclaimed rows [front, back) of a task's range, one word: the owner claims from the front,
+// a thread whose own range is done claims from the back, each with one compare-and-swap. On a
+// line of its own, which stays in the owner's cache until another thread comes.
+struct alignas(64) Unclaimed {
+  std::atomic<uint64_t> v;
+  static uint64_t pack(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(back) << 32 | static_cast<uint64_t>(front);
+  }
+  static int64_t front(uint64_t w) { return static_cast<int64_t>(w & 0xffffffffu); }
+  static int64_t back(uint64_t w) { return static_cast<int64_t>(w >> 32); }
+};
+
 // The rows of all parts, concatenated, in tasks of equal weight bytes, at most one per thread:
-// parts of different dtypes read different bytes per row. Threads split the output rows, never
-// k: each output element is the same sequence of operations whatever the split. `work`: each
-// thread's work_bytes, one after the other.
+// parts of different dtypes read different bytes per row. A task's thread claims its rows from
+// the front (Claims::front_claim); a thread done with its own claims the rest of the others'
+// from their backs, 64 KiB of weights at a time, so that the threads end together though the
+// machine runs them at different speeds (measured: the caller's share of a decode step's
+// passes 8-16% slower than the worker's, whichever rows it has; see docs/engine.md). The
+// claims need only be atomic (relaxed): the pool's barrier publishes the outputs. Threads split
+// the output rows, never k: each output element is the same sequence of operations whichever
+// thread computes it. `work`: each thread's work_bytes, one after the other.
 void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t total_bytes,
               int64_t total_rows, uint8_t* work, size_t work_bytes, const RowsDoneFn* done) {
+  STRATA_CHECK(total_rows < (int64_t{1} << 31), "matmul: too many rows");
   const auto n_tasks = static_cast<int64_t>(
       std::clamp<uint64_t>(total_bytes / kMinChunkBytes, 1, static_cast<uint64_t>(pool.size())));
-  pool.parallel_for(n_tasks, 1, [&](int thread, int64_t t0, int64_t t1) {
-    const int64_t r0 = task_row(prep, total_bytes, total_rows, t0, n_tasks);
-    const int64_t r1 = task_row(prep, total_bytes, total_rows, t1, n_tasks);
+  const auto compute = [&](int thread, int64_t r0, int64_t r1) {
     for (size_t i = 0; i < prep.size(); ++i) {
       const Prepared& p = prep[i];
       const int64_t lo = std::max(r0, p.row0) - p.row0;
@@ -87,10 +156,48 @@ void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t tota
       }
       if (done != nullptr) (*done)(i, lo, hi);
     }
+  };
+  if (n_tasks == 1) {
+    pool.parallel_for(1, 1, [&](int thread, int64_t, int64_t) { compute(thread, 0, total_rows); });
+    return;
+  }
+  const Claims claims(prep);
+  std::vector<Unclaimed> ranges(static_cast<size_t>(n_tasks));
+  for (int64_t t = 0; t < n_tasks; ++t) {
+    ranges[t].v.store(Unclaimed::pack(task_row(prep, total_bytes, total_rows, t, n_tasks),
+                                      task_row(prep, total_bytes, total_rows, t + 1, n_tasks)),
+                      std::memory_order_relaxed);
+  }
+  pool.parallel_for(n_tasks, 1, [&](int thread, int64_t t0, int64_t) {
+    std::atomic<uint64_t>& own = ranges[t0].v;
+    for (uint64_t w = own.load(std::memory_order_relaxed);;) {
+      const int64_t f = Unclaimed::front(w), b = Unclaimed::back(w);
+      if (f >= b) break;
+      const int64_t end = claims.front_claim(f, b);
+      if (own.compare_exchange_weak(w, Unclaimed::pack(end, b), std::memory_order_relaxed)) {
+        compute(thread, f, end);
+        w = own.load(std::memory_order_relaxed);
+      }
+    }
+    for (int64_t i = 1; i < n_tasks; ++i) {
+      std::atomic<uint64_t>& other = ranges[(t0 + i) % n_tasks].v;
+      for (uint64_t w = other.load(std::memory_order_relaxed);;) {
+        const int64_t f = Unclaimed::front(w), b = Unclaimed::back(w);
+        if (f >= b) break;
+        const int64_t start = claims.back_claim(f, b);
+        if (other.compare_exchange_weak(w, Unclaimed::pack(f, start), std::memory_order_relaxed)) {
+          g_claims_stolen.fetch_add(1, std::memory_order_relaxed);
+          compute(thread, start, b);
+          w = other.load(std::memory_order_relaxed);
+        }
+      }
+    }
   });
 }
 
 }  // namespace
+
+uint64_t matmul_claims_stolen() { return g_claims_stolen.load(std::memory_order_relaxed); }
 
 void matmul(ThreadPool& pool, DType w_dtype, const void* w, size_t w_row_bytes, int64_t n,
             int64_t k, const float* x, size_t x_stride, int64_t m, float* y, size_t y_stride) {

@@ -43,11 +43,16 @@ using MatmulColumnsFn = std::function<void(int64_t j0, int64_t j1)>;
 //      threads splitting the columns (on the caller alone when they are few: no barrier). When
 //      `columns` is given, a thread first calls it for its columns, which writes them: the op
 //      that produces X (a norm) runs in the same pass.
-//   2. the rows of all parts, concatenated, are split over the threads by weight bytes.
+//   2. the rows of all parts, concatenated, are split over the threads by weight bytes; a thread
+//      done with its rows takes the rest of another's (matmul_claims_stolen counts those takes).
 // Every output element is computed exactly as matmul() computes it: the same bits as one matmul
 // per part, whatever the thread count. The Y regions must not overlap X, a weight or each other.
 void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k, const float* x,
                   size_t x_stride, int64_t m, const MatmulColumnsFn* columns = nullptr);
+
+// Row ranges that threads have taken from another thread's share since the process started
+// (matmul, matmul_multi, matmul_id): for tests, which must see the taking happen.
+uint64_t matmul_claims_stolen();
 
 // The expert-indexed matmul of a mixture-of-experts layer (the graph op mul_mat_id):
 //   W   dtype [k, n, n_expert]: expert e's row r at w + e * w_expert_bytes + r * w_row_bytes

@@ -94,6 +94,44 @@ TEST(MatmulMulti, SameBitsAsOneMatmulPerPart) {
   }
 }
 
+// A thread done with its share takes rows from the back of another's: every row is computed once,
+// with the same bits. Three threads on fewer cores, or one descheduled, make the taking happen;
+// the test repeats until it has seen some.
+TEST(MatmulMulti, RowsTakenFromAnotherThreadHaveTheSameBits) {
+  const std::vector<DType> dtypes = {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0};
+  std::vector<Matrix> w;
+  for (size_t i = 0; i < dtypes.size(); ++i) w.emplace_back(dtypes[i], 4 * kRows[i], 60 + i);
+  const std::vector<float> x = random_floats(static_cast<size_t>(kK), 61);
+  ThreadPool one(1), three(3);
+  std::vector<std::vector<float>> alone;
+  for (const Matrix& mat : w) {
+    alone.push_back(output(mat.n, 1));
+    matmul(one, mat.dtype, mat.bytes.data(), mat.row_bytes, mat.n, kK, x.data(), kK, 1,
+           alone.back().data(), static_cast<size_t>(mat.n) + 1);
+  }
+  const uint64_t before = matmul_claims_stolen();
+  int runs = 0;
+  for (; runs < 2000 && (runs < 20 || matmul_claims_stolen() == before); ++runs) {
+    std::vector<std::vector<float>> y;
+    std::vector<MatmulPart> parts;
+    for (const Matrix& mat : w) {
+      y.push_back(output(mat.n, 1));
+      parts.push_back({mat.dtype, mat.bytes.data(), mat.row_bytes, mat.n, y.back().data(),
+                       static_cast<size_t>(mat.n) + 1});
+    }
+    matmul_multi(three, parts, kK, x.data(), kK, 1);
+    for (size_t p = 0; p < w.size(); ++p) {
+      for (size_t i = 0; i < y[p].size(); ++i) {
+        ASSERT_TRUE(same_bits(y[p][i], alone[p][i]))
+            << "run " << runs << " part " << p << " element " << i << ": " << y[p][i] << " vs "
+            << alone[p][i];
+      }
+    }
+  }
+  EXPECT_GT(matmul_claims_stolen(), before)
+      << "no thread took another's rows in " << runs << " runs";
+}
+
 // The columns callback writes X in the quantisation pass: each column once, before any part
 // reads it.
 TEST(MatmulMulti, ColumnsAreWrittenOnceBeforeTheyAreRead) {
