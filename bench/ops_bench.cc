@@ -68,6 +68,7 @@ void BM_AttentionF16(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * batch * ctx * c.row_bytes * 2);
 }
 BENCHMARK(BM_AttentionF16)
+    ->Args({64, 1, 8})
     ->Args({512, 1, 8})
     ->Args({2048, 1, 8})
     ->Args({512, 16, 8})

@@ -33,6 +33,7 @@ using ::strata::internal::avx2::kv_scalar;
 using ::strata::internal::avx2::sink_max;
 using ::strata::internal::avx2::sink_sum;
 
+using attention_tiling::PairScoresFn;
 using attention_tiling::round_up8;
 using attention_tiling::ScoresFn;
 using attention_tiling::TileShape;
@@ -95,23 +96,34 @@ inline __m512 exp512(__m512 x) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), res, x);
 }
 
-// The dot products of q with kCells K rows, before their horizontal sums: z[i] = [s0 | s1],
-// the AVX2 kernel's two accumulators. kNv: the vector part of head_dim when known at compile
-// time (the loop unrolls), else 0.
-template <bool kHalf, int64_t kNv, int kCells>
-inline void dot_halves(const TileShape& sh, const float* q, const uint8_t* const* k, __m512* z) {
+// The dot products of kNh queries (heads of one kv group) with kCells K rows, before their
+// horizontal sums: z[j][i] = [s0 | s1], the AVX2 kernel's two accumulators of head j and cell i.
+// Each K load (and f16 conversion) serves every head. kNv: the vector part of head_dim when
+// known at compile time (the loop unrolls), else 0.
+template <bool kHalf, int64_t kNv, int kNh, int kCells>
+inline void dot_halves(const TileShape& sh, const float* const* q, const uint8_t* const* k,
+                       __m512 (*z)[kCells]) {
   const int64_t nv = kNv > 0 ? kNv : sh.nv;
-  for (int i = 0; i < kCells; ++i) z[i] = _mm512_setzero_ps();
+  for (int j = 0; j < kNh; ++j) {
+    for (int i = 0; i < kCells; ++i) z[j][i] = _mm512_setzero_ps();
+  }
   int64_t d = 0;
   for (; d + 16 <= nv; d += 16) {
-    const __m512 qv = _mm512_loadu_ps(q + d);
-    for (int i = 0; i < kCells; ++i) z[i] = _mm512_fmadd_ps(qv, load16<kHalf>(k[i], d), z[i]);
+    __m512 qv[kNh];
+    for (int j = 0; j < kNh; ++j) qv[j] = _mm512_loadu_ps(q[j] + d);
+    for (int i = 0; i < kCells; ++i) {
+      const __m512 kv = load16<kHalf>(k[i], d);
+      for (int j = 0; j < kNh; ++j) z[j][i] = _mm512_fmadd_ps(qv[j], kv, z[j][i]);
+    }
   }
   if (d < nv) {  // one chunk of 8: s0 only
     const __mmask16 m = 0x00ff;
-    const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-    for (int i = 0; i < kCells; ++i)
-      z[i] = _mm512_mask3_fmadd_ps(qv, load16<kHalf>(k[i], d, m), z[i], m);
+    __m512 qv[kNh];
+    for (int j = 0; j < kNh; ++j) qv[j] = _mm512_maskz_loadu_ps(m, q[j] + d);
+    for (int i = 0; i < kCells; ++i) {
+      const __m512 kv = load16<kHalf>(k[i], d, m);
+      for (int j = 0; j < kNh; ++j) z[j][i] = _mm512_mask3_fmadd_ps(qv[j], kv, z[j][i], m);
+    }
   }
 }
 
@@ -144,42 +156,54 @@ inline __m256 hsum8_halves(const __m512* z) {
 template <bool kHalf, int64_t kNv>
 inline float score_one(const AttentionArgs& a, const TileShape& sh, const float* q,
                        const uint8_t* kr) {
-  __m512 z;
-  dot_halves<kHalf, kNv, 1>(sh, q, &kr, &z);
-  float dot = hsum(_mm256_add_ps(low_ps(z), high_ps(z)));
+  __m512 z[1][1];
+  dot_halves<kHalf, kNv, 1, 1>(sh, &q, &kr, z);
+  float dot = hsum(_mm256_add_ps(low_ps(z[0][0]), high_ps(z[0][0])));
   for (int64_t e = sh.nv; e < sh.hd; ++e) dot = std::fma(q[e], kv_scalar<kHalf>(kr, e), dot);
   return attention_score(a, dot);
 }
 
-// Scores of one head of one token for the block-relative cells [lo, hi): s[c - lo]. Eight cells
-// at a time share the loads of q and one horizontal-sum pass.
-template <bool kHalf, int64_t kNv>
-void scores(const AttentionArgs& a, const TileShape& sh, const float* q,
-            const uint8_t* const* krows, int64_t lo, int64_t hi, float* s) {
+// Scores of kNh heads of one token for the block-relative cells [lo, hi): s[j][c - lo]. Eight
+// cells at a time share the loads of q and one horizontal-sum pass, and the heads share each
+// load of a K row. Every score gets the operations of the one-head pass whatever kNh.
+template <bool kHalf, int64_t kNv, int kNh>
+void scores(const AttentionArgs& a, const TileShape& sh, const float* const* q,
+            const uint8_t* const* krows, int64_t lo, int64_t hi, float* const* s) {
   const int64_t hd = sh.hd, nv = sh.nv;
   const __m256 scale = _mm256_set1_ps(a.scale);
   int64_t c = lo;
   for (; c + 8 <= hi; c += 8) {
-    __m512 z[8];
-    dot_halves<kHalf, kNv, 8>(sh, q, krows + c, z);
-    __m256 dot = hsum8_halves(z);
-    if (nv < hd) {
-      alignas(32) float dots[8];
-      _mm256_store_ps(dots, dot);
-      for (int i = 0; i < 8; ++i) {
-        for (int64_t e = nv; e < hd; ++e) {
-          dots[i] = std::fma(q[e], kv_scalar<kHalf>(krows[c + i], e), dots[i]);
+    __m512 z[kNh][8];
+    dot_halves<kHalf, kNv, kNh, 8>(sh, q, krows + c, z);
+    for (int j = 0; j < kNh; ++j) {
+      __m256 dot = hsum8_halves(z[j]);
+      if (nv < hd) {
+        alignas(32) float dots[8];
+        _mm256_store_ps(dots, dot);
+        for (int i = 0; i < 8; ++i) {
+          for (int64_t e = nv; e < hd; ++e) {
+            dots[i] = std::fma(q[j][e], kv_scalar<kHalf>(krows[c + i], e), dots[i]);
+          }
         }
+        dot = _mm256_load_ps(dots);
       }
-      dot = _mm256_load_ps(dots);
-    }
-    float* sc = s + (c - lo);
-    _mm256_storeu_ps(sc, _mm256_mul_ps(dot, scale));
-    if (a.extra.softcap > 0.0f) {
-      for (int i = 0; i < 8; ++i) sc[i] = std::tanh(sc[i] / a.extra.softcap) * a.extra.softcap;
+      float* sc = s[j] + (c - lo);
+      _mm256_storeu_ps(sc, _mm256_mul_ps(dot, scale));
+      if (a.extra.softcap > 0.0f) {
+        for (int i = 0; i < 8; ++i) sc[i] = std::tanh(sc[i] / a.extra.softcap) * a.extra.softcap;
+      }
     }
   }
-  for (; c < hi; ++c) s[c - lo] = score_one<kHalf, kNv>(a, sh, q, krows[c]);
+  for (; c < hi; ++c) {
+    for (int j = 0; j < kNh; ++j) s[j][c - lo] = score_one<kHalf, kNv>(a, sh, q[j], krows[c]);
+  }
+}
+
+// One head (the ScoresFn of the tiling).
+template <bool kHalf, int64_t kNv>
+void scores(const AttentionArgs& a, const TileShape& sh, const float* q,
+            const uint8_t* const* krows, int64_t lo, int64_t hi, float* s) {
+  scores<kHalf, kNv, 1>(a, sh, &q, krows, lo, hi, &s);
 }
 
 // acc[j] += p[j][c - lo] * V row c for the kDv vectors of 16 dims from d and the
@@ -243,6 +267,15 @@ struct Avx512 {
     return sh.nv == 64    ? &scores<kHalf, 64>
            : sh.nv == 128 ? &scores<kHalf, 128>
                           : &scores<kHalf, 0>;
+  }
+
+  // Two heads at once, sharing each K row's load and conversion (the conversion bounded the
+  // one-head pass of a decode step).
+  template <bool kHalf>
+  static PairScoresFn pair_scores_for(const TileShape& sh) {
+    return sh.nv == 64    ? &scores<kHalf, 64, 2>
+           : sh.nv == 128 ? &scores<kHalf, 128, 2>
+                          : &scores<kHalf, 0, 2>;
   }
 
   // The AVX2 kernel's softmax_row: its maximum over chunks of 8, its exps, its sum of the

@@ -8,6 +8,7 @@
 // The arithmetic is the instruction set's, given as a kernel type K with static members:
 //   K::convert_f16(row, dst, shape)     an f16 row segment as head_dim floats (exact)
 //   K::scores_for<kHalf>(shape)         the score pass for this head size (a ScoresFn)
+//   K::pair_scores_for<kHalf>(shape)    optional: the same for two heads at once (PairScoresFn)
 //   K::softmax_row(s, len, sink)        exps of a row of scores in place, 1 / their sum (with
 //                                       the head's sink, or nullptr)
 //   K::weigh<kHalf, kNh>(shape, rows, lo, hi, p, acc)   acc[j] += p[j][c] V row c, in cell order
@@ -90,6 +91,9 @@ struct TileShape {
 // Scores of one head of one token for the block-relative cells [lo, hi): s[c - lo].
 using ScoresFn = void (*)(const AttentionArgs& a, const TileShape& sh, const float* q,
                           const uint8_t* const* krows, int64_t lo, int64_t hi, float* s);
+// The same for two heads: q[j] and s[j], j = 0, 1.
+using PairScoresFn = void (*)(const AttentionArgs& a, const TileShape& sh, const float* const* q,
+                              const uint8_t* const* krows, int64_t lo, int64_t hi, float* const* s);
 
 // Pointers to the rows of list positions [c0, c1), head segment at `base`; f16 rows are
 // converted into buf when kConvert is set, else used in place. A row of a block (K or V) is
@@ -187,6 +191,10 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
   const int64_t nb = block_cells(hd);
   const uint8_t* rows[kMaxBlockCells];
   const ScoresFn score_fn = K::template scores_for<kHalf>(sh);
+  PairScoresFn pair_fn = nullptr;
+  if constexpr (requires { K::template pair_scores_for<kHalf>(sh); }) {
+    pair_fn = K::template pair_scores_for<kHalf>(sh);
+  }
 
   // Calls fn(token, lo, hi) for the tokens that attend to some of the block [c0, c1), with the
   // block-relative range of those cells.
@@ -208,9 +216,14 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
     if (!block_used(c0, c1)) continue;
     block_rows<K, kF16, kConvert>(a, kbase, list, c0, c1, last, sh, buf, rows);
     for_tokens_in(c0, c1, [&](const TileToken& t, int64_t lo, int64_t hi) {
-      for (int64_t j = 0; j < nh; ++j) {
-        score_fn(a, sh, t.q + j * hd, rows, lo, hi, t.s + j * sh.row_stride + (c0 + lo - t.begin));
+      float* s0 = t.s + (c0 + lo - t.begin);
+      int64_t j = 0;
+      for (; pair_fn != nullptr && j + 2 <= nh; j += 2) {
+        const float* q[2] = {t.q + j * hd, t.q + (j + 1) * hd};
+        float* s[2] = {s0 + j * sh.row_stride, s0 + (j + 1) * sh.row_stride};
+        pair_fn(a, sh, q, rows, lo, hi, s);
       }
+      for (; j < nh; ++j) score_fn(a, sh, t.q + j * hd, rows, lo, hi, s0 + j * sh.row_stride);
     });
   }
 
