@@ -40,6 +40,19 @@ std::vector<float> output(int64_t n, int64_t m) {
   return std::vector<float>(static_cast<size_t>((n + 1) * m), kUnwritten);
 }
 
+// One output per matrix (output(n, m)) in *y, and the parts that write them.
+std::vector<MatmulPart> parts_writing(const std::vector<Matrix>& w, int64_t m,
+                                      std::vector<std::vector<float>>* y) {
+  y->clear();
+  for (const Matrix& mat : w) y->push_back(output(mat.n, m));
+  std::vector<MatmulPart> parts;
+  for (size_t i = 0; i < w.size(); ++i) {
+    parts.push_back({w[i].dtype, w[i].bytes.data(), w[i].row_bytes, w[i].n, (*y)[i].data(),
+                     static_cast<size_t>(w[i].n) + 1});
+  }
+  return parts;
+}
+
 // Groups as a layer has them (q/k/v of one dtype; a K-quant mix, whose kernels share one
 // activation format) and groups whose kernels read different activation formats (or F32).
 const std::vector<std::vector<DType>> kGroups = {
@@ -73,12 +86,7 @@ TEST(MatmulMulti, SameBitsAsOneMatmulPerPart) {
         }
         for (ThreadPool& pool : pools) {
           std::vector<std::vector<float>> y;
-          std::vector<MatmulPart> parts;
-          for (const Matrix& mat : w) {
-            y.push_back(output(mat.n, m));
-            parts.push_back({mat.dtype, mat.bytes.data(), mat.row_bytes, mat.n, y.back().data(),
-                             static_cast<size_t>(mat.n) + 1});
-          }
+          const std::vector<MatmulPart> parts = parts_writing(w, m, &y);
           matmul_multi(pool, parts, kK, x.data(), kK, m);
           for (size_t p = 0; p < w.size(); ++p) {
             for (size_t i = 0; i < y[p].size(); ++i) {
@@ -113,12 +121,7 @@ TEST(MatmulMulti, RowsTakenFromAnotherThreadHaveTheSameBits) {
   int runs = 0;
   for (; runs < 2000 && (runs < 20 || matmul_claims_stolen() == before); ++runs) {
     std::vector<std::vector<float>> y;
-    std::vector<MatmulPart> parts;
-    for (const Matrix& mat : w) {
-      y.push_back(output(mat.n, 1));
-      parts.push_back({mat.dtype, mat.bytes.data(), mat.row_bytes, mat.n, y.back().data(),
-                       static_cast<size_t>(mat.n) + 1});
-    }
+    const std::vector<MatmulPart> parts = parts_writing(w, 1, &y);
     matmul_multi(three, parts, kK, x.data(), kK, 1);
     for (size_t p = 0; p < w.size(); ++p) {
       for (size_t i = 0; i < y[p].size(); ++i) {
@@ -154,12 +157,7 @@ TEST(MatmulMulti, ColumnsAreWrittenOnceBeforeTheyAreRead) {
       }
     };
     std::vector<std::vector<float>> y;
-    std::vector<MatmulPart> parts;
-    for (const Matrix& mat : w) {
-      y.push_back(output(mat.n, m));
-      parts.push_back({mat.dtype, mat.bytes.data(), mat.row_bytes, mat.n, y.back().data(),
-                       static_cast<size_t>(mat.n) + 1});
-    }
+    const std::vector<MatmulPart> parts = parts_writing(w, m, &y);
     matmul_multi(pool, parts, kK, x.data(), kK, m, &columns);
     for (int64_t j = 0; j < m; ++j) ASSERT_EQ(calls[j], 1) << "column " << j;
     for (size_t p = 0; p < w.size(); ++p) {
@@ -181,12 +179,7 @@ TEST(MatmulMulti, OneBarrierAtBatchOne) {
   for (size_t i = 0; i < 3; ++i) w.emplace_back(DType::kQ8_0, kRows[i], 60 + i);
   const std::vector<float> x = random_floats(static_cast<size_t>(kK), 61);
   std::vector<std::vector<float>> y;
-  std::vector<MatmulPart> parts;
-  for (const Matrix& mat : w) {
-    y.push_back(output(mat.n, 1));
-    parts.push_back({mat.dtype, mat.bytes.data(), mat.row_bytes, mat.n, y.back().data(),
-                     static_cast<size_t>(mat.n) + 1});
-  }
+  const std::vector<MatmulPart> parts = parts_writing(w, 1, &y);
   ThreadPool pool(2);
   const ThreadPool::Counts before = pool.counts();
   matmul_multi(pool, parts, kK, x.data(), kK, 1);

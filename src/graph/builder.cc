@@ -1,6 +1,7 @@
 #include "graph/builder.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "core/check.h"
@@ -94,47 +95,59 @@ uint64_t GraphBuilder::plan(uint64_t alignment) {
     touch(node.out);
   }
   // Greedy first fit in node order: free ranges come back when their tensor's last reader ran.
+  // Runs every decode step, over every node and tensor of the model's graph: linear in them
+  // (tensors bucketed by the node that first writes them), not their product.
   struct Range {
     uint64_t begin, end;
   };
-  std::vector<Range> free_list;  // sorted by begin, merged
+  std::vector<Range> free_list;  // sorted by begin, merged, none empty
   uint64_t top = 0;
   std::vector<uint64_t> offset(n, 0);
   std::multimap<int32_t, int32_t> dying;  // last node -> tensor
   auto release = [&](uint64_t begin, uint64_t end) {
-    free_list.push_back({begin, end});
-    std::sort(free_list.begin(), free_list.end(),
-              [](const Range& a, const Range& b) { return a.begin < b.begin; });
-    std::vector<Range> merged;
-    for (const Range& r : free_list) {
-      if (!merged.empty() && merged.back().end == r.begin) {
-        merged.back().end = r.end;
-      } else {
-        merged.push_back(r);
-      }
+    auto it = std::lower_bound(free_list.begin(), free_list.end(), begin,
+                               [](const Range& r, uint64_t b) { return r.begin < b; });
+    if (it != free_list.begin() && std::prev(it)->end == begin) {
+      --it;
+      it->end = end;
+    } else {
+      it = free_list.insert(it, {begin, end});
     }
-    free_list.swap(merged);
+    if (std::next(it) != free_list.end() && std::next(it)->begin == it->end) {
+      it->end = std::next(it)->end;
+      free_list.erase(std::next(it));
+    }
   };
   auto size_of = [&](int32_t t) {
     const uint64_t bytes = graph_.tensors[t].extent_bytes();
     return (bytes + alignment - 1) / alignment * alignment;
   };
-  for (int32_t k = 0; k < static_cast<int32_t>(graph_.nodes.size()); ++k) {
+  const int32_t n_nodes = static_cast<int32_t>(graph_.nodes.size());
+  std::vector<int32_t> starts_at(static_cast<size_t>(n_nodes) + 1, 0);  // bucket bounds by node
+  for (int32_t t = 0; t < n; ++t) {
+    if (info_[t].scratch && first[t] >= 0) ++starts_at[first[t] + 1];
+  }
+  for (int32_t k = 0; k < n_nodes; ++k) starts_at[k + 1] += starts_at[k];
+  std::vector<int32_t> starting(static_cast<size_t>(starts_at[n_nodes]));  // in tensor order
+  {
+    std::vector<int32_t> next(starts_at.begin(), starts_at.end() - 1);
+    for (int32_t t = 0; t < n; ++t) {
+      if (info_[t].scratch && first[t] >= 0) starting[next[first[t]]++] = t;
+    }
+  }
+  for (int32_t k = 0; k < n_nodes; ++k) {
     // Allocate what is first written here, then free what was last read here: a node's output
     // never shares memory with its own inputs unless it is the same tensor.
-    for (int32_t t = 0; t < n; ++t) {
-      if (!info_[t].scratch || first[t] != k) continue;
+    for (int32_t i = starts_at[k]; i < starts_at[k + 1]; ++i) {
+      const int32_t t = starting[i];
       const uint64_t need = size_of(t);
-      bool placed = false;
-      for (Range& r : free_list) {
-        if (r.end - r.begin >= need) {
-          offset[t] = r.begin;
-          r.begin += need;
-          placed = true;
-          break;
-        }
-      }
-      if (!placed) {
+      auto fit = std::find_if(free_list.begin(), free_list.end(),
+                              [need](const Range& r) { return r.end - r.begin >= need; });
+      if (fit != free_list.end()) {
+        offset[t] = fit->begin;
+        fit->begin += need;
+        if (fit->begin == fit->end) free_list.erase(fit);
+      } else {
         offset[t] = top;
         top += need;
       }
@@ -144,9 +157,6 @@ uint64_t GraphBuilder::plan(uint64_t alignment) {
     for (auto it = lo; it != hi; ++it)
       release(offset[it->second], offset[it->second] + size_of(it->second));
     dying.erase(lo, hi);
-    free_list.erase(std::remove_if(free_list.begin(), free_list.end(),
-                                   [](const Range& r) { return r.begin == r.end; }),
-                    free_list.end());
   }
   for (int32_t t = 0; t < n; ++t) {
     if (info_[t].scratch) graph_.tensors[t].offset = offset[t];
