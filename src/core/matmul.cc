@@ -60,6 +60,14 @@ int64_t task_row(const std::vector<Prepared>& parts, uint64_t total, int64_t n_r
   return n_rows;
 }
 
+// The part that holds concatenated row r (the last part for r past the end). Parts are in row
+// order, none empty.
+size_t part_index(const std::vector<Prepared>& prep, int64_t r) {
+  const auto after = std::upper_bound(prep.begin() + 1, prep.end(), r,
+                                      [](int64_t row, const Prepared& p) { return row < p.row0; });
+  return static_cast<size_t>(after - prep.begin()) - 1;
+}
+
 // Called by the thread that computed rows [lo, hi) of part `part`, right after them.
 using RowsDoneFn = std::function<void(size_t part, int64_t lo, int64_t hi)>;
 
@@ -97,12 +105,7 @@ class Claims {
   // small (a compare-and-swap on the owner's cache line and a kernel call).
   static constexpr uint64_t kClaimBytes = 64 * 1024;
 
-  const Prepared& part_of(int64_t r) const {
-    for (const Prepared& p : prep_) {
-      if (r < p.row0 + p.n) return p;
-    }
-    return prep_.back();
-  }
+  const Prepared& part_of(int64_t r) const { return prep_[part_index(prep_, r)]; }
 
   // Where row r's weights start in the concatenation of all parts' weights.
   uint64_t byte_of(int64_t r) const {
@@ -142,7 +145,7 @@ void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t tota
   const auto n_tasks = static_cast<int64_t>(
       std::clamp<uint64_t>(total_bytes / kMinChunkBytes, 1, static_cast<uint64_t>(pool.size())));
   const auto compute = [&](int thread, int64_t r0, int64_t r1) {
-    for (size_t i = 0; i < prep.size(); ++i) {
+    for (size_t i = part_index(prep, r0); i < prep.size() && prep[i].row0 < r1; ++i) {
       const Prepared& p = prep[i];
       const int64_t lo = std::max(r0, p.row0) - p.row0;
       const int64_t hi = std::min(r1, p.row0 + p.n) - p.row0;
