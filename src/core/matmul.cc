@@ -387,12 +387,21 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
     if (mats[i].n > 0) active[n_active++] = i;
   }
   std::vector<Prepared> prep;
+  prep.reserve(static_cast<size_t>(std::min(n_pairs, a.n_expert)) * n_active);
   for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
     const int64_t q1 = std::min(n_pairs, q0 + slice);
     const int64_t* pairs = order + q0;
-    // The slice's columns, gathered in grouped order.
+    // An expert with one column in the slice reads a shared token's column where it is (every
+    // expert, in a decode step of one token): no copy.
+    const auto alone = [&](int64_t j) {
+      const auto e = static_cast<size_t>(a.ids[pairs[j]]);
+      const int64_t in_slice = std::min(first[e + 1], q1) - std::max(first[e], q0);
+      return shared && in_slice == 1;
+    };
+    // The slice's other columns, gathered in grouped order.
     pool.parallel_for(q1 - q0, grain, [&](int, int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
+        if (alone(j)) continue;
         const int64_t t = pairs[j] / a.n_used;
         const int64_t s = a.x_m == 1 ? 0 : pairs[j] % a.n_used;
         const float* src = a.x + static_cast<size_t>(t) * a.x_tok_stride +
@@ -415,7 +424,8 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
     for (int64_t j = 0; j < q1 - q0;) {
       const int32_t e = a.ids[pairs[j]];
       const int64_t end = std::min(first[static_cast<size_t>(e) + 1] - q0, q1 - q0);
-      const uint8_t* col = cols + static_cast<size_t>(j) * col_bytes;
+      const uint8_t* col = alone(j) ? tokens + static_cast<size_t>(pairs[j] / a.n_used) * col_bytes
+                                    : cols + static_cast<size_t>(j) * col_bytes;
       for (size_t a_i = 0; a_i < n_active; ++a_i) {
         const size_t i = active[a_i];
         const MatmulIdArgs& b = mats[i];

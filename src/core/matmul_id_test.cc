@@ -155,16 +155,20 @@ TEST(MatmulId, ManyTokensAndRepeatedExpertsOnTheMatmulDTypesOfModels) {
   }
 }
 
-// Scratch slices cut the grouped pairs anywhere, experts too: the bits stay.
+// Scratch slices cut the grouped pairs anywhere, experts too: the bits stay. Per token, an
+// expert left with one column in a slice reads the token's column in place.
 TEST(MatmulId, ScratchSlicesChangeNoBit) {
   const Experts w(DType::kQ8_0, 128, 24, 5, 21);
-  const Batch b = make_batch(w, 2, 9, true, 4);
-  ThreadPool pool(2);
-  const std::vector<float> whole = run_matmul_id(pool, w, b);
-  EXPECT_TRUE(bitwise_equal(whole, per_pair(w, b)));
-  const size_t pair_bytes = 136 + 24 * 4;  // about one q8_0 column of 128 and one output
-  for (size_t limit : {size_t{1}, pair_bytes * 2, pair_bytes * 7}) {
-    EXPECT_TRUE(bitwise_equal(run_matmul_id(pool, w, b, limit), whole)) << limit;
+  for (bool per_slot : {false, true}) {
+    const Batch b = make_batch(w, 2, 9, per_slot, 4);
+    ThreadPool pool(2);
+    const std::vector<float> whole = run_matmul_id(pool, w, b);
+    EXPECT_TRUE(bitwise_equal(whole, per_pair(w, b)));
+    const size_t pair_bytes = 136 + 24 * 4;  // about one q8_0 column of 128 and one output
+    for (size_t limit : {size_t{1}, pair_bytes * 2, pair_bytes * 7}) {
+      EXPECT_TRUE(bitwise_equal(run_matmul_id(pool, w, b, limit), whole))
+          << limit << (per_slot ? " per slot" : " per token");
+    }
   }
 }
 
