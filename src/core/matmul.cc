@@ -83,7 +83,8 @@ class Claims {
   // its last ones are short.
   int64_t front_claim(int64_t f, int64_t back) const {
     const Prepared& p = part_of(f);
-    const uint64_t bytes = std::max(kClaimBytes, (byte_of(back) - byte_of(f)) / 4);
+    const uint64_t at = p.byte0 + static_cast<uint64_t>(f - p.row0) * p.args.w_row_bytes;
+    const uint64_t bytes = std::max(kClaimBytes, (byte_of(back) - at) / 4);
     const auto rows = static_cast<int64_t>(bytes / p.args.w_row_bytes);
     const int64_t in = f - p.row0 + std::max<int64_t>(kRowAlign, rows / kRowAlign * kRowAlign);
     return std::min(back, in >= p.n ? p.row0 + p.n : p.row0 + in);
@@ -172,29 +173,23 @@ void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t tota
                       std::memory_order_relaxed);
   }
   pool.parallel_for(n_tasks, 1, [&](int thread, int64_t t0, int64_t) {
-    std::atomic<uint64_t>& own = ranges[t0].v;
-    for (uint64_t w = own.load(std::memory_order_relaxed);;) {
-      const int64_t f = Unclaimed::front(w), b = Unclaimed::back(w);
-      if (f >= b) break;
-      const int64_t end = claims.front_claim(f, b);
-      if (own.compare_exchange_weak(w, Unclaimed::pack(end, b), std::memory_order_relaxed)) {
-        compute(thread, f, end);
-        w = own.load(std::memory_order_relaxed);
-      }
-    }
-    for (int64_t i = 1; i < n_tasks; ++i) {
-      std::atomic<uint64_t>& other = ranges[(t0 + i) % n_tasks].v;
-      for (uint64_t w = other.load(std::memory_order_relaxed);;) {
+    // Claims from task t's range until it is empty: its owner from the front, others from the
+    // back.
+    const auto drain = [&](int64_t t) {
+      const bool own = t == t0;
+      std::atomic<uint64_t>& range = ranges[t].v;
+      for (uint64_t w = range.load(std::memory_order_relaxed);;) {
         const int64_t f = Unclaimed::front(w), b = Unclaimed::back(w);
-        if (f >= b) break;
-        const int64_t start = claims.back_claim(f, b);
-        if (other.compare_exchange_weak(w, Unclaimed::pack(f, start), std::memory_order_relaxed)) {
-          g_claims_stolen.fetch_add(1, std::memory_order_relaxed);
-          compute(thread, start, b);
-          w = other.load(std::memory_order_relaxed);
-        }
+        if (f >= b) return;
+        const int64_t cut = own ? claims.front_claim(f, b) : claims.back_claim(f, b);
+        const uint64_t rest = own ? Unclaimed::pack(cut, b) : Unclaimed::pack(f, cut);
+        if (!range.compare_exchange_weak(w, rest, std::memory_order_relaxed)) continue;
+        if (!own) g_claims_stolen.fetch_add(1, std::memory_order_relaxed);
+        compute(thread, own ? f : cut, own ? cut : b);
+        w = range.load(std::memory_order_relaxed);
       }
-    }
+    };
+    for (int64_t i = 0; i < n_tasks; ++i) drain((t0 + i) % n_tasks);
   });
 }
 
