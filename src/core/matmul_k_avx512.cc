@@ -37,6 +37,24 @@ inline __m256i scale_min_bytes(const uint8_t* a, const uint8_t* b) {
                          _mm256_and_si256(_mm256_srli_epi32(q, 2), top2));
 }
 
+// d and dmin of two super-blocks (row a, row b), as floats: [d_a, dmin_a, d_b, dmin_b].
+template <typename Block>
+inline __m128 d_dmin_pair(const Block& a, const Block& b) {
+  uint32_t da, db;  // d and dmin, as two f16
+  std::memcpy(&da, &a.d, 4);
+  std::memcpy(&db, &b.d, 4);
+  return _mm_cvtph_ps(_mm_setr_epi32(static_cast<int>(da), static_cast<int>(db), 0, 0));
+}
+
+// From f = [d_a, dmin_a, d_b, dmin_b]: d_a in the low 8 lanes of *d and d_b in the high 8;
+// *dmin alike.
+inline void spread_d_dmin(__m128 f, __m512* d, __m512* dmin) {
+  const __m512 v = _mm512_castps128_ps512(f);
+  *d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), v);
+  *dmin =
+      _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), v);
+}
+
 // pshufb masks broadcasting 16-bit word s (0..7) of each 128-bit lane over the lane.
 constexpr std::array<std::array<uint8_t, 64>, 8> make_word_spread() {
   std::array<std::array<uint8_t, 64>, 8> m{};
@@ -91,15 +109,7 @@ struct QKMinKernel {
     Header h;
     h.sc16 = _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(bytes, sc_twice));
     h.mins = _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(bytes, mn_pairs));
-    uint32_t da, db;  // d and dmin, as two f16
-    std::memcpy(&da, &a.d, 4);
-    std::memcpy(&db, &b.d, 4);
-    const __m512 f = _mm512_castps128_ps512(
-        _mm_cvtph_ps(_mm_setr_epi32(static_cast<int>(da), static_cast<int>(db), 0, 0)));
-    h.d =
-        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), f);
-    h.dmin =
-        _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
+    spread_d_dmin(d_dmin_pair(a, b), &h.d, &h.dmin);
     return h;
   }
 
@@ -420,18 +430,8 @@ inline void q4_k_block_pair(const BlockQ4_K& a, const BlockQ4_K& b, const BlockQ
   const __m512i mins = _mm512_shuffle_epi8(_mm512_shuffle_i64x2(sm_a, sm_b, 0x44),
                                            _mm512_broadcast_i64x4(load256(kMinPairs.data())));
   const __m512i pm = _mm512_madd_epi16(_mm512_broadcast_i64x4(load256(x.bsums)), mins);
-  uint32_t da, db;  // d and dmin of each row, two f16
-  std::memcpy(&da, &a.d, 4);
-  std::memcpy(&db, &b.d, 4);
-  // [x.d * d_a, x.d * dmin_a, x.d * d_b, x.d * dmin_b]
-  const __m512 f = _mm512_castps128_ps512(
-      _mm_mul_ps(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(da)),
-                                               static_cast<int>(db), 1)),
-                 _mm_set1_ps(x.d)));
-  const __m512 d =
-      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), f);
-  const __m512 dmin =
-      _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
+  __m512 d, dmin;  // x.d * d and x.d * dmin of each row
+  spread_d_dmin(_mm_mul_ps(d_dmin_pair(a, b), _mm_set1_ps(x.d)), &d, &dmin);
   *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), *acc);
   // -(x.d * dmin) * pm + acc: the AVX2 kernel's fmadd by the negated product (exact negation).
   *acc = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(pm), *acc);
