@@ -76,6 +76,8 @@ inline __m256 high_ps(__m512 v) {
 //   (with K::kPrepareMinCols: an Unpacks kernel), and
 //   K::step_direct<RP, C>(rows, columns, s, acc)  the same from the stored rows, unpacking as
 //                                  it goes
+// and, optionally for pair_rows (one column), K::tail(rows, column, k, acc): what the steps
+// leave of the row (a kernel whose step is several blocks).
 // With at least K::kPrepareMinCols columns (and a work area: MatmulKernel::work_bytes), the
 // rows of a group are unpacked once into the thread's work area and every tile of columns
 // reads them; with fewer they are unpacked as they are used. Measured (strata_bench_kernels
