@@ -46,8 +46,11 @@ per_step() {
   --n-expert 8 --n-expert-used 4 --n-ff-exp 128 --n-vocab 512 --dtype q8_0 --expert-dtype mxfp4 \
   --swa 16 --seed 3 >/dev/null
 # Under a sanitizer, one of each: the others run the same code over other splits of the work.
+# Its split has both workers and the CPU between them.
 threads="2 3" micro="1 5"
-if sanitized; then threads=3 micro=1; fi
+splits=("--rpc $A,$B --device RPC0,RPC1" "--rpc $A,$B --device RPC0,CPU,RPC1"
+  "--rpc $A --device CPU,RPC0 --tensor-split 1,3")
+if sanitized; then threads=3 micro=1 splits=("${splits[1]}"); fi
 for m in "$tmp/qwen3moe.gguf" "$tmp/mixtral.gguf" "$tmp/gptoss.gguf"; do
   name=$(basename "$m" .gguf)
   ref=$(greedy local -m "$m" -n 48 -t 1)
@@ -58,8 +61,7 @@ for m in "$tmp/qwen3moe.gguf" "$tmp/mixtral.gguf" "$tmp/gptoss.gguf"; do
   for b in $micro; do
     [ "$(greedy batch -m "$m" -n 48 -t 2 -b $b)" = "$ref" ] || fail "$name with -b $b differs"
   done
-  for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A,$B --device RPC0,CPU,RPC1" \
-    "--rpc $A --device CPU,RPC0 --tensor-split 1,3"; do
+  for config in "${splits[@]}"; do
     # shellcheck disable=SC2086
     got=$(greedy split -m "$m" -n 48 -t 1 $config)
     [ "$got" = "$ref" ] || fail "$name with $config differs from one machine"
