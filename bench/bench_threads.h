@@ -2,6 +2,8 @@
 // memory makes a working set "cold" (well past the last-level cache).
 #pragma once
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -25,5 +27,21 @@ inline ThreadPool& bench_pool() {
 
 // Benchmarks that read weights from memory cycle through copies adding up to this much.
 inline constexpr size_t kBenchColdBytes = size_t{128} << 20;
+
+// Four independent SSE2 sums of the 64-byte lines [b, e) of p (64-byte aligned): bound by
+// memory, not by the adds. The plain read that the decode-order benchmarks compare their
+// kernels with.
+inline uint64_t sum_lines(const uint8_t* p, int64_t b, int64_t e) {
+  const auto* v = reinterpret_cast<const __m128i*>(p);
+  __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = b; i < e; ++i) {
+    s0 = _mm_add_epi64(s0, _mm_load_si128(v + 4 * i));
+    s1 = _mm_add_epi64(s1, _mm_load_si128(v + 4 * i + 1));
+    s2 = _mm_add_epi64(s2, _mm_load_si128(v + 4 * i + 2));
+    s3 = _mm_add_epi64(s3, _mm_load_si128(v + 4 * i + 3));
+  }
+  const __m128i s = _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
+  return static_cast<uint64_t>(_mm_cvtsi128_si64(s));
+}
 
 }  // namespace strata

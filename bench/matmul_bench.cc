@@ -20,7 +20,6 @@
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
 // Threads: STRATA_BENCH_THREADS (default: every hardware thread).
 #include <benchmark/benchmark.h>
-#include <emmintrin.h>
 #include <xmmintrin.h>
 
 #include <algorithm>
@@ -40,20 +39,6 @@
 
 namespace strata {
 namespace {
-
-// Four independent SSE2 sums of the 64-byte lines [b, e) of p: bound by memory, not by the adds.
-uint64_t sum_lines(const uint8_t* p, int64_t b, int64_t e) {
-  const auto* v = reinterpret_cast<const __m128i*>(p);
-  __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
-  for (int64_t i = b; i < e; ++i) {
-    s0 = _mm_add_epi64(s0, _mm_load_si128(v + 4 * i));
-    s1 = _mm_add_epi64(s1, _mm_load_si128(v + 4 * i + 1));
-    s2 = _mm_add_epi64(s2, _mm_load_si128(v + 4 * i + 2));
-    s3 = _mm_add_epi64(s3, _mm_load_si128(v + 4 * i + 3));
-  }
-  const __m128i s = _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
-  return static_cast<uint64_t>(_mm_cvtsi128_si64(s));
-}
 
 void BM_ReadBandwidth(benchmark::State& state) {
   const size_t n = (size_t{512} << 20) / sizeof(uint64_t);

@@ -12,14 +12,27 @@
 //                                 pairs per selected expert the same multiply-adds as mul_mat_id.
 // Several copies of the weights are cycled, and within a copy the parts a step reads, so that
 // what a step reads is never in the 32 MiB L3.
+//   BM_MoeDecodeOrder             one batch-1 token's matmuls of the synthetic qwen3moe model
+//                                 that `strata bench` measures (20 layers, n_embd 1024, 64
+//                                 experts of n_ff_exp 256, 8 used; the q4_K_M mix's dtypes: 161
+//                                 MiB a token), each pass as the engine runs it: q/k/v in one
+//                                 pass, the output projection, the router on the calling thread,
+//                                 gate/up experts in one pass, the down experts, then the
+//                                 32000-row output matrix. Each step routes to other experts.
+//                                 of_read: a plain read of the same bytes in the same passes,
+//                                 timed alternately, over the kernels' time (as BM_DecodeOrder);
+//                                 read_GBps: that read's rate, what these passes could reach.
 // bytes_per_second counts the weight bytes read. Threads: STRATA_BENCH_THREADS.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_threads.h"
+#include "core/host_bytes.h"
 #include "core/matmul.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
@@ -140,6 +153,231 @@ void BM_MatmulSameBytes(benchmark::State& state, DType t) {
   state.SetBytesProcessed(state.iterations() * n * static_cast<int64_t>(row_bytes));
   state.counters["threads"] = bench_pool().size();
 }
+
+// One weight tensor of BM_MoeDecodeOrder: `count` matrices (experts) of n rows of dtype t and
+// width k, 64 distinct random rows repeated (quantising 700 MiB of random rows would take most
+// of the benchmark's time, and the kernels' cost does not depend on the values).
+struct Tensor {
+  DType t;
+  int64_t k, n, count;
+  size_t row_bytes;
+  HostBytes w;
+
+  Tensor(DType dtype, int64_t k_, int64_t n_, int64_t count_, std::mt19937& rng)
+      : t(dtype), k(k_), n(n_), count(count_), row_bytes(dtype_row_bytes(dtype, k_)) {
+    w.resize(row_bytes * static_cast<size_t>(n * count));
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    std::vector<float> src(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n * count; ++r) {
+      uint8_t* row = w.data() + r * row_bytes;
+      if (r < 64) {
+        for (float& v : src) v = dist(rng);
+        quantize_row(t, src.data(), row, k);
+      } else {
+        std::copy_n(w.data() + (r % 64) * row_bytes, row_bytes, row);
+      }
+    }
+  }
+  size_t matrix_bytes() const { return row_bytes * static_cast<size_t>(n); }
+  const uint8_t* matrix(int64_t e) const { return w.data() + e * matrix_bytes(); }
+};
+
+// The bytes of one pass, as (start, bytes) ranges read one after the other.
+using Ranges = std::vector<std::pair<const uint8_t*, size_t>>;
+
+// A plain read of the ranges' 64-byte lines, split over the pool's threads as parallel_for
+// splits an index range (pool == nullptr: on the calling thread).
+uint64_t read_ranges(ThreadPool* pool, const Ranges& ranges) {
+  std::vector<int64_t> first{0};  // first line of each range in the concatenation
+  for (const auto& [p, bytes] : ranges)
+    first.push_back(first.back() + static_cast<int64_t>(bytes / 64));
+  std::vector<uint64_t> sums(64);
+  const auto read = [&](int t, int64_t b, int64_t e) {
+    size_t i =
+        static_cast<size_t>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
+    for (; b < e; ++i) {
+      const int64_t end = std::min(e, first[i + 1]);
+      sums[t] += sum_lines(ranges[i].first, b - first[i], end - first[i]);
+      b = end;
+    }
+  };
+  if (pool == nullptr) {
+    read(0, 0, first.back());
+  } else {
+    pool->parallel_for(first.back(), 64, read);
+  }
+  uint64_t s = 0;
+  for (uint64_t v : sums) s += v;
+  return s;
+}
+
+void BM_MoeDecodeOrder(benchmark::State& state) {
+  constexpr int64_t kLayers = 20, kHeadDim = 128, kHeads = 16, kHeadsKv = 4, kVocab = 32000;
+  std::mt19937 rng(1);
+  struct Layer {
+    Tensor q, k, v, o, router, gate, up, down;
+  };
+  std::vector<Layer> layers;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    // llama.cpp's Q4_K_M: q6_K for attn_v and ffn_down in these layers, q4_K elsewhere.
+    const bool more = l < kLayers / 8 || l >= 7 * kLayers / 8 || (l - kLayers / 8) % 3 == 2;
+    const DType vd = more ? DType::kQ6_K : DType::kQ4_K;
+    layers.push_back(Layer{Tensor(DType::kQ4_K, kEmbd, kHeads * kHeadDim, 1, rng),
+                           Tensor(DType::kQ4_K, kEmbd, kHeadsKv * kHeadDim, 1, rng),
+                           Tensor(vd, kEmbd, kHeadsKv * kHeadDim, 1, rng),
+                           Tensor(DType::kQ4_K, kHeads * kHeadDim, kEmbd, 1, rng),
+                           Tensor(DType::kF32, kEmbd, kExperts, 1, rng),
+                           Tensor(DType::kQ4_K, kEmbd, kFf, kExperts, rng),
+                           Tensor(DType::kQ4_K, kEmbd, kFf, kExperts, rng),
+                           Tensor(vd, kFf, kEmbd, kExperts, rng)});
+  }
+  const Tensor output(DType::kQ6_K, kEmbd, kVocab, 1, rng);
+
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(kHeads * kHeadDim * kUsed);
+  for (float& v : x) v = dist(rng);
+  std::vector<float> y(kVocab), ys(kFf * kUsed * 2);
+  ThreadPool& p = bench_pool();
+  ThreadPool caller(1);  // the router runs on the calling thread alone
+  // Step s routes layer l to experts 8 (s + l) .. 8 (s + l) + 7: a layer's experts come back
+  // every 8 steps, after ~1.3 GB of other weights.
+  const auto ids_of = [](int64_t s, int64_t l) {
+    std::vector<int32_t> ids(kUsed);
+    for (int64_t i = 0; i < kUsed; ++i)
+      ids[i] = static_cast<int32_t>((kUsed * (s + l) + i) % kExperts);
+    return ids;
+  };
+  const auto id_args = [&](const Tensor& w, const int32_t* ids, int64_t x_m, float* out) {
+    MatmulIdArgs a;
+    a.w_dtype = w.t;
+    a.w = w.w.data();
+    a.w_row_bytes = w.row_bytes;
+    a.w_expert_bytes = w.matrix_bytes();
+    a.k = w.k;
+    a.n = w.n;
+    a.n_expert = kExperts;
+    a.x = x.data();
+    a.x_slot_stride = static_cast<size_t>(w.k);
+    a.x_tok_stride = static_cast<size_t>(w.k * x_m);
+    a.x_m = x_m;
+    a.ids = ids;
+    a.n_used = kUsed;
+    a.n_tokens = 1;
+    a.y = out;
+    a.y_slot_stride = static_cast<size_t>(w.n);
+    a.y_tok_stride = static_cast<size_t>(w.n * kUsed);
+    return a;
+  };
+  const auto plain = [&](const Tensor& w) {
+    matmul(p, w.t, w.w.data(), w.row_bytes, w.n, w.k, x.data(), static_cast<size_t>(w.k), 1,
+           y.data(), static_cast<size_t>(w.n));
+  };
+  const auto experts = [&](std::initializer_list<const Tensor*> ts,
+                           const std::vector<int32_t>& ids) {
+    Ranges r;
+    for (int32_t e : ids) {
+      for (const Tensor* t : ts) r.emplace_back(t->matrix(e), t->matrix_bytes());
+    }
+    return r;
+  };
+  const auto whole = [](const Tensor& t) { return std::make_pair(t.w.data(), t.w.size()); };
+
+  // The passes of a step, by kind: each kind's kernel and read times are summed apart.
+  enum Kind { kQkv, kO, kRouter, kGateUp, kDown, kOutput, kKinds };
+  static constexpr const char* kNames[kKinds] = {"qkv", "o", "router", "gate_up", "down", "output"};
+  using Clock = std::chrono::steady_clock;
+  double kernel_s[kKinds] = {}, read_s[kKinds] = {}, one_s = 0.0;
+  size_t bytes = 0;
+  uint64_t sink = 0;
+  int64_t step = 0;
+  auto t = Clock::now();
+  // The time since the last lap, added to acc[kind].
+  const auto lap = [&](double* acc, Kind kind) {
+    const auto now = Clock::now();
+    acc[kind] += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    t = t0;
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const Layer& L = layers[l];
+      const std::vector<int32_t> ids = ids_of(step, l);
+      const MatmulPart qkv[] = {
+          {L.q.t, L.q.w.data(), L.q.row_bytes, L.q.n, y.data(), 0},
+          {L.k.t, L.k.w.data(), L.k.row_bytes, L.k.n, y.data() + L.q.n, 0},
+          {L.v.t, L.v.w.data(), L.v.row_bytes, L.v.n, y.data() + L.q.n + L.k.n, 0}};
+      matmul_multi(p, qkv, kEmbd, x.data(), kEmbd, 1);
+      lap(kernel_s, kQkv);
+      plain(L.o);
+      lap(kernel_s, kO);
+      matmul(caller, L.router.t, L.router.w.data(), L.router.row_bytes, L.router.n, L.router.k,
+             x.data(), kEmbd, 1, y.data(), L.router.n);
+      lap(kernel_s, kRouter);
+      const MatmulIdArgs gate_up[] = {id_args(L.gate, ids.data(), 1, ys.data()),
+                                      id_args(L.up, ids.data(), 1, ys.data() + kFf * kUsed)};
+      matmul_id_multi(p, gate_up);
+      lap(kernel_s, kGateUp);
+      matmul_id(p, id_args(L.down, ids.data(), kUsed, y.data()));
+      lap(kernel_s, kDown);
+    }
+    plain(output);
+    lap(kernel_s, kOutput);
+    const auto t1 = t;
+    // The same passes' bytes, for the step after (other experts, none of them cached).
+    size_t read = 0;
+    const auto read_pass = [&](ThreadPool* pool, const Ranges& r, Kind kind) {
+      sink += read_ranges(pool, r);
+      lap(read_s, kind);
+      for (const auto& [ptr, n] : r) read += n;
+    };
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const Layer& L = layers[l];
+      const std::vector<int32_t> ids = ids_of(step + 1, l);
+      read_pass(&p, {whole(L.q), whole(L.k), whole(L.v)}, kQkv);
+      read_pass(&p, {whole(L.o)}, kO);
+      read_pass(nullptr, {whole(L.router)}, kRouter);
+      read_pass(&p, experts({&L.gate, &L.up}, ids), kGateUp);
+      read_pass(&p, experts({&L.down}, ids), kDown);
+    }
+    read_pass(&p, {whole(output)}, kOutput);
+    // The bytes of yet another step in one pass: what the passes' barriers and starts cost.
+    Ranges all;
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const Layer& L = layers[l];
+      const std::vector<int32_t> ids = ids_of(step + 2, l);
+      for (const auto& r : {whole(L.q), whole(L.k), whole(L.v), whole(L.o), whole(L.router)}) {
+        all.push_back(r);
+      }
+      for (const auto& r : experts({&L.gate, &L.up, &L.down}, ids)) all.push_back(r);
+    }
+    all.push_back(whole(output));
+    t = Clock::now();
+    sink += read_ranges(&p, all);
+    one_s += std::chrono::duration<double>(Clock::now() - t).count();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    bytes = read;
+    step += 3;
+    benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(sink);
+  }
+  double kernels = 0.0, reads = 0.0;
+  for (int i = 0; i < kKinds; ++i) {
+    kernels += kernel_s[i];
+    reads += read_s[i];
+    state.counters[std::string("of_read_") + kNames[i]] =
+        kernel_s[i] > 0.0 ? read_s[i] / kernel_s[i] : 0.0;
+  }
+  const auto gbps = [&](double s) {
+    return s > 0.0 ? static_cast<double>(state.iterations() * bytes) / s / 1e9 : 0.0;
+  };
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["of_read"] = kernels > 0.0 ? reads / kernels : 0.0;
+  state.counters["read_GBps"] = gbps(reads);
+  state.counters["one_pass_GBps"] = gbps(one_s);
+  state.counters["threads"] = p.size();
+}
+BENCHMARK(BM_MoeDecodeOrder)->Unit(benchmark::kMillisecond)->UseManualTime();
 
 // T = 1: 8 experts of 1 pair each; T = 32: ~62 experts of ~4 pairs each.
 #define STRATA_MOE_BENCH(name, dtype)                \

@@ -216,7 +216,17 @@ void pair_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
           K::template step_direct<1, 1>(rows, &col, s, acc);
         }
       }
-      if constexpr (requires { &K::tail; }) K::tail(rows, col, a.k, acc);
+      if constexpr (requires { &K::tail; }) {
+        // The steps prefetched 2 * steps * kStepBytes of the pair's 2 * w_row_bytes: the rest,
+        // kPrefetchBytes ahead of where the tail reads. Without it a row of one super-block
+        // (k = 256: a mixture's down experts) was never prefetched.
+        for (auto o = static_cast<size_t>(2 * steps) * K::kStepBytes; o < 2 * a.w_row_bytes;
+             o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(rows[0]) + avx2::kPrefetchBytes + o,
+                       _MM_HINT_T0);
+        }
+        K::tail(rows, col, a.k, acc);
+      }
       a.y[j * a.y_stride + r] = avx2::hsum(low_ps(acc[0][0]));
       if (r + 1 < r1) a.y[j * a.y_stride + r + 1] = avx2::hsum(high_ps(acc[0][0]));
     }
