@@ -283,8 +283,13 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
   const auto whole = [](const Tensor& t) { return std::make_pair(t.w.data(), t.w.size()); };
 
   // The passes of a step, by kind: each kind's kernel and read times are summed apart.
-  enum Kind { kQkv, kO, kRouter, kGateUp, kDown, kOutput, kKinds };
-  static constexpr const char* kNames[kKinds] = {"qkv", "o", "router", "gate_up", "down", "output"};
+  // The down experts by dtype: rows of one super-block, q4_K and q6_K kernels of their own.
+  enum Kind { kQkv, kO, kRouter, kGateUp, kDownQ4K, kDownQ6K, kOutput, kKinds };
+  static constexpr const char* kNames[kKinds] = {"qkv",       "o",         "router", "gate_up",
+                                                 "down_q4_K", "down_q6_K", "output"};
+  const auto down_kind = [](const Layer& L) {
+    return L.down.t == DType::kQ6_K ? kDownQ6K : kDownQ4K;
+  };
   using Clock = std::chrono::steady_clock;
   double kernel_s[kKinds] = {}, read_s[kKinds] = {}, one_s = 0.0;
   size_t bytes = 0;
@@ -319,7 +324,7 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
       matmul_id_multi(p, gate_up);
       lap(kernel_s, kGateUp);
       matmul_id(p, id_args(L.down, ids.data(), kUsed, y.data()));
-      lap(kernel_s, kDown);
+      lap(kernel_s, down_kind(L));
     }
     plain(output);
     lap(kernel_s, kOutput);
@@ -338,7 +343,7 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
       read_pass(&p, {whole(L.o)}, kO);
       read_pass(nullptr, {whole(L.router)}, kRouter);
       read_pass(&p, experts({&L.gate, &L.up}, ids), kGateUp);
-      read_pass(&p, experts({&L.down}, ids), kDown);
+      read_pass(&p, experts({&L.down}, ids), down_kind(L));
     }
     read_pass(&p, {whole(output)}, kOutput);
     // The bytes of yet another step in one pass: what the passes' barriers and starts cost.
