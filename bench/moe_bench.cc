@@ -81,6 +81,31 @@ int64_t distinct(const std::vector<int32_t>& ids) {
   return std::unique(s.begin(), s.end()) - s.begin();
 }
 
+// The arguments of matmul_id for kExperts experts of W dtype t [k, n] at w, kUsed of them per
+// token from ids, x_m input columns per token in x (1: one for all its experts), outputs in y.
+MatmulIdArgs id_args(DType t, const void* w, size_t row_bytes, int64_t k, int64_t n, const float* x,
+                     int64_t x_m, const int32_t* ids, int64_t tokens, float* y) {
+  MatmulIdArgs a;
+  a.w_dtype = t;
+  a.w = w;
+  a.w_row_bytes = row_bytes;
+  a.w_expert_bytes = row_bytes * static_cast<size_t>(n);
+  a.k = k;
+  a.n = n;
+  a.n_expert = kExperts;
+  a.x = x;
+  a.x_slot_stride = static_cast<size_t>(k);
+  a.x_tok_stride = static_cast<size_t>(k * x_m);
+  a.x_m = x_m;
+  a.ids = ids;
+  a.n_used = kUsed;
+  a.n_tokens = tokens;
+  a.y = y;
+  a.y_slot_stride = static_cast<size_t>(n);
+  a.y_tok_stride = static_cast<size_t>(n * kUsed);
+  return a;
+}
+
 void BM_MulMatId(benchmark::State& state, DType t) {
   const int64_t tokens = state.range(0);
   const Shape sh = shape_of(state.range(1));
@@ -93,23 +118,8 @@ void BM_MulMatId(benchmark::State& state, DType t) {
   std::vector<float> x(static_cast<size_t>(sh.k * x_m * tokens));
   for (float& v : x) v = dist(rng);
   std::vector<float> y(static_cast<size_t>(sh.n * kUsed * tokens));
-  MatmulIdArgs a;
-  a.w_dtype = t;
-  a.w_row_bytes = row_bytes;
-  a.w_expert_bytes = row_bytes * static_cast<size_t>(sh.n);
-  a.k = sh.k;
-  a.n = sh.n;
-  a.n_expert = kExperts;
-  a.x = x.data();
-  a.x_slot_stride = static_cast<size_t>(sh.k);
-  a.x_tok_stride = static_cast<size_t>(sh.k * x_m);
-  a.x_m = x_m;
-  a.ids = ids.data();
-  a.n_used = kUsed;
-  a.n_tokens = tokens;
-  a.y = y.data();
-  a.y_slot_stride = static_cast<size_t>(sh.n);
-  a.y_tok_stride = static_cast<size_t>(sh.n * kUsed);
+  MatmulIdArgs a =
+      id_args(t, nullptr, row_bytes, sh.k, sh.n, x.data(), x_m, ids.data(), tokens, y.data());
   // Each copy is read under kVariants routings (expert e + kUsed * v): at T = 1 the 8 experts of
   // one step are 1/8 of a copy, and every step must read bytes that are not in the cache.
   constexpr int kVariants = kExperts / kUsed;
@@ -247,26 +257,8 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
       ids[i] = static_cast<int32_t>((kUsed * (s + l) + i) % kExperts);
     return ids;
   };
-  const auto id_args = [&](const Tensor& w, const int32_t* ids, int64_t x_m, float* out) {
-    MatmulIdArgs a;
-    a.w_dtype = w.t;
-    a.w = w.w.data();
-    a.w_row_bytes = w.row_bytes;
-    a.w_expert_bytes = w.matrix_bytes();
-    a.k = w.k;
-    a.n = w.n;
-    a.n_expert = kExperts;
-    a.x = x.data();
-    a.x_slot_stride = static_cast<size_t>(w.k);
-    a.x_tok_stride = static_cast<size_t>(w.k * x_m);
-    a.x_m = x_m;
-    a.ids = ids;
-    a.n_used = kUsed;
-    a.n_tokens = 1;
-    a.y = out;
-    a.y_slot_stride = static_cast<size_t>(w.n);
-    a.y_tok_stride = static_cast<size_t>(w.n * kUsed);
-    return a;
+  const auto tensor_args = [&](const Tensor& w, const int32_t* ids, int64_t x_m, float* out) {
+    return id_args(w.t, w.w.data(), w.row_bytes, w.k, w.n, x.data(), x_m, ids, 1, out);
   };
   const auto plain = [&](const Tensor& w) {
     matmul(p, w.t, w.w.data(), w.row_bytes, w.n, w.k, x.data(), static_cast<size_t>(w.k), 1,
@@ -319,11 +311,11 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
       matmul(caller, L.router.t, L.router.w.data(), L.router.row_bytes, L.router.n, L.router.k,
              x.data(), kEmbd, 1, y.data(), L.router.n);
       lap(kernel_s, kRouter);
-      const MatmulIdArgs gate_up[] = {id_args(L.gate, ids.data(), 1, ys.data()),
-                                      id_args(L.up, ids.data(), 1, ys.data() + kFf * kUsed)};
+      const MatmulIdArgs gate_up[] = {tensor_args(L.gate, ids.data(), 1, ys.data()),
+                                      tensor_args(L.up, ids.data(), 1, ys.data() + kFf * kUsed)};
       matmul_id_multi(p, gate_up);
       lap(kernel_s, kGateUp);
-      matmul_id(p, id_args(L.down, ids.data(), kUsed, y.data()));
+      matmul_id(p, tensor_args(L.down, ids.data(), kUsed, y.data()));
       lap(kernel_s, down_kind(L));
     }
     plain(output);
