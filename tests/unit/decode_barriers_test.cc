@@ -33,9 +33,9 @@ std::string barrier_model(int64_t n_ff = 1536, int64_t n_expert = 0) {
   return testing::synth_file(n_expert > 0 ? "barriers_mixtral_q8_0" : "barriers_llama_q8_0", p);
 }
 
-// 16 experts of width 512: each selected expert's gate, up and down rows are 512 rows of 544
+// 8 experts of width 512: each selected expert's gate, up and down rows are 512 rows of 544
 // bytes, split over the threads.
-std::string barrier_moe_model() { return barrier_model(512, 16); }
+std::string barrier_moe_model() { return barrier_model(512, 8); }
 
 // Barriers per decode step of `batch` sequences, one token each, on a pool of 2 threads.
 uint64_t barriers_per_step(int batch, const std::string& file = barrier_model()) {
