@@ -44,7 +44,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
   const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
   std::vector<uint64_t> buf(n, 1);
   ThreadPool& p = bench_pool();
-  std::vector<uint64_t> sums(64);
+  std::vector<uint64_t> sums(static_cast<size_t>(p.size()));
   const auto* bytes = reinterpret_cast<const uint8_t*>(buf.data());
   for (auto _ : state) {
     p.parallel_for(static_cast<int64_t>(n / 8), 1 << 13,
@@ -145,9 +145,8 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   sets.push_back(std::move(mats));
   std::vector<float> x(kFf), y(kVocab);
   for (float& v : x) v = dist(rng) * 50.0f;
-  std::vector<uint64_t> sums(64);
-
   ThreadPool& p = bench_pool();
+  std::vector<uint64_t> sums(static_cast<size_t>(p.size()));
   using Clock = std::chrono::steady_clock;
   double kernel_s = 0.0, read_s = 0.0;
   size_t next = 0;

@@ -201,7 +201,7 @@ uint64_t read_ranges(ThreadPool* pool, const Ranges& ranges) {
   std::vector<int64_t> first{0};  // first line of each range in the concatenation
   for (const auto& [p, bytes] : ranges)
     first.push_back(first.back() + static_cast<int64_t>(bytes / 64));
-  std::vector<uint64_t> sums(64);
+  std::vector<uint64_t> sums(pool != nullptr ? static_cast<size_t>(pool->size()) : 1);
   const auto read = [&](int t, int64_t b, int64_t e) {
     size_t i =
         static_cast<size_t>(std::upper_bound(first.begin(), first.end(), b) - first.begin()) - 1;
