@@ -21,7 +21,10 @@
 //                                 32000-row output matrix. Each step routes to other experts.
 //                                 of_read: a plain read of the same bytes in the same passes,
 //                                 timed alternately, over the kernels' time (as BM_DecodeOrder);
-//                                 read_GBps: that read's rate, what these passes could reach.
+//                                 read_GBps: that read's rate, what these passes could reach;
+//                                 one_pass_GBps: the same bytes in one pass; contig_GBps: as
+//                                 many bytes of one buffer in one pass; probe_GBps: the mean of
+//                                 strata bench's probe before and after (what its bound uses).
 // bytes_per_second counts the weight bytes read. Threads: STRATA_BENCH_THREADS.
 #include <benchmark/benchmark.h>
 
@@ -34,6 +37,7 @@
 #include "bench_threads.h"
 #include "core/host_bytes.h"
 #include "core/matmul.h"
+#include "core/membw.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
 
@@ -282,8 +286,21 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
   const auto down_kind = [](const Layer& L) {
     return L.down.t == DType::kQ6_K ? kDownQ6K : kDownQ4K;
   };
+  // As many bytes as a step reads, in one buffer of 2 MiB pages, filled so that its pages are
+  // there: read in one pass after each step, it separates what the passes' ranges cost from what
+  // a plain read of this machine's memory reaches now (the memory's speed moves between runs).
+  size_t step_bytes = output.w.size();
+  for (const Layer& L : layers) {
+    for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.router}) step_bytes += t->w.size();
+    for (const Tensor* t : {&L.gate, &L.up, &L.down}) step_bytes += kUsed * t->matrix_bytes();
+  }
+  HostBytes contig;
+  contig.resize(step_bytes / 64 * 64);
+  std::fill(contig.data(), contig.data() + contig.size(), uint8_t{1});
+  const double probe_before = measure_read_bandwidth(p);
+
   using Clock = std::chrono::steady_clock;
-  double kernel_s[kKinds] = {}, read_s[kKinds] = {}, one_s = 0.0;
+  double kernel_s[kKinds] = {}, read_s[kKinds] = {}, one_s = 0.0, contig_s = 0.0;
   size_t bytes = 0;
   uint64_t sink = 0;
   int64_t step = 0;
@@ -352,6 +369,9 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
     t = Clock::now();
     sink += read_ranges(&p, all);
     one_s += std::chrono::duration<double>(Clock::now() - t).count();
+    t = Clock::now();
+    sink += read_ranges(&p, {{contig.data(), contig.size()}});
+    contig_s += std::chrono::duration<double>(Clock::now() - t).count();
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
     bytes = read;
     step += 3;
@@ -372,6 +392,10 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
   state.counters["of_read"] = kernels > 0.0 ? reads / kernels : 0.0;
   state.counters["read_GBps"] = gbps(reads);
   state.counters["one_pass_GBps"] = gbps(one_s);
+  state.counters["contig_GBps"] =
+      contig_s > 0.0 ? static_cast<double>(state.iterations() * contig.size()) / contig_s / 1e9
+                     : 0.0;
+  state.counters["probe_GBps"] = (probe_before + measure_read_bandwidth(p)) / 2 / 1e9;
   state.counters["threads"] = p.size();
 }
 BENCHMARK(BM_MoeDecodeOrder)->Unit(benchmark::kMillisecond)->UseManualTime();
