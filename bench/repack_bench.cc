@@ -1,20 +1,23 @@
-// A candidate layout for batch-1 Q4_K, measured against today's kernel before the engine gets it.
+// A candidate layout for batch-1 Q4_K and Q6_K, measured against today's kernels before the
+// engine gets it.
 //
-//   BM_Q4KRowsInLanes/hot   128 rows of k = 2048 (147 KiB, in L2) or, hot = 0, copies of them
-//                           adding up to 256 MiB (from memory); one thread.
+//   BM_Q4KRowsInLanes/hot, BM_Q6KRowsInLanes/hot
+//                           128 rows of k = 2048 (in L2) or, hot = 0, copies of them adding up to
+//                           256 MiB (from memory); one thread.
 //
-// Today's one-column Q4_K kernel (matmul_k_avx512.cc) keeps each row's 8 integer lanes in its
-// own register and spends most of its instructions moving one row's scales and lanes within a
-// register: about 166 instructions per two super-blocks of two rows, 32 of them products. Here
-// 16 rows are interleaved so that lane r of every register is row r. Each register of quants
-// holds 4 quant bytes of each of the 16 rows, its activations are one broadcast 32-bit word, and
-// a sub-block's scales are one 16-byte load. The integer lanes and the float operations are the
-// AVX2 kernel's, lane by lane: the benchmark first checks that the outputs are today's, bit for
-// bit, and reports an error if not.
+// Today's one-column kernels (matmul_k_avx512.cc) keep each row's 8 integer lanes in its own
+// register and spend much of their work moving one row's scales and lanes within a register:
+// the Q4_K loop runs about 166 instructions per two super-blocks of two rows, 32 of them
+// products. Here 16 rows are interleaved so that lane r of every register is row r. Each
+// register of quants holds 4 quant bytes of each of the 16 rows, its activations are one
+// broadcast 32-bit word, and a sub-block's scales are one 16-byte load. The integer lanes and
+// the float operations are the AVX2 kernels', lane by lane: the benchmark first checks that the
+// outputs are today's, bit for bit, and reports an error if not.
 //
-// Counters: packed_GBps and today_GBps (Q4_K bytes per second, each kernel timed alternately on
-// the same rows), ratio = packed / today. Today's time includes quantising the activation
-// column (what `matmul` does; 8% of the in-L2 case under perf), the packed kernel's does not.
+// Counters: packed_GBps and today_GBps (bytes of the dtype's rows per second, each kernel timed
+// alternately on the same rows), ratio = packed / today. Today's time includes quantising the
+// activation column (what `matmul` does; 8% of the in-L2 Q4_K case under perf), the packed
+// kernel's does not.
 #include <benchmark/benchmark.h>
 // g++ 12 warns inside its own avx512fintrin.h (the undefined upper half of a 256-to-512-bit
 // cast), not about this file: CMakeLists.txt turns the same warnings off for the _avx512 files.
@@ -39,26 +42,28 @@ namespace {
 
 constexpr int64_t kLaneRows = 16;
 
-// One super-block of 16 rows. qs[j][g][r] holds bytes 4g..4g+3 of row r's 32-byte chunk j (low
-// nibbles: sub-block 2j, high nibbles: sub-block 2j + 1); the scales and mins unpacked to bytes,
-// by sub-block then row.
-struct RowsInLanes {
-  uint8_t qs[4][8][kLaneRows][4];
+// One Q4_K super-block of 16 rows: the scales and mins unpacked to bytes, by sub-block then row,
+// d and dmin, then qs[j][g][r], bytes 4g..4g+3 of row r's 32-byte chunk j (low nibbles:
+// sub-block 2j, high nibbles: sub-block 2j + 1). The scales first, as the kernel reads them:
+// after the quants, from memory it ran at 22-23 GB/s instead of 26-28.
+struct Q4KRows {
   uint8_t scales[8][kLaneRows];
   uint8_t mins[8][kLaneRows];
   uint16_t d[kLaneRows];
   uint16_t dmin[kLaneRows];
+  uint8_t qs[4][8][kLaneRows][4];
 };
+static_assert(sizeof(Q4KRows) % 64 == 0);
 
 // Rows [16 i, 16 i + 16) of a Q4_K matrix as super-blocks [i * nb, (i + 1) * nb).
-std::vector<RowsInLanes> pack_rows(const uint8_t* w, size_t row_bytes, int64_t n, int64_t k) {
+std::vector<Q4KRows> pack_q4_k(const uint8_t* w, size_t row_bytes, int64_t n, int64_t k) {
   const int64_t nb = k / kQKK;
-  std::vector<RowsInLanes> out(static_cast<size_t>(n / kLaneRows * nb));
+  std::vector<Q4KRows> out(static_cast<size_t>(n / kLaneRows * nb));
   for (int64_t r = 0; r < n; ++r) {
     const auto* row = reinterpret_cast<const BlockQ4_K*>(w + r * row_bytes);
     const int64_t lane = r % kLaneRows;
     for (int64_t b = 0; b < nb; ++b) {
-      RowsInLanes& p = out[static_cast<size_t>(r / kLaneRows * nb + b)];
+      Q4KRows& p = out[static_cast<size_t>(r / kLaneRows * nb + b)];
       for (int j = 0; j < 4; ++j) {
         for (int g = 0; g < 8; ++g) std::memcpy(p.qs[j][g][lane], row[b].qs + 32 * j + 4 * g, 4);
       }
@@ -75,13 +80,13 @@ std::vector<RowsInLanes> pack_rows(const uint8_t* w, size_t row_bytes, int64_t n
 // super-block's chunks j, scale(2j) * (products of its low nibbles 4L..4L+3) + scale(2j + 1) *
 // (the same of the high ones): here register L, lane r. maddubs forms pairs of products and
 // dpwssd multiplies both by the scale (in both words) into the lane: the same integers.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void rows_in_lanes(
-    const RowsInLanes* p, int64_t nb, const BlockQ8_K* x, float* y) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q4_k_rows(
+    const Q4KRows* p, int64_t nb, const BlockQ8_K* x, float* y) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512 acc[8];
   for (__m512& a : acc) a = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const RowsInLanes& w = p[b];
+    const Q4KRows& w = p[b];
     const BlockQ8_K& xb = x[b];
     __m512i lanes[8];
     for (__m512i& l : lanes) l = _mm512_setzero_si512();
@@ -129,7 +134,131 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void ro
   _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
 }
 
-void BM_Q4KRowsInLanes(benchmark::State& state) {
+// One Q6_K super-block of 16 rows, in the order the kernel reads it: the 16 sub-block scales by
+// sub-block then row, d, then for half h and lane L bytes 4L..4L+3 of each row's ql chunks 2h
+// (ql0: groups 4h, 4h + 2) and 2h + 1 (ql1: groups 4h + 1, 4h + 3) and of its qh chunk h (two
+// bits of each group). A whole number of cache lines: with the quants first and the scales
+// after them, read back and forth, the kernel ran at 8.3 GB/s from memory.
+struct Q6KRows {
+  int8_t scales[16][kLaneRows];
+  uint16_t d[kLaneRows];
+  uint8_t pad[32];
+  struct Quants {
+    uint8_t ql0[kLaneRows][4], ql1[kLaneRows][4], qh[kLaneRows][4];
+  } q[2][8];
+};
+static_assert(sizeof(Q6KRows) % 64 == 0);
+
+std::vector<Q6KRows> pack_q6_k(const uint8_t* w, size_t row_bytes, int64_t n, int64_t k) {
+  const int64_t nb = k / kQKK;
+  std::vector<Q6KRows> out(static_cast<size_t>(n / kLaneRows * nb));
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ6_K*>(w + r * row_bytes);
+    const int64_t lane = r % kLaneRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      Q6KRows& p = out[static_cast<size_t>(r / kLaneRows * nb + b)];
+      for (int h = 0; h < 2; ++h) {
+        for (int l = 0; l < 8; ++l) {
+          std::memcpy(p.q[h][l].ql0[lane], row[b].ql + 64 * h + 4 * l, 4);
+          std::memcpy(p.q[h][l].ql1[lane], row[b].ql + 64 * h + 32 + 4 * l, 4);
+          std::memcpy(p.q[h][l].qh[lane], row[b].qh + 32 * h + 4 * l, 4);
+        }
+      }
+      for (int s = 0; s < 16; ++s) p.scales[s][lane] = row[b].scales[s];
+      p.d[lane] = row[b].d;
+    }
+  }
+  return out;
+}
+
+// The AVX2 Q6_K kernel's lane L sums, over the 32-element groups i = 4h + g, scale(2i + L / 4) *
+// (products of the group's elements 4L..4L+3, quants as q + 32), then takes out 32 * (the scales
+// against the block sums, lane L: sums 2L and 2L + 1); acc += (dx * d) * float(lanes).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q6_k_rows(
+    const Q6KRows* p, int64_t nb, const BlockQ8_K* x, float* y) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
+  const __m512i low_word = _mm512_set1_epi32(0xffff);
+  __m512 acc[8];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6KRows& w = p[b];
+    const BlockQ8_K& xb = x[b];
+    __m512i lanes[8];
+    for (__m512i& l : lanes) l = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {
+        // The scale of group 4h + g's sub-block 2(4h + g) + half, in both words of each lane.
+        __m512i sc[4];
+        for (int g = 0; g < 4; ++g) {
+          const __m512i v = _mm512_cvtepi8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[2 * (4 * h + g) + half])));
+          sc[g] = _mm512_or_si512(_mm512_and_si512(v, low_word), _mm512_slli_epi32(v, 16));
+        }
+#pragma GCC unroll 4
+        for (int l = 4 * half; l < 4 * half + 4; ++l) {
+          const __m512i ql0 = _mm512_loadu_si512(w.q[h][l].ql0);
+          const __m512i ql1 = _mm512_loadu_si512(w.q[h][l].ql1);
+          const __m512i qh = _mm512_loadu_si512(w.q[h][l].qh);
+#pragma GCC unroll 4
+          for (int g = 0; g < 4; ++g) {
+            const __m512i src = g % 2 == 0 ? ql0 : ql1;
+            const __m512i lo =
+                g < 2 ? _mm512_and_si512(src, m4) : _mm512_and_si512(_mm512_srli_epi16(src, 4), m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * g), m3);
+            const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+            int32_t xv;
+            std::memcpy(&xv, xb.qs + 128 * h + 32 * g + 4 * l, 4);
+            lanes[l] = _mm512_dpwssd_epi32(lanes[l], _mm512_maddubs_epi16(q, _mm512_set1_epi32(xv)),
+                                           sc[g]);
+          }
+        }
+      }
+    }
+    const __m512 d =
+        _mm512_mul_ps(_mm512_set1_ps(xb.d),
+                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.d))));
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      const __m512i s0 =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[2 * l])));
+      const __m512i s1 = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[2 * l + 1])));
+      const __m512i off =
+          _mm512_add_epi32(_mm512_mullo_epi32(s0, _mm512_set1_epi32(xb.bsums[2 * l])),
+                           _mm512_mullo_epi32(s1, _mm512_set1_epi32(xb.bsums[2 * l + 1])));
+      const __m512i tot = _mm512_sub_epi32(lanes[l], _mm512_slli_epi32(off, 5));
+      acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(tot), acc[l]);
+    }
+  }
+  const __m512 even = _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6]));
+  const __m512 odd = _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]));
+  _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
+}
+
+// The two layouts, as the benchmark takes them.
+struct Q4KLayout {
+  static constexpr DType kDType = DType::kQ4_K;
+  using Block = Q4KRows;
+  static std::vector<Block> pack(const uint8_t* w, size_t rb, int64_t n, int64_t k) {
+    return pack_q4_k(w, rb, n, k);
+  }
+  static void rows(const Block* p, int64_t nb, const BlockQ8_K* x, float* y) {
+    q4_k_rows(p, nb, x, y);
+  }
+};
+struct Q6KLayout {
+  static constexpr DType kDType = DType::kQ6_K;
+  using Block = Q6KRows;
+  static std::vector<Block> pack(const uint8_t* w, size_t rb, int64_t n, int64_t k) {
+    return pack_q6_k(w, rb, n, k);
+  }
+  static void rows(const Block* p, int64_t nb, const BlockQ8_K* x, float* y) {
+    q6_k_rows(p, nb, x, y);
+  }
+};
+
+template <typename Layout>
+void BM_RowsInLanes(benchmark::State& state) {
   if (isa_active() != Isa::kAvx512) {
     state.SkipWithError("needs AVX-512 with VNNI");
     return;
@@ -137,7 +266,7 @@ void BM_Q4KRowsInLanes(benchmark::State& state) {
   constexpr int64_t kK = 2048, kN = 128;
   const bool hot = state.range(0) != 0;
   const int64_t nb = kK / kQKK;
-  const size_t row_bytes = dtype_row_bytes(DType::kQ4_K, kK);
+  const size_t row_bytes = dtype_row_bytes(Layout::kDType, kK);
   const size_t mat_bytes = row_bytes * kN;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -145,7 +274,7 @@ void BM_Q4KRowsInLanes(benchmark::State& state) {
   std::vector<uint8_t> w(mat_bytes);
   for (int64_t r = 0; r < kN; ++r) {
     for (float& v : src) v = dist(rng);
-    quantize_row(DType::kQ4_K, src.data(), w.data() + r * row_bytes, kK);
+    quantize_row(Layout::kDType, src.data(), w.data() + r * row_bytes, kK);
   }
   for (float& v : x) v = dist(rng);
   std::vector<BlockQ8_K> xq(static_cast<size_t>(nb));
@@ -153,10 +282,10 @@ void BM_Q4KRowsInLanes(benchmark::State& state) {
 
   ThreadPool one(1);
   std::vector<float> today(kN), packed(kN);
-  matmul(one, DType::kQ4_K, w.data(), row_bytes, kN, kK, x.data(), kK, 1, today.data(), kN);
-  const std::vector<RowsInLanes> pk = pack_rows(w.data(), row_bytes, kN, kK);
+  matmul(one, Layout::kDType, w.data(), row_bytes, kN, kK, x.data(), kK, 1, today.data(), kN);
+  const std::vector<typename Layout::Block> pk = Layout::pack(w.data(), row_bytes, kN, kK);
   for (int64_t g = 0; g < kN / kLaneRows; ++g) {
-    rows_in_lanes(pk.data() + g * nb, nb, xq.data(), packed.data() + g * kLaneRows);
+    Layout::rows(pk.data() + g * nb, nb, xq.data(), packed.data() + g * kLaneRows);
   }
   if (std::memcmp(today.data(), packed.data(), today.size() * sizeof(float)) != 0) {
     state.SkipWithError("the packed rows' outputs are not today's kernel's, bit for bit");
@@ -165,7 +294,7 @@ void BM_Q4KRowsInLanes(benchmark::State& state) {
 
   // Copies of both layouts: one in L2, or enough to be read from memory.
   const size_t copies = hot ? 1 : (size_t{256} << 20) / mat_bytes;
-  const size_t pk_bytes = pk.size() * sizeof(RowsInLanes);
+  const size_t pk_bytes = pk.size() * sizeof(typename Layout::Block);
   HostBytes w_copies, pk_copies;
   w_copies.resize(mat_bytes * copies);
   pk_copies.resize(pk_bytes * copies);
@@ -178,13 +307,14 @@ void BM_Q4KRowsInLanes(benchmark::State& state) {
   size_t next = 0;
   for (auto _ : state) {
     auto t = Clock::now();
-    matmul(one, DType::kQ4_K, w_copies.data() + next * mat_bytes, row_bytes, kN, kK, x.data(), kK,
+    matmul(one, Layout::kDType, w_copies.data() + next * mat_bytes, row_bytes, kN, kK, x.data(), kK,
            1, today.data(), kN);
     today_s += std::chrono::duration<double>(Clock::now() - t).count();
     t = Clock::now();
-    const auto* base = reinterpret_cast<const RowsInLanes*>(pk_copies.data() + next * pk_bytes);
+    const auto* base =
+        reinterpret_cast<const typename Layout::Block*>(pk_copies.data() + next * pk_bytes);
     for (int64_t g = 0; g < kN / kLaneRows; ++g) {
-      rows_in_lanes(base + g * nb, nb, xq.data(), packed.data() + g * kLaneRows);
+      Layout::rows(base + g * nb, nb, xq.data(), packed.data() + g * kLaneRows);
     }
     packed_s += std::chrono::duration<double>(Clock::now() - t).count();
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t).count());
@@ -198,7 +328,18 @@ void BM_Q4KRowsInLanes(benchmark::State& state) {
   state.counters["ratio"] = today_s / packed_s;
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
-BENCHMARK(BM_Q4KRowsInLanes)->ArgName("hot")->Arg(1)->Arg(0)->UseManualTime();
+BENCHMARK(BM_RowsInLanes<Q4KLayout>)
+    ->Name("BM_Q4KRowsInLanes")
+    ->ArgName("hot")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime();
+BENCHMARK(BM_RowsInLanes<Q6KLayout>)
+    ->Name("BM_Q6KRowsInLanes")
+    ->ArgName("hot")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime();
 
 }  // namespace
 }  // namespace strata
