@@ -55,25 +55,22 @@ struct Q4KRows {
 };
 static_assert(sizeof(Q4KRows) % 64 == 0);
 
-// Rows [16 i, 16 i + 16) of a Q4_K matrix as super-blocks [i * nb, (i + 1) * nb).
-std::vector<Q4KRows> pack_q4_k(const uint8_t* w, size_t row_bytes, int64_t n, int64_t k) {
-  const int64_t nb = k / kQKK;
-  std::vector<Q4KRows> out(static_cast<size_t>(n / kLaneRows * nb));
-  for (int64_t r = 0; r < n; ++r) {
-    const auto* row = reinterpret_cast<const BlockQ4_K*>(w + r * row_bytes);
-    const int64_t lane = r % kLaneRows;
-    for (int64_t b = 0; b < nb; ++b) {
-      Q4KRows& p = out[static_cast<size_t>(r / kLaneRows * nb + b)];
-      for (int j = 0; j < 4; ++j) {
-        for (int g = 0; g < 8; ++g) std::memcpy(p.qs[j][g][lane], row[b].qs + 32 * j + 4 * g, 4);
-      }
-      for (int s = 0; s < 8; ++s)
-        kscale_min(s, row[b].scales, &p.scales[s][lane], &p.mins[s][lane]);
-      p.d[lane] = row[b].d;
-      p.dmin[lane] = row[b].dmin;
-    }
+// Lane `lane` of a Q4_K super-block of 16 rows, from that row's block.
+void fill_q4_k(Q4KRows& p, const BlockQ4_K& src, int64_t lane) {
+  for (int j = 0; j < 4; ++j) {
+    for (int g = 0; g < 8; ++g) std::memcpy(p.qs[j][g][lane], src.qs + 32 * j + 4 * g, 4);
   }
-  return out;
+  for (int s = 0; s < 8; ++s) kscale_min(s, src.scales, &p.scales[s][lane], &p.mins[s][lane]);
+  p.d[lane] = src.d;
+  p.dmin[lane] = src.dmin;
+}
+
+// Each row's 8 float lanes summed in avx2::hsum's order, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 +
+// 7)), into y[0..15].
+__attribute__((target("avx512f"))) void store_rows(const __m512* acc, float* y) {
+  const __m512 even = _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6]));
+  const __m512 odd = _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]));
+  _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
 }
 
 // 16 rows' dots with one Q8_K column. Lane L of a row's AVX2 accumulator sums, over the
@@ -128,10 +125,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q4
       acc[l] = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(pm), acc[l]);
     }
   }
-  // avx2::hsum's order over a row's 8 lanes: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)).
-  const __m512 even = _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6]));
-  const __m512 odd = _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]));
-  _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
+  store_rows(acc, y);
 }
 
 // One Q6_K super-block of 16 rows, in the order the kernel reads it: the 16 sub-block scales by
@@ -149,26 +143,17 @@ struct Q6KRows {
 };
 static_assert(sizeof(Q6KRows) % 64 == 0);
 
-std::vector<Q6KRows> pack_q6_k(const uint8_t* w, size_t row_bytes, int64_t n, int64_t k) {
-  const int64_t nb = k / kQKK;
-  std::vector<Q6KRows> out(static_cast<size_t>(n / kLaneRows * nb));
-  for (int64_t r = 0; r < n; ++r) {
-    const auto* row = reinterpret_cast<const BlockQ6_K*>(w + r * row_bytes);
-    const int64_t lane = r % kLaneRows;
-    for (int64_t b = 0; b < nb; ++b) {
-      Q6KRows& p = out[static_cast<size_t>(r / kLaneRows * nb + b)];
-      for (int h = 0; h < 2; ++h) {
-        for (int l = 0; l < 8; ++l) {
-          std::memcpy(p.q[h][l].ql0[lane], row[b].ql + 64 * h + 4 * l, 4);
-          std::memcpy(p.q[h][l].ql1[lane], row[b].ql + 64 * h + 32 + 4 * l, 4);
-          std::memcpy(p.q[h][l].qh[lane], row[b].qh + 32 * h + 4 * l, 4);
-        }
-      }
-      for (int s = 0; s < 16; ++s) p.scales[s][lane] = row[b].scales[s];
-      p.d[lane] = row[b].d;
+// Lane `lane` of a Q6_K super-block of 16 rows, from that row's block.
+void fill_q6_k(Q6KRows& p, const BlockQ6_K& src, int64_t lane) {
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 8; ++l) {
+      std::memcpy(p.q[h][l].ql0[lane], src.ql + 64 * h + 4 * l, 4);
+      std::memcpy(p.q[h][l].ql1[lane], src.ql + 64 * h + 32 + 4 * l, 4);
+      std::memcpy(p.q[h][l].qh[lane], src.qh + 32 * h + 4 * l, 4);
     }
   }
-  return out;
+  for (int s = 0; s < 16; ++s) p.scales[s][lane] = src.scales[s];
+  p.d[lane] = src.d;
 }
 
 // The AVX2 Q6_K kernel's lane L sums, over the 32-element groups i = 4h + g, scale(2i + L / 4) *
@@ -230,32 +215,39 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q6
       acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(tot), acc[l]);
     }
   }
-  const __m512 even = _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6]));
-  const __m512 odd = _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]));
-  _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
+  store_rows(acc, y);
 }
 
 // The two layouts, as the benchmark takes them.
 struct Q4KLayout {
   static constexpr DType kDType = DType::kQ4_K;
+  using Source = BlockQ4_K;
   using Block = Q4KRows;
-  static std::vector<Block> pack(const uint8_t* w, size_t rb, int64_t n, int64_t k) {
-    return pack_q4_k(w, rb, n, k);
-  }
-  static void rows(const Block* p, int64_t nb, const BlockQ8_K* x, float* y) {
-    q4_k_rows(p, nb, x, y);
-  }
+  static constexpr auto fill = fill_q4_k;
+  static constexpr auto rows = q4_k_rows;
 };
 struct Q6KLayout {
   static constexpr DType kDType = DType::kQ6_K;
+  using Source = BlockQ6_K;
   using Block = Q6KRows;
-  static std::vector<Block> pack(const uint8_t* w, size_t rb, int64_t n, int64_t k) {
-    return pack_q6_k(w, rb, n, k);
-  }
-  static void rows(const Block* p, int64_t nb, const BlockQ8_K* x, float* y) {
-    q6_k_rows(p, nb, x, y);
-  }
+  static constexpr auto fill = fill_q6_k;
+  static constexpr auto rows = q6_k_rows;
 };
+
+// Rows [16 i, 16 i + 16) of a matrix as super-blocks [i * nb, (i + 1) * nb) of the layout.
+template <typename Layout>
+std::vector<typename Layout::Block> pack_rows(const uint8_t* w, size_t row_bytes, int64_t n,
+                                              int64_t k) {
+  const int64_t nb = k / kQKK;
+  std::vector<typename Layout::Block> out(static_cast<size_t>(n / kLaneRows * nb));
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* row = reinterpret_cast<const typename Layout::Source*>(w + r * row_bytes);
+    for (int64_t b = 0; b < nb; ++b) {
+      Layout::fill(out[static_cast<size_t>(r / kLaneRows * nb + b)], row[b], r % kLaneRows);
+    }
+  }
+  return out;
+}
 
 template <typename Layout>
 void BM_RowsInLanes(benchmark::State& state) {
@@ -283,7 +275,7 @@ void BM_RowsInLanes(benchmark::State& state) {
   ThreadPool one(1);
   std::vector<float> today(kN), packed(kN);
   matmul(one, Layout::kDType, w.data(), row_bytes, kN, kK, x.data(), kK, 1, today.data(), kN);
-  const std::vector<typename Layout::Block> pk = Layout::pack(w.data(), row_bytes, kN, kK);
+  const std::vector<typename Layout::Block> pk = pack_rows<Layout>(w.data(), row_bytes, kN, kK);
   for (int64_t g = 0; g < kN / kLaneRows; ++g) {
     Layout::rows(pk.data() + g * nb, nb, xq.data(), packed.data() + g * kLaneRows);
   }
