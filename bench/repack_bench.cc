@@ -3,7 +3,7 @@
 //
 //   BM_Q4KRowsInLanes/hot, BM_Q6KRowsInLanes/hot
 //                           128 rows of k = 2048 (in L2) or, hot = 0, copies of them adding up to
-//                           256 MiB (from memory); one thread.
+//                           kBenchColdBytes for each layout (from memory); one thread.
 //
 // Today's one-column kernels (matmul_k_avx512.cc) keep each row's 8 integer lanes in its own
 // register and spend much of their work moving one row's scales and lanes within a register:
@@ -25,11 +25,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/host_bytes.h"
 #include "core/isa.h"
 #include "core/matmul.h"
@@ -285,7 +287,8 @@ void BM_RowsInLanes(benchmark::State& state) {
   }
 
   // Copies of both layouts: one in L2, or enough to be read from memory.
-  const size_t copies = hot ? 1 : (size_t{256} << 20) / mat_bytes;
+  const size_t copies =
+      hot ? 1 : std::max<size_t>(2, (kBenchColdBytes + mat_bytes - 1) / mat_bytes);
   const size_t pk_bytes = pk.size() * sizeof(typename Layout::Block);
   HostBytes w_copies, pk_copies;
   w_copies.resize(mat_bytes * copies);
@@ -308,8 +311,9 @@ void BM_RowsInLanes(benchmark::State& state) {
     for (int64_t g = 0; g < kN / kLaneRows; ++g) {
       Layout::rows(base + g * nb, nb, xq.data(), packed.data() + g * kLaneRows);
     }
-    packed_s += std::chrono::duration<double>(Clock::now() - t).count();
-    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t).count());
+    const double packed_step = std::chrono::duration<double>(Clock::now() - t).count();
+    packed_s += packed_step;
+    state.SetIterationTime(packed_step);
     next = (next + 1) % copies;
     benchmark::DoNotOptimize(today.data());
     benchmark::DoNotOptimize(packed.data());
