@@ -17,6 +17,8 @@
 //                         The fraction of the memory a decode step could reach, unaffected by
 //                         the machine's bandwidth moving between runs (up to 2x within minutes
 //                         on a VM): judge batch-1 kernel changes by it.
+// A <dtype> that is a device layout (q4_K_r16) is its base type's rows, rearranged
+// (core/rows16.h).
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
 // Threads: STRATA_BENCH_THREADS (default: every hardware thread).
 #include <benchmark/benchmark.h>
@@ -35,6 +37,7 @@
 #include "core/matmul.h"
 #include "core/membw.h"
 #include "core/quant.h"
+#include "core/rows16.h"
 #include "core/thread_pool.h"
 
 namespace strata {
@@ -68,6 +71,19 @@ BENCHMARK(BM_MembwProbe)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterat
 
 constexpr int64_t kK = 2048, kN = 5632, kNHot = 128;
 
+// Quantises row r of n rows of k (src(r) fills its floats) into w, in t's base type, then
+// rearranges the matrix into t when t is a device layout (core/rows16.h).
+template <typename Fill>
+void quantize_matrix(DType t, uint8_t* w, int64_t n, int64_t k, Fill&& src) {
+  const DType base = dtype_info(t).base;
+  const size_t row_bytes = dtype_row_bytes(base, k);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) src(r, row.data(), w + r * row_bytes);
+  if (base == t) return;
+  std::vector<uint8_t> rows(w, w + row_bytes * static_cast<size_t>(n));
+  rows16_pack(t, rows.data(), w, n, k);
+}
+
 void BM_Matmul(benchmark::State& state, DType t) {
   const int64_t m = state.range(0);
   const bool hot = state.range(1) != 0;
@@ -79,12 +95,11 @@ void BM_Matmul(benchmark::State& state, DType t) {
 
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<float> src(kK);
   std::vector<uint8_t> one(mat_bytes);
-  for (int64_t r = 0; r < n; ++r) {
-    for (float& v : src) v = dist(rng);
-    quantize_row(t, src.data(), one.data() + r * row_bytes, kK);
-  }
+  quantize_matrix(t, one.data(), n, kK, [&](int64_t, float* src, uint8_t* dst) {
+    for (int64_t i = 0; i < kK; ++i) src[i] = dist(rng);
+    quantize_row(dtype_info(t).base, src, dst, kK);
+  });
   std::vector<std::vector<uint8_t>> mats(copies, one);
   std::vector<float> x(static_cast<size_t>(kK * m));
   for (float& v : x) v = dist(rng) * 50.0f;
@@ -117,15 +132,14 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   auto add = [&](int64_t n, int64_t k) {
     Matrix m{n, k, dtype_row_bytes(t, k), {}};
     m.w.resize(m.row_bytes * static_cast<size_t>(n));
-    std::vector<float> src(static_cast<size_t>(k));
-    for (int64_t r = 0; r < n; ++r) {
+    quantize_matrix(t, m.w.data(), n, k, [&](int64_t r, float* src, uint8_t* dst) {
       if (r < 64) {
-        for (float& v : src) v = dist(rng);
-        quantize_row(t, src.data(), m.w.data() + r * m.row_bytes, k);
+        for (int64_t i = 0; i < k; ++i) src[i] = dist(rng);
+        quantize_row(dtype_info(t).base, src, dst, k);
       } else {
-        std::copy_n(m.w.data() + (r % 64) * m.row_bytes, m.row_bytes, m.w.data() + r * m.row_bytes);
+        std::copy_n(m.w.data() + (r % 64) * m.row_bytes, m.row_bytes, dst);
       }
-    }
+    });
     mats.push_back(std::move(m));
   };
   for (int64_t l = 0; l < kLayers; ++l) {
@@ -185,6 +199,7 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
 STRATA_DECODE_ORDER_BENCH(q8_0, DType::kQ8_0);
 STRATA_DECODE_ORDER_BENCH(q4_0, DType::kQ4_0);
 STRATA_DECODE_ORDER_BENCH(q4_K, DType::kQ4_K);
+STRATA_DECODE_ORDER_BENCH(q4_K_r16, DType::kQ4_K_R16);
 STRATA_DECODE_ORDER_BENCH(q5_K, DType::kQ5_K);
 STRATA_DECODE_ORDER_BENCH(q6_K, DType::kQ6_K);
 STRATA_DECODE_ORDER_BENCH(f16, DType::kF16);
@@ -208,7 +223,8 @@ STRATA_MATMUL_BENCH(f16, DType::kF16);
 STRATA_MATMUL_BENCH(bf16, DType::kBF16);
 STRATA_MATMUL_BENCH(q8_0, DType::kQ8_0);
 STRATA_MATMUL_BENCH(q4_0, DType::kQ4_0);
-STRATA_MATMUL_BENCH(q4_K, DType::kQ4_K);
+STRATA_MATMUL_BENCH(q4_K, DType::kQ4_K)->Args({2, 1})->Args({4, 1});
+STRATA_MATMUL_BENCH(q4_K_r16, DType::kQ4_K_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q5_K, DType::kQ5_K);
 STRATA_MATMUL_BENCH(q6_K, DType::kQ6_K);
 STRATA_MATMUL_BENCH(q4_1, DType::kQ4_1);

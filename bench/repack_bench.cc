@@ -1,23 +1,20 @@
-// A candidate layout for batch-1 Q4_K and Q6_K, measured against today's kernels before the
-// engine gets it.
+// Rows in lanes (core/rows16.h): the engine's Q4_K layout against the file's, and a prototype of
+// the same for Q6_K before the engine gets it.
 //
-//   BM_Q4KRowsInLanes/hot, BM_Q6KRowsInLanes/hot
-//                           128 rows of k = 2048 (in L2) or, hot = 0, copies of them adding up to
+//   BM_Q6KRowsInLanes/hot   128 rows of k = 2048 (in L2) or, hot = 0, copies of them adding up to
 //                           kBenchColdBytes for each layout (from memory); one thread.
+//   BM_LayoutDecodeOrder    a batch-1 token of a 2048-wide 8-layer llama, all Q4_K, in the
+//                           file's layout and in DType::kQ4_K_R16, timed alternately.
 //
-// Today's one-column kernels (matmul_k_avx512.cc) keep each row's 8 integer lanes in its own
-// register and spend much of their work moving one row's scales and lanes within a register:
-// the Q4_K loop runs about 166 instructions per two super-blocks of two rows, 32 of them
-// products. Here 16 rows are interleaved so that lane r of every register is row r. Each
-// register of quants holds 4 quant bytes of each of the 16 rows, its activations are one
-// broadcast 32-bit word, and a sub-block's scales are one 16-byte load. The integer lanes and
-// the float operations are the AVX2 kernels', lane by lane: the benchmark first checks that the
-// outputs are today's, bit for bit, and reports an error if not.
+// The prototype interleaves 16 rows so that lane r of every register is row r: each register of
+// quants holds 4 quant bytes of each of the 16 rows, its activations are one broadcast 32-bit
+// word, and a sub-block's scales are one 16-byte load. The integer lanes and the float
+// operations are the AVX2 kernel's, lane by lane: the benchmark first checks that the outputs
+// are today's, bit for bit, and reports an error if not.
 //
 // Counters: packed_GBps and today_GBps (bytes of the dtype's rows per second, each kernel timed
 // alternately on the same rows), ratio = packed / today. Today's time includes quantising the
-// activation column (what `matmul` does; 8% of the in-L2 Q4_K case under perf), the packed
-// kernel's does not.
+// activation column (what `matmul` does), the packed kernel's does not.
 #include <benchmark/benchmark.h>
 // g++ 12 warns inside its own avx512fintrin.h (the undefined upper half of a 256-to-512-bit
 // cast), not about this file: CMakeLists.txt turns the same warnings off for the _avx512 files.
@@ -37,35 +34,11 @@
 #include "core/matmul.h"
 #include "core/quant.h"
 #include "core/quant_blocks.h"
+#include "core/rows16.h"
 #include "core/thread_pool.h"
 
 namespace strata {
 namespace {
-
-constexpr int64_t kLaneRows = 16;
-
-// One Q4_K super-block of 16 rows: the scales and mins unpacked to bytes, by sub-block then row,
-// d and dmin, then qs[j][g][r], bytes 4g..4g+3 of row r's 32-byte chunk j (low nibbles:
-// sub-block 2j, high nibbles: sub-block 2j + 1). The scales first, as the kernel reads them:
-// after the quants, from memory it ran at 22-23 GB/s instead of 26-28.
-struct Q4KRows {
-  uint8_t scales[8][kLaneRows];
-  uint8_t mins[8][kLaneRows];
-  uint16_t d[kLaneRows];
-  uint16_t dmin[kLaneRows];
-  uint8_t qs[4][8][kLaneRows][4];
-};
-static_assert(sizeof(Q4KRows) % 64 == 0);
-
-// Lane `lane` of a Q4_K super-block of 16 rows, from that row's block.
-void fill_q4_k(Q4KRows& p, const BlockQ4_K& src, int64_t lane) {
-  for (int j = 0; j < 4; ++j) {
-    for (int g = 0; g < 8; ++g) std::memcpy(p.qs[j][g][lane], src.qs + 32 * j + 4 * g, 4);
-  }
-  for (int s = 0; s < 8; ++s) kscale_min(s, src.scales, &p.scales[s][lane], &p.mins[s][lane]);
-  p.d[lane] = src.d;
-  p.dmin[lane] = src.dmin;
-}
 
 // Each row's 8 float lanes summed in avx2::hsum's order, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 +
 // 7)), into y[0..15].
@@ -73,61 +46,6 @@ __attribute__((target("avx512f"))) void store_rows(const __m512* acc, float* y) 
   const __m512 even = _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6]));
   const __m512 odd = _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]));
   _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
-}
-
-// 16 rows' dots with one Q8_K column. Lane L of a row's AVX2 accumulator sums, over the
-// super-block's chunks j, scale(2j) * (products of its low nibbles 4L..4L+3) + scale(2j + 1) *
-// (the same of the high ones): here register L, lane r. maddubs forms pairs of products and
-// dpwssd multiplies both by the scale (in both words) into the lane: the same integers.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q4_k_rows(
-    const Q4KRows* p, int64_t nb, const BlockQ8_K* x, float* y) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512 acc[8];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const Q4KRows& w = p[b];
-    const BlockQ8_K& xb = x[b];
-    __m512i lanes[8];
-    for (__m512i& l : lanes) l = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-      __m512i s_l =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[2 * j])));
-      __m512i s_h = _mm512_cvtepu8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[2 * j + 1])));
-      s_l = _mm512_or_si512(s_l, _mm512_slli_epi32(s_l, 16));
-      s_h = _mm512_or_si512(s_h, _mm512_slli_epi32(s_h, 16));
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        int32_t x_l, x_h;
-        std::memcpy(&x_l, xb.qs + 64 * j + 4 * g, 4);
-        std::memcpy(&x_h, xb.qs + 64 * j + 32 + 4 * g, 4);
-        const __m512i q = _mm512_loadu_si512(w.qs[j][g]);
-        const __m512i ql = _mm512_and_si512(q, m4);
-        const __m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        lanes[g] =
-            _mm512_dpwssd_epi32(lanes[g], _mm512_maddubs_epi16(ql, _mm512_set1_epi32(x_l)), s_l);
-        lanes[g] =
-            _mm512_dpwssd_epi32(lanes[g], _mm512_maddubs_epi16(qh, _mm512_set1_epi32(x_h)), s_h);
-      }
-    }
-    // acc += (dx * d) * float(lanes); acc += -(dx * dmin) * float(min * the sub-block's sums),
-    // lane L of the mins term being sub-block L's.
-    const __m512 dx = _mm512_set1_ps(xb.d);
-    const __m512 d = _mm512_mul_ps(
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.d))), dx);
-    const __m512 dmin = _mm512_mul_ps(
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.dmin))), dx);
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const __m512i mins =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.mins[l])));
-      const __m512i pm = _mm512_mullo_epi32(
-          mins, _mm512_set1_epi32(int32_t{xb.bsums[2 * l]} + int32_t{xb.bsums[2 * l + 1]}));
-      acc[l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes[l]), acc[l]);
-      acc[l] = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(pm), acc[l]);
-    }
-  }
-  store_rows(acc, y);
 }
 
 // One Q6_K super-block of 16 rows, in the order the kernel reads it: the 16 sub-block scales by
@@ -220,14 +138,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void q6
   store_rows(acc, y);
 }
 
-// The two layouts, as the benchmark takes them.
-struct Q4KLayout {
-  static constexpr DType kDType = DType::kQ4_K;
-  using Source = BlockQ4_K;
-  using Block = Q4KRows;
-  static constexpr auto fill = fill_q4_k;
-  static constexpr auto rows = q4_k_rows;
-};
+// The layout, as the benchmark takes it.
 struct Q6KLayout {
   static constexpr DType kDType = DType::kQ6_K;
   using Source = BlockQ6_K;
@@ -324,18 +235,87 @@ void BM_RowsInLanes(benchmark::State& state) {
   state.counters["ratio"] = today_s / packed_s;
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
-BENCHMARK(BM_RowsInLanes<Q4KLayout>)
-    ->Name("BM_Q4KRowsInLanes")
-    ->ArgName("hot")
-    ->Arg(1)
-    ->Arg(0)
-    ->UseManualTime();
 BENCHMARK(BM_RowsInLanes<Q6KLayout>)
     ->Name("BM_Q6KRowsInLanes")
     ->ArgName("hot")
     ->Arg(1)
     ->Arg(0)
     ->UseManualTime();
+
+// A batch-1 token of a 2048-wide, 8-layer llama with every matrix in Q4_K (q, k, v, o, gate, up,
+// down per layer: 199 MiB), one column each in decode order, on the bench pool: once in the file's
+// layout and once in rows in lanes (DType::kQ4_K_R16), alternately, the first one alternating
+// too. Counters: file_GBps, r16_GBps (weight bytes per second of each), ratio = file time / r16
+// time. The two are timed in the same seconds, so the memory's swings on a VM (up to 2x within
+// minutes) cancel out of the ratio.
+void BM_LayoutDecodeOrder(benchmark::State& state) {
+  constexpr int64_t kEmbd = 2048, kKv = 256, kFf = 5632, kLayers = 8;
+  struct Matrix {
+    int64_t n, k;
+    HostBytes file, r16;
+  };
+  std::vector<Matrix> mats;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  // 64 distinct rows per matrix, repeated (the kernels' cost does not depend on the values).
+  const auto add = [&](int64_t n, int64_t k) {
+    Matrix m{n, k, {}, {}};
+    const size_t row_bytes = dtype_row_bytes(DType::kQ4_K, k);
+    m.file.resize(row_bytes * static_cast<size_t>(n));
+    m.r16.resize(m.file.size());
+    std::vector<float> src(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n; ++r) {
+      if (r < 64) {
+        for (float& v : src) v = dist(rng);
+        quantize_row(DType::kQ4_K, src.data(), m.file.data() + r * row_bytes, k);
+      } else {
+        std::memcpy(m.file.data() + r * row_bytes, m.file.data() + (r % 64) * row_bytes, row_bytes);
+      }
+    }
+    rows16_pack(DType::kQ4_K_R16, m.file.data(), m.r16.data(), n, k);
+    mats.push_back(std::move(m));
+  };
+  for (int64_t l = 0; l < kLayers; ++l) {
+    add(kEmbd, kEmbd);
+    add(kKv, kEmbd);
+    add(kKv, kEmbd);
+    add(kEmbd, kEmbd);
+    add(kFf, kEmbd);
+    add(kFf, kEmbd);
+    add(kEmbd, kFf);
+  }
+  size_t bytes = 0;
+  for (const Matrix& m : mats) bytes += m.file.size();
+  std::vector<float> x(kFf), y(kFf);
+  for (float& v : x) v = dist(rng) * 50.0f;
+  ThreadPool& p = bench_pool();
+  using Clock = std::chrono::steady_clock;
+  const auto pass = [&](bool r16) {
+    const auto t = Clock::now();
+    for (const Matrix& m : mats) {
+      matmul(p, r16 ? DType::kQ4_K_R16 : DType::kQ4_K, (r16 ? m.r16 : m.file).data(),
+             dtype_row_bytes(DType::kQ4_K, m.k), m.n, m.k, x.data(), m.k, 1, y.data(), m.n);
+    }
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  double file_s = 0.0, r16_s = 0.0;
+  bool r16_first = false;
+  for (auto _ : state) {
+    const double a = pass(r16_first);
+    const double b = pass(!r16_first);
+    file_s += r16_first ? b : a;
+    r16_s += r16_first ? a : b;
+    state.SetIterationTime(a + b);
+    r16_first = !r16_first;
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double total = static_cast<double>(state.iterations()) * static_cast<double>(bytes);
+  state.counters["file_GBps"] = total / file_s / 1e9;
+  state.counters["r16_GBps"] = total / r16_s / 1e9;
+  state.counters["ratio"] = file_s / r16_s;
+  state.counters["threads"] = p.size();
+}
+BENCHMARK(BM_LayoutDecodeOrder)->Unit(benchmark::kMillisecond)->UseManualTime();
 
 }  // namespace
 }  // namespace strata

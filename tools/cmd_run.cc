@@ -57,6 +57,8 @@ constexpr const char* kHelp =
     "      --mmap, --no-mmap   use the weights in place in the file's mapping, or copy them\n"
     "                          into memory with 2 MiB pages (faster decode, slower load);\n"
     "                          default: copy when they take at most half the free memory\n"
+    "  -nr, --no-repack        keep copied weights in the file's layout (default: q4_K in\n"
+    "                          rows of 16 on AVX-512, the same results, faster)\n"
     "      --rpc HOST:PORT,... remote devices served by `strata worker` (unix:/PATH and\n"
     "                          ucx:HOST:PORT too)\n"
     "      --device CPU,RPC0   devices in stage order (default: the workers, then the CPU)\n"

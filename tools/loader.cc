@@ -9,7 +9,9 @@
 
 namespace strata::tools {
 
-std::vector<std::string> model_switches() { return {"--mmap", "--no-mmap"}; }
+std::vector<std::string> model_switches() {
+  return {"--mmap", "--no-mmap", "--repack", "-nr", "--no-repack"};
+}
 
 std::vector<std::string> model_flags() {
   return {"-m|--model",    "-t|--threads",       "-c|--ctx-size", "-b|--batch-size", "--kv-type",
@@ -57,6 +59,7 @@ Result<server::LoadOptions> load_options(const Flags& flags) {
   }
   if (flags.has("--mmap")) o.use_mmap = true;
   if (flags.has("--no-mmap")) o.use_mmap = false;
+  if (flags.has("-nr") || flags.has("--no-repack")) o.repack = false;
   o.backend_sampling = flags.has("--backend-sampling");  // for the commands that sample
   return o;
 }

@@ -3,20 +3,25 @@
 
 #include "backend/backend.h"
 #include "backend/cpu_backend.h"
+#include "core/dtype_traits.h"
+#include "core/isa.h"
 #include "graph/op_table.h"
 
 namespace strata {
 namespace {
 
 // The CPU runs every op of the op table (an op without an executor fails this) and takes every
-// dtype that has kernels as a weight.
+// dtype that has kernels as a weight, a device layout only at the level where it pays.
 TEST(DeviceCaps, CpuRunsEveryOpOfTheTableAndEveryKernelDType) {
   const DeviceCaps caps = cpu_device_caps();
   EXPECT_EQ(caps.ops, op_set_all());
   EXPECT_EQ(cpu_device_new({})->caps().ops, caps.ops);
   for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
     const DTypeInfo* info = dtype_info(id);
-    EXPECT_EQ(caps.weight_dtypes.test(id), info != nullptr && info->has_kernels) << id;
+    const bool takes =
+        info != nullptr && info->has_kernels &&
+        (!dtype_is_layout(info->dtype) || dtype_layout_pays(info->dtype, isa_active()));
+    EXPECT_EQ(caps.weight_dtypes.test(id), takes) << id;
   }
 }
 

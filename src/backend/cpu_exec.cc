@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "core/dtype_traits.h"
+#include "core/isa.h"
 #include "core/matmul.h"
 #include "core/ops.h"
 #include "core/ops_act.h"
@@ -598,7 +600,10 @@ DeviceCaps cpu_device_caps() {
   caps.ops = cpu_ops() & op_set_all();
   for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
     const DTypeInfo* info = dtype_info(id);
-    if (info != nullptr && info->has_kernels) caps.weight_dtypes.set(id);
+    if (info == nullptr || !info->has_kernels) continue;
+    // A layout only where it pays: the engine stores weights in every layout a device offers.
+    if (dtype_is_layout(info->dtype) && !dtype_layout_pays(info->dtype, isa_active())) continue;
+    caps.weight_dtypes.set(id);
   }
   return caps;
 }

@@ -52,7 +52,13 @@ constexpr Layout kLayouts[] = {
     {DType::kTQ1_0, "tq1_0", 256, 54},
     {DType::kTQ2_0, "tq2_0", 256, 66},
     {DType::kMXFP4, "mxfp4", 32, 17},
+    // Layouts: the same bytes per row as their base type (a group of 16 rows is a permutation
+    // of those rows' bytes).
+    {DType::kQ4_K_R16, "q4_K_r16", 256, 144},
 };
+
+// The GGUF type whose blocks a layout rearranges.
+constexpr DType layout_base(DType t) { return t == DType::kQ4_K_R16 ? DType::kQ4_K : t; }
 
 constexpr auto kLayoutIndex = dtype_row_index(kLayouts);
 
@@ -66,7 +72,7 @@ const Infos& infos() {
       const Layout& l = kLayouts[i];
       const DTypeTraits* traits = dtype_traits(l.dtype);
       const bool kernels = traits != nullptr && traits->isa[0].matmul != nullptr;
-      t[i] = DTypeInfo{l.dtype, l.name, l.block_size, l.block_bytes, kernels};
+      t[i] = DTypeInfo{l.dtype, l.name, l.block_size, l.block_bytes, kernels, layout_base(l.dtype)};
     }
     return t;
   }();
@@ -95,7 +101,7 @@ size_t dtype_row_bytes(DType t, int64_t n) {
 std::string dtype_names_with_kernels(std::string_view separator) {
   std::string names;
   for (const DTypeTraits& t : dtype_traits_all()) {
-    if (!dtype_info(t.dtype).has_kernels) continue;
+    if (!dtype_info(t.dtype).has_kernels || dtype_is_layout(t.dtype)) continue;
     if (!names.empty()) names += separator;
     names += dtype_name(t.dtype);
   }
@@ -104,7 +110,7 @@ std::string dtype_names_with_kernels(std::string_view separator) {
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const DTypeInfo& info : infos()) {
-    if (info.name.size() != name.size()) continue;
+    if (info.name.size() != name.size() || info.base != info.dtype) continue;
     bool same = true;
     for (size_t i = 0; i < name.size(); ++i) {
       if (std::tolower(static_cast<unsigned char>(name[i])) !=

@@ -49,6 +49,9 @@ enum class DType : uint32_t {
   kTQ1_0 = 34,
   kTQ2_0 = 35,
   kMXFP4 = 39,
+  // Device layouts: a GGUF type's blocks rearranged in memory for a device's kernels; never in
+  // a file (the GGUF reader refuses their ids) and never a GGML id. See core/rows16.h.
+  kQ4_K_R16 = 64,  // q4_K, rows in groups of 16
 };
 
 struct DTypeInfo {
@@ -56,7 +59,8 @@ struct DTypeInfo {
   std::string_view name;  // as llama.cpp prints it: "f32", "q4_K", ...
   int64_t block_size;     // elements per block (1 for plain types)
   size_t block_bytes;     // bytes per block
-  bool has_kernels;       // matmul / get_rows / dequantize exist for it
+  bool has_kernels;       // matmul exists for it (and get_rows / dequantize, unless a layout)
+  DType base;             // a layout's GGUF type (its bytes, rearranged); else dtype itself
 };
 
 // nullptr for an id that is not a known type (the value came from a file: check it).
@@ -67,6 +71,8 @@ inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 inline int64_t dtype_block_size(DType t) { return dtype_info(t).block_size; }
 inline size_t dtype_block_bytes(DType t) { return dtype_info(t).block_bytes; }
 inline bool dtype_is_quantized(DType t) { return dtype_info(t).block_size > 1; }
+// A device layout (kQ4_K_R16...): rows are not where the plain row arithmetic puts them.
+inline bool dtype_is_layout(DType t) { return dtype_info(t).base != t; }
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers
 // that handle untrusted shapes, asserted here).
@@ -76,11 +82,13 @@ size_t dtype_row_bytes(DType t, int64_t n);
 // messages and help texts list as supported.
 std::string dtype_names_with_kernels(std::string_view separator = ", ");
 
-// Parses a name as `strata gguf gen --dtype` takes it ("q8_0", "Q4_K", "f16"...).
+// Parses a name as `strata gguf gen --dtype` takes it ("q8_0", "Q4_K", "f16"...); GGUF types
+// only, never a device layout.
 std::optional<DType> dtype_from_name(std::string_view name);
 
-// DType values are GGML ids below this, so that a table indexed by id makes a lookup one load.
-inline constexpr uint32_t kDTypeTableSize = 40;
+// DType values (GGML ids and the layouts after them) are below this, so that a table indexed by
+// id makes a lookup one load.
+inline constexpr uint32_t kDTypeTableSize = 72;
 
 // The position in `rows` (entries with a `dtype` member) of each dtype id; -1 where none.
 template <class Row, size_t N>

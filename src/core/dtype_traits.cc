@@ -107,6 +107,16 @@ constexpr DTypeTraits kTraits[] = {
      dequantize_row_iq4_xs,
      quantize_row_iq4_xs,
      {{.matmul = &md::kIQ4_XSRef}, {.matmul = &md::kIQ4_XSAvx2}}},
+    // Device layouts (core/rows16.h): kernels only. A row is not where the row arithmetic puts
+    // it, so no row conversions (get_rows refuses them).
+    {DType::kQ4_K_R16,
+     DType::kQ8_K,
+     nullptr,
+     nullptr,
+     {{.matmul = &md::kQ4_K_R16Ref},
+      {.matmul = &md::kQ4_K_R16Avx2},
+      {.matmul = &md::kQ4_K_R16Avx512}},
+     Isa::kAvx512},
     // Activation formats only: conversions, no kernels.
     {DType::kQ8_1, DType::kQ8_1, dequantize_row_q8_1, quantize_row_q8_1, {}},
     {DType::kQ8_K, DType::kQ8_K, dequantize_row_q8_k, quantize_row_q8_k, {}},
@@ -131,6 +141,11 @@ const MatmulKernel* dtype_matmul_kernel(const DTypeTraits& t, Isa isa, int64_t m
     if (k->narrow != nullptr) return k->narrow;
   }
   return nullptr;
+}
+
+bool dtype_layout_pays(DType layout, Isa isa) {
+  const DTypeTraits* t = dtype_traits(layout);
+  return t != nullptr && dtype_is_layout(layout) && isa >= t->layout_from;
 }
 
 RowToFloat dtype_to_float(const DTypeTraits& t, Isa isa) {

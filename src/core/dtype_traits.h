@@ -65,7 +65,13 @@ struct DTypeTraits {
   // Indexed by Isa. isa[kScalar].matmul is the reference dot product; a dtype without it has
   // conversions only (an activation format such as q8_K) and no kernels.
   DTypeIsaKernels isa[kIsaLevels];
+  // A device layout (dtype_is_layout) is worth storing weights in from this level up, where it
+  // has a kernel of its own; below, its entries only run the base type's kernels over it.
+  Isa layout_from = Isa::kScalar;
 };
+
+// Whether a device at level `isa` stores weights of `base` in `layout` (its caps offer it).
+bool dtype_layout_pays(DType layout, Isa isa);
 
 // The row of t, or nullptr when strata has no code for t at all.
 const DTypeTraits* dtype_traits(DType t);

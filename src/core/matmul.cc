@@ -221,12 +221,15 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
                  "matmul: k must be a multiple of the weight block size");
     STRATA_CHECK(part.w_row_bytes >= dtype_row_bytes(part.w_dtype, k),
                  "matmul: weight rows overlap");
+    STRATA_CHECK(
+        !dtype_is_layout(part.w_dtype) || part.w_row_bytes == dtype_row_bytes(part.w_dtype, k),
+        "matmul: a layout's rows must be packed");
     STRATA_CHECK(m <= 1 || part.y_stride >= static_cast<size_t>(part.n),
                  "matmul: column strides too small");
     if (part.n == 0) continue;
     prep.push_back({kernel,
                     MatmulArgs{static_cast<const uint8_t*>(part.w), part.w_row_bytes, k, m, x,
-                               x_stride, nullptr, 0, part.y, part.y_stride},
+                               x_stride, nullptr, 0, part.y, part.y_stride, nullptr, part.n},
                     part.n, total_rows, total_bytes});
     total_rows += part.n;
     total_bytes += static_cast<uint64_t>(part.n) * part.w_row_bytes;
@@ -304,6 +307,8 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
     STRATA_CHECK(
         b.k % dtype_block_size(b.w_dtype) == 0 && b.w_row_bytes >= dtype_row_bytes(b.w_dtype, b.k),
         "matmul_id: bad weight rows");
+    STRATA_CHECK(!dtype_is_layout(b.w_dtype) || b.w_row_bytes == dtype_row_bytes(b.w_dtype, b.k),
+                 "matmul_id: a layout's rows must be packed");
     n_all += b.n;
   }
   const int64_t n_pairs = a.n_used * a.n_tokens;
@@ -434,7 +439,9 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
             quantised ? col : nullptr,
             col_bytes,
             outs_of(i) + static_cast<size_t>(j) * static_cast<size_t>(b.n),
-            static_cast<size_t>(b.n)};
+            static_cast<size_t>(b.n),
+            nullptr,
+            b.n};
         prep.push_back({kernel, args, b.n, total_rows, total_bytes});
         total_rows += b.n;
         total_bytes += static_cast<uint64_t>(b.n) * b.w_row_bytes;

@@ -22,6 +22,9 @@ struct MatmulArgs {
   float* y;             // y[j * y_stride + r]
   size_t y_stride;
   uint8_t* work = nullptr;  // this thread's MatmulKernel::work_bytes, 64-byte aligned
+  // Rows of the whole matrix that w starts (an expert's, in an expert-indexed matmul): where a
+  // rows-in-lanes layout's tail starts (core/rows16.h).
+  int64_t n_rows = 0;
 
   // What the kernel reads for column j: its own activation column, or the F32 one.
   const void* column(int64_t j) const {
@@ -91,6 +94,17 @@ static_assert(sizeof(Q4_0ActPair) == 128);
 size_t q4_0_pair_column_bytes(int64_t k);
 void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k);
 
+// ---- Rows in lanes (core/rows16.h) ----
+
+// Rows [r0, r1) of a matrix in `layout` by `base`, a kernel of the layout's base type: each full
+// group unpacked into a.work (16 rows of the base type) and multiplied there, the tail rows
+// where they are. base's bits, whatever the layout. r0 and r1 are multiples of 16 or past the
+// last full group (matmul's row splits are: see kRowAlign).
+void rows16_by_base(const MatmulKernel& base, DType layout, const MatmulArgs& a, int64_t r0,
+                    int64_t r1);
+// The work area of a kernel on the layout: one unpacked group of rows of k.
+size_t q4_k_rows16_work_bytes(int64_t k);
+
 // ---- Kernels, one per (dtype, level) that has one ----
 
 // matmul_float_ref.cc / matmul_float_avx2.cc
@@ -108,5 +122,8 @@ extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2,
 extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;
 extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512, kMXFP4Avx512;
 extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512;
+// matmul_rows16.cc / matmul_rows16_avx512.cc: Q4_K in rows in lanes, the bits of the Q4_K kernel
+// of the same level
+extern const MatmulKernel kQ4_K_R16Ref, kQ4_K_R16Avx2, kQ4_K_R16Avx512;
 
 }  // namespace strata::matmul_detail

@@ -219,7 +219,8 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
               const int32_t* ids, int64_t n_ids, float* y, size_t y_stride) {
   const DTypeTraits* traits = dtype_traits(dtype);
-  STRATA_CHECK(traits != nullptr, "get_rows: dtype has no conversion");
+  STRATA_CHECK(traits != nullptr && traits->dequantize != nullptr,
+               "get_rows: dtype has no conversion");
   const RowToFloat to_float = dtype_to_float(*traits, isa_active());
   pool.parallel_for(n_ids, row_grain(n), [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {

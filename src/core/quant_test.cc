@@ -177,12 +177,15 @@ const RoundTripCase kRoundTrips[] = {
 };
 
 TEST(QuantTest, EveryConvertibleDtypeHasARoundTripCase) {
+  size_t convertible = 0;
   for (const DTypeTraits& t : dtype_traits_all()) {
+    if (!dtype_can_convert(t.dtype)) continue;  // a device layout
+    ++convertible;
     bool found = false;
     for (const RoundTripCase& c : kRoundTrips) found = found || c.dtype == t.dtype;
     EXPECT_TRUE(found) << dtype_name(t.dtype);
   }
-  EXPECT_EQ(std::size(kRoundTrips), dtype_traits_all().size());
+  EXPECT_EQ(std::size(kRoundTrips), convertible);
 }
 
 class QuantRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};

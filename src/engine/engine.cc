@@ -123,7 +123,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
 Status Engine::load_weights() {
   for (Stage& s : stages_) {
     auto w = DeviceWeights::load(*model_, *s.device, s.layer_begin, s.layer_end, s.first, s.last,
-                                 options_.use_mmap, options_.progress);
+                                 options_.use_mmap, options_.progress, options_.repack);
     if (!w.is_ok()) {
       for (Stage& t : stages_) t.weights.reset();
       return w.status();
@@ -153,7 +153,7 @@ Status Engine::reload_device(const Device& device) {
     // No progress report: this runs in the background of a serving process.
     STRATA_ASSIGN_OR_RETURN(
         s.weights, DeviceWeights::load(*model_, *s.device, s.layer_begin, s.layer_end, s.first,
-                                       s.last, options_.use_mmap, nullptr));
+                                       s.last, options_.use_mmap, nullptr, options_.repack));
   }
   return Status::ok();
 }

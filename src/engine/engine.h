@@ -35,6 +35,9 @@ struct EngineOptions {
   // into the device's own buffers (for the CPU: 2 MiB pages, which stream faster than the
   // mapping's 4 KiB pages, at the cost of a copy at load and of the memory it takes).
   bool use_mmap = true;
+  // Copied weights go in a device layout where the device offers one (core/rows16.h; llama.cpp's
+  // --repack): the same results, faster kernels.
+  bool repack = true;
   // What the contexts will need, for the check that the model fits before anything loads:
   // KV cells over all contexts (0: no KV counted), their dtype, and the largest micro-batch.
   int64_t n_ctx = 0;

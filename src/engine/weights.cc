@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/rows16.h"
 
 namespace strata {
 namespace {
@@ -16,6 +17,35 @@ const uint8_t* file_data(const Model& model, uint64_t* size) {
   const GgufFile& file = model.file();
   *size = file.file_size() - file.data_offset();
   return file.tensor_data(file.tensors().front()) - file.tensors().front().offset;
+}
+
+// The tensors of layers [layer_begin, layer_end) that the layer graph multiplies as row views
+// (LayerGraph::mul_mat_rows: fused q/k/v, fused gate/up) whose parts do not start on a group of
+// 16 rows: a layout would split a group between two parts.
+std::set<const GgufTensorInfo*> unaligned_views(const Model& model, int64_t layer_begin,
+                                                int64_t layer_end) {
+  const HParams& hp = model.hparams();
+  const bool qkv_aligned = hp.n_embd_q() % kLaneRows == 0 && hp.n_embd_kv() % kLaneRows == 0;
+  std::set<const GgufTensorInfo*> out;
+  for (int64_t il = layer_begin; il < layer_end; ++il) {
+    const LayerWeights& l = model.layers()[static_cast<size_t>(il)];
+    const GgufTensorInfo* qkv = l.tensors[static_cast<size_t>(LayerTensor::kWqkv)];
+    if (qkv != nullptr && !qkv_aligned) out.insert(qkv);
+    const GgufTensorInfo* up = l.tensors[static_cast<size_t>(LayerTensor::kWUp)];
+    if (up != nullptr && l.tensors[static_cast<size_t>(LayerTensor::kWGate)] == nullptr &&
+        hp.n_ff % kLaneRows != 0) {
+      out.insert(up);
+    }
+  }
+  return out;
+}
+
+// Writes t's ne[2] * ne[3] matrices of ne[1] rows into dst in `layout`.
+void pack_tensor(DType layout, const GgufTensorInfo& t, const uint8_t* src, uint8_t* dst) {
+  const size_t matrix_bytes = dtype_row_bytes(t.dtype, t.ne[0]) * static_cast<size_t>(t.ne[1]);
+  for (int64_t i = 0; i < t.ne[2] * t.ne[3]; ++i) {
+    rows16_pack(layout, src + i * matrix_bytes, dst + i * matrix_bytes, t.ne[1], t.ne[0]);
+  }
 }
 
 }  // namespace
@@ -50,11 +80,9 @@ bool device_maps_host(const Model& model, Device& device) {
   return device.buffer_from_host(data, size).is_ok();
 }
 
-Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, Device& device,
-                                                           int64_t layer_begin, int64_t layer_end,
-                                                           bool with_embd, bool with_output,
-                                                           bool use_mmap,
-                                                           const ProgressFn& progress) {
+Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
+    const Model& model, Device& device, int64_t layer_begin, int64_t layer_end, bool with_embd,
+    bool with_output, bool use_mmap, const ProgressFn& progress, bool repack) {
   const std::vector<const GgufTensorInfo*> tensors =
       stage_weight_tensors(model, layer_begin, layer_end, with_embd, with_output);
   auto w = std::unique_ptr<DeviceWeights>(new DeviceWeights());
@@ -102,7 +130,21 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
   if (host.status().kind() != ErrorKind::kUnsupported) return host.status();
 
   // Upload: pack the stage's tensors, aligned, into one buffer. No host copy: the stream reads
-  // each tensor from the mapping (a remote device may skip the bytes it already holds).
+  // each tensor from the mapping (a remote device may skip the bytes it already holds), except
+  // a tensor put in a layout, rearranged in one host buffer that each such tensor reuses.
+  // A layout where the device offers one for the tensor's type and every use of the tensor
+  // multiplies whole groups of rows: not the token embedding of the first stage (get_rows reads
+  // its rows), not a fused projection whose parts cut a group.
+  const DTypeSet offered = repack ? device.caps().weight_dtypes : DTypeSet();
+  const std::set<const GgufTensorInfo*> unaligned = unaligned_views(model, layer_begin, layer_end);
+  for (const GgufTensorInfo* t : tensors) {
+    const std::optional<DType> layout = rows16_layout(t->dtype);
+    if (!layout || !offered.test(static_cast<uint32_t>(*layout)) || t->ne[1] < kLaneRows ||
+        unaligned.count(t) != 0 || (with_embd && t == model.token_embd())) {
+      continue;
+    }
+    w->layouts_[t] = *layout;
+  }
   const uint64_t align = upload_alignment(device);
   uint64_t total = 0;
   for (const GgufTensorInfo* t : tensors) {
@@ -112,10 +154,21 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
   STRATA_ASSIGN_OR_RETURN(w->buffer_, device.alloc_buffer(total));
   std::unique_ptr<Stream> stream = device.create_stream();
   uint64_t done = 0;
+  std::vector<uint8_t> packed;
   for (const GgufTensorInfo* t : tensors) {
     TensorRef dst = make_tensor(w->buffer_->handle(), w->offsets_[t], DType::kI8,
                                 static_cast<int64_t>(t->size_bytes));
-    stream->set_tensor_weights(dst, model.file().tensor_data(*t), t->size_bytes);
+    const auto layout = w->layouts_.find(t);
+    if (layout == w->layouts_.end()) {
+      stream->set_tensor_weights(dst, model.file().tensor_data(*t), t->size_bytes);
+    } else {
+      packed.resize(t->size_bytes);
+      pack_tensor(layout->second, *t, model.file().tensor_data(*t), packed.data());
+      stream->set_tensor_weights(dst, packed.data(), t->size_bytes);
+      // The host buffer is the next packed tensor's.
+      Status s = stream->synchronize();
+      if (!s.is_ok()) return s.with_context("uploading weights to " + device.info().name);
+    }
     done += t->size_bytes;
     if (progress) progress(done, total);
   }
@@ -127,9 +180,9 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(const Model& model, D
 TensorRef DeviceWeights::ref(const GgufTensorInfo* t) const {
   auto it = offsets_.find(t);
   STRATA_CHECK(it != offsets_.end(), "tensor not placed on this device");
-  TensorRef r =
-      make_tensor(buffer_->handle(), it->second, t->dtype, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
-  return r;
+  const auto layout = layouts_.find(t);
+  const DType dtype = layout != layouts_.end() ? layout->second : t->dtype;
+  return make_tensor(buffer_->handle(), it->second, dtype, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
 }
 
 }  // namespace strata

@@ -1,7 +1,8 @@
 // A model's weights placed on one device, for the layers of one stage.
 //
 // On a device with host memory (the CPU) the tensors are used in place in the file's mapping;
-// elsewhere the stage's tensors are uploaded into one buffer.
+// elsewhere the stage's tensors are uploaded into one buffer, each in the file's type or in a
+// device layout of it that the device offers (its caps' weight dtypes: core/rows16.h).
 #pragma once
 
 #include <cstdint>
@@ -32,18 +33,21 @@ bool device_maps_host(const Model& model, Device& device);
 
 class DeviceWeights {
  public:
-  // Places the weights of stage_weight_tensors(...) on the device.
+  // Places the weights of stage_weight_tensors(...) on the device. repack: uploaded tensors go
+  // in a layout where the device offers one (llama.cpp's --repack).
   static Result<std::unique_ptr<DeviceWeights>> load(const Model& model, Device& device,
                                                      int64_t layer_begin, int64_t layer_end,
                                                      bool with_embd, bool with_output,
-                                                     bool use_mmap, const ProgressFn& progress);
+                                                     bool use_mmap, const ProgressFn& progress,
+                                                     bool repack = true);
 
-  // The tensor on this device; t must be one of the placed tensors.
+  // The tensor on this device (in its device dtype); t must be one of the placed tensors.
   TensorRef ref(const GgufTensorInfo* t) const;
 
  private:
   std::unique_ptr<Buffer> buffer_;
   std::map<const GgufTensorInfo*, uint64_t> offsets_;  // offset of each tensor in buffer_
+  std::map<const GgufTensorInfo*, DType> layouts_;     // the tensors stored in a layout
 };
 
 }  // namespace strata

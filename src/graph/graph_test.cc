@@ -55,6 +55,29 @@ TEST(GraphValidate, NamesTheNodeAndOp) {
   EXPECT_NE(s.message().find("node 0 (copy)"), std::string::npos) << s.message();
 }
 
+// get_rows reads whole rows of its table: a device layout (rows interleaved in groups) is refused,
+// its base type taken.
+TEST(GraphValidate, GetRowsRefusesADeviceLayoutTable) {
+  Graph g;
+  for (DType t : {DType::kQ4_K_R16, DType::kQ4_K}) {
+    g.tensors = {make_tensor(1, 0, t, 256, 32), make_tensor(1, 8192, DType::kI32, 2),
+                 make_tensor(1, 8256, DType::kF32, 256, 2)};
+    Node n;
+    n.op = Op::kGetRows;
+    n.src[0] = 0;
+    n.src[1] = 1;
+    n.out = 2;
+    g.nodes = {n};
+    const Status s = graph_validate(g);
+    if (t == DType::kQ4_K) {
+      EXPECT_TRUE(s.is_ok()) << s.message();
+    } else {
+      EXPECT_FALSE(s.is_ok());
+      EXPECT_NE(s.message().find("device layout"), std::string::npos) << s.message();
+    }
+  }
+}
+
 // The table answers for exactly its rows: a value without a row (from a peer) is no op.
 TEST(OpTable, LooksUpEveryRowByValueAndNothingElse) {
   std::set<std::string> names;

@@ -279,7 +279,7 @@ Status read_tensor_info(Cursor& c, uint64_t index, GgufTensorInfo& t) {
   uint32_t type_id = 0;
   STRATA_RETURN_IF_ERROR(c.read(&type_id, what + " type"));
   const DTypeInfo* info = dtype_info(type_id);
-  if (info == nullptr) {
+  if (info == nullptr || info->base != info->dtype) {
     return unsupported(what + ": type " + std::to_string(type_id) + " is not a known ggml type");
   }
   t.dtype = info->dtype;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/check.h"
+#include "core/rows16.h"
 #include "model/model.h"
 
 namespace strata {
@@ -28,6 +30,11 @@ int32_t LayerGraph::add(int32_t a, int32_t b, int32_t dst) {
 
 int32_t LayerGraph::mul_mat_rows(const GgufTensorInfo* w, int64_t r0, int64_t n, int32_t x) {
   TensorRef part = weight_(w);
+  // A device layout keeps groups of kLaneRows rows together (weights.cc stores a fused projection
+  // in one only when its parts start on a group).
+  STRATA_CHECK(!dtype_is_layout(part.dtype) ||
+                   (r0 % kLaneRows == 0 && (n % kLaneRows == 0 || r0 + n == part.ne[1])),
+               "mul_mat_rows: a part cuts a group of rows of a device layout");
   part.offset += static_cast<uint64_t>(r0) * part.nb[1];
   part.ne[1] = n;
   part.nb[2] = part.nb[3] = part.nb[1] * static_cast<uint64_t>(n);

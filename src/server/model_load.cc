@@ -216,6 +216,7 @@ Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& optio
   eo.kv_dtype = options.kv_dtype;
   eo.n_batch = options.n_batch;
   eo.progress = options.progress;
+  eo.repack = options.repack;
   eo.use_mmap = weights_mapped(
       options.use_mmap, model->total_weight_bytes(),
       options.cpu_memory_limit != 0 ? options.cpu_memory_limit : host_memory_available());

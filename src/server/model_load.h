@@ -32,6 +32,8 @@ struct LoadOptions {
   // Read the weights where the file is mapped (true) or copy them into the device's memory
   // (false); unset (--load-mode auto): copy when they fit easily, see weights_mapped().
   std::optional<bool> use_mmap;
+  // Copied weights in a device layout where the device offers one (EngineOptions::repack).
+  bool repack = true;
   // Workers must run the key re-rotation of a context shift (checked when the split is made).
   bool context_shift = false;
   // The last stage's device must run the sample op (checked when the split is made).

@@ -67,5 +67,32 @@ TEST(ModelDtype, UnsupportedWeightDtypeNamesTensorAndSupportedTypes) {
   EXPECT_EQ(msg.find("iq3_s", list), std::string::npos) << "iq3_s listed as supported: " << msg;
 }
 
+// A device layout's id (q4_K_r16: q4_K's blocks in another order) is never a type of a file.
+TEST(ModelDtype, DeviceLayoutIdIsNotAFileType) {
+  SynthParams p;
+  p.n_embd = 256;
+  p.n_layer = 1;
+  p.n_ff = 512;
+  p.dtype = DType::kQ4_K;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("strata_model_layout_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  ASSERT_TRUE(synth_write(p, path).is_ok());
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_TRUE(
+        set_tensor_dtype(bytes, "blk.0.ffn_up.weight", static_cast<uint32_t>(DType::kQ4_K_R16)));
+    std::ofstream(path, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  Result<std::unique_ptr<Model>> m = Model::open(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(m.is_ok());
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("blk.0.ffn_up.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("type 64 is not a known ggml type"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace strata

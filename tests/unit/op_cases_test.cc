@@ -19,6 +19,7 @@
 #include "core/fp16.h"
 #include "core/quant.h"
 #include "core/rng.h"
+#include "core/rows16.h"
 #include "core/sample.h"
 #include "graph/op_table.h"
 #include "rpc/remote_backend.h"
@@ -48,9 +49,20 @@ class CaseGraph {
     const int32_t t = place(make_tensor(0, 0, dtype, ne0, ne1, ne2));
     std::vector<float> row(static_cast<size_t>(ne0));
     const size_t row_bytes = dtype_row_bytes(dtype, ne0);
+    // A device layout: quantised in its base type, then packed matrix by matrix.
+    const DType base = dtype_info(dtype).base;
+    std::vector<uint8_t> rows(row_bytes * static_cast<size_t>(ne1 * ne2));
     for (int64_t r = 0; r < ne1 * ne2; ++r) {
       for (float& v : row) v = 2 * rng_.uniform() - 1;
-      quantize_row(dtype, row.data(), bytes(t) + r * row_bytes, ne0);
+      quantize_row(base, row.data(), rows.data() + r * row_bytes, ne0);
+    }
+    for (int64_t e = 0; e < ne2; ++e) {
+      const size_t at = static_cast<size_t>(e * ne1) * row_bytes;
+      if (base == dtype) {
+        std::memcpy(bytes(t) + at, rows.data() + at, row_bytes * static_cast<size_t>(ne1));
+      } else {
+        rows16_pack(dtype, rows.data() + at, bytes(t) + at, ne1, ne0);
+      }
     }
     return t;
   }
@@ -520,6 +532,14 @@ const std::vector<OpCase>& cases() {
        [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ8_0, 64, 16, 8, 3, 5, false); }},
       {"mul_mat_id_q8_0_per_slot", Op::kMulMatId,
        [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ8_0, 64, 16, 8, 3, 5, true); }},
+      // Rows in lanes: two full groups of 16 rows and a tail of 8; experts of two groups.
+      {"mul_mat_q4_K_r16", Op::kMulMat,
+       [](CaseGraph& c) {
+         const int32_t w = c.weight(DType::kQ4_K_R16, 512, 40);
+         c.node(Op::kMulMat, c.out(DType::kF32, 40, 3), {w, c.f32(512, 3)});
+       }},
+      {"mul_mat_id_q4_K_r16_per_token", Op::kMulMatId,
+       [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ4_K_R16, 256, 32, 4, 2, 3, false); }},
       {"mul_mat_id_q4_K_per_token", Op::kMulMatId,
        [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ4_K, 256, 8, 6, 2, 7, false); }},
       {"mul_mat_id_q6_K_per_slot", Op::kMulMatId,

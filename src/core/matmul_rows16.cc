@@ -1,0 +1,54 @@
+// The kernels of the rows-in-lanes layouts at the levels that have no kernel of their own: the
+// base type's kernel of that level over each group unpacked. The same bits as the base type's
+// kernel, so that a layout never changes a result; the CPU device stores weights in a layout
+// only where the level has a kernel of its own (matmul_rows16_avx512.cc).
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/matmul_internal.h"
+#include "core/rows16.h"
+
+namespace strata::matmul_detail {
+
+void rows16_by_base(const MatmulKernel& base, DType layout, const MatmulArgs& a, int64_t r0,
+                    int64_t r1) {
+  STRATA_DCHECK(base.work_bytes == nullptr && a.work != nullptr);
+  const int64_t full = a.n_rows / kLaneRows * kLaneRows;
+  STRATA_DCHECK(r0 % kLaneRows == 0 || r0 >= full);
+  STRATA_DCHECK(r1 % kLaneRows == 0 || r1 >= full);
+  MatmulArgs rows = a;
+  rows.work = nullptr;
+  for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
+    rows16_unpack_group(layout, a.w, g0 / kLaneRows, a.k, a.work);
+    rows.w = a.work;
+    rows.y = a.y + g0;
+    rows.n_rows = kLaneRows;
+    base.rows(rows, 0, kLaneRows);
+  }
+  if (r1 > full) {
+    rows.w = a.w;
+    rows.y = a.y;
+    rows.n_rows = a.n_rows;
+    base.rows(rows, std::max(r0, full), r1);
+  }
+}
+
+size_t q4_k_rows16_work_bytes(int64_t k) {
+  return static_cast<size_t>(kLaneRows) * dtype_row_bytes(DType::kQ4_K, k);
+}
+
+namespace {
+
+template <const MatmulKernel& kBase>
+void q4_k_rows16_by(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  rows16_by_base(kBase, DType::kQ4_K_R16, a, r0, r1);
+}
+
+}  // namespace
+
+const MatmulKernel kQ4_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k, q4_k_rows16_by<kQ4_KRef>,
+                                   q4_k_rows16_work_bytes};
+const MatmulKernel kQ4_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                    q4_k_rows16_by<kQ4_KAvx2>, q4_k_rows16_work_bytes};
+
+}  // namespace strata::matmul_detail

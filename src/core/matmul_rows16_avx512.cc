@@ -1,0 +1,175 @@
+// The AVX-512 VNNI kernel of Q4_K in rows in lanes (core/rows16.h): lane r of every register is
+// row r of a group of 16, so the products need no shuffle of lanes or scales. Bit-identical to
+// the AVX2 Q4_K kernel (matmul_k_avx2.cc), and so to kQ4_KAvx512: lane L of a row's AVX2
+// accumulator sums, over the super-block's 64-element steps j, scale(2j) * (products of bytes
+// 4L..4L+3 of the low nibbles) + scale(2j + 1) * (the same of the high nibbles); then acc[L] +=
+// (dx * d) * float(lanes[L]) and acc[L] += -(dx * dmin) * float(min(L) * (block sums 2L and 2L +
+// 1)), and the row's value is the AVX2 horizontal sum of the 8. Here acc[L] is a register whose
+// lane r is row r's, and the integer sums (exact however grouped) are formed by maddubs (pairs of
+// products) and dpwssd (times the scale in both words).
+//
+// Measured on a Zen 5 core (strata_bench_kernels, one thread, k = 2048), against Q4_K in the
+// file's layout: one column 3.7 against 5.8 us with the rows in L2 (BM_Matmul/DTYPE/1/1), 228-246
+// against 295 us from memory (/1/0); 8 columns 27.0 against 33.0 us, 256 columns 865 against
+// 1050-1100 us. A decode order of Q4_K matrices (BM_LayoutDecodeOrder) 1.35x as fast, 1.08-1.37x
+// with two threads.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/matmul_avx512.h"
+#include "core/rows16.h"
+
+namespace strata::matmul_detail::avx512 {
+namespace {
+
+// Columns a group's weights are unpacked for. The cost per column hardly depends on it
+// (BM_Matmul/q4_K_r16/M/1, one thread: 27.2-27.6 us at M = 8 and 872-878 at M = 256 with tiles
+// of 2 to 8), and at every M it beats the Q4_K tiles: so every batch size runs this kernel.
+constexpr int kTile = 4;
+
+// pshufb masks giving each 32-bit lane byte i (0..3) of that lane in both 16-bit words.
+constexpr std::array<std::array<uint8_t, 64>, 4> make_byte_words() {
+  std::array<std::array<uint8_t, 64>, 4> m{};
+  for (int i = 0; i < 4; ++i) {
+    for (int b = 0; b < 64; ++b) {
+      m[i][b] = b % 2 == 0 ? static_cast<uint8_t>(b % 16 / 4 * 4 + i) : uint8_t{0x80};
+    }
+  }
+  return m;
+}
+alignas(64) constexpr auto kByteWords = make_byte_words();
+
+inline __m512i byte_words(__m512i v, int i) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kByteWords[i].data()));
+}
+
+// (a & mask) | (b & ~mask), per bit.
+inline __m512i select(__m512i mask, __m512i a, __m512i b) {
+  return _mm512_ternarylogic_epi32(mask, a, b, 0xca);
+}
+
+// Sub-block s's 6-bit scale (min = false) or min of every row, in both words of its lane, from
+// the three words of the rows' scale bytes (kscale_min's bit operations, 16 rows at once).
+inline __m512i scale_min_words(const __m512i* sc, int s, bool min) {
+  const __m512i low6 = _mm512_set1_epi16(0x3f);
+  const __m512i low4 = _mm512_set1_epi16(0x0f);
+  if (s < 4) return _mm512_and_si512(byte_words(sc[min ? 1 : 0], s), low6);
+  // Low 4 bits from a nibble of bytes 8..11, the top 2 from bits 6..7 of byte s - 4 (scales)
+  // or s (mins).
+  const __m512i nib = byte_words(sc[2], s - 4);
+  const __m512i low = min ? _mm512_srli_epi16(nib, 4) : nib;
+  const __m512i top = _mm512_srli_epi16(byte_words(sc[min ? 1 : 0], s - 4), 2);
+  return select(low4, low, top);
+}
+
+// Each row's 8 float lanes summed in avx2::hsum's order, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 +
+// 7)), into y[0..15].
+inline void store_rows(const __m512* acc, float* y) {
+  const __m512 even = _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6]));
+  const __m512 odd = _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]));
+  _mm512_storeu_ps(y, _mm512_add_ps(even, odd));
+}
+
+inline __m512i broadcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The 16 rows of one group against C Q8_K columns: y[c][0..15].
+template <int C>
+void q4_k_group(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[C][8];
+  for (int c = 0; c < C; ++c) {
+    for (__m512& a : acc[c]) a = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    // No software prefetch: a group is one sequential stream, which the hardware prefetchers
+    // follow. Prefetching 8 KiB ahead, as the other kernels do, made a decode order of Q4_K
+    // matrices 0.85-0.91x the file layout's speed instead of 1.08-1.24x (BM_LayoutDecodeOrder,
+    // two threads); 2.3 KiB ahead, 1.03-1.06x.
+    const Q4KRows16& wb = w[b];
+    __m512i sc[3];
+    for (int i = 0; i < 3; ++i) sc[i] = _mm512_loadu_si512(wb.scales[i]);
+    __m512i scale[8];
+    for (int s = 0; s < 8; ++s) scale[s] = scale_min_words(sc, s, false);
+    const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
+    const __m512 dmin16 = _mm512_cvtph_ps(load256(wb.dmin));
+    __m512 d[C], dmin[C];
+    for (int c = 0; c < C; ++c) {
+      const __m512 dx = _mm512_set1_ps(x[c][b].d);
+      d[c] = _mm512_mul_ps(dx, d16);
+      dmin[c] = _mm512_mul_ps(dx, dmin16);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      __m512i lanes[C];
+      for (int c = 0; c < C; ++c) lanes[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i q = _mm512_loadu_si512(wb.qs[g][j]);
+        const __m512i ql = _mm512_and_si512(q, m4);
+        const __m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* xq = x[c][b].qs + 64 * j + 4 * g;
+          lanes[c] = _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(ql, broadcast32(xq)),
+                                         scale[2 * j]);
+          lanes[c] = _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(qh, broadcast32(xq + 32)),
+                                         scale[2 * j + 1]);
+        }
+      }
+      const __m512i mins = scale_min_words(sc, g, true);
+      for (int c = 0; c < C; ++c) {
+        const __m512i pm = _mm512_madd_epi16(mins, broadcast32(x[c][b].bsums + 2 * g));
+        acc[c][g] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(lanes[c]), acc[c][g]);
+        // -(dx * dmin) * pm + acc: the AVX2 kernel's fmadd by the negated product.
+        acc[c][g] = _mm512_fnmadd_ps(dmin[c], _mm512_cvtepi32_ps(pm), acc[c][g]);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
+}
+
+// Columns [j, j + C) of group g0 / 16.
+template <int C>
+void q4_k_group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
+  const BlockQ8_K* x[C];
+  float* y[C];
+  for (int c = 0; c < C; ++c) {
+    x[c] = static_cast<const BlockQ8_K*>(a.column(j + c));
+    y[c] = a.y + (j + c) * a.y_stride + g0;
+  }
+  const auto* w = reinterpret_cast<const Q4KRows16*>(a.w + g0 * a.w_row_bytes);
+  q4_k_group<C>(w, a.k / kQKK, x, y);
+}
+
+void q4_k_rows16(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  const int64_t full = a.n_rows / kLaneRows * kLaneRows;
+  for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
+    int64_t j = 0;
+    for (; j + kTile <= a.m; j += kTile) q4_k_group_columns<kTile>(a, g0, j);
+    switch (a.m - j) {
+      case 3: q4_k_group_columns<3>(a, g0, j); break;
+      case 2: q4_k_group_columns<2>(a, g0, j); break;
+      case 1: q4_k_group_columns<1>(a, g0, j); break;
+      default: break;
+    }
+  }
+  // The tail rows, in the Q4_K layout.
+  if (r1 > full) rows16_by_base(kQ4_KAvx512, DType::kQ4_K_R16, a, std::max(r0, full), r1);
+}
+
+}  // namespace
+}  // namespace strata::matmul_detail::avx512
+
+namespace strata::matmul_detail {
+
+const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                      avx512::q4_k_rows16, q4_k_rows16_work_bytes};
+
+}  // namespace strata::matmul_detail

@@ -1,0 +1,46 @@
+// Rows in lanes: a device layout of K-quant weights for SIMD kernels that give each of 16 rows a
+// lane of every register (core/matmul_rows16_avx512.cc), so that one-column products need almost
+// no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its activations are one
+// broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
+//
+// The layout of a matrix of n rows (a tensor of several matrices, experts, is laid out matrix by
+// matrix): rows [16 i, 16 i + 16) are group i, which takes the bytes those rows take in the base
+// type, its super-block b at byte b * 16 * sizeof(block) of the group. A last group of fewer than
+// 16 rows (the tail) keeps the base layout, row r at r * row_bytes. So a layout changes no
+// size, offset or stride: only the order of the bytes within each full group.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/dtype.h"
+#include "core/quant_blocks.h"
+
+namespace strata {
+
+inline constexpr int64_t kLaneRows = 16;
+
+// One super-block of a group of Q4_K rows (DType::kQ4_K_R16). Row r's block is, rearranged: its
+// d and dmin at d[r] and dmin[r]; 32-bit word i of its 12 scale bytes at scales[i][r]; bytes
+// 4g..4g+3 of its 32-byte quant chunk j (low nibbles: sub-block 2j, high: 2j + 1) at qs[g][j][r].
+// The kernel reads it in this order.
+struct Q4KRows16 {
+  uint16_t d[kLaneRows];
+  uint16_t dmin[kLaneRows];
+  uint32_t scales[3][kLaneRows];
+  uint8_t qs[8][4][kLaneRows][4];
+};
+static_assert(sizeof(Q4KRows16) == kLaneRows * sizeof(BlockQ4_K));
+
+// The rows-in-lanes layout of a GGUF type, if it has one.
+std::optional<DType> rows16_layout(DType base);
+
+// Writes the n rows of k elements at src (in the layout's base type, packed) into dst in the
+// layout; dst has the same size and must not overlap src.
+void rows16_pack(DType layout, const void* src, void* dst, int64_t n, int64_t k);
+
+// Writes group g of the packed matrix `matrix` (rows [16 g, 16 g + 16), all of them in a full
+// group) to dst as 16 rows of the base type, packed.
+void rows16_unpack_group(DType layout, const void* matrix, int64_t g, int64_t k, void* dst);
+
+}  // namespace strata

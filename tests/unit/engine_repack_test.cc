@@ -1,0 +1,140 @@
+// Repacking (EngineOptions::repack): copied q4_K weights go in rows in lanes (core/rows16.h) on a
+// device that offers the layout, the CPU's or a worker's, and every logit is the bytes of the
+// file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied embeddings, a split.
+#include <gtest/gtest.h>
+
+#include "core/dtype_traits.h"
+#include "core/isa.h"
+#include "engine/engine.h"
+#include "unit/engine_testing.h"
+#include "unit/synth_file.h"
+
+namespace strata {
+namespace {
+
+using testing::cpu_device;
+using testing::greedy_logits;
+
+struct RepackRun {
+  std::vector<uint8_t> logits;
+  int layouts = 0;  // weights placed in a device layout, over all stages
+  int q4_k = 0;     // q4_K weights of the model placed, over all stages
+  int worker_layouts = 0;  // of `layouts`, on the worker's stage
+};
+
+// Greedy logits of the model at `path` over the CPU alone, or split with a worker, its weights
+// copied and repacked or not; and what the stages hold.
+RepackRun repack_run(const std::string& path, bool repack, bool split) {
+  RepackRun out;
+  std::unique_ptr<rpc::Worker> worker;
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(cpu_device("CPU"));
+  if (split) {
+    worker = testing::start_local_worker();
+    if (worker == nullptr) return out;
+    rpc::ClientOptions co;
+    co.endpoint = worker->address();
+    co.name = "RPC0";
+    auto remote = rpc::remote_device_new(co);
+    EXPECT_TRUE(remote.is_ok()) << remote.status().message();
+    if (!remote.is_ok()) return out;
+    devices.push_back(std::move(remote).value());
+  }
+  auto model = Model::open(path);
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  if (!model.is_ok()) return out;
+  EngineOptions eo;
+  eo.use_mmap = false;
+  eo.repack = repack;
+  if (split) eo.split = {1, 1};
+  auto engine = Engine::create(std::move(model).value(), std::move(devices), eo);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return out;
+  const Model& m = (*engine)->model();
+  for (const Stage& s : (*engine)->stages()) {
+    std::vector<const GgufTensorInfo*> tensors =
+        stage_weight_tensors(m, s.layer_begin, s.layer_end, s.first, s.last);
+    for (const GgufTensorInfo* t : tensors) {
+      if (t->dtype != DType::kQ4_K) continue;
+      ++out.q4_k;
+      const DType placed = s.weights->ref(t).dtype;
+      if (placed != t->dtype) {
+        ++out.layouts;
+        if (s.device->info().name.rfind("RPC0", 0) == 0) ++out.worker_layouts;
+        EXPECT_EQ(placed, DType::kQ4_K_R16);
+        EXPECT_NE(t, s.first ? m.token_embd() : nullptr) << "get_rows reads the embedding's rows";
+      }
+    }
+  }
+  out.logits = greedy_logits(**engine, 3, 6);
+  return out;
+}
+
+// The same logits with and without the layout; the layout used where the CPU offers it.
+void expect_repack_same_logits(const std::string& path, bool split) {
+  const RepackRun plain = repack_run(path, false, split);
+  const RepackRun packed = repack_run(path, true, split);
+  ASSERT_FALSE(plain.logits.empty());
+  EXPECT_EQ(plain.layouts, 0);
+  EXPECT_EQ(packed.logits, plain.logits) << "a layout changed a logit";
+  EXPECT_GT(packed.q4_k, 0);
+  if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
+    EXPECT_GT(packed.layouts, 0) << "no q4_K weight went into rows in lanes";
+    // The worker (this build, this CPU) offers the layout too: the host packs what it uploads.
+    if (split) {
+      EXPECT_GT(packed.worker_layouts, 0) << "the worker's stage kept the file layout";
+    }
+  } else {
+    std::fprintf(stderr, "%s: the CPU has no kernel of its own for q4_K_r16: not used\n",
+                 isa_name(isa_active()));
+  }
+}
+
+SynthParams repack_llama() {
+  SynthParams p;
+  p.n_embd = 256;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 512;
+  p.n_vocab = 320;
+  p.dtype = DType::kQ4_K;
+  p.seed = 21;
+  return p;
+}
+
+TEST(EngineRepack, DenseQ4KMixGivesTheFileLayoutsLogits) {
+  SynthParams p = repack_llama();
+  p.mix = "q4_K_M";
+  expect_repack_same_logits(testing::synth_file("repack_mix", p), false);
+}
+
+TEST(EngineRepack, TiedEmbeddingStaysInTheFileLayout) {
+  SynthParams p = repack_llama();
+  p.tied_output = true;
+  const std::string path = testing::synth_file("repack_tied", p);
+  expect_repack_same_logits(path, false);
+  const RepackRun packed = repack_run(path, true, false);
+  // One stage holds the embedding: its rows are read by get_rows, so not repacked (checked in
+  // repack_run()); every layer's q4_K matrix is.
+  if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
+    EXPECT_EQ(packed.layouts, packed.q4_k - 1);
+  }
+}
+
+TEST(EngineRepack, MixtureOfExpertsGivesTheFileLayoutsLogits) {
+  SynthParams p = repack_llama();
+  p.arch = "qwen3moe";
+  p.head_dim = 64;
+  p.n_expert = 8;
+  p.n_expert_used = 2;
+  p.n_ff_exp = 256;
+  expect_repack_same_logits(testing::synth_file("repack_moe", p), false);
+}
+
+TEST(EngineRepack, SplitOverAWorkerGivesTheFileLayoutsLogits) {
+  expect_repack_same_logits(testing::synth_file("repack_split", repack_llama()), true);
+}
+
+}  // namespace
+}  // namespace strata
