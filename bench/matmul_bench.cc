@@ -17,7 +17,7 @@
 //                         The fraction of the memory a decode step could reach, unaffected by
 //                         the machine's bandwidth moving between runs (up to 2x within minutes
 //                         on a VM): judge batch-1 kernel changes by it.
-// A <dtype> that is a device layout (q4_K_r16) is its base type's rows, rearranged
+// A <dtype> that is a device layout (q4_K_r16, q6_K_r16) is its base type's rows, rearranged
 // (core/rows16.h).
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
 // Threads: STRATA_BENCH_THREADS (default: every hardware thread).
@@ -202,6 +202,7 @@ STRATA_DECODE_ORDER_BENCH(q4_K, DType::kQ4_K);
 STRATA_DECODE_ORDER_BENCH(q4_K_r16, DType::kQ4_K_R16);
 STRATA_DECODE_ORDER_BENCH(q5_K, DType::kQ5_K);
 STRATA_DECODE_ORDER_BENCH(q6_K, DType::kQ6_K);
+STRATA_DECODE_ORDER_BENCH(q6_K_r16, DType::kQ6_K_R16);
 STRATA_DECODE_ORDER_BENCH(f16, DType::kF16);
 STRATA_DECODE_ORDER_BENCH(mxfp4, DType::kMXFP4);
 
@@ -226,7 +227,8 @@ STRATA_MATMUL_BENCH(q4_0, DType::kQ4_0);
 STRATA_MATMUL_BENCH(q4_K, DType::kQ4_K)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_K_r16, DType::kQ4_K_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q5_K, DType::kQ5_K);
-STRATA_MATMUL_BENCH(q6_K, DType::kQ6_K);
+STRATA_MATMUL_BENCH(q6_K, DType::kQ6_K)->Args({2, 1})->Args({4, 1});
+STRATA_MATMUL_BENCH(q6_K_r16, DType::kQ6_K_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_1, DType::kQ4_1);
 STRATA_MATMUL_BENCH(q5_0, DType::kQ5_0);
 STRATA_MATMUL_BENCH(q5_1, DType::kQ5_1);

@@ -55,10 +55,20 @@ constexpr Layout kLayouts[] = {
     // Layouts: the same bytes per row as their base type (a group of 16 rows is a permutation
     // of those rows' bytes).
     {DType::kQ4_K_R16, "q4_K_r16", 256, 144},
+    {DType::kQ6_K_R16, "q6_K_r16", 256, 210},
 };
 
 // The GGUF type whose blocks a layout rearranges.
-constexpr DType layout_base(DType t) { return t == DType::kQ4_K_R16 ? DType::kQ4_K : t; }
+constexpr DType layout_base(DType t) {
+  switch (t) {
+    case DType::kQ4_K_R16:
+      return DType::kQ4_K;
+    case DType::kQ6_K_R16:
+      return DType::kQ6_K;
+    default:
+      return t;
+  }
+}
 
 constexpr auto kLayoutIndex = dtype_row_index(kLayouts);
 

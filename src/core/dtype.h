@@ -52,6 +52,7 @@ enum class DType : uint32_t {
   // Device layouts: a GGUF type's blocks rearranged in memory for a device's kernels; never in
   // a file (the GGUF reader refuses their ids) and never a GGML id. See core/rows16.h.
   kQ4_K_R16 = 64,  // q4_K, rows in groups of 16
+  kQ6_K_R16 = 65,  // q6_K, rows in groups of 16
 };
 
 struct DTypeInfo {

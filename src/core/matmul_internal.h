@@ -104,6 +104,7 @@ void rows16_by_base(const MatmulKernel& base, DType layout, const MatmulArgs& a,
                     int64_t r1);
 // The work area of a kernel on the layout: one unpacked group of rows of k.
 size_t q4_k_rows16_work_bytes(int64_t k);
+size_t q6_k_rows16_work_bytes(int64_t k);
 
 // ---- Kernels, one per (dtype, level) that has one ----
 
@@ -122,8 +123,9 @@ extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2,
 extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;
 extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512, kMXFP4Avx512;
 extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512;
-// matmul_rows16.cc / matmul_rows16_avx512.cc: Q4_K in rows in lanes, the bits of the Q4_K kernel
-// of the same level
+// matmul_rows16.cc / matmul_rows16_avx512.cc: Q4_K and Q6_K in rows in lanes, the bits of the
+// base type's kernel of the same level
 extern const MatmulKernel kQ4_K_R16Ref, kQ4_K_R16Avx2, kQ4_K_R16Avx512;
+extern const MatmulKernel kQ6_K_R16Ref, kQ6_K_R16Avx2, kQ6_K_R16Avx512;
 
 }  // namespace strata::matmul_detail

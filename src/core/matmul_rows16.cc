@@ -37,18 +37,26 @@ size_t q4_k_rows16_work_bytes(int64_t k) {
   return static_cast<size_t>(kLaneRows) * dtype_row_bytes(DType::kQ4_K, k);
 }
 
+size_t q6_k_rows16_work_bytes(int64_t k) {
+  return static_cast<size_t>(kLaneRows) * dtype_row_bytes(DType::kQ6_K, k);
+}
+
 namespace {
 
-template <const MatmulKernel& kBase>
-void q4_k_rows16_by(const MatmulArgs& a, int64_t r0, int64_t r1) {
-  rows16_by_base(kBase, DType::kQ4_K_R16, a, r0, r1);
+template <const MatmulKernel& kBase, DType kLayout>
+void rows16_by(const MatmulArgs& a, int64_t r0, int64_t r1) {
+  rows16_by_base(kBase, kLayout, a, r0, r1);
 }
 
 }  // namespace
 
-const MatmulKernel kQ4_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k, q4_k_rows16_by<kQ4_KRef>,
-                                   q4_k_rows16_work_bytes};
+const MatmulKernel kQ4_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
+                                   rows16_by<kQ4_KRef, DType::kQ4_K_R16>, q4_k_rows16_work_bytes};
 const MatmulKernel kQ4_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                    q4_k_rows16_by<kQ4_KAvx2>, q4_k_rows16_work_bytes};
+                                    rows16_by<kQ4_KAvx2, DType::kQ4_K_R16>, q4_k_rows16_work_bytes};
+const MatmulKernel kQ6_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
+                                   rows16_by<kQ6_KRef, DType::kQ6_K_R16>, q6_k_rows16_work_bytes};
+const MatmulKernel kQ6_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                    rows16_by<kQ6_KAvx2, DType::kQ6_K_R16>, q6_k_rows16_work_bytes};
 
 }  // namespace strata::matmul_detail

@@ -1,9 +1,9 @@
-// The AVX-512 VNNI kernel of Q4_K in rows in lanes (core/rows16.h): lane r of every register is
-// row r of a group of 16, so the products need no shuffle of lanes or scales. Bit-identical to
-// the AVX2 Q4_K kernel (matmul_k_avx2.cc), and so to kQ4_KAvx512: lane L of a row's AVX2
-// accumulator sums, over the super-block's 64-element steps j, scale(2j) * (products of bytes
-// 4L..4L+3 of the low nibbles) + scale(2j + 1) * (the same of the high nibbles); then acc[L] +=
-// (dx * d) * float(lanes[L]) and acc[L] += -(dx * dmin) * float(min(L) * (block sums 2L and 2L +
+// The AVX-512 VNNI kernels of Q4_K and Q6_K in rows in lanes (core/rows16.h): lane r of every
+// register is row r of a group of 16, so the products need no shuffle of lanes or scales.
+// Bit-identical to the AVX2 Q4_K kernel (matmul_k_avx2.cc), and so to kQ4_KAvx512: lane L of a
+// row's AVX2 accumulator sums, over the super-block's 64-element steps j, scale(2j) * (products of
+// bytes 4L..4L+3 of the low nibbles) + scale(2j + 1) * (the same of the high nibbles); then acc[L]
+// += (dx * d) * float(lanes[L]) and acc[L] += -(dx * dmin) * float(min(L) * (block sums 2L and 2L +
 // 1)), and the row's value is the AVX2 horizontal sum of the 8. Here acc[L] is a register whose
 // lane r is row r's, and the integer sums (exact however grouped) are formed by maddubs (pairs of
 // products) and dpwssd (times the scale in both words).
@@ -135,33 +135,127 @@ void q4_k_group(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
-// Columns [j, j + C) of group g0 / 16.
+// The Q6_K kernel: the AVX2 kernel's lane L of a row sums, over the 32-element groups i = 4h + g,
+// scale(2i + L / 4) * (products of the group's elements 4L..4L+3, quants as q + 32), then takes
+// out 32 * (the scales against the block sums, lane L: sums 2L and 2L + 1); acc[L] += (dx * d) *
+// float(lanes[L]). Here, as for Q4_K, acc[L] is a register whose lane r is row r's.
 template <int C>
-void q4_k_group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
+void q6_k_group(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
+  const __m512i low_word = _mm512_set1_epi32(0xffff);
+  // Sub-block s's scale of every row as a 32-bit lane.
+  const auto scale32 = [](const Q6KRows16& wb, int s) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[s])));
+  };
+  __m512 acc[C][8];
+  for (int c = 0; c < C; ++c) {
+    for (__m512& a : acc[c]) a = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6KRows16& wb = w[b];
+    const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
+    __m512 d[C];
+    for (int c = 0; c < C; ++c) d[c] = _mm512_mul_ps(_mm512_set1_ps(x[c][b].d), d16);
+    for (int half = 0; half < 2; ++half) {
+      // The scale of group i's sub-block 2i + half, in both words of each lane.
+      __m512i scale[8];
+      for (int i = 0; i < 8; ++i) {
+        const __m512i v = scale32(wb, 2 * i + half);
+        scale[i] = _mm512_or_si512(_mm512_and_si512(v, low_word), _mm512_slli_epi32(v, 16));
+      }
+#pragma GCC unroll 4
+      for (int l = 4 * half; l < 4 * half + 4; ++l) {
+        __m512i lanes[C];
+        for (int c = 0; c < C; ++c) lanes[c] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+          const Q6KRows16::Quants& qq = wb.q[l][h];
+          const __m512i ql0 = _mm512_loadu_si512(qq.ql0);
+          const __m512i ql1 = _mm512_loadu_si512(qq.ql1);
+          const __m512i qh = _mm512_loadu_si512(qq.qh);
+#pragma GCC unroll 4
+          for (int g = 0; g < 4; ++g) {
+            const __m512i src = g % 2 == 0 ? ql0 : ql1;
+            const __m512i lo =
+                g < 2 ? _mm512_and_si512(src, m4) : _mm512_and_si512(_mm512_srli_epi16(src, 4), m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * g), m3);
+            const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+            for (int c = 0; c < C; ++c) {
+              const __m512i xw = broadcast32(x[c][b].qs + 128 * h + 32 * g + 4 * l);
+              lanes[c] =
+                  _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(q, xw), scale[4 * h + g]);
+            }
+          }
+        }
+        // Lane r: the words [scale(2l), scale(2l + 1)] of row r, against block sums 2l, 2l + 1.
+        const __m512i pair = _mm512_or_si512(_mm512_and_si512(scale32(wb, 2 * l), low_word),
+                                             _mm512_slli_epi32(scale32(wb, 2 * l + 1), 16));
+        for (int c = 0; c < C; ++c) {
+          const __m512i off = _mm512_madd_epi16(pair, broadcast32(x[c][b].bsums + 2 * l));
+          const __m512i tot = _mm512_sub_epi32(lanes[c], _mm512_slli_epi32(off, 5));
+          acc[c][l] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(tot), acc[c][l]);
+        }
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
+}
+
+struct Q4KGroups {
+  using Group = Q4KRows16;
+  static constexpr DType kLayout = DType::kQ4_K_R16;
+  static const MatmulKernel& base() { return kQ4_KAvx512; }
+  template <int C>
+  static void group(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+    q4_k_group<C>(w, nb, x, y);
+  }
+};
+
+struct Q6KGroups {
+  using Group = Q6KRows16;
+  static constexpr DType kLayout = DType::kQ6_K_R16;
+  static const MatmulKernel& base() { return kQ6_KAvx512; }
+  template <int C>
+  static void group(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+    q6_k_group<C>(w, nb, x, y);
+  }
+};
+
+// Columns [j, j + C) of group g0 / 16.
+template <typename K, int C>
+void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
   const BlockQ8_K* x[C];
   float* y[C];
   for (int c = 0; c < C; ++c) {
     x[c] = static_cast<const BlockQ8_K*>(a.column(j + c));
     y[c] = a.y + (j + c) * a.y_stride + g0;
   }
-  const auto* w = reinterpret_cast<const Q4KRows16*>(a.w + g0 * a.w_row_bytes);
-  q4_k_group<C>(w, a.k / kQKK, x, y);
+  const auto* w = reinterpret_cast<const typename K::Group*>(a.w + g0 * a.w_row_bytes);
+  K::template group<C>(w, a.k / kQKK, x, y);
 }
 
-void q4_k_rows16(const MatmulArgs& a, int64_t r0, int64_t r1) {
+// The `rows` entry: every full group's columns in tiles of kTile, the tail rows (in the base
+// layout) by the base type's kernel.
+template <typename K>
+void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t full = a.n_rows / kLaneRows * kLaneRows;
   for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
     int64_t j = 0;
-    for (; j + kTile <= a.m; j += kTile) q4_k_group_columns<kTile>(a, g0, j);
+    for (; j + kTile <= a.m; j += kTile) group_columns<K, kTile>(a, g0, j);
     switch (a.m - j) {
-      case 3: q4_k_group_columns<3>(a, g0, j); break;
-      case 2: q4_k_group_columns<2>(a, g0, j); break;
-      case 1: q4_k_group_columns<1>(a, g0, j); break;
-      default: break;
+      case 3:
+        group_columns<K, 3>(a, g0, j);
+        break;
+      case 2:
+        group_columns<K, 2>(a, g0, j);
+        break;
+      case 1:
+        group_columns<K, 1>(a, g0, j);
+        break;
+      default:
+        break;
     }
   }
-  // The tail rows, in the Q4_K layout.
-  if (r1 > full) rows16_by_base(kQ4_KAvx512, DType::kQ4_K_R16, a, std::max(r0, full), r1);
+  if (r1 > full) rows16_by_base(K::base(), K::kLayout, a, std::max(r0, full), r1);
 }
 
 }  // namespace
@@ -170,6 +264,10 @@ void q4_k_rows16(const MatmulArgs& a, int64_t r0, int64_t r1) {
 namespace strata::matmul_detail {
 
 const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                      avx512::q4_k_rows16, q4_k_rows16_work_bytes};
+                                      avx512::rows16_rows<avx512::Q4KGroups>,
+                                      q4_k_rows16_work_bytes};
+const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                      avx512::rows16_rows<avx512::Q6KGroups>,
+                                      q6_k_rows16_work_bytes};
 
 }  // namespace strata::matmul_detail

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/dtype_traits.h"
@@ -30,7 +31,8 @@ struct Packed {
     rows.resize(row_bytes * static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) {
       std::vector<float> x = random_floats(static_cast<size_t>(k), seed + static_cast<uint64_t>(r));
-      for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 7) - 3);
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 7) - 3);
       quantize_row(base, x.data(), rows.data() + r * row_bytes, k);
     }
     packed.resize(rows.size());
@@ -42,46 +44,55 @@ struct Packed {
   std::vector<uint8_t> rows, packed;
 };
 
+constexpr DType kLayouts[] = {DType::kQ4_K_R16, DType::kQ6_K_R16};
+
 TEST(Rows16, PackingPermutesEachFullGroupAndUnpackingRestoresIt) {
-  const Packed w(DType::kQ4_K_R16, 37, 512, 1);
-  EXPECT_EQ(dtype_row_bytes(w.layout, w.k), w.row_bytes);
-  EXPECT_EQ(dtype_name(w.layout), "q4_K_r16");
-  const size_t group_bytes = kLaneRows * w.row_bytes;
-  std::vector<uint8_t> rows(group_bytes);
-  for (int64_t g = 0; g < 2; ++g) {
-    const uint8_t* in = w.rows.data() + g * group_bytes;
-    const uint8_t* out = w.packed.data() + g * group_bytes;
-    EXPECT_NE(std::memcmp(in, out, group_bytes), 0) << "group " << g << " was not rearranged";
-    std::vector<uint8_t> a(in, in + group_bytes), b(out, out + group_bytes);
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    EXPECT_EQ(a, b) << "group " << g << " is not a permutation of its rows' bytes";
-    rows16_unpack_group(w.layout, w.packed.data(), g, w.k, rows.data());
-    EXPECT_EQ(std::memcmp(rows.data(), in, group_bytes), 0) << "group " << g;
+  for (DType layout : kLayouts) {
+    SCOPED_TRACE(dtype_name(layout));
+    const Packed w(layout, 37, 512, 1);
+    EXPECT_EQ(dtype_row_bytes(w.layout, w.k), w.row_bytes);
+    EXPECT_EQ(dtype_name(w.layout), std::string(dtype_name(w.base)) + "_r16");
+    const size_t group_bytes = kLaneRows * w.row_bytes;
+    std::vector<uint8_t> rows(group_bytes);
+    for (int64_t g = 0; g < 2; ++g) {
+      const uint8_t* in = w.rows.data() + g * group_bytes;
+      const uint8_t* out = w.packed.data() + g * group_bytes;
+      EXPECT_NE(std::memcmp(in, out, group_bytes), 0) << "group " << g << " was not rearranged";
+      std::vector<uint8_t> a(in, in + group_bytes), b(out, out + group_bytes);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      EXPECT_EQ(a, b) << "group " << g << " is not a permutation of its rows' bytes";
+      rows16_unpack_group(w.layout, w.packed.data(), g, w.k, rows.data());
+      EXPECT_EQ(std::memcmp(rows.data(), in, group_bytes), 0) << "group " << g;
+    }
+    // The tail (rows 32..36) keeps the base layout.
+    EXPECT_EQ(std::memcmp(w.packed.data() + 2 * group_bytes, w.rows.data() + 2 * group_bytes,
+                          5 * w.row_bytes),
+              0);
   }
-  // The tail (rows 32..36) keeps the base layout.
-  EXPECT_EQ(std::memcmp(w.packed.data() + 2 * group_bytes, w.rows.data() + 2 * group_bytes,
-                        5 * w.row_bytes),
-            0);
 }
 
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
-  EXPECT_TRUE(dtype_is_layout(DType::kQ4_K_R16));
+  for (DType layout : kLayouts) {
+    const DType base = dtype_info(layout).base;
+    EXPECT_TRUE(dtype_is_layout(layout));
+    EXPECT_FALSE(dtype_is_layout(base));
+    EXPECT_EQ(rows16_layout(base), layout);
+    EXPECT_EQ(dtype_from_name(dtype_name(layout)), std::nullopt);
+    EXPECT_FALSE(dtype_can_convert(layout));
+    // Offered by a device only where the layout has kernels of its own.
+    EXPECT_FALSE(dtype_layout_pays(layout, Isa::kAvx2));
+    EXPECT_TRUE(dtype_layout_pays(layout, Isa::kAvx512));
+  }
   EXPECT_EQ(dtype_info(DType::kQ4_K_R16).base, DType::kQ4_K);
-  EXPECT_FALSE(dtype_is_layout(DType::kQ4_K));
-  EXPECT_EQ(rows16_layout(DType::kQ4_K), DType::kQ4_K_R16);
+  EXPECT_EQ(dtype_info(DType::kQ6_K_R16).base, DType::kQ6_K);
   EXPECT_EQ(rows16_layout(DType::kQ8_0), std::nullopt);
-  EXPECT_EQ(dtype_from_name("q4_K_r16"), std::nullopt);
-  EXPECT_FALSE(dtype_can_convert(DType::kQ4_K_R16));
   EXPECT_EQ(dtype_names_with_kernels().find("r16"), std::string::npos);
-  // Offered by a device only where the layout has kernels of its own.
-  EXPECT_FALSE(dtype_layout_pays(DType::kQ4_K_R16, Isa::kAvx2));
-  EXPECT_TRUE(dtype_layout_pays(DType::kQ4_K_R16, Isa::kAvx512));
 }
 
 // y = W x through matmul, for the base rows or the packed ones; strides wider than the shapes.
-std::vector<float> product(ThreadPool& pool, const Packed& w, bool packed, const std::vector<float>& x,
-                           int64_t m) {
+std::vector<float> product(ThreadPool& pool, const Packed& w, bool packed,
+                           const std::vector<float>& x, int64_t m) {
   const size_t y_stride = static_cast<size_t>(w.n) + 1;
   std::vector<float> y(y_stride * static_cast<size_t>(m), -1234.5f);
   matmul(pool, packed ? w.layout : w.base, packed ? w.packed.data() : w.rows.data(), w.row_bytes,
@@ -95,18 +106,20 @@ TEST(Rows16, MatmulHasTheBaseTypesBitsAtEveryLevelBatchAndThreadCount) {
   struct Shape {
     int64_t n, k;
   };
-  for (const Shape s : {Shape{16, 256}, Shape{37, 2048}, Shape{5, 512}, Shape{200, 1024}}) {
-    const Packed w(DType::kQ4_K_R16, s.n, s.k, static_cast<uint64_t>(s.n * s.k));
-    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
-      const std::vector<float> x =
-          random_floats(static_cast<size_t>((s.k + 3) * m), static_cast<uint64_t>(m));
-      for (Isa isa : isas()) {
-        IsaScope scope(isa);
-        const std::vector<float> want = product(pools[0], w, false, x, m);
-        for (ThreadPool& pool : pools) {
-          EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), want))
-              << "n " << s.n << " k " << s.k << " m " << m << " " << isa_name(isa) << " threads "
-              << pool.size();
+  for (DType layout : kLayouts) {
+    for (const Shape s : {Shape{16, 256}, Shape{37, 2048}, Shape{5, 512}, Shape{200, 1024}}) {
+      const Packed w(layout, s.n, s.k, static_cast<uint64_t>(s.n * s.k));
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
+        const std::vector<float> x =
+            random_floats(static_cast<size_t>((s.k + 3) * m), static_cast<uint64_t>(m));
+        for (Isa isa : isas()) {
+          IsaScope scope(isa);
+          const std::vector<float> want = product(pools[0], w, false, x, m);
+          for (ThreadPool& pool : pools) {
+            EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), want))
+                << dtype_name(layout) << " n " << s.n << " k " << s.k << " m " << m << " "
+                << isa_name(isa) << " threads " << pool.size();
+          }
         }
       }
     }
@@ -115,61 +128,68 @@ TEST(Rows16, MatmulHasTheBaseTypesBitsAtEveryLevelBatchAndThreadCount) {
 
 TEST(Rows16, MatmulMultiAndTheExpertMatmulHaveTheBaseTypesBits) {
   const int64_t k = 512, n_expert = 3, n = 48;
-  const Packed a(DType::kQ4_K_R16, 40, k, 7), b(DType::kQ4_K_R16, 32, k, 8);
-  // Experts: n_expert matrices of n rows, each packed on its own.
-  const Packed experts(DType::kQ4_K_R16, n * n_expert, k, 9);
-  std::vector<uint8_t> expert_packed(experts.rows.size());
-  const size_t expert_bytes = experts.row_bytes * static_cast<size_t>(n);
-  for (int64_t e = 0; e < n_expert; ++e) {
-    rows16_pack(experts.layout, experts.rows.data() + e * expert_bytes,
-                expert_packed.data() + e * expert_bytes, n, k);
-  }
-  const int64_t n_used = 2;
-  for (int64_t tokens : {1, 4, 9}) {
-    const std::vector<float> x = random_floats(static_cast<size_t>(k * tokens), 11);
-    std::vector<int32_t> ids(static_cast<size_t>(n_used * tokens));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5 + i / 3) % n_expert);
-    for (Isa isa : isas()) {
-      IsaScope scope(isa);
-      for (int threads : {1, 2}) {
-        ThreadPool pool(threads);
-        const auto multi = [&](bool packed) {
-          std::vector<float> ya(static_cast<size_t>(a.n * tokens)), yb(static_cast<size_t>(b.n * tokens));
-          const MatmulPart parts[] = {
-              {packed ? a.layout : a.base, (packed ? a.packed : a.rows).data(), a.row_bytes, a.n,
-               ya.data(), static_cast<size_t>(a.n)},
-              {packed ? b.layout : b.base, (packed ? b.packed : b.rows).data(), b.row_bytes, b.n,
-               yb.data(), static_cast<size_t>(b.n)}};
-          matmul_multi(pool, parts, k, x.data(), static_cast<size_t>(k), tokens);
-          ya.insert(ya.end(), yb.begin(), yb.end());
-          return ya;
-        };
-        EXPECT_TRUE(bitwise_equal(multi(true), multi(false)))
-            << "matmul_multi, tokens " << tokens << " " << isa_name(isa) << " threads " << threads;
-        const auto by_expert = [&](bool packed) {
-          std::vector<float> y(static_cast<size_t>(n * n_used * tokens));
-          MatmulIdArgs args{packed ? experts.layout : experts.base,
-                            (packed ? expert_packed : experts.rows).data(),
-                            experts.row_bytes,
-                            expert_bytes,
-                            k,
-                            n,
-                            n_expert,
-                            x.data(),
-                            0,
-                            static_cast<size_t>(k),
-                            1,
-                            ids.data(),
-                            n_used,
-                            tokens,
-                            y.data(),
-                            static_cast<size_t>(n),
-                            static_cast<size_t>(n * n_used)};
-          matmul_id(pool, args);
-          return y;
-        };
-        EXPECT_TRUE(bitwise_equal(by_expert(true), by_expert(false)))
-            << "matmul_id, tokens " << tokens << " " << isa_name(isa) << " threads " << threads;
+  // Parts of both layouts in one pass (a layer's q4_K q and q6_K v); experts of either.
+  const Packed a(DType::kQ4_K_R16, 40, k, 7), b(DType::kQ6_K_R16, 32, k, 8);
+  for (DType layout : kLayouts) {
+    SCOPED_TRACE(dtype_name(layout));
+    // Experts: n_expert matrices of n rows, each packed on its own.
+    const Packed experts(layout, n * n_expert, k, 9);
+    std::vector<uint8_t> expert_packed(experts.rows.size());
+    const size_t expert_bytes = experts.row_bytes * static_cast<size_t>(n);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      rows16_pack(experts.layout, experts.rows.data() + e * expert_bytes,
+                  expert_packed.data() + e * expert_bytes, n, k);
+    }
+    const int64_t n_used = 2;
+    for (int64_t tokens : {1, 4, 9}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(k * tokens), 11);
+      std::vector<int32_t> ids(static_cast<size_t>(n_used * tokens));
+      for (size_t i = 0; i < ids.size(); ++i)
+        ids[i] = static_cast<int32_t>((i * 5 + i / 3) % n_expert);
+      for (Isa isa : isas()) {
+        IsaScope scope(isa);
+        for (int threads : {1, 2}) {
+          ThreadPool pool(threads);
+          const auto multi = [&](bool packed) {
+            std::vector<float> ya(static_cast<size_t>(a.n * tokens)),
+                yb(static_cast<size_t>(b.n * tokens));
+            const MatmulPart parts[] = {
+                {packed ? a.layout : a.base, (packed ? a.packed : a.rows).data(), a.row_bytes, a.n,
+                 ya.data(), static_cast<size_t>(a.n)},
+                {packed ? b.layout : b.base, (packed ? b.packed : b.rows).data(), b.row_bytes, b.n,
+                 yb.data(), static_cast<size_t>(b.n)}};
+            matmul_multi(pool, parts, k, x.data(), static_cast<size_t>(k), tokens);
+            ya.insert(ya.end(), yb.begin(), yb.end());
+            return ya;
+          };
+          EXPECT_TRUE(bitwise_equal(multi(true), multi(false)))
+              << "matmul_multi, tokens " << tokens << " " << isa_name(isa) << " threads "
+              << threads;
+          const auto by_expert = [&](bool packed) {
+            std::vector<float> y(static_cast<size_t>(n * n_used * tokens));
+            MatmulIdArgs args{packed ? experts.layout : experts.base,
+                              (packed ? expert_packed : experts.rows).data(),
+                              experts.row_bytes,
+                              expert_bytes,
+                              k,
+                              n,
+                              n_expert,
+                              x.data(),
+                              0,
+                              static_cast<size_t>(k),
+                              1,
+                              ids.data(),
+                              n_used,
+                              tokens,
+                              y.data(),
+                              static_cast<size_t>(n),
+                              static_cast<size_t>(n * n_used)};
+            matmul_id(pool, args);
+            return y;
+          };
+          EXPECT_TRUE(bitwise_equal(by_expert(true), by_expert(false)))
+              << "matmul_id, tokens " << tokens << " " << isa_name(isa) << " threads " << threads;
+        }
       }
     }
   }

@@ -32,6 +32,19 @@ struct Q4KRows16 {
 };
 static_assert(sizeof(Q4KRows16) == kLaneRows * sizeof(BlockQ4_K));
 
+// One super-block of a group of Q6_K rows (DType::kQ6_K_R16). Row r's block is, rearranged: its
+// 16 sub-block scales at scales[s][r], its d at d[r]; for each 4-byte column l (0..7) and half h
+// (elements 128h..128h+127), bytes 4l..4l+3 of its ql chunks 2h and 2h + 1 at q[l][h].ql0[r] and
+// q[l][h].ql1[r], and of its qh chunk h at q[l][h].qh[r]. The kernel reads it in this order.
+struct Q6KRows16 {
+  int8_t scales[16][kLaneRows];
+  uint16_t d[kLaneRows];
+  struct Quants {
+    uint8_t ql0[kLaneRows][4], ql1[kLaneRows][4], qh[kLaneRows][4];
+  } q[8][2];
+};
+static_assert(sizeof(Q6KRows16) == kLaneRows * sizeof(BlockQ6_K));
+
 // The rows-in-lanes layout of a GGUF type, if it has one.
 std::optional<DType> rows16_layout(DType base);
 

@@ -1,6 +1,7 @@
-// Repacking (EngineOptions::repack): copied q4_K weights go in rows in lanes (core/rows16.h) on a
-// device that offers the layout, the CPU's or a worker's, and every logit is the bytes of the
-// file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied embeddings, a split.
+// Repacking (EngineOptions::repack): copied q4_K and q6_K weights go in rows in lanes
+// (core/rows16.h) on a device that offers the layout, the CPU's or a worker's, and every logit is
+// the bytes of the file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied
+// embeddings, a split.
 #include <gtest/gtest.h>
 
 #include "core/dtype_traits.h"
@@ -17,8 +18,8 @@ using testing::greedy_logits;
 
 struct RepackRun {
   std::vector<uint8_t> logits;
-  int layouts = 0;  // weights placed in a device layout, over all stages
-  int q4_k = 0;     // q4_K weights of the model placed, over all stages
+  int layouts = 0;         // weights placed in a device layout, over all stages
+  int k_quant = 0;         // q4_K and q6_K weights of the model placed, over all stages
   int worker_layouts = 0;  // of `layouts`, on the worker's stage
 };
 
@@ -55,13 +56,14 @@ RepackRun repack_run(const std::string& path, bool repack, bool split) {
     std::vector<const GgufTensorInfo*> tensors =
         stage_weight_tensors(m, s.layer_begin, s.layer_end, s.first, s.last);
     for (const GgufTensorInfo* t : tensors) {
-      if (t->dtype != DType::kQ4_K) continue;
-      ++out.q4_k;
+      if (t->dtype != DType::kQ4_K && t->dtype != DType::kQ6_K) continue;
+      ++out.k_quant;
       const DType placed = s.weights->ref(t).dtype;
       if (placed != t->dtype) {
         ++out.layouts;
         if (s.device->info().name.rfind("RPC0", 0) == 0) ++out.worker_layouts;
-        EXPECT_EQ(placed, DType::kQ4_K_R16);
+        EXPECT_TRUE(dtype_is_layout(placed));
+        EXPECT_EQ(dtype_info(placed).base, t->dtype);
         EXPECT_NE(t, s.first ? m.token_embd() : nullptr) << "get_rows reads the embedding's rows";
       }
     }
@@ -77,9 +79,9 @@ void expect_repack_same_logits(const std::string& path, bool split) {
   ASSERT_FALSE(plain.logits.empty());
   EXPECT_EQ(plain.layouts, 0);
   EXPECT_EQ(packed.logits, plain.logits) << "a layout changed a logit";
-  EXPECT_GT(packed.q4_k, 0);
+  EXPECT_GT(packed.k_quant, 0);
   if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
-    EXPECT_GT(packed.layouts, 0) << "no q4_K weight went into rows in lanes";
+    EXPECT_GT(packed.layouts, 0) << "no q4_K or q6_K weight went into rows in lanes";
     // The worker (this build, this CPU) offers the layout too: the host packs what it uploads.
     if (split) {
       EXPECT_GT(packed.worker_layouts, 0) << "the worker's stage kept the file layout";
@@ -118,7 +120,7 @@ TEST(EngineRepack, TiedEmbeddingStaysInTheFileLayout) {
   // One stage holds the embedding: its rows are read by get_rows, so not repacked (checked in
   // repack_run()); every layer's q4_K matrix is.
   if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
-    EXPECT_EQ(packed.layouts, packed.q4_k - 1);
+    EXPECT_EQ(packed.layouts, packed.k_quant - 1);
   }
 }
 

@@ -538,6 +538,11 @@ const std::vector<OpCase>& cases() {
          const int32_t w = c.weight(DType::kQ4_K_R16, 512, 40);
          c.node(Op::kMulMat, c.out(DType::kF32, 40, 3), {w, c.f32(512, 3)});
        }},
+      {"mul_mat_q6_K_r16", Op::kMulMat,
+       [](CaseGraph& c) {
+         const int32_t w = c.weight(DType::kQ6_K_R16, 256, 36);
+         c.node(Op::kMulMat, c.out(DType::kF32, 36, 5), {w, c.f32(256, 5)});
+       }},
       {"mul_mat_id_q4_K_r16_per_token", Op::kMulMatId,
        [](CaseGraph& c) { mul_mat_id_case(c, DType::kQ4_K_R16, 256, 32, 4, 2, 3, false); }},
       {"mul_mat_id_q4_K_per_token", Op::kMulMatId,
