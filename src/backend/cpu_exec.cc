@@ -75,7 +75,7 @@ size_t floats(uint64_t bytes) { return static_cast<size_t>(bytes / sizeof(float)
 Status exec_get_rows(const ExecNode& e) {
   STRATA_RETURN_IF_ERROR(check_indices(e.I(1), e.T(1).ne[0], e.T(0).ne[1], "ids"));
   get_rows(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.T(0).ne[0], e.I(1), e.T(1).ne[0], e.y(),
-           floats(e.out().nb[1]));
+           floats(e.out().nb[1]), e.T(0).ne[1]);
   return Status::ok();
 }
 

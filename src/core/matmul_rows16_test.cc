@@ -10,6 +10,7 @@
 #include "core/dtype_traits.h"
 #include "core/kernel_test_util.h"
 #include "core/matmul.h"
+#include "core/ops.h"
 #include "core/quant.h"
 #include "core/rows16.h"
 #include "core/thread_pool.h"
@@ -69,6 +70,25 @@ TEST(Rows16, PackingPermutesEachFullGroupAndUnpackingRestoresIt) {
     EXPECT_EQ(std::memcmp(w.packed.data() + 2 * group_bytes, w.rows.data() + 2 * group_bytes,
                           5 * w.row_bytes),
               0);
+  }
+}
+
+// get_rows (a tied embedding in a layout) reads every row back, groups and tail: the base
+// type's floats.
+TEST(Rows16, GetRowsReadsEveryRowBack) {
+  ThreadPool pool(2);
+  for (DType layout : kLayouts) {
+    const Packed w(layout, 37, 512, 3);
+    std::vector<int32_t> ids(static_cast<size_t>(w.n));
+    for (int32_t i = 0; i < static_cast<int32_t>(w.n); ++i)
+      ids[static_cast<size_t>(i)] = (i * 7) % 37;
+    const auto rows = [&](bool packed) {
+      std::vector<float> y(static_cast<size_t>(w.k * w.n));
+      get_rows(pool, packed ? w.layout : w.base, (packed ? w.packed : w.rows).data(), w.row_bytes,
+               w.k, ids.data(), w.n, y.data(), static_cast<size_t>(w.k), w.n);
+      return y;
+    };
+    EXPECT_TRUE(bitwise_equal(rows(true), rows(false))) << dtype_name(layout);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "core/dtype_traits.h"
 #include "core/isa.h"
 #include "core/ops_internal.h"
+#include "core/rows16.h"
 
 namespace strata {
 
@@ -217,15 +218,24 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
 }
 
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
-              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride) {
-  const DTypeTraits* traits = dtype_traits(dtype);
+              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride, int64_t n_table_rows) {
+  const DType base = dtype_info(dtype).base;
+  const DTypeTraits* traits = dtype_traits(base);
   STRATA_CHECK(traits != nullptr && traits->dequantize != nullptr,
                "get_rows: dtype has no conversion");
+  const bool layout = base != dtype;
+  STRATA_CHECK(!layout || row_bytes == dtype_row_bytes(dtype, n),
+               "get_rows: a layout's rows must be packed");
   const RowToFloat to_float = dtype_to_float(*traits, isa_active());
   pool.parallel_for(n_ids, row_grain(n), [&](int, int64_t begin, int64_t end) {
+    std::vector<uint8_t> row(layout ? row_bytes : 0);
     for (int64_t i = begin; i < end; ++i) {
       const auto* src =
           static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * row_bytes;
+      if (layout) {
+        rows16_unpack_row(dtype, table, n_table_rows, ids[i], n, row.data());
+        src = row.data();
+      }
       to_float(src, y + i * y_stride, n);
     }
   });

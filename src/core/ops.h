@@ -48,9 +48,12 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
           float freq_scale);
 
 // y[i] = dequantize(table row ids[i]). table: dtype rows of n elements, row_bytes apart;
-// ids are checked by the caller against n_table_rows. y F32 [n, n_ids], y_stride elements.
+// ids are checked by the caller against n_table_rows. y F32 [n, n_ids], y_stride elements. A
+// device layout's table (core/rows16.h: a tied embedding that is also the output matrix) is
+// one matrix of n_table_rows rows, each read back to its base type's row first.
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
-              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride);
+              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride,
+              int64_t n_table_rows = 0);
 
 // dst row idx[i] = convert(src row i). dst dtype F32 or F16 (round to nearest even), rows
 // dst_row_bytes apart. The idx must be distinct (rows are written in parallel).

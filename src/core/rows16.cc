@@ -114,4 +114,33 @@ void rows16_unpack_group(DType layout, const void* matrix, int64_t g, int64_t k,
   move_layout<false>(layout, static_cast<const uint8_t*>(matrix) + g * group_bytes, dst, 0, 1, k);
 }
 
+void rows16_unpack_row(DType layout, const void* matrix, int64_t n, int64_t r, int64_t k,
+                       void* dst) {
+  STRATA_CHECK(r >= 0 && r < n && k % kQKK == 0, "rows16_unpack_row: bad row");
+  const size_t row_bytes = dtype_row_bytes(layout, k);
+  const auto* in = static_cast<const uint8_t*>(matrix);
+  if (r >= n / kLaneRows * kLaneRows) {
+    std::memcpy(dst, in + r * row_bytes, row_bytes);  // the tail keeps the base layout
+    return;
+  }
+  const uint8_t* group = in + (r / kLaneRows) * kLaneRows * row_bytes;
+  const int64_t nb = k / kQKK, lane = r % kLaneRows;
+  switch (layout) {
+    case DType::kQ4_K_R16:
+      for (int64_t b = 0; b < nb; ++b) {
+        move_q4_k<false>(static_cast<BlockQ4_K*>(dst)[b],
+                         reinterpret_cast<const Q4KRows16*>(group)[b], lane);
+      }
+      return;
+    case DType::kQ6_K_R16:
+      for (int64_t b = 0; b < nb; ++b) {
+        move_q6_k<false>(static_cast<BlockQ6_K*>(dst)[b],
+                         reinterpret_cast<const Q6KRows16*>(group)[b], lane);
+      }
+      return;
+    default:
+      STRATA_CHECK(false, "rows16: not a rows-in-lanes layout");
+  }
+}
+
 }  // namespace strata

@@ -56,4 +56,8 @@ void rows16_pack(DType layout, const void* src, void* dst, int64_t n, int64_t k)
 // group) to dst as 16 rows of the base type, packed.
 void rows16_unpack_group(DType layout, const void* matrix, int64_t g, int64_t k, void* dst);
 
+// Writes row r (< n) of the packed matrix of n rows of k to dst as a row of the base type.
+void rows16_unpack_row(DType layout, const void* matrix, int64_t n, int64_t r, int64_t k,
+                       void* dst);
+
 }  // namespace strata

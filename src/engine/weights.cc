@@ -132,15 +132,16 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
   // Upload: pack the stage's tensors, aligned, into one buffer. No host copy: the stream reads
   // each tensor from the mapping (a remote device may skip the bytes it already holds), except
   // a tensor put in a layout, rearranged in one host buffer that each such tensor reuses.
-  // A layout where the device offers one for the tensor's type and every use of the tensor
-  // multiplies whole groups of rows: not the token embedding of the first stage (get_rows reads
-  // its rows), not a fused projection whose parts cut a group.
+  // A layout where the device offers one for the tensor's type and a matmul uses the tensor:
+  // the token embedding only where it is the output matrix too (tied; get_rows reads its rows
+  // back one by one), no fused projection whose parts cut a group.
   const DTypeSet offered = repack ? device.caps().weight_dtypes : DTypeSet();
   const std::set<const GgufTensorInfo*> unaligned = unaligned_views(model, layer_begin, layer_end);
   for (const GgufTensorInfo* t : tensors) {
     const std::optional<DType> layout = rows16_layout(t->dtype);
     if (!layout || !offered.test(static_cast<uint32_t>(*layout)) || t->ne[1] < kLaneRows ||
-        unaligned.count(t) != 0 || (with_embd && t == model.token_embd())) {
+        unaligned.count(t) != 0 ||
+        (t == model.token_embd() && !(with_output && model.output() == t))) {
       continue;
     }
     w->layouts_[t] = *layout;

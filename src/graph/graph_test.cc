@@ -55,12 +55,15 @@ TEST(GraphValidate, NamesTheNodeAndOp) {
   EXPECT_NE(s.message().find("node 0 (copy)"), std::string::npos) << s.message();
 }
 
-// get_rows reads whole rows of its table: a device layout (rows interleaved in groups) is refused,
-// its base type taken.
-TEST(GraphValidate, GetRowsRefusesADeviceLayoutTable) {
+// get_rows of a device layout (rows interleaved in groups) reads the table as one matrix of
+// packed rows: a table of wider rows is refused, as its base type's is not.
+TEST(GraphValidate, GetRowsTakesADeviceLayoutTableOfPackedRowsOnly) {
   Graph g;
   for (DType t : {DType::kQ4_K_R16, DType::kQ4_K}) {
-    g.tensors = {make_tensor(1, 0, t, 256, 32), make_tensor(1, 8192, DType::kI32, 2),
+    TensorRef table = make_tensor(1, 0, t, 256, 32);
+    table.nb[1] += 64;
+    table.nb[2] = table.nb[3] = table.nb[1] * 32;
+    g.tensors = {table, make_tensor(1, 8192, DType::kI32, 2),
                  make_tensor(1, 8256, DType::kF32, 256, 2)};
     Node n;
     n.op = Op::kGetRows;
@@ -76,6 +79,8 @@ TEST(GraphValidate, GetRowsRefusesADeviceLayoutTable) {
       EXPECT_NE(s.message().find("device layout"), std::string::npos) << s.message();
     }
   }
+  g.tensors[0] = make_tensor(1, 0, DType::kQ4_K_R16, 256, 32);
+  EXPECT_TRUE(graph_validate(g).is_ok()) << graph_validate(g).message();
 }
 
 // The table answers for exactly its rows: a value without a row (from a peer) is no op.

@@ -39,8 +39,9 @@ Status validate_get_rows(const NodeView& n) {
   const TensorRef& out = n.out();
   STRATA_RETURN_IF_ERROR(
       need(dtype_info(n.src(0).dtype).has_kernels, "table dtype has no kernels"));
-  STRATA_RETURN_IF_ERROR(need(!dtype_is_layout(n.src(0).dtype),
-                              "table dtype is a device layout, whose rows are interleaved"));
+  STRATA_RETURN_IF_ERROR(need(!dtype_is_layout(n.src(0).dtype) ||
+                                  n.src(0).nb[1] == dtype_row_bytes(n.src(0).dtype, n.src(0).ne[0]),
+                              "a device layout's table must have packed rows"));
   STRATA_RETURN_IF_ERROR(
       need(is_i32(n.src(1)) && n.src(1).contiguous(), "ids must be contiguous i32"));
   return need_lazy(

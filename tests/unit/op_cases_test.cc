@@ -307,6 +307,12 @@ const std::vector<OpCase>& cases() {
          const int32_t table = c.weight(DType::kQ4_K, 256, 4);
          c.node(Op::kGetRows, c.out(DType::kF32, 256, 6), {table, c.ids(6, 4)});
        }},
+      // A tied embedding in rows in lanes: rows of two groups and a tail.
+      {"get_rows_q6_K_r16", Op::kGetRows,
+       [](CaseGraph& c) {
+         const int32_t table = c.weight(DType::kQ6_K_R16, 256, 37);
+         c.node(Op::kGetRows, c.out(DType::kF32, 256, 8), {table, c.ids(8, 37)});
+       }},
       {"get_rows_mxfp4", Op::kGetRows,
        [](CaseGraph& c) {
          const int32_t table = c.weight(DType::kMXFP4, 96, 6);
