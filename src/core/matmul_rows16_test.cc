@@ -73,6 +73,21 @@ TEST(Rows16, PackingPermutesEachFullGroupAndUnpackingRestoresIt) {
   }
 }
 
+// Rows cut at a group boundary pack as the whole does (the loader packs large tensors in pieces
+// on several threads).
+TEST(Rows16, PiecesCutAtGroupsPackAsTheWhole) {
+  for (DType layout : kLayouts) {
+    const Packed w(layout, 53, 256, 5);
+    std::vector<uint8_t> pieces(w.rows.size());
+    for (int64_t r0 : {0, 32}) {
+      const int64_t r1 = r0 == 0 ? 32 : w.n;
+      const size_t at = static_cast<size_t>(r0) * w.row_bytes;
+      rows16_pack(layout, w.rows.data() + at, pieces.data() + at, r1 - r0, w.k);
+    }
+    EXPECT_EQ(pieces, w.packed) << dtype_name(layout);
+  }
+}
+
 // get_rows (a tied embedding in a layout) reads every row back, groups and tail: the base
 // type's floats.
 TEST(Rows16, GetRowsReadsEveryRowBack) {
