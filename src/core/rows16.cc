@@ -8,44 +8,40 @@
 namespace strata {
 namespace {
 
+// Copies `bytes` from a row's block to its place in a group (kToGroup), or back.
+template <bool kToGroup, typename B, typename G>
+void move(B* in_block, G* in_group, size_t bytes) {
+  if constexpr (kToGroup) {
+    std::memcpy(in_group, in_block, bytes);
+  } else {
+    std::memcpy(in_block, in_group, bytes);
+  }
+}
+
 // Moves row `lane`'s block between its base layout and its place in a super-block of the
 // group: kToGroup from the block to the group, else back. Every byte of both is moved once, so
 // packing and unpacking are each other's inverse.
 template <bool kToGroup>
 void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
                std::conditional_t<kToGroup, Q4KRows16, const Q4KRows16>& group, int64_t lane) {
-  const auto move = [](auto* in_block, auto* in_group, size_t bytes) {
-    if constexpr (kToGroup) {
-      std::memcpy(in_group, in_block, bytes);
-    } else {
-      std::memcpy(in_block, in_group, bytes);
-    }
-  };
-  move(&block.d, &group.d[lane], 2);
-  move(&block.dmin, &group.dmin[lane], 2);
-  for (int i = 0; i < 3; ++i) move(block.scales + 4 * i, &group.scales[i][lane], 4);
+  move<kToGroup>(&block.d, &group.d[lane], 2);
+  move<kToGroup>(&block.dmin, &group.dmin[lane], 2);
+  for (int i = 0; i < 3; ++i) move<kToGroup>(block.scales + 4 * i, &group.scales[i][lane], 4);
   for (int g = 0; g < 8; ++g) {
-    for (int j = 0; j < 4; ++j) move(block.qs + 32 * j + 4 * g, group.qs[g][j][lane], 4);
+    for (int j = 0; j < 4; ++j) move<kToGroup>(block.qs + 32 * j + 4 * g, group.qs[g][j][lane], 4);
   }
 }
 
 template <bool kToGroup>
 void move_q6_k(std::conditional_t<kToGroup, const BlockQ6_K, BlockQ6_K>& block,
                std::conditional_t<kToGroup, Q6KRows16, const Q6KRows16>& group, int64_t lane) {
-  const auto move = [](auto* in_block, auto* in_group, size_t bytes) {
-    if constexpr (kToGroup) {
-      std::memcpy(in_group, in_block, bytes);
-    } else {
-      std::memcpy(in_block, in_group, bytes);
-    }
-  };
-  for (int s = 0; s < 16; ++s) move(&block.scales[s], &group.scales[s][lane], 1);
-  move(&block.d, &group.d[lane], 2);
+  for (int s = 0; s < 16; ++s) move<kToGroup>(&block.scales[s], &group.scales[s][lane], 1);
+  move<kToGroup>(&block.d, &group.d[lane], 2);
   for (int l = 0; l < 8; ++l) {
     for (int h = 0; h < 2; ++h) {
-      move(block.ql + 64 * h + 4 * l, group.q[l][h].ql0[lane], 4);
-      move(block.ql + 64 * h + 32 + 4 * l, group.q[l][h].ql1[lane], 4);
-      move(block.qh + 32 * h + 4 * l, group.q[l][h].qh[lane], 4);
+      move<kToGroup>(block.ql + 64 * h + 4 * l, group.q[l][h].ql0[lane], 4);
+      move<kToGroup>(block.ql + 64 * h + 32 + 4 * l, group.q[l][h].ql1[lane], 4);
+      move<kToGroup>(block.qh + 32 * h + 4 * l, group.q[l][h].qh[lane], 4);
     }
   }
 }

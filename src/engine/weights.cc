@@ -153,8 +153,9 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
   if (host.status().kind() != ErrorKind::kUnsupported) return host.status();
 
   // Upload: pack the stage's tensors, aligned, into one buffer. No host copy: the stream reads
-  // each tensor from the mapping (a remote device may skip the bytes it already holds), except
-  // a tensor put in a layout, rearranged in one host buffer that each such tensor reuses.
+  // each tensor from the mapping (a remote device may skip the bytes it already holds). A
+  // tensor put in a layout is rearranged from the mapping straight into a host buffer (the
+  // CPU's), or else into one host buffer that each such tensor reuses, then uploaded.
   // A layout where the device offers one for the tensor's type and a matmul uses the tensor:
   // the token embedding only where it is the output matrix too (tied; get_rows reads its rows
   // back one by one), no fused projection whose parts cut a group.

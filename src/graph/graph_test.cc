@@ -55,32 +55,51 @@ TEST(GraphValidate, NamesTheNodeAndOp) {
   EXPECT_NE(s.message().find("node 0 (copy)"), std::string::npos) << s.message();
 }
 
-// get_rows of a device layout (rows interleaved in groups) reads the table as one matrix of
-// packed rows: a table of wider rows is refused, as its base type's is not.
-TEST(GraphValidate, GetRowsTakesADeviceLayoutTableOfPackedRowsOnly) {
-  Graph g;
-  for (DType t : {DType::kQ4_K_R16, DType::kQ4_K}) {
-    TensorRef table = make_tensor(1, 0, t, 256, 32);
-    table.nb[1] += 64;
-    table.nb[2] = table.nb[3] = table.nb[1] * 32;
-    g.tensors = {table, make_tensor(1, 8192, DType::kI32, 2),
-                 make_tensor(1, 8256, DType::kF32, 256, 2)};
-    Node n;
-    n.op = Op::kGetRows;
-    n.src[0] = 0;
-    n.src[1] = 1;
-    n.out = 2;
-    g.nodes = {n};
-    const Status s = graph_validate(g);
-    if (t == DType::kQ4_K) {
-      EXPECT_TRUE(s.is_ok()) << s.message();
-    } else {
-      EXPECT_FALSE(s.is_ok());
-      EXPECT_NE(s.message().find("device layout"), std::string::npos) << s.message();
+// A device layout's kernels address a group as 16 packed rows: get_rows, mul_mat and mul_mat_id
+// of a layout whose rows are wider are refused (a peer's graph may name them), as their base
+// type's are not.
+TEST(GraphValidate, DeviceLayoutWeightsMustHavePackedRows) {
+  for (Op op : {Op::kGetRows, Op::kMulMat, Op::kMulMatId}) {
+    for (DType t : {DType::kQ4_K_R16, DType::kQ4_K}) {
+      for (bool packed : {true, false}) {
+        TensorRef w = make_tensor(1, 0, t, 256, 32, op == Op::kMulMatId ? 2 : 1);
+        if (!packed) {
+          w.nb[1] += 64;
+          w.nb[2] = w.nb[3] = w.nb[1] * 32;
+        }
+        Graph g;
+        Node n;
+        n.op = op;
+        n.src[0] = 0;
+        n.src[1] = 1;
+        n.out = 2;
+        g.tensors = {w};
+        if (op == Op::kGetRows) {
+          g.tensors.push_back(make_tensor(2, 0, DType::kI32, 2));
+          g.tensors.push_back(make_tensor(2, 64, DType::kF32, 256, 2));
+        } else if (op == Op::kMulMat) {
+          g.tensors.push_back(make_tensor(2, 0, DType::kF32, 256, 2));
+          g.tensors.push_back(make_tensor(2, 4096, DType::kF32, 32, 2));
+        } else {
+          g.tensors.push_back(make_tensor(2, 0, DType::kF32, 256, 1, 2));
+          g.tensors.push_back(make_tensor(2, 4096, DType::kF32, 32, 1, 2));
+          g.tensors.push_back(make_tensor(2, 8192, DType::kI32, 1, 2));
+          n.src[2] = 3;
+        }
+        g.nodes = {n};
+        const Status s = graph_validate(g);
+        const std::string what = std::string(op_name(op)) + " " + std::string(dtype_name(t)) +
+                                 (packed ? " packed" : " wide rows");
+        if (packed || t == DType::kQ4_K) {
+          EXPECT_TRUE(s.is_ok()) << what << ": " << s.message();
+        } else {
+          EXPECT_FALSE(s.is_ok()) << what;
+          EXPECT_NE(s.message().find("device layout's rows must be packed"), std::string::npos)
+              << what << ": " << s.message();
+        }
+      }
     }
   }
-  g.tensors[0] = make_tensor(1, 0, DType::kQ4_K_R16, 256, 32);
-  EXPECT_TRUE(graph_validate(g).is_ok()) << graph_validate(g).message();
 }
 
 // The table answers for exactly its rows: a value without a row (from a peer) is no op.

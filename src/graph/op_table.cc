@@ -33,15 +33,22 @@ Status need_lazy(bool ok, const Fn& what) {
 bool is_f32(const TensorRef& t) { return t.dtype == DType::kF32; }
 bool is_i32(const TensorRef& t) { return t.dtype == DType::kI32; }
 
+// A device layout's rows are groups of 16 packed rows (core/rows16.h): the kernels address a
+// group as 16 rows of packed bytes, so a weight in one must have packed rows.
+Status check_layout_rows(const TensorRef& w) {
+  return need_lazy(!dtype_is_layout(w.dtype) || w.nb[1] == dtype_row_bytes(w.dtype, w.ne[0]), [&] {
+    return "a device layout's rows must be packed: nb[1] = " + std::to_string(w.nb[1]) +
+           ", a row is " + std::to_string(dtype_row_bytes(w.dtype, w.ne[0])) + " bytes";
+  });
+}
+
 // --- Validators, one per op (or per family of ops of one shape rule) ---------------------------
 
 Status validate_get_rows(const NodeView& n) {
   const TensorRef& out = n.out();
   STRATA_RETURN_IF_ERROR(
       need(dtype_info(n.src(0).dtype).has_kernels, "table dtype has no kernels"));
-  STRATA_RETURN_IF_ERROR(need(!dtype_is_layout(n.src(0).dtype) ||
-                                  n.src(0).nb[1] == dtype_row_bytes(n.src(0).dtype, n.src(0).ne[0]),
-                              "a device layout's table must have packed rows"));
+  STRATA_RETURN_IF_ERROR(check_layout_rows(n.src(0)));
   STRATA_RETURN_IF_ERROR(
       need(is_i32(n.src(1)) && n.src(1).contiguous(), "ids must be contiguous i32"));
   return need_lazy(
@@ -81,6 +88,7 @@ Status validate_mul_mat(const NodeView& n) {
   const TensorRef& x = n.src(1);
   const TensorRef& out = n.out();
   STRATA_RETURN_IF_ERROR(need(dtype_info(w.dtype).has_kernels, "weight dtype has no kernels"));
+  STRATA_RETURN_IF_ERROR(check_layout_rows(w));
   return need_lazy(is_f32(x) && is_f32(out) && w.ne[0] == x.ne[0] && w.ne[2] == 1 && w.ne[3] == 1 &&
                        out.ne[0] == w.ne[1] && out.n_rows() == x.n_rows() &&
                        out.rows_contiguous() && out.ne[2] == x.ne[2] && out.ne[3] == x.ne[3],
@@ -308,6 +316,7 @@ Status validate_mul_mat_id(const NodeView& n) {
   const TensorRef& ids = n.src(2);
   const TensorRef& out = n.out();
   STRATA_RETURN_IF_ERROR(need(dtype_info(w.dtype).has_kernels, "weight dtype has no kernels"));
+  STRATA_RETURN_IF_ERROR(check_layout_rows(w));
   STRATA_RETURN_IF_ERROR(need_lazy(w.ne[3] == 1 && w.ne[2] <= kMaxExperts, [&] {
     return "weights must be [k, n, n_expert] with n_expert <= " + std::to_string(kMaxExperts) +
            ": " + shape_str(w);

@@ -35,30 +35,36 @@ bool set_tensor_dtype(std::vector<char>& file, const std::string& name, uint32_t
   return true;
 }
 
-TEST(ModelDtype, UnsupportedWeightDtypeNamesTensorAndSupportedTypes) {
+// Opens a one-layer model of `dtype` whose ffn_up is relabelled `as` (an id of the same block
+// size and bytes, so that the file stays valid otherwise); the status of opening it.
+Status open_relabelled(DType dtype, uint32_t as, const std::string& name) {
   SynthParams p;
   p.n_embd = 256;
   p.n_layer = 1;
   p.n_ff = 512;
-  p.dtype = DType::kQ3_K;
+  p.dtype = dtype;
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("strata_model_dtype_" + std::to_string(::getpid()) + ".gguf"))
+                            ("strata_model_" + name + "_" + std::to_string(::getpid()) + ".gguf"))
                                .string();
-  ASSERT_TRUE(synth_write(p, path).is_ok());
+  EXPECT_TRUE(synth_write(p, path).is_ok());
   {
     std::ifstream in(path, std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // iq3_s has q3_K's block size and bytes (256 elements in 110), so the file stays valid.
-    ASSERT_EQ(dtype_block_bytes(DType::kIQ3_S), dtype_block_bytes(DType::kQ3_K));
-    ASSERT_TRUE(
-        set_tensor_dtype(bytes, "blk.0.ffn_up.weight", static_cast<uint32_t>(DType::kIQ3_S)));
+    EXPECT_TRUE(set_tensor_dtype(bytes, "blk.0.ffn_up.weight", as));
     std::ofstream(path, std::ios::binary)
         .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   Result<std::unique_ptr<Model>> m = Model::open(path);
   std::filesystem::remove(path);
-  ASSERT_FALSE(m.is_ok());
-  const std::string msg = m.status().message();
+  return m.status();
+}
+
+TEST(ModelDtype, UnsupportedWeightDtypeNamesTensorAndSupportedTypes) {
+  // iq3_s has q3_K's block size and bytes (256 elements in 110).
+  ASSERT_EQ(dtype_block_bytes(DType::kIQ3_S), dtype_block_bytes(DType::kQ3_K));
+  const Status s = open_relabelled(DType::kQ3_K, static_cast<uint32_t>(DType::kIQ3_S), "dtype");
+  ASSERT_FALSE(s.is_ok());
+  const std::string msg = s.message();
   for (const char* word : {"blk.0.ffn_up.weight", "iq3_s", "q3_K", "q2_K", "iq4_xs", "q4_1"}) {
     EXPECT_NE(msg.find(word), std::string::npos) << msg << " lacks " << word;
   }
@@ -69,27 +75,9 @@ TEST(ModelDtype, UnsupportedWeightDtypeNamesTensorAndSupportedTypes) {
 
 // A device layout's id (q4_K_r16: q4_K's blocks in another order) is never a type of a file.
 TEST(ModelDtype, DeviceLayoutIdIsNotAFileType) {
-  SynthParams p;
-  p.n_embd = 256;
-  p.n_layer = 1;
-  p.n_ff = 512;
-  p.dtype = DType::kQ4_K;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("strata_model_layout_" + std::to_string(::getpid()) + ".gguf"))
-                               .string();
-  ASSERT_TRUE(synth_write(p, path).is_ok());
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    ASSERT_TRUE(
-        set_tensor_dtype(bytes, "blk.0.ffn_up.weight", static_cast<uint32_t>(DType::kQ4_K_R16)));
-    std::ofstream(path, std::ios::binary)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-  Result<std::unique_ptr<Model>> m = Model::open(path);
-  std::filesystem::remove(path);
-  ASSERT_FALSE(m.is_ok());
-  const std::string msg = m.status().message();
+  const Status s = open_relabelled(DType::kQ4_K, static_cast<uint32_t>(DType::kQ4_K_R16), "layout");
+  ASSERT_FALSE(s.is_ok());
+  const std::string msg = s.message();
   EXPECT_NE(msg.find("blk.0.ffn_up.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("type 64 is not a known ggml type"), std::string::npos) << msg;
 }
