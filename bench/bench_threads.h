@@ -7,8 +7,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <thread>
+#include <vector>
 
+#include "core/quant.h"
+#include "core/rows16.h"
 #include "core/thread_pool.h"
 
 namespace strata {
@@ -42,6 +47,31 @@ inline uint64_t sum_lines(const uint8_t* p, int64_t b, int64_t e) {
   }
   const __m128i s = _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3));
   return static_cast<uint64_t>(_mm_cvtsi128_si64(s));
+}
+
+// n rows of k quantised to `base` (a GGUF type) into w, packed: rows [0, distinct) drawn from
+// dist, the others copies of them, row r of row r % distinct (quantising many MiB of random rows
+// would take most of a benchmark's time, and the kernels' cost does not depend on the values).
+inline void quantize_rows(DType base, uint8_t* w, int64_t n, int64_t k, int64_t distinct,
+                          std::mt19937& rng, std::normal_distribution<float>& dist) {
+  const size_t row_bytes = dtype_row_bytes(base, k);
+  std::vector<float> src(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    if (r < distinct) {
+      for (float& v : src) v = dist(rng);
+      quantize_row(base, src.data(), w + r * row_bytes, k);
+    } else {
+      std::memcpy(w + r * row_bytes, w + (r % distinct) * row_bytes, row_bytes);
+    }
+  }
+}
+
+// w, n rows of k in t's base type, rearranged in place into t when t is a device layout
+// (core/rows16.h).
+inline void to_layout(DType t, uint8_t* w, int64_t n, int64_t k) {
+  if (!dtype_is_layout(t)) return;
+  const std::vector<uint8_t> rows(w, w + dtype_row_bytes(t, k) * static_cast<size_t>(n));
+  rows16_pack(t, rows.data(), w, n, k);
 }
 
 }  // namespace strata

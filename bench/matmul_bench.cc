@@ -71,19 +71,6 @@ BENCHMARK(BM_MembwProbe)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterat
 
 constexpr int64_t kK = 2048, kN = 5632, kNHot = 128;
 
-// Quantises row r of n rows of k (src(r) fills its floats) into w, in t's base type, then
-// rearranges the matrix into t when t is a device layout (core/rows16.h).
-template <typename Fill>
-void quantize_matrix(DType t, uint8_t* w, int64_t n, int64_t k, Fill&& src) {
-  const DType base = dtype_info(t).base;
-  const size_t row_bytes = dtype_row_bytes(base, k);
-  std::vector<float> row(static_cast<size_t>(k));
-  for (int64_t r = 0; r < n; ++r) src(r, row.data(), w + r * row_bytes);
-  if (base == t) return;
-  std::vector<uint8_t> rows(w, w + row_bytes * static_cast<size_t>(n));
-  rows16_pack(t, rows.data(), w, n, k);
-}
-
 void BM_Matmul(benchmark::State& state, DType t) {
   const int64_t m = state.range(0);
   const bool hot = state.range(1) != 0;
@@ -96,10 +83,8 @@ void BM_Matmul(benchmark::State& state, DType t) {
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<uint8_t> one(mat_bytes);
-  quantize_matrix(t, one.data(), n, kK, [&](int64_t, float* src, uint8_t* dst) {
-    for (int64_t i = 0; i < kK; ++i) src[i] = dist(rng);
-    quantize_row(dtype_info(t).base, src, dst, kK);
-  });
+  quantize_rows(dtype_info(t).base, one.data(), n, kK, n, rng, dist);
+  to_layout(t, one.data(), n, kK);
   std::vector<std::vector<uint8_t>> mats(copies, one);
   std::vector<float> x(static_cast<size_t>(kK * m));
   for (float& v : x) v = dist(rng) * 50.0f;
@@ -127,19 +112,12 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
   std::vector<Matrix> mats;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  // 64 distinct rows per matrix, repeated: quantising 66 MiB of random rows would take most of
-  // the benchmark's time, and the kernels' cost does not depend on the values.
+  // 64 distinct rows per matrix, repeated (quantize_rows).
   auto add = [&](int64_t n, int64_t k) {
     Matrix m{n, k, dtype_row_bytes(t, k), {}};
     m.w.resize(m.row_bytes * static_cast<size_t>(n));
-    quantize_matrix(t, m.w.data(), n, k, [&](int64_t r, float* src, uint8_t* dst) {
-      if (r < 64) {
-        for (int64_t i = 0; i < k; ++i) src[i] = dist(rng);
-        quantize_row(dtype_info(t).base, src, dst, k);
-      } else {
-        std::copy_n(m.w.data() + (r % 64) * m.row_bytes, m.row_bytes, dst);
-      }
-    });
+    quantize_rows(dtype_info(t).base, m.w.data(), n, k, 64, rng, dist);
+    to_layout(t, m.w.data(), n, k);
     mats.push_back(std::move(m));
   };
   for (int64_t l = 0; l < kLayers; ++l) {

@@ -40,21 +40,13 @@ void BM_LayoutDecodeOrder(benchmark::State& state) {
   std::vector<Matrix> mats;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  // 64 distinct rows per matrix, repeated (the kernels' cost does not depend on the values).
+  // 64 distinct rows per matrix, repeated (quantize_rows).
   const auto add = [&](DType t, int64_t n, int64_t k) {
     Matrix m{t, n, k, {}, {}};
     const size_t row_bytes = dtype_row_bytes(t, k);
     m.file.resize(row_bytes * static_cast<size_t>(n));
     m.r16.resize(m.file.size());
-    std::vector<float> src(static_cast<size_t>(k));
-    for (int64_t r = 0; r < n; ++r) {
-      if (r < 64) {
-        for (float& v : src) v = dist(rng);
-        quantize_row(t, src.data(), m.file.data() + r * row_bytes, k);
-      } else {
-        std::memcpy(m.file.data() + r * row_bytes, m.file.data() + (r % 64) * row_bytes, row_bytes);
-      }
-    }
+    quantize_rows(t, m.file.data(), n, k, 64, rng, dist);
     rows16_pack(*rows16_layout(t), m.file.data(), m.r16.data(), n, k);
     mats.push_back(std::move(m));
   };

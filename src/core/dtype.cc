@@ -10,13 +10,18 @@
 namespace strata {
 namespace {
 
-// The storage facts of every type GGUF can name. Whether a type has kernels is not kept here
-// but read from the dtype table (dtype_traits.cc), so the two cannot disagree.
+// Marks a row that is its own base type (every GGUF type).
+constexpr auto kSelf = static_cast<DType>(~uint32_t{0});
+
+// The storage facts of every type GGUF can name, and of the device layouts after them (whose
+// `base` is the GGUF type they rearrange). Whether a type has kernels is not kept here but read
+// from the dtype table (dtype_traits.cc), so the two cannot disagree.
 struct Layout {
   DType dtype;
   std::string_view name;
   int64_t block_size;
   size_t block_bytes;
+  DType base = kSelf;
 };
 
 constexpr Layout kLayouts[] = {
@@ -54,21 +59,9 @@ constexpr Layout kLayouts[] = {
     {DType::kMXFP4, "mxfp4", 32, 17},
     // Layouts: the same bytes per row as their base type (a group of 16 rows is a permutation
     // of those rows' bytes).
-    {DType::kQ4_K_R16, "q4_K_r16", 256, 144},
-    {DType::kQ6_K_R16, "q6_K_r16", 256, 210},
+    {DType::kQ4_K_R16, "q4_K_r16", 256, 144, DType::kQ4_K},
+    {DType::kQ6_K_R16, "q6_K_r16", 256, 210, DType::kQ6_K},
 };
-
-// The GGUF type whose blocks a layout rearranges.
-constexpr DType layout_base(DType t) {
-  switch (t) {
-    case DType::kQ4_K_R16:
-      return DType::kQ4_K;
-    case DType::kQ6_K_R16:
-      return DType::kQ6_K;
-    default:
-      return t;
-  }
-}
 
 constexpr auto kLayoutIndex = dtype_row_index(kLayouts);
 
@@ -82,7 +75,8 @@ const Infos& infos() {
       const Layout& l = kLayouts[i];
       const DTypeTraits* traits = dtype_traits(l.dtype);
       const bool kernels = traits != nullptr && traits->isa[0].matmul != nullptr;
-      t[i] = DTypeInfo{l.dtype, l.name, l.block_size, l.block_bytes, kernels, layout_base(l.dtype)};
+      t[i] = DTypeInfo{l.dtype,       l.name,  l.block_size,
+                       l.block_bytes, kernels, l.base == kSelf ? l.dtype : l.base};
     }
     return t;
   }();

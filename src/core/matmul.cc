@@ -30,10 +30,11 @@ constexpr int64_t kRowAlign = 16;
 // A part ready to run, and where it sits in the concatenation of all parts' rows and bytes.
 struct Prepared {
   const MatmulKernel* kernel;
-  MatmulArgs args;
-  int64_t n;
+  MatmulArgs args;  // args.n_rows: the part's rows
   int64_t row0;
   uint64_t byte0;
+
+  int64_t n() const { return args.n_rows; }
 };
 
 // The activation columns of every part whose kernel reads this layout (kernels that share an
@@ -53,9 +54,9 @@ int64_t task_row(const std::vector<Prepared>& parts, uint64_t total, int64_t n_r
   const uint64_t pos = total * static_cast<uint64_t>(t) / static_cast<uint64_t>(n_tasks);
   for (const Prepared& p : parts) {
     const uint64_t row_bytes = p.args.w_row_bytes;
-    if (pos >= p.byte0 + static_cast<uint64_t>(p.n) * row_bytes) continue;
+    if (pos >= p.byte0 + static_cast<uint64_t>(p.n()) * row_bytes) continue;
     const auto first = static_cast<int64_t>((pos - p.byte0 + row_bytes - 1) / row_bytes);
-    return p.row0 + std::min(p.n, (first + kRowAlign - 1) / kRowAlign * kRowAlign);
+    return p.row0 + std::min(p.n(), (first + kRowAlign - 1) / kRowAlign * kRowAlign);
   }
   return n_rows;
 }
@@ -87,7 +88,7 @@ class Claims {
     const uint64_t bytes = std::max(kClaimBytes, (byte_of(back) - at) / 4);
     const auto rows = static_cast<int64_t>(bytes / p.args.w_row_bytes);
     const int64_t in = f - p.row0 + std::max<int64_t>(kRowAlign, rows / kRowAlign * kRowAlign);
-    return std::min(back, in >= p.n ? p.row0 + p.n : p.row0 + in);
+    return std::min(back, in >= p.n() ? p.row0 + p.n() : p.row0 + in);
   }
 
   // The start of the claim of kClaimBytes that ends at row b (a boundary) and starts at or after
@@ -111,7 +112,7 @@ class Claims {
   // Where row r's weights start in the concatenation of all parts' weights.
   uint64_t byte_of(int64_t r) const {
     const Prepared& p = part_of(r);
-    return p.byte0 + static_cast<uint64_t>(std::min(r - p.row0, p.n)) * p.args.w_row_bytes;
+    return p.byte0 + static_cast<uint64_t>(std::min(r - p.row0, p.n())) * p.args.w_row_bytes;
   }
 
   const std::vector<Prepared>& prep_;
@@ -149,7 +150,7 @@ void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t tota
     for (size_t i = part_index(prep, r0); i < prep.size() && prep[i].row0 < r1; ++i) {
       const Prepared& p = prep[i];
       const int64_t lo = std::max(r0, p.row0) - p.row0;
-      const int64_t hi = std::min(r1, p.row0 + p.n) - p.row0;
+      const int64_t hi = std::min(r1, p.row0 + p.n()) - p.row0;
       if (lo >= hi) continue;
       if (p.kernel->work_bytes == nullptr) {
         p.kernel->rows(p.args, lo, hi);
@@ -230,7 +231,7 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
     prep.push_back({kernel,
                     MatmulArgs{static_cast<const uint8_t*>(part.w), part.w_row_bytes, k, m, x,
                                x_stride, nullptr, 0, part.y, part.y_stride, nullptr, part.n},
-                    part.n, total_rows, total_bytes});
+                    total_rows, total_bytes});
     total_rows += part.n;
     total_bytes += static_cast<uint64_t>(part.n) * part.w_row_bytes;
     if (kernel->act_column_bytes != nullptr &&
@@ -442,7 +443,7 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
             static_cast<size_t>(b.n),
             nullptr,
             b.n};
-        prep.push_back({kernel, args, b.n, total_rows, total_bytes});
+        prep.push_back({kernel, args, total_rows, total_bytes});
         total_rows += b.n;
         total_bytes += static_cast<uint64_t>(b.n) * b.w_row_bytes;
       }

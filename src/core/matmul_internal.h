@@ -102,9 +102,10 @@ void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k);
 // last full group (matmul's row splits are: see kRowAlign).
 void rows16_by_base(const MatmulKernel& base, DType layout, const MatmulArgs& a, int64_t r0,
                     int64_t r1);
-// The work area of a kernel on the layout: one unpacked group of rows of k.
-size_t q4_k_rows16_work_bytes(int64_t k);
-size_t q6_k_rows16_work_bytes(int64_t k);
+// The work area of a kernel on a layout of kBase: one unpacked group of 16 rows of k. Defined
+// (and instantiated for each base type) in matmul_rows16.cc, compiled for every CPU.
+template <DType kBase>
+size_t rows16_work_bytes(int64_t k);
 
 // ---- Kernels, one per (dtype, level) that has one ----
 

@@ -33,13 +33,12 @@ void rows16_by_base(const MatmulKernel& base, DType layout, const MatmulArgs& a,
   }
 }
 
-size_t q4_k_rows16_work_bytes(int64_t k) {
-  return static_cast<size_t>(kLaneRows) * dtype_row_bytes(DType::kQ4_K, k);
+template <DType kBase>
+size_t rows16_work_bytes(int64_t k) {
+  return static_cast<size_t>(kLaneRows) * dtype_row_bytes(kBase, k);
 }
-
-size_t q6_k_rows16_work_bytes(int64_t k) {
-  return static_cast<size_t>(kLaneRows) * dtype_row_bytes(DType::kQ6_K, k);
-}
+template size_t rows16_work_bytes<DType::kQ4_K>(int64_t k);
+template size_t rows16_work_bytes<DType::kQ6_K>(int64_t k);
 
 namespace {
 
@@ -51,12 +50,16 @@ void rows16_by(const MatmulArgs& a, int64_t r0, int64_t r1) {
 }  // namespace
 
 const MatmulKernel kQ4_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
-                                   rows16_by<kQ4_KRef, DType::kQ4_K_R16>, q4_k_rows16_work_bytes};
+                                   rows16_by<kQ4_KRef, DType::kQ4_K_R16>,
+                                   rows16_work_bytes<DType::kQ4_K>};
 const MatmulKernel kQ4_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                    rows16_by<kQ4_KAvx2, DType::kQ4_K_R16>, q4_k_rows16_work_bytes};
+                                    rows16_by<kQ4_KAvx2, DType::kQ4_K_R16>,
+                                    rows16_work_bytes<DType::kQ4_K>};
 const MatmulKernel kQ6_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
-                                   rows16_by<kQ6_KRef, DType::kQ6_K_R16>, q6_k_rows16_work_bytes};
+                                   rows16_by<kQ6_KRef, DType::kQ6_K_R16>,
+                                   rows16_work_bytes<DType::kQ6_K>};
 const MatmulKernel kQ6_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                    rows16_by<kQ6_KAvx2, DType::kQ6_K_R16>, q6_k_rows16_work_bytes};
+                                    rows16_by<kQ6_KAvx2, DType::kQ6_K_R16>,
+                                    rows16_work_bytes<DType::kQ6_K>};
 
 }  // namespace strata::matmul_detail

@@ -80,9 +80,10 @@ inline __m512i broadcast32(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
-// The 16 rows of one group against C Q8_K columns: y[c][0..15].
+// The 16 rows of one group against C Q8_K columns: y[c][0..15]. One overload per layout (its
+// Group type), which the driver below picks.
 template <int C>
-void q4_k_group(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
@@ -140,7 +141,7 @@ void q4_k_group(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 // out 32 * (the scales against the block sums, lane L: sums 2L and 2L + 1); acc[L] += (dx * d) *
 // float(lanes[L]). Here, as for Q4_K, acc[L] is a register whose lane r is row r's.
 template <int C>
-void q6_k_group(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
   const __m512i low_word = _mm512_set1_epi32(0xffff);
   // Sub-block s's scale of every row as a 32-bit lane.
@@ -200,28 +201,8 @@ void q6_k_group(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
-struct Q4KGroups {
-  using Group = Q4KRows16;
-  static constexpr DType kLayout = DType::kQ4_K_R16;
-  static const MatmulKernel& base() { return kQ4_KAvx512; }
-  template <int C>
-  static void group(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
-    q4_k_group<C>(w, nb, x, y);
-  }
-};
-
-struct Q6KGroups {
-  using Group = Q6KRows16;
-  static constexpr DType kLayout = DType::kQ6_K_R16;
-  static const MatmulKernel& base() { return kQ6_KAvx512; }
-  template <int C>
-  static void group(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
-    q6_k_group<C>(w, nb, x, y);
-  }
-};
-
 // Columns [j, j + C) of group g0 / 16.
-template <typename K, int C>
+template <typename Group, int C>
 void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
   const BlockQ8_K* x[C];
   float* y[C];
@@ -229,33 +210,34 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
     x[c] = static_cast<const BlockQ8_K*>(a.column(j + c));
     y[c] = a.y + (j + c) * a.y_stride + g0;
   }
-  const auto* w = reinterpret_cast<const typename K::Group*>(a.w + g0 * a.w_row_bytes);
-  K::template group<C>(w, a.k / kQKK, x, y);
+  const auto* w = reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes);
+  group_rows<C>(w, a.k / kQKK, x, y);
 }
 
-// The `rows` entry: every full group's columns in tiles of kTile, the tail rows (in the base
-// layout) by the base type's kernel.
-template <typename K>
+// The `rows` entry of a layout whose super-blocks of a group are Group, and whose base type's
+// kernel of this level is kBase: every full group's columns in tiles of kTile, the tail rows (in
+// the base layout) by kBase.
+template <typename Group, DType kLayout, const MatmulKernel& kBase>
 void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t full = a.n_rows / kLaneRows * kLaneRows;
   for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
     int64_t j = 0;
-    for (; j + kTile <= a.m; j += kTile) group_columns<K, kTile>(a, g0, j);
+    for (; j + kTile <= a.m; j += kTile) group_columns<Group, kTile>(a, g0, j);
     switch (a.m - j) {
       case 3:
-        group_columns<K, 3>(a, g0, j);
+        group_columns<Group, 3>(a, g0, j);
         break;
       case 2:
-        group_columns<K, 2>(a, g0, j);
+        group_columns<Group, 2>(a, g0, j);
         break;
       case 1:
-        group_columns<K, 1>(a, g0, j);
+        group_columns<Group, 1>(a, g0, j);
         break;
       default:
         break;
     }
   }
-  if (r1 > full) rows16_by_base(K::base(), K::kLayout, a, std::max(r0, full), r1);
+  if (r1 > full) rows16_by_base(kBase, kLayout, a, std::max(r0, full), r1);
 }
 
 }  // namespace
@@ -264,10 +246,10 @@ void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 namespace strata::matmul_detail {
 
 const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                      avx512::rows16_rows<avx512::Q4KGroups>,
-                                      q4_k_rows16_work_bytes};
+                                      avx512::rows16_rows<Q4KRows16, DType::kQ4_K_R16, kQ4_KAvx512>,
+                                      rows16_work_bytes<DType::kQ4_K>};
 const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                      avx512::rows16_rows<avx512::Q6KGroups>,
-                                      q6_k_rows16_work_bytes};
+                                      avx512::rows16_rows<Q6KRows16, DType::kQ6_K_R16, kQ6_KAvx512>,
+                                      rows16_work_bytes<DType::kQ6_K>};
 
 }  // namespace strata::matmul_detail

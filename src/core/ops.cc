@@ -227,14 +227,15 @@ void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes
   STRATA_CHECK(!layout || row_bytes == dtype_row_bytes(dtype, n),
                "get_rows: a layout's rows must be packed");
   const RowToFloat to_float = dtype_to_float(*traits, isa_active());
-  pool.parallel_for(n_ids, row_grain(n), [&](int, int64_t begin, int64_t end) {
-    std::vector<uint8_t> row(layout ? row_bytes : 0);
+  pool.parallel_for(n_ids, row_grain(n), [&](int thread, int64_t begin, int64_t end) {
+    // A layout's row, read back into the thread's scratch (no allocation per step).
+    uint8_t* row = layout ? pool.scratch(thread, row_bytes) : nullptr;
     for (int64_t i = begin; i < end; ++i) {
       const auto* src =
           static_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * row_bytes;
       if (layout) {
-        rows16_unpack_row(dtype, table, n_table_rows, ids[i], n, row.data());
-        src = row.data();
+        rows16_unpack_row(dtype, table, n_table_rows, ids[i], n, row);
+        src = row;
       }
       to_float(src, y + i * y_stride, n);
     }

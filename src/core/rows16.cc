@@ -46,68 +46,89 @@ void move_q6_k(std::conditional_t<kToGroup, const BlockQ6_K, BlockQ6_K>& block,
   }
 }
 
-// Moves every row of the full groups between rows (the base layout) and groups: kToGroup from
-// rows to groups, else back. Block is the base type's block, Group its super-block of 16 rows.
-template <typename Block, typename Group, bool kToGroup, typename Move>
-void move_groups(const uint8_t* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t k, Move&& move) {
-  const int64_t nb = k / kQKK;
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
-  for (int64_t r = g0 * kLaneRows; r < g1 * kLaneRows; ++r) {
-    const size_t group = static_cast<size_t>(r / kLaneRows) * kLaneRows * row_bytes;
-    const size_t row = static_cast<size_t>(r) * row_bytes;
-    if constexpr (kToGroup) {
-      const auto* blocks = reinterpret_cast<const Block*>(src + row);
-      auto* groups = reinterpret_cast<Group*>(dst + group);
-      for (int64_t b = 0; b < nb; ++b) move(blocks[b], groups[b], r % kLaneRows);
-    } else {
-      const auto* groups = reinterpret_cast<const Group*>(src + group);
-      auto* blocks = reinterpret_cast<Block*>(dst + row);
-      for (int64_t b = 0; b < nb; ++b) move(blocks[b], groups[b], r % kLaneRows);
-    }
+// Moves row `lane`'s super-block from `from` to `to`: from its block in the base layout to its
+// place in a group's super-block (packing), or back (unpacking).
+using MoveBlock = void (*)(const void* from, void* to, int64_t lane);
+
+template <typename Block, typename Group, bool kToGroup,
+          void (*kMove)(std::conditional_t<kToGroup, const Block, Block>&,
+                        std::conditional_t<kToGroup, Group, const Group>&, int64_t)>
+void move_block(const void* from, void* to, int64_t lane) {
+  if constexpr (kToGroup) {
+    kMove(*static_cast<const Block*>(from), *static_cast<Group*>(to), lane);
+  } else {
+    kMove(*static_cast<Block*>(to), *static_cast<const Group*>(from), lane);
   }
 }
 
-// Groups [g0, g1) of a matrix of rows of k, from rows at src to groups at dst (kToGroup) or back.
-template <bool kToGroup>
-void move_layout(DType layout, const void* src, void* dst, int64_t g0, int64_t g1, int64_t k) {
-  const auto* in = static_cast<const uint8_t*>(src);
-  auto* out = static_cast<uint8_t*>(dst);
-  switch (layout) {
-    case DType::kQ4_K_R16:
-      move_groups<BlockQ4_K, Q4KRows16, kToGroup>(
-          in, out, g0, g1, k, [](auto& b, auto& g, int64_t r) { move_q4_k<kToGroup>(b, g, r); });
-      return;
-    case DType::kQ6_K_R16:
-      move_groups<BlockQ6_K, Q6KRows16, kToGroup>(
-          in, out, g0, g1, k, [](auto& b, auto& g, int64_t r) { move_q6_k<kToGroup>(b, g, r); });
-      return;
-    default:
-      STRATA_CHECK(false, "rows16: not a rows-in-lanes layout");
+// One row per rows-in-lanes layout: everything its packing needs. Adding a layout is a row here
+// (with its block moves above), one in the dtype and kernel tables, and its kernels.
+struct Rows16Layout {
+  DType layout;
+  DType base;
+  size_t block_bytes;  // of the base type: a super-block of a group is 16 of them
+  MoveBlock pack;      // block -> group
+  MoveBlock unpack;    // group -> block
+};
+
+constexpr Rows16Layout kRows16Layouts[] = {
+    {DType::kQ4_K_R16, DType::kQ4_K, sizeof(BlockQ4_K),
+     move_block<BlockQ4_K, Q4KRows16, true, move_q4_k<true>>,
+     move_block<BlockQ4_K, Q4KRows16, false, move_q4_k<false>>},
+    {DType::kQ6_K_R16, DType::kQ6_K, sizeof(BlockQ6_K),
+     move_block<BlockQ6_K, Q6KRows16, true, move_q6_k<true>>,
+     move_block<BlockQ6_K, Q6KRows16, false, move_q6_k<false>>},
+};
+
+const Rows16Layout& layout_row(DType layout) {
+  for (const Rows16Layout& l : kRows16Layouts) {
+    if (l.layout == layout) return l;
+  }
+  STRATA_CHECK(false, "rows16: not a rows-in-lanes layout");
+  return kRows16Layouts[0];
+}
+
+// Row r (of k elements) from its base layout at `row` into its group at `group` (pack), or from
+// the group back to `row` (unpack); `group` is the group's first super-block.
+void pack_row(const Rows16Layout& l, const uint8_t* row, uint8_t* group, int64_t r, int64_t k) {
+  for (int64_t b = 0; b < k / kQKK; ++b) {
+    l.pack(row + b * l.block_bytes, group + b * kLaneRows * l.block_bytes, r % kLaneRows);
+  }
+}
+void unpack_row(const Rows16Layout& l, const uint8_t* group, uint8_t* row, int64_t r, int64_t k) {
+  for (int64_t b = 0; b < k / kQKK; ++b) {
+    l.unpack(group + b * kLaneRows * l.block_bytes, row + b * l.block_bytes, r % kLaneRows);
   }
 }
 
 }  // namespace
 
 std::optional<DType> rows16_layout(DType base) {
-  if (base == DType::kQ4_K) return DType::kQ4_K_R16;
-  if (base == DType::kQ6_K) return DType::kQ6_K_R16;
+  for (const Rows16Layout& l : kRows16Layouts) {
+    if (l.base == base) return l.layout;
+  }
   return std::nullopt;
 }
 
 void rows16_pack(DType layout, const void* src, void* dst, int64_t n, int64_t k) {
   STRATA_CHECK(n >= 0 && k >= 0 && k % kQKK == 0, "rows16_pack: bad shape");
+  const Rows16Layout& l = layout_row(layout);
   const size_t row_bytes = dtype_row_bytes(layout, k);
   const int64_t full = n / kLaneRows * kLaneRows;
-  move_layout<true>(layout, src, dst, 0, full / kLaneRows, k);
-  std::memcpy(static_cast<uint8_t*>(dst) + full * row_bytes,
-              static_cast<const uint8_t*>(src) + full * row_bytes,
+  const auto* in = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t r = 0; r < full; ++r) {
+    pack_row(l, in + r * row_bytes, out + r / kLaneRows * kLaneRows * row_bytes, r, k);
+  }
+  std::memcpy(out + full * row_bytes, in + full * row_bytes,
               static_cast<size_t>(n - full) * row_bytes);
 }
 
 void rows16_unpack_group(DType layout, const void* matrix, int64_t g, int64_t k, void* dst) {
-  const size_t group_bytes = kLaneRows * dtype_row_bytes(layout, k);
-  // move_layout addresses group g's rows from row 16 g: shift both so that they start there.
-  move_layout<false>(layout, static_cast<const uint8_t*>(matrix) + g * group_bytes, dst, 0, 1, k);
+  for (int64_t lane = 0; lane < kLaneRows; ++lane) {
+    rows16_unpack_row(layout, matrix, (g + 1) * kLaneRows, g * kLaneRows + lane, k,
+                      static_cast<uint8_t*>(dst) + lane * dtype_row_bytes(layout, k));
+  }
 }
 
 void rows16_unpack_row(DType layout, const void* matrix, int64_t n, int64_t r, int64_t k,
@@ -119,24 +140,8 @@ void rows16_unpack_row(DType layout, const void* matrix, int64_t n, int64_t r, i
     std::memcpy(dst, in + r * row_bytes, row_bytes);  // the tail keeps the base layout
     return;
   }
-  const uint8_t* group = in + (r / kLaneRows) * kLaneRows * row_bytes;
-  const int64_t nb = k / kQKK, lane = r % kLaneRows;
-  switch (layout) {
-    case DType::kQ4_K_R16:
-      for (int64_t b = 0; b < nb; ++b) {
-        move_q4_k<false>(static_cast<BlockQ4_K*>(dst)[b],
-                         reinterpret_cast<const Q4KRows16*>(group)[b], lane);
-      }
-      return;
-    case DType::kQ6_K_R16:
-      for (int64_t b = 0; b < nb; ++b) {
-        move_q6_k<false>(static_cast<BlockQ6_K*>(dst)[b],
-                         reinterpret_cast<const Q6KRows16*>(group)[b], lane);
-      }
-      return;
-    default:
-      STRATA_CHECK(false, "rows16: not a rows-in-lanes layout");
-  }
+  unpack_row(layout_row(layout), in + r / kLaneRows * kLaneRows * row_bytes,
+             static_cast<uint8_t*>(dst), r, k);
 }
 
 }  // namespace strata

@@ -21,22 +21,23 @@ const uint8_t* file_data(const Model& model, uint64_t* size) {
   return file.tensor_data(file.tensors().front()) - file.tensors().front().offset;
 }
 
-// The tensors of layers [layer_begin, layer_end) that the layer graph multiplies as row views
-// (LayerGraph::mul_mat_rows: fused q/k/v, fused gate/up) whose parts do not start on a group of
+// The tensors of layers [layer_begin, layer_end) whose rows the layer graph multiplies in parts
+// (a fused dimension of the architecture's table: dim_parts) that do not all start on a group of
 // 16 rows: a layout would split a group between two parts.
 std::set<const GgufTensorInfo*> unaligned_views(const Model& model, int64_t layer_begin,
                                                 int64_t layer_end) {
   const HParams& hp = model.hparams();
-  const bool qkv_aligned = hp.n_embd_q() % kLaneRows == 0 && hp.n_embd_kv() % kLaneRows == 0;
   std::set<const GgufTensorInfo*> out;
-  for (int64_t il = layer_begin; il < layer_end; ++il) {
-    const LayerWeights& l = model.layers()[static_cast<size_t>(il)];
-    const GgufTensorInfo* qkv = l.tensors[static_cast<size_t>(LayerTensor::kWqkv)];
-    if (qkv != nullptr && !qkv_aligned) out.insert(qkv);
-    const GgufTensorInfo* up = l.tensors[static_cast<size_t>(LayerTensor::kWUp)];
-    if (up != nullptr && l.tensors[static_cast<size_t>(LayerTensor::kWGate)] == nullptr &&
-        hp.n_ff % kLaneRows != 0) {
-      out.insert(up);
+  for (const LayerTensorSpec& s : hp.arch->layer_tensors) {
+    const std::vector<int64_t> parts = dim_parts(s.ne1, hp);
+    if (std::all_of(parts.begin(), parts.end() - 1,
+                    [](int64_t rows) { return rows % kLaneRows == 0; })) {
+      continue;
+    }
+    for (int64_t il = layer_begin; il < layer_end; ++il) {
+      const GgufTensorInfo* t =
+          model.layers()[static_cast<size_t>(il)].tensors[static_cast<size_t>(s.id)];
+      if (t != nullptr) out.insert(t);
     }
   }
   return out;

@@ -72,6 +72,12 @@ std::string_view layer_tensor_name(LayerTensor t) {
   return kLayerTensorNames[i].name;
 }
 
+std::vector<int64_t> dim_parts(Dim d, const HParams& hp) {
+  if (d == Dim::kQkv) return {hp.n_embd_q(), hp.n_embd_kv(), hp.n_embd_kv()};
+  if (d == Dim::kFf2) return {hp.n_ff, hp.n_ff};
+  return {dim_value(d, hp)};
+}
+
 int64_t dim_value(Dim d, const HParams& hp) {
   switch (d) {
     case Dim::kOne:

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -83,6 +84,9 @@ enum class Dim : uint8_t {
   kHead
 };
 int64_t dim_value(Dim d, const HParams& hp);
+// The parts a fused dimension's rows are multiplied in (LayerGraph::mul_mat_rows), in row order:
+// kQkv's q, k and v rows, kFf2's gate and up rows; the whole dim_value for any other.
+std::vector<int64_t> dim_parts(Dim d, const HParams& hp);
 
 // How synthetic models draw a tensor's values (model/synth.cc); loading ignores it. kRouter:
 // a matrix kept in F32 whatever the file's type, as llama-quantize leaves ffn_gate_inp.

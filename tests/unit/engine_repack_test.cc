@@ -75,10 +75,11 @@ RepackRun repack_run(const std::string& path, bool repack, bool split) {
 }
 
 // The same logits with and without the layout; the layout used where the CPU offers it.
-void expect_repack_same_logits(const std::string& path, bool split) {
+// The run with the layout, for the caller's own checks.
+RepackRun expect_repack_same_logits(const std::string& path, bool split) {
   const RepackRun plain = repack_run(path, false, split);
-  const RepackRun packed = repack_run(path, true, split);
-  ASSERT_FALSE(plain.logits.empty());
+  RepackRun packed = repack_run(path, true, split);
+  EXPECT_FALSE(plain.logits.empty());
   EXPECT_EQ(plain.layouts, 0);
   EXPECT_EQ(packed.logits, plain.logits) << "a layout changed a logit";
   EXPECT_GT(packed.k_quant, 0);
@@ -92,6 +93,7 @@ void expect_repack_same_logits(const std::string& path, bool split) {
     std::fprintf(stderr, "%s: the CPU has no kernel of its own for q4_K_r16: not used\n",
                  isa_name(isa_active()));
   }
+  return packed;
 }
 
 SynthParams repack_llama() {
@@ -116,9 +118,7 @@ TEST(EngineRepack, DenseQ4KMixGivesTheFileLayoutsLogits) {
 TEST(EngineRepack, TiedEmbeddingGoesInTheLayoutForTheOutputMatrix) {
   SynthParams p = repack_llama();
   p.tied_output = true;
-  const std::string path = testing::synth_file("repack_tied", p);
-  expect_repack_same_logits(path, false);
-  const RepackRun packed = repack_run(path, true, false);
+  const RepackRun packed = expect_repack_same_logits(testing::synth_file("repack_tied", p), false);
   // The embedding is the output matrix too: in the layout, get_rows reading its rows back;
   // every q4_K matrix with it.
   if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
@@ -132,6 +132,22 @@ TEST(EngineRepack, TiedEmbeddingSplitOverAWorker) {
   SynthParams p = repack_llama();
   p.tied_output = true;
   expect_repack_same_logits(testing::synth_file("repack_tied", p), true);
+}
+
+// Phi-3 multiplies its fused attn_qkv in q, k and v parts: with 8-row k and v parts (head_dim 8,
+// one KV head) a group would straddle two parts, so that tensor keeps the file's layout while
+// the others (the fused gate/up's parts are whole groups) take the layout.
+TEST(EngineRepack, AFusedTensorWhosePartsCutAGroupKeepsTheFileLayout) {
+  SynthParams p = repack_llama();
+  p.arch = "phi3";
+  p.n_head = 32;
+  p.n_head_kv = 1;
+  const RepackRun packed = expect_repack_same_logits(testing::synth_file("repack_phi3", p), false);
+  if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
+    // Per layer attn_qkv stays, and the token embedding (get_rows alone reads it); attn_output,
+    // ffn_up (fused), ffn_down and the output matrix go in the layout.
+    EXPECT_EQ(packed.layouts, packed.k_quant - static_cast<int>(p.n_layer) - 1);
+  }
 }
 
 TEST(EngineRepack, MixtureOfExpertsGivesTheFileLayoutsLogits) {
