@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "bench_threads.h"
 #include "core/fp16.h"
+#include "core/host_bytes.h"
 #include "core/ops.h"
 #include "core/thread_pool.h"
 
@@ -48,6 +50,30 @@ F16Cache f16_cache(int64_t n_cells, int64_t n_head_kv, int64_t head_dim) {
   return c;
 }
 
+// The cache c's values head-major: each kv head's n_cells cells side by side, a head's plane
+// plane_cells cells long (the engine's planes are the context's length).
+struct HeadMajorCopy {
+  std::vector<uint16_t> k, v;
+  KvStrides kv;
+};
+HeadMajorCopy head_major_copy(const F16Cache& c, int64_t n_cells, int64_t plane_cells,
+                              int64_t n_head_kv, int64_t head_dim) {
+  HeadMajorCopy h;
+  const size_t seg = static_cast<size_t>(head_dim) * 2;
+  h.kv = {seg, seg * static_cast<size_t>(plane_cells)};
+  h.k.resize(static_cast<size_t>(plane_cells * n_head_kv * head_dim));
+  h.v.resize(h.k.size());
+  for (int64_t cell = 0; cell < n_cells; ++cell) {
+    for (int64_t kvh = 0; kvh < n_head_kv; ++kvh) {
+      const size_t from = static_cast<size_t>((cell * n_head_kv + kvh) * head_dim);
+      const size_t to = static_cast<size_t>((kvh * plane_cells + cell) * head_dim);
+      std::memcpy(&h.k[to], &c.k[from], seg);
+      std::memcpy(&h.v[to], &c.v[from], seg);
+    }
+  }
+  return h;
+}
+
 // args: context length, batch (tokens, each of its own sequence with the full context), kv
 // heads (8: grouped-query as llama 3; 32: multi-head as llama 2).
 void BM_AttentionF16(benchmark::State& state) {
@@ -60,8 +86,9 @@ void BM_AttentionF16(benchmark::State& state) {
   std::vector<float> out(q.size());
   for (auto _ : state) {
     attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, batch, DType::kF16,
-              c.k.data(), c.v.data(), c.row_bytes, n_head_kv, c.cells.data(), ctx, tok.data(),
-              1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
+              c.k.data(), c.v.data(), kv_cell_major(c.row_bytes, head_dim, DType::kF16), n_head_kv,
+              c.cells.data(), ctx, tok.data(), 1.0f / std::sqrt(float(head_dim)), out.data(),
+              n_head * head_dim);
     benchmark::DoNotOptimize(out.data());
   }
   // K and V bytes each token reads.
@@ -76,6 +103,10 @@ BENCHMARK(BM_AttentionF16)
     ->Args({512, 1, 32})
     ->Unit(benchmark::kMicrosecond);
 
+// One decode token's attention per layer as a decode step meets it: the KV cache in memory, not
+// in any cache (the step's weights went through the caches since the layer's last visit). The
+// caches of enough layers to pass well beyond the L3 are used in turn. args: context length,
+// head_dim, query heads, kv heads.
 // A prompt chunk of one sequence, as the engine runs it: `chunk` consecutive tokens at
 // positions start.. attend causally to the cells before them. args: start, chunk, head_dim,
 // query heads, kv heads (the 1024/8-layer synthetic models: 64, 16, 4).
@@ -84,14 +115,22 @@ void BM_AttentionPrompt(benchmark::State& state) {
   const int64_t n_head = state.range(3), n_head_kv = state.range(4);
   const int64_t n_cells = start + chunk;
   const F16Cache c = f16_cache(n_cells, n_head_kv, head_dim);
+  // args[5]: 0 the cache cell-major, 1 head-major with planes of 4096 cells (the engine's
+  // layout in a context of 4096).
+  const bool head_major = state.range(5) != 0;
+  const HeadMajorCopy h =
+      head_major_copy(c, n_cells, std::max<int64_t>(n_cells, 4096), n_head_kv, head_dim);
+  const KvStrides kv = head_major ? h.kv : kv_cell_major(c.row_bytes, head_dim, DType::kF16);
+  const void* k = head_major ? h.k.data() : c.k.data();
+  const void* v = head_major ? h.v.data() : c.v.data();
   std::vector<int32_t> tok(2 * chunk);
   for (int64_t t = 0; t < chunk; ++t) tok[2 * t] = 0, tok[2 * t + 1] = int32_t(start + t + 1);
   const std::vector<float> q = random_floats(n_head * head_dim * chunk, 3);
   std::vector<float> out(q.size());
   for (auto _ : state) {
-    attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, chunk, DType::kF16,
-              c.k.data(), c.v.data(), c.row_bytes, n_head_kv, c.cells.data(), n_cells, tok.data(),
-              1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
+    attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, chunk, DType::kF16, k, v,
+              kv, n_head_kv, c.cells.data(), n_cells, tok.data(), 1.0f / std::sqrt(float(head_dim)),
+              out.data(), n_head * head_dim);
     benchmark::DoNotOptimize(out.data());
   }
   // (query head, cell) pairs: each is one q.k dot and one multiply-add of a V row.
@@ -100,11 +139,78 @@ void BM_AttentionPrompt(benchmark::State& state) {
       benchmark::Counter(double(pairs), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AttentionPrompt)
-    ->Args({0, 512, 64, 16, 4})
-    ->Args({1536, 512, 64, 16, 4})
-    ->Args({3584, 512, 64, 16, 4})
-    ->Args({1536, 512, 128, 32, 8})
+    ->Args({0, 512, 64, 16, 4, 0})
+    ->Args({1536, 512, 64, 16, 4, 0})
+    ->Args({1536, 512, 64, 16, 4, 1})
+    ->Args({3584, 512, 64, 16, 4, 0})
+    ->Args({1536, 512, 128, 32, 8, 0})
+    ->Args({512, 512, 128, 16, 4, 0})
+    ->Args({512, 512, 128, 16, 4, 1})
     ->Unit(benchmark::kMillisecond);
+
+// Attention as a step meets it: the KV cache in memory, not in any cache (the step's weights
+// went through the caches since the layer's last visit), in 2 MiB pages as the CPU device
+// allocates it. Enough layers' caches to pass well beyond the L3 are used in turn, once
+// cell-major (llama.cpp's layout: a cell's kv heads side by side) and once head-major (each kv
+// head's cells side by side, the engine's), alternately, so that the memory's swings on a VM
+// cancel out of the ratio. Counters: cell_us and head_us per call, ratio = cell / head.
+// args: cells before the chunk, chunk (1: a decode step), head_dim, query heads, kv heads.
+void BM_AttentionCold(benchmark::State& state) {
+  const int64_t start = state.range(0), chunk = state.range(1), head_dim = state.range(2);
+  const int64_t n_head = state.range(3), n_head_kv = state.range(4);
+  const int64_t n_cells = start + chunk;
+  const F16Cache c = f16_cache(n_cells, n_head_kv, head_dim);
+  const HeadMajorCopy h = head_major_copy(c, n_cells, n_cells, n_head_kv, head_dim);
+  const size_t half_bytes = c.k.size() * sizeof(uint16_t), layer_bytes = 2 * half_bytes;
+  const size_t n_layers = std::max<size_t>(2, (size_t{256} << 20) / layer_bytes);
+  HostBytes cells(layer_bytes * n_layers), heads(layer_bytes * n_layers);
+  for (size_t l = 0; l < n_layers; ++l) {
+    uint8_t* at_c = cells.data() + l * layer_bytes;
+    uint8_t* at_h = heads.data() + l * layer_bytes;
+    std::memcpy(at_c, c.k.data(), half_bytes);
+    std::memcpy(at_c + half_bytes, c.v.data(), half_bytes);
+    std::memcpy(at_h, h.k.data(), half_bytes);
+    std::memcpy(at_h + half_bytes, h.v.data(), half_bytes);
+  }
+  std::vector<int32_t> tok(2 * chunk);
+  for (int64_t t = 0; t < chunk; ++t) tok[2 * t] = 0, tok[2 * t + 1] = int32_t(start + t + 1);
+  const std::vector<float> q = random_floats(n_head * head_dim * chunk, 3);
+  std::vector<float> out(q.size());
+  const KvStrides cell_major = kv_cell_major(c.row_bytes, head_dim, DType::kF16);
+  const auto call = [&](const HostBytes& arena, KvStrides kv, size_t l) {
+    const uint8_t* k = arena.data() + l * layer_bytes;
+    const auto t = std::chrono::steady_clock::now();
+    attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, chunk, DType::kF16, k,
+              k + half_bytes, kv, n_head_kv, c.cells.data(), n_cells, tok.data(),
+              1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
+    benchmark::DoNotOptimize(out.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  double cell_s = 0.0, head_s = 0.0;
+  size_t l = 0;
+  for (auto _ : state) {
+    const double a = call(cells, cell_major, l);
+    const double b = call(heads, h.kv, (l + n_layers / 2) % n_layers);
+    cell_s += a;
+    head_s += b;
+    state.SetIterationTime(a + b);
+    l = (l + 1) % n_layers;
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["cell_us"] = cell_s / n * 1e6;
+  state.counters["head_us"] = head_s / n * 1e6;
+  state.counters["ratio"] = cell_s / head_s;
+}
+BENCHMARK(BM_AttentionCold)
+    ->Args({300, 1, 128, 16, 4})
+    ->Args({1024, 1, 128, 16, 4})
+    ->Args({4096, 1, 128, 16, 4})
+    ->Args({300, 1, 64, 32, 4})
+    ->Args({1024, 1, 128, 32, 8})
+    ->Args({512, 512, 128, 16, 4})
+    ->Args({512, 512, 64, 32, 4})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseManualTime();
 
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t n = 4096, rows = state.range(0);

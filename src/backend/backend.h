@@ -50,6 +50,18 @@ using DTypeSet = std::bitset<kDTypeIdLimit>;
 struct DeviceCaps {
   OpSet ops;
   DTypeSet weight_dtypes;
+  // Its set_rows, get_rows, rope_shift and attention take KV caches in planes, one per kv head
+  // ([head_dim, cells, kv_heads]: the engine's head-major cache, docs/engine.md). A device of
+  // an earlier release takes only [head_dim * kv_heads, cells].
+  bool kv_planes = false;
+
+  // What either needs (or has): every field's union.
+  DeviceCaps& operator|=(const DeviceCaps& o) {
+    ops |= o.ops;
+    weight_dtypes |= o.weight_dtypes;
+    kv_planes = kv_planes || o.kv_planes;
+    return *this;
+  }
 };
 
 // What every device could run before devices reported what they run: the ops of values 1..11

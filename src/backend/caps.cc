@@ -21,6 +21,32 @@ Status for_each_name(std::string_view names, const Fn& fn) {
 
 }  // namespace
 
+namespace {
+
+// Whether node n reads or writes a KV cache in planes: a cache of more than one plane (for
+// attention, [head_dim, cells, kv_heads] with kv_heads > 1).
+bool takes_planes(const Graph& g, const Node& n) {
+  const auto planes = [&g, &n](int i) {
+    const int32_t t = n.src[i];
+    return t >= 0 && static_cast<size_t>(t) < g.tensors.size() &&
+           g.tensors[static_cast<size_t>(t)].ne[2] > 1;
+  };
+  switch (n.op) {
+    case Op::kSetRows:
+    case Op::kGetRows:
+    case Op::kRopeShift:
+      return planes(0);
+    case Op::kAttention:
+    case Op::kAttentionExt:
+    case Op::kAttentionSink:
+      return planes(1) || planes(2);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 DeviceCaps graph_needs(const Graph& g) {
   DeviceCaps need;
   const int64_t n_tensors = static_cast<int64_t>(g.tensors.size());
@@ -28,6 +54,7 @@ DeviceCaps graph_needs(const Graph& g) {
     const OpInfo* info = op_info(static_cast<uint32_t>(n.op));
     if (info == nullptr) continue;  // graph_validate refuses it; nothing to ask a device
     need.ops.set(static_cast<uint32_t>(n.op));
+    need.kv_planes = need.kv_planes || takes_planes(g, n);
     if (info->weight_src < 0) continue;
     const int32_t w = n.src[info->weight_src];
     if (w < 0 || w >= n_tensors) continue;
@@ -46,6 +73,7 @@ std::string caps_missing(const DeviceCaps& need, const DeviceCaps& have) {
     const OpInfo* info = op_info(i);
     add(info != nullptr ? "op '" + std::string(info->name) + "'" : "op " + std::to_string(i));
   }
+  if (need.kv_planes && !have.kv_planes) add("KV caches in planes (a release before them)");
   const DTypeSet dtypes = need.weight_dtypes & ~have.weight_dtypes;
   for (uint32_t i = 0; i < kDTypeIdLimit; ++i) {
     if (!dtypes.test(i)) continue;

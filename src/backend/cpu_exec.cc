@@ -75,7 +75,7 @@ size_t floats(uint64_t bytes) { return static_cast<size_t>(bytes / sizeof(float)
 Status exec_get_rows(const ExecNode& e) {
   STRATA_RETURN_IF_ERROR(check_indices(e.I(1), e.T(1).ne[0], e.T(0).ne[1], "ids"));
   get_rows(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.T(0).ne[0], e.I(1), e.T(1).ne[0], e.y(),
-           floats(e.out().nb[1]), e.T(0).ne[1]);
+           floats(e.out().nb[1]), e.T(0).ne[1], e.T(0).ne[2], e.T(0).nb[2]);
   return Status::ok();
 }
 
@@ -158,6 +158,8 @@ Status exec_rope_shift(const ExecNode& e) {
   a.row_bytes = cache.nb[1];
   a.head_dim = e.node.iparams[2];
   a.n_head = cache.ne[0] / a.head_dim;
+  a.n_planes = cache.ne[2];
+  a.plane_bytes = cache.nb[2];
   a.n_rot = e.node.iparams[0];
   a.mode = static_cast<RopeMode>(e.node.iparams[1]);
   a.rates = e.node.src[3] >= 0 ? e.F(3) : nullptr;
@@ -202,8 +204,8 @@ Status exec_swiglu_oai(const ExecNode& e) {
 Status exec_set_rows(const ExecNode& e) {
   if (!rows_uniform(e.T(1))) return invalid_argument("rows not uniform");
   STRATA_RETURN_IF_ERROR(check_indices(e.I(2), e.T(2).ne[0], e.T(0).ne[1], "cells"));
-  set_rows(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.F(1), floats(e.T(1).nb[1]), e.T(1).ne[0],
-           e.I(2), e.T(2).ne[0]);
+  set_rows(e.pool, e.T(0).dtype, e.P(0), e.T(0).nb[1], e.F(1), floats(e.T(1).nb[1]), e.T(0).ne[0],
+           e.I(2), e.T(2).ne[0], e.T(0).ne[2], e.T(0).nb[2]);
   return Status::ok();
 }
 
@@ -224,9 +226,12 @@ Status run_attention(const ExecNode& e, const AttentionExtra& extra) {
   }
   if (!rows_uniform(q) || !rows_uniform(out)) return invalid_argument("rows not uniform");
   const float scale = e.node.fparams[0];
-  attention(e.pool, e.F(0), floats(q.nb[2]), q.ne[0], q.ne[1], q.ne[2], e.T(1).dtype, e.P(1),
-            e.P(2), e.T(1).nb[1], e.node.iparams[0], e.I(3), max_len, tok, scale, e.y(),
-            floats(out.nb[2]), extra);
+  // The validator took [hd * kv_heads, cells] (cell-major) or [hd, cells, kv_heads].
+  const TensorRef& k = e.T(1);
+  const KvStrides kv =
+      k.ne[0] == q.ne[0] ? KvStrides{k.nb[1], k.nb[2]} : kv_cell_major(k.nb[1], q.ne[0], k.dtype);
+  attention(e.pool, e.F(0), floats(q.nb[2]), q.ne[0], q.ne[1], q.ne[2], k.dtype, e.P(1), e.P(2), kv,
+            e.node.iparams[0], e.I(3), max_len, tok, scale, e.y(), floats(out.nb[2]), extra);
   return Status::ok();
 }
 
@@ -598,6 +603,7 @@ OpSet cpu_ops() {
 DeviceCaps cpu_device_caps() {
   DeviceCaps caps;
   caps.ops = cpu_ops() & op_set_all();
+  caps.kv_planes = true;
   for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
     const DTypeInfo* info = dtype_info(id);
     if (info == nullptr || !info->has_kernels) continue;

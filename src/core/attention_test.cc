@@ -30,20 +30,25 @@ using testing::uniform_floats;
 struct KvCache {
   DType dtype;
   int64_t head_dim, n_head_kv, n_cells, max_len;
-  size_t row_bytes;
+  KvStrides kv;
   std::vector<uint8_t> k, v;
   std::vector<int32_t> cells;  // [max_len, n_lists], unused entries -1
 
+  size_t elem_bytes() const { return dtype == DType::kF16 ? 2 : 4; }
+  size_t at(int32_t cell, int64_t kvh, int64_t d) const {
+    return size_t(cell) * kv.cell_bytes + size_t(kvh) * kv.head_bytes + size_t(d) * elem_bytes();
+  }
+  KvStrides strides() const { return kv; }
+
   float get(const std::vector<uint8_t>& base, int32_t cell, int64_t kvh, int64_t d) const {
-    const uint8_t* p = base.data() + size_t(cell) * row_bytes;
-    const int64_t i = kvh * head_dim + d;
+    const uint8_t* p = base.data() + at(cell, kvh, d);
     if (dtype == DType::kF16) {
       uint16_t h;
-      std::memcpy(&h, p + i * 2, 2);
+      std::memcpy(&h, p, 2);
       return f16_to_f32(h);
     }
     float f;
-    std::memcpy(&f, p + i * 4, 4);
+    std::memcpy(&f, p, 4);
     return f;
   }
 };
@@ -54,18 +59,18 @@ struct KvCache {
 KvCache make_cache(DType dt, int64_t head_dim, int64_t n_head_kv, int64_t n_cells,
                    const std::vector<int64_t>& list_lens, uint32_t seed, float range = 1.0f,
                    bool integers = false) {
-  KvCache c{dt, head_dim, n_head_kv, n_cells, 0, 0, {}, {}, {}};
+  KvCache c{dt, head_dim, n_head_kv, n_cells, 0, {}, {}, {}, {}};
   c.max_len = *std::max_element(list_lens.begin(), list_lens.end());
   const int64_t elems = n_head_kv * head_dim + 3;
-  const size_t es = dt == DType::kF16 ? 2 : 4;
-  c.row_bytes = elems * es;
+  const size_t es = c.elem_bytes();
+  c.kv = kv_cell_major(elems * es, head_dim, dt);
   std::vector<float> kf = uniform_floats(elems * n_cells, seed, -range, range);
   std::vector<float> vf = uniform_floats(elems * n_cells, seed + 1, -1.0f, 1.0f);
   if (integers) {
     for (float& x : kf) x = std::round(x);
   }
-  c.k.resize(c.row_bytes * n_cells);
-  c.v.resize(c.row_bytes * n_cells);
+  c.k.resize(c.kv.cell_bytes * n_cells);
+  c.v.resize(c.kv.cell_bytes * n_cells);
   for (int64_t i = 0; i < elems * n_cells; ++i) {
     if (dt == DType::kF16) {
       const uint16_t hk = f32_to_f16(kf[i]), hv = f32_to_f16(vf[i]);
@@ -85,6 +90,24 @@ KvCache make_cache(DType dt, int64_t head_dim, int64_t n_head_kv, int64_t n_cell
     std::copy_n(all.begin(), list_lens[l], c.cells.begin() + l * c.max_len);
   }
   return c;
+}
+
+// The same values, head-major: each kv head's cells side by side, one unused element after
+// each cell's values and 5 after each head's cells (neither stride is packed).
+KvCache head_major(const KvCache& c) {
+  KvCache h = c;
+  const size_t es = c.elem_bytes();
+  h.kv.cell_bytes = (c.head_dim + 1) * es;
+  h.kv.head_bytes = c.n_cells * h.kv.cell_bytes + 5 * es;
+  for (std::vector<uint8_t>* dst : {&h.k, &h.v}) dst->assign(c.n_head_kv * h.kv.head_bytes, 0xff);
+  for (int32_t cell = 0; cell < c.n_cells; ++cell) {
+    for (int64_t kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      const size_t n = c.head_dim * es;
+      std::memcpy(h.k.data() + h.at(cell, kvh, 0), c.k.data() + c.at(cell, kvh, 0), n);
+      std::memcpy(h.v.data() + h.at(cell, kvh, 0), c.v.data() + c.at(cell, kvh, 0), n);
+    }
+  }
+  return h;
 }
 
 // Softmax attention in double, written directly from the definition.
@@ -133,7 +156,7 @@ struct AttnRun {
     const size_t qs = q_stride(c), os = n_head * c.head_dim + 2;
     std::vector<float> out(os * count, -7.0f);
     attention(pool, q.data() + first * qs, qs, c.head_dim, n_head, count, c.dtype, c.k.data(),
-              c.v.data(), c.row_bytes, c.n_head_kv, c.cells.data(), c.max_len,
+              c.v.data(), c.strides(), c.n_head_kv, c.cells.data(), c.max_len,
               tok.data() + 2 * first, scale, out.data(), os, extra);
     // Keep only the head values (the padding of each output row must be left alone).
     std::vector<float> packed;
@@ -338,9 +361,9 @@ std::vector<float> untiled_avx2(const KvCache& c, const AttnRun& r) {
   const int64_t per_token = r.n_head * c.head_dim;
   std::vector<float> out(per_token * r.n_tokens(), -7.0f);
   const internal::AttentionArgs a{
-      r.q.data(),   r.q_stride(c), c.head_dim,  r.n_head,          r.n_tokens(),   c.dtype,
-      c.k.data(),   c.v.data(),    c.row_bytes, c.n_head_kv,       c.cells.data(), c.max_len,
-      r.tok.data(), r.scale,       out.data(),  size_t(per_token), r.extra};
+      r.q.data(),   r.q_stride(c), c.head_dim, r.n_head,          r.n_tokens(),   c.dtype,
+      c.k.data(),   c.v.data(),    c.kv,       c.n_head_kv,       c.cells.data(), c.max_len,
+      r.tok.data(), r.scale,       out.data(), size_t(per_token), r.extra};
   std::vector<float> scratch(internal::avx2::attention_untiled_scratch_floats(a));
   const int64_t group = r.n_head / c.n_head_kv;
   for (int64_t t = 0; t < r.n_tokens(); ++t) {
@@ -455,6 +478,26 @@ TEST(OpsAttention, TiledLongListLargeGroupIsBitwiseTheUntiledKernel) {
       EXPECT_TRUE(bitwise_equal(r.run(pool, c), want)) << isa_name(isa) << " threads=" << threads;
     }
   }
+}
+
+// Where the cache keeps its heads changes only the addresses: a head-major cache (each kv
+// head's cells side by side, neither stride packed) gives the cell-major cache's bits at every
+// level, prompt chunks and decode steps alike.
+TEST(OpsAttention, HeadMajorCacheIsBitwiseTheCellMajorCache) {
+  for_each_tiling_case([](const KvCache& c, const AttnRun& r, const std::string& label) {
+    if (r.extra.window != 0 || r.extra.softcap != 0.0f) return;  // the layout is all that varies
+    const KvCache h = head_major(c);
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      ThreadPool pool(2);
+      const std::vector<float> want = r.run(pool, c);
+      ASSERT_TRUE(bitwise_equal(r.run(pool, h), want)) << label << " " << isa_name(isa);
+      for (int64_t t : {int64_t{0}, r.n_tokens() / 2, r.n_tokens() - 1}) {
+        ASSERT_TRUE(bitwise_equal(r.run(pool, h, t, 1), r.run(pool, c, t, 1)))
+            << label << " " << isa_name(isa) << " token " << t;
+      }
+    }
+  });
 }
 
 }  // namespace

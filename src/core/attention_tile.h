@@ -105,10 +105,10 @@ void block_rows(const AttentionArgs& a, const uint8_t* base, const int32_t* list
   const size_t seg_bytes = static_cast<size_t>(sh.hd) * (kF16 ? 2 : 4);
   for (int64_t c = c0; c < c1; ++c) {
     if (c + kPrefetchCells < c_end) {
-      prefetch_segment(base + static_cast<size_t>(list[c + kPrefetchCells]) * a.kv_row_bytes,
+      prefetch_segment(base + static_cast<size_t>(list[c + kPrefetchCells]) * a.kv.cell_bytes,
                        seg_bytes);
     }
-    const uint8_t* r = base + static_cast<size_t>(list[c]) * a.kv_row_bytes;
+    const uint8_t* r = base + static_cast<size_t>(list[c]) * a.kv.cell_bytes;
     if constexpr (kF16 && kConvert) {
       float* dst = buf + (c - c0) * sh.hd_pad;
       K::convert_f16(r, dst, sh);
@@ -150,7 +150,7 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
   const int64_t nh = h1 - h0;
   const int32_t* list = a.cells + static_cast<int64_t>(a.tok[2 * toks[0]]) * a.max_len;
   const int64_t kvh = h0 / (a.n_head / a.n_head_kv);
-  const size_t head_off = static_cast<size_t>(kvh * hd) * (kF16 ? 2 : 4);
+  const size_t head_off = static_cast<size_t>(kvh) * a.kv.head_bytes;
   const uint8_t* kbase = static_cast<const uint8_t*>(a.k) + head_off;
   const uint8_t* vbase = static_cast<const uint8_t*>(a.v) + head_off;
 

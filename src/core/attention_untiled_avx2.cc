@@ -25,7 +25,7 @@ constexpr int64_t kPrefetchCells = 6;
 
 inline void prefetch_segment(const uint8_t* base, int32_t cell, const AttentionArgs& a,
                              size_t bytes) {
-  const uint8_t* p = base + static_cast<size_t>(cell) * a.kv_row_bytes;
+  const uint8_t* p = base + static_cast<size_t>(cell) * a.kv.cell_bytes;
   for (size_t off = 0; off < bytes; off += 64)
     _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
 }
@@ -43,7 +43,7 @@ void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scrat
   int64_t len = 0;
   const int32_t* cells = attention_cells(a, t, &len);
   const int64_t kvh = h0 / (a.n_head / a.n_head_kv);
-  const size_t head_off = static_cast<size_t>(kvh * hd) * (kF16 ? 2 : 4);
+  const size_t head_off = static_cast<size_t>(kvh) * a.kv.head_bytes;
   const uint8_t* kbase = static_cast<const uint8_t*>(a.k) + head_off;
   const uint8_t* vbase = static_cast<const uint8_t*>(a.v) + head_off;
   const int64_t len_pad = round_up8(len);
@@ -68,7 +68,7 @@ void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scrat
 
   // Scores. Two accumulators per head (even and odd chunks of head_dim) hide the FMA latency.
   for (int64_t c = 0; c < len; ++c) {
-    const uint8_t* kr = kbase + static_cast<size_t>(cells[c]) * a.kv_row_bytes;
+    const uint8_t* kr = kbase + static_cast<size_t>(cells[c]) * a.kv.cell_bytes;
     if (c + kPrefetchCells < len) prefetch_segment(kbase, cells[c + kPrefetchCells], a, seg_bytes);
     __m256 s0[kNh], s1[kNh];
     for (int j = 0; j < kNh; ++j) s0[j] = s1[j] = _mm256_setzero_ps();
@@ -119,7 +119,7 @@ void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scrat
   for (; c + 4 <= len; c += 4) {
     const uint8_t* vr[4];
     for (int i = 0; i < 4; ++i) {
-      vr[i] = vbase + static_cast<size_t>(cells[c + i]) * a.kv_row_bytes;
+      vr[i] = vbase + static_cast<size_t>(cells[c + i]) * a.kv.cell_bytes;
       if (c + i + kPrefetchCells < len) {
         prefetch_segment(vbase, cells[c + i + kPrefetchCells], a, seg_bytes);
       }
@@ -146,7 +146,7 @@ void attention_group(const AttentionArgs& a, int64_t t, int64_t h0, float* scrat
     }
   }
   for (; c < len; ++c) {
-    const uint8_t* vr = vbase + static_cast<size_t>(cells[c]) * a.kv_row_bytes;
+    const uint8_t* vr = vbase + static_cast<size_t>(cells[c]) * a.kv.cell_bytes;
     __m256 p[kNh];
     for (int j = 0; j < kNh; ++j) p[j] = _mm256_set1_ps(s[j][c]);
     for (int64_t d = 0; d < nv; d += 8) {

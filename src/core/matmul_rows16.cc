@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/matmul_internal.h"
+#include "core/quant_rows.h"
 #include "core/rows16.h"
 
 namespace strata::matmul_detail {

@@ -218,16 +218,18 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
 }
 
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
-              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride, int64_t n_table_rows) {
+              const int32_t* ids, int64_t n_ids, float* y, size_t y_stride, int64_t n_table_rows,
+              int64_t planes, size_t plane_bytes) {
   const DType base = dtype_info(dtype).base;
   const DTypeTraits* traits = dtype_traits(base);
   STRATA_CHECK(traits != nullptr && traits->dequantize != nullptr,
                "get_rows: dtype has no conversion");
   const bool layout = base != dtype;
-  STRATA_CHECK(!layout || row_bytes == dtype_row_bytes(dtype, n),
-               "get_rows: a layout's rows must be packed");
+  STRATA_CHECK(!layout || (row_bytes == dtype_row_bytes(dtype, n) && planes == 1),
+               "get_rows: a layout's rows must be packed, in one plane");
+  STRATA_CHECK(planes >= 1, "get_rows: no plane");
   const RowToFloat to_float = dtype_to_float(*traits, isa_active());
-  pool.parallel_for(n_ids, row_grain(n), [&](int thread, int64_t begin, int64_t end) {
+  pool.parallel_for(n_ids, row_grain(n * planes), [&](int thread, int64_t begin, int64_t end) {
     // A layout's row, read back into the thread's scratch (no allocation per step).
     uint8_t* row = layout ? pool.scratch(thread, row_bytes) : nullptr;
     for (int64_t i = begin; i < end; ++i) {
@@ -237,37 +239,43 @@ void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes
         rows16_unpack_row(dtype, table, n_table_rows, ids[i], n, row);
         src = row;
       }
-      to_float(src, y + i * y_stride, n);
+      for (int64_t p = 0; p < planes; ++p) {
+        to_float(src + static_cast<size_t>(p) * plane_bytes, y + i * y_stride + p * n, n);
+      }
     }
   });
 }
 
 // Rows of idx must be distinct: two sources written to one cell would race.
 void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
-              size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows) {
+              size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows, int64_t planes,
+              size_t plane_bytes) {
   STRATA_CHECK(dst_dtype == DType::kF32 || dst_dtype == DType::kF16,
                "set_rows: destination must be f32 or f16");
+  STRATA_CHECK(planes >= 1, "set_rows: no plane");
   const RowFromFloat from_float = dtype_from_float(*dtype_traits(dst_dtype), isa_active());
-  pool.parallel_for(n_rows, row_grain(n), [&](int, int64_t begin, int64_t end) {
+  pool.parallel_for(n_rows, row_grain(n * planes), [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       auto* d = static_cast<uint8_t*>(dst) + static_cast<size_t>(idx[i]) * dst_row_bytes;
-      from_float(src + i * src_stride, d, n);
+      for (int64_t p = 0; p < planes; ++p) {
+        from_float(src + i * src_stride + p * n, d + static_cast<size_t>(p) * plane_bytes, n);
+      }
     }
   });
 }
 
 void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
                int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
-               size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
+               KvStrides kv, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
                const int32_t* tok, float scale, float* out, size_t out_tok_stride,
                const AttentionExtra& extra) {
   STRATA_CHECK(kv_dtype == DType::kF32 || kv_dtype == DType::kF16,
                "attention: the KV cache must be f32 or f16");
   STRATA_CHECK(head_dim > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
                "attention: n_head must be a multiple of n_head_kv");
-  const internal::AttentionArgs a{q,   q_tok_stride,   head_dim,  n_head, n_tokens, kv_dtype, k,
-                                  v,   kv_row_bytes,   n_head_kv, cells,  max_len,  tok,      scale,
-                                  out, out_tok_stride, extra};
+  const internal::AttentionArgs a{
+      q,     q_tok_stride, head_dim, n_head, n_tokens, kv_dtype,       k,    v, kv, n_head_kv,
+      cells, max_len,      tok,      scale,  out,      out_tok_stride, extra};
   attention_kernel(isa_active())(pool, a);
 }
 

@@ -48,18 +48,22 @@ void rope(ThreadPool& pool, float* x, int64_t head_dim, int64_t n_head, int64_t 
           float freq_scale);
 
 // y[i] = dequantize(table row ids[i]). table: dtype rows of n elements, row_bytes apart;
-// ids are checked by the caller against n_table_rows. y F32 [n, n_ids], y_stride elements. A
-// device layout's table (core/rows16.h: a tied embedding that is also the output matrix) is
-// one matrix of n_table_rows rows, each read back to its base type's row first.
+// ids are checked by the caller against n_table_rows. y F32 [n * planes, n_ids], y_stride
+// elements. With planes > 1, a table row is that many pieces of n, plane_bytes apart, and y's
+// row their values one after the other (a head-major KV cache: a plane per kv head). A device
+// layout's table (core/rows16.h: a tied embedding that is also the output matrix) is one matrix
+// of n_table_rows rows, each read back to its base type's row first; it has one plane.
 void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes, int64_t n,
               const int32_t* ids, int64_t n_ids, float* y, size_t y_stride,
-              int64_t n_table_rows = 0);
+              int64_t n_table_rows = 0, int64_t planes = 1, size_t plane_bytes = 0);
 
 // dst row idx[i] = convert(src row i). dst dtype F32 or F16 (round to nearest even), rows
 // dst_row_bytes apart. The idx must be distinct (rows are written in parallel).
-// F32 src [n, n_rows].
+// F32 src [n * planes, n_rows]: piece p of n values of src row i goes to plane p of dst row
+// idx[i], plane_bytes further on (get_rows' planes).
 void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
-              size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows);
+              size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows, int64_t planes = 1,
+              size_t plane_bytes = 0);
 
 // What some models add to attention: a sliding window (a token attends to the last `window`
 // of its cells; 0: all of them, which assumes a list holds consecutive positions, as the
@@ -74,10 +78,25 @@ struct AttentionExtra {
   const float* sinks = nullptr;
 };
 
+// Where a KV cache keeps kv head h of cell c: its head_dim values, packed, start at
+// k + c * cell_bytes + h * head_bytes (the same for v). Cell-major (kv_cell_major, the layout of
+// llama.cpp's cache): a cell's heads side by side, head_bytes = head_dim values. Head-major: each
+// kv head's cells side by side, cell_bytes = head_dim values, so that a thread that attends with
+// one kv head reads one stretch of memory.
+struct KvStrides {
+  size_t cell_bytes;
+  size_t head_bytes;
+};
+
+// Cells of row_bytes that hold their heads side by side.
+inline KvStrides kv_cell_major(size_t row_bytes, int64_t head_dim, DType kv_dtype) {
+  return {row_bytes, static_cast<size_t>(head_dim) * (kv_dtype == DType::kF16 ? 2 : 4)};
+}
+
 // Attention of n_tokens queries over the KV cache.
 //   q    F32 [head_dim, n_head, n_tokens], token stride q_tok_stride (elements)
-//   k, v kv_dtype (F32 or F16) cache rows: cell c holds n_head_kv heads of head_dim values at
-//        k + c * kv_row_bytes (same for v)
+//   k, v kv_dtype (F32 or F16) caches of n_head_kv heads of head_dim values per cell, where
+//        `kv` says
 //   cells I32 [max_len, n_lists]: list l is the cache cells of one sequence in position order
 //   tok  I32 [2, n_tokens]: token t attends to the first tok[2t+1] cells of list tok[2t]
 //   out  F32 [head_dim, n_head, n_tokens], token stride out_tok_stride
@@ -87,7 +106,7 @@ struct AttentionExtra {
 // A token with no cells gets zeros. out must not overlap q.
 void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t head_dim,
                int64_t n_head, int64_t n_tokens, DType kv_dtype, const void* k, const void* v,
-               size_t kv_row_bytes, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
+               KvStrides kv, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
                const int32_t* tok, float scale, float* out, size_t out_tok_stride,
                const AttentionExtra& extra = {});
 
@@ -105,7 +124,7 @@ void swiglu(const float* gate, size_t gate_stride, const float* up, size_t up_st
 void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t tok_stride,
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale);
 void attention(const float* q, size_t q_tok_stride, int64_t head_dim, int64_t n_head,
-               int64_t n_tokens, DType kv_dtype, const void* k, const void* v, size_t kv_row_bytes,
+               int64_t n_tokens, DType kv_dtype, const void* k, const void* v, KvStrides kv,
                int64_t n_head_kv, const int32_t* cells, int64_t max_len, const int32_t* tok,
                float scale, float* out, size_t out_tok_stride, const AttentionExtra& extra = {});
 }  // namespace ref

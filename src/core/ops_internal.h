@@ -22,7 +22,7 @@ struct AttentionArgs {
   DType kv_dtype;
   const void* k;
   const void* v;
-  size_t kv_row_bytes;
+  KvStrides kv;
   int64_t n_head_kv;
   const int32_t* cells;
   int64_t max_len;

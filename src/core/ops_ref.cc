@@ -83,12 +83,12 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
 }
 
 void attention(const float* q, size_t q_tok_stride, int64_t head_dim, int64_t n_head,
-               int64_t n_tokens, DType kv_dtype, const void* k, const void* v, size_t kv_row_bytes,
+               int64_t n_tokens, DType kv_dtype, const void* k, const void* v, KvStrides kv,
                int64_t n_head_kv, const int32_t* cells, int64_t max_len, const int32_t* tok,
                float scale, float* out, size_t out_tok_stride, const AttentionExtra& extra) {
-  const internal::AttentionArgs a{q,   q_tok_stride,   head_dim,  n_head, n_tokens, kv_dtype, k,
-                                  v,   kv_row_bytes,   n_head_kv, cells,  max_len,  tok,      scale,
-                                  out, out_tok_stride, extra};
+  const internal::AttentionArgs a{
+      q,     q_tok_stride, head_dim, n_head, n_tokens, kv_dtype,       k,    v, kv, n_head_kv,
+      cells, max_len,      tok,      scale,  out,      out_tok_stride, extra};
   std::vector<float> scratch(static_cast<size_t>(max_len));
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t h = 0; h < n_head; ++h) internal::attention_head_ref(a, t, h, scratch.data());
@@ -102,15 +102,16 @@ namespace {
 
 // Element d of kv head `kvh` of cache cell `cell`.
 float kv_at(const AttentionArgs& a, const void* base, int32_t cell, int64_t kvh, int64_t d) {
-  const auto* row = static_cast<const uint8_t*>(base) + static_cast<size_t>(cell) * a.kv_row_bytes;
-  const int64_t i = kvh * a.head_dim + d;
+  const auto* head = static_cast<const uint8_t*>(base) +
+                     static_cast<size_t>(cell) * a.kv.cell_bytes +
+                     static_cast<size_t>(kvh) * a.kv.head_bytes;
   if (a.kv_dtype == DType::kF16) {
     uint16_t h;
-    std::memcpy(&h, row + i * 2, 2);
+    std::memcpy(&h, head + d * 2, 2);
     return f16_to_f32(h);
   }
   float f;
-  std::memcpy(&f, row + i * 4, 4);
+  std::memcpy(&f, head + d * 4, 4);
   return f;
 }
 

@@ -36,20 +36,23 @@ void rope_shift(const RopeShiftArgs& a, const int32_t* cells, const int32_t* del
       internal::rope_angles(delta[r], a.n_rot, a.freq_base, a.freq_scale, cos_t.data(),
                             sin_t.data());
     }
-    uint8_t* dst = static_cast<uint8_t*>(a.cache) + static_cast<size_t>(cells[r]) * a.row_bytes;
-    traits.dequantize(dst, row.data(), n_row);
-    for (int64_t h = 0; h < a.n_head; ++h) {
-      float* xh = row.data() + h * a.head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        const int64_t i0 = a.mode == RopeMode::kNeox ? i : 2 * i;
-        const int64_t i1 = a.mode == RopeMode::kNeox ? i + half : 2 * i + 1;
-        const float x0 = xh[i0];
-        const float x1 = xh[i1];
-        xh[i0] = x0 * cos_t[static_cast<size_t>(i)] - x1 * sin_t[static_cast<size_t>(i)];
-        xh[i1] = x0 * sin_t[static_cast<size_t>(i)] + x1 * cos_t[static_cast<size_t>(i)];
+    for (int64_t p = 0; p < a.n_planes; ++p) {
+      uint8_t* dst = static_cast<uint8_t*>(a.cache) + static_cast<size_t>(cells[r]) * a.row_bytes +
+                     static_cast<size_t>(p) * a.plane_bytes;
+      traits.dequantize(dst, row.data(), n_row);
+      for (int64_t h = 0; h < a.n_head; ++h) {
+        float* xh = row.data() + h * a.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t i0 = a.mode == RopeMode::kNeox ? i : 2 * i;
+          const int64_t i1 = a.mode == RopeMode::kNeox ? i + half : 2 * i + 1;
+          const float x0 = xh[i0];
+          const float x1 = xh[i1];
+          xh[i0] = x0 * cos_t[static_cast<size_t>(i)] - x1 * sin_t[static_cast<size_t>(i)];
+          xh[i1] = x0 * sin_t[static_cast<size_t>(i)] + x1 * cos_t[static_cast<size_t>(i)];
+        }
       }
+      traits.quantize(row.data(), dst, n_row);
     }
-    traits.quantize(row.data(), dst, n_row);
   }
 }
 
@@ -57,7 +60,8 @@ void rope_shift(const RopeShiftArgs& a, const int32_t* cells, const int32_t* del
 
 void rope_shift(ThreadPool& pool, const RopeShiftArgs& a, const int32_t* cells,
                 const int32_t* delta, int64_t n) {
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(a.head_dim * a.n_head, 1));
+  const int64_t grain =
+      std::max<int64_t>(1, 16384 / std::max<int64_t>(a.head_dim * a.n_head * a.n_planes, 1));
   pool.parallel_for(n, grain, [&](int, int64_t begin, int64_t end) {
     ref::rope_shift(a, cells + begin, delta + begin, end - begin);
   });

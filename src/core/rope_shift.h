@@ -23,8 +23,12 @@ struct RopeShiftArgs {
   void* cache = nullptr;
   size_t row_bytes = 0;  // between cells
   int64_t head_dim = 0;
-  int64_t n_head = 0;  // heads per row
-  int64_t n_rot = 0;   // leading dims of each head that rotate (even, <= head_dim)
+  int64_t n_head = 0;  // heads per plane of a row
+  // A cell's row is n_planes pieces of n_head heads, plane_bytes apart (a head-major cache: a
+  // plane per kv head).
+  int64_t n_planes = 1;
+  size_t plane_bytes = 0;
+  int64_t n_rot = 0;  // leading dims of each head that rotate (even, <= head_dim)
   RopeMode mode = RopeMode::kNormal;
   // The angles: rates[n_rot / 2] when not null (theta_i = d * rates[i]); else rope()'s
   // theta_i = d * freq_scale * freq_base^(-2i / n_rot).

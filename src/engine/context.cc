@@ -99,12 +99,16 @@ Status Context::alloc_buffers() {
     rt->kv = std::move(kv).value();
     rt->k_cache.clear();
     rt->v_cache.clear();
+    // Head-major, [head_dim, cells, kv heads]: each kv head's cells side by side, so that a
+    // thread attending with one kv head reads one stretch of memory (core/ops.h's KvStrides;
+    // measured in docs/engine.md). The ops that write, copy and shift cells take the planes.
     for (int64_t l = 0; l < n_layers; ++l) {
       const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
-      rt->k_cache.push_back(
-          make_tensor(rt->kv->handle(), off, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
-      rt->v_cache.push_back(
-          make_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp.n_embd_kv(), p.n_ctx));
+      for (const uint64_t at : {off, off + per_cache}) {
+        (at == off ? rt->k_cache : rt->v_cache)
+            .push_back(
+                make_tensor(rt->kv->handle(), at, p.kv_dtype, hp.head_dim, p.n_ctx, hp.n_head_kv));
+      }
     }
   }
   if (engine_.model().rope_uses_tables()) STRATA_RETURN_IF_ERROR(upload_rope_tables());
@@ -635,7 +639,9 @@ Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t
       runs.push_back({cells[p], p, 1});
     }
   }
-  const uint64_t row = layout.row_bytes;
+  // A cell's values of one kv head: the caches are head-major (alloc_buffers), one plane per kv
+  // head, as the state's rows are (SeqStateLayout).
+  const uint64_t seg = layout.head_bytes();
   // A remote stream sends its queued reads or writes as one batched message: keep each under
   // the protocol's region count and a size a worker takes without strain.
   constexpr size_t kMaxRegions = 4096;
@@ -648,25 +654,30 @@ Status Context::transfer_rows(int32_t seq, const SeqStateLayout& layout, uint8_t
       const uint64_t layer = static_cast<uint64_t>(rt->stage->layer_begin + li);
       for (int kv = 0; kv < 2; ++kv) {
         const TensorRef& cache = kv == 0 ? rt->k_cache[li] : rt->v_cache[li];
-        const uint64_t host = kv == 0 ? layout.k_offset(layer) : layout.v_offset(layer);
-        for (const Run& r : runs) {
-          const uint64_t bytes = row * static_cast<uint64_t>(r.len);
-          const TensorRef region =
-              make_tensor(cache.buffer, cache.offset + row * static_cast<uint64_t>(r.cell),
-                          DType::kI8, static_cast<int64_t>(bytes));
-          const uint64_t at = host + row * static_cast<uint64_t>(r.pos);
-          if (read_into != nullptr) {
-            rt->stream->get_tensor(region, read_into + at, bytes);
-          } else {
-            // Read when the write leaves, not copied now: the state outlives the drain below,
-            // and a remote stream would otherwise copy every row into its staging first.
-            rt->stream->set_tensor_after(region, write_from + at, bytes, Event());
-          }
-          batch_bytes += bytes;
-          if (++regions >= kMaxRegions || batch_bytes >= kMaxBatchBytes) {
-            rt->stream->flush();
-            regions = 0;
-            batch_bytes = 0;
+        STRATA_CHECK(cache.nb[1] == seg && static_cast<uint64_t>(cache.ne[2]) == layout.n_planes,
+                     "transfer_rows: the cache is not head-major");
+        for (uint64_t plane = 0; plane < layout.n_planes; ++plane) {
+          const uint64_t host = layout.plane_offset(layer, kv, plane);
+          const uint64_t device = cache.offset + plane * cache.nb[2];
+          for (const Run& r : runs) {
+            const uint64_t bytes = seg * static_cast<uint64_t>(r.len);
+            const TensorRef region =
+                make_tensor(cache.buffer, device + seg * static_cast<uint64_t>(r.cell), DType::kI8,
+                            static_cast<int64_t>(bytes));
+            const uint64_t at = host + seg * static_cast<uint64_t>(r.pos);
+            if (read_into != nullptr) {
+              rt->stream->get_tensor(region, read_into + at, bytes);
+            } else {
+              // Read when the write leaves, not copied now: the state outlives the drain below,
+              // and a remote stream would otherwise copy every row into its staging first.
+              rt->stream->set_tensor_after(region, write_from + at, bytes, Event());
+            }
+            batch_bytes += bytes;
+            if (++regions >= kMaxRegions || batch_bytes >= kMaxBatchBytes) {
+              rt->stream->flush();
+              regions = 0;
+              batch_bytes = 0;
+            }
           }
         }
       }
@@ -684,7 +695,7 @@ Result<HostBytes> Context::seq_state_save(int32_t seq) {
   }
   const uint32_t n = static_cast<uint32_t>(cells_.seq_len(seq));
   HostBytes state = seq_state_alloc(fingerprint_, n);
-  const SeqStateLayout layout{n, seq_state_row_bytes(fingerprint_)};
+  const SeqStateLayout layout{n, seq_state_row_bytes(fingerprint_), fingerprint_.n_head_kv};
   std::memcpy(state.data() + layout.tokens_offset(), cells_.tokens(seq).data(), 4 * size_t{n});
   STRATA_RETURN_IF_ERROR(transfer_rows(seq, layout, state.data(), nullptr));
   seq_state_seal(fingerprint_, n, state);
@@ -713,7 +724,8 @@ Status Context::seq_state_restore(int32_t seq, std::span<const uint8_t> state) {
                         " are free");
   }
   cells_.seq_truncate(seq, 0);
-  const SeqStateLayout layout{h.n_tokens, seq_state_row_bytes(fingerprint_)};
+  const SeqStateLayout layout{h.n_tokens, seq_state_row_bytes(fingerprint_),
+                              fingerprint_.n_head_kv};
   const uint8_t* tokens = state.data() + layout.tokens_offset();
   for (uint32_t i = 0; i < h.n_tokens; ++i) {
     int32_t t;

@@ -44,7 +44,7 @@ struct SeqStateFingerprint {
 
 constexpr size_t kSeqStateArchBytes = 32;
 constexpr size_t kSeqStateHeaderBytes = 136;
-constexpr uint32_t kSeqStateVersion = 1;
+constexpr uint32_t kSeqStateVersion = 2;
 
 // The fingerprint of `model` with a KV cache of `kv_dtype`; `rope` holds the context's rope
 // tables when the model uses them (their rates depend on the context length with LongRoPE).
@@ -65,17 +65,20 @@ struct SeqStateHeader {
   uint64_t payload_hash = 0;
 };
 
-// Where things are in a state's bytes.
+// Where things are in a state's bytes. A layer's K (and its V) is n_planes planes, one per kv
+// head, each holding that head's values of the n_tokens positions in order (the CPU's cache
+// layout, so that a run of cells is one region per head).
 struct SeqStateLayout {
   uint64_t n_tokens = 0;
-  uint64_t row_bytes = 0;
+  uint64_t row_bytes = 0;  // a position's K (or V) bytes, all its kv heads
+  uint64_t n_planes = 1;   // kv heads; row_bytes is a multiple of it
   uint64_t tokens_offset() const { return kSeqStateHeaderBytes; }
-  uint64_t k_offset(uint64_t layer) const { return rows_offset(2 * layer); }
-  uint64_t v_offset(uint64_t layer) const { return rows_offset(2 * layer + 1); }
-
- private:
-  uint64_t rows_offset(uint64_t i) const {
-    return kSeqStateHeaderBytes + 4 * n_tokens + i * n_tokens * row_bytes;
+  uint64_t head_bytes() const { return row_bytes / n_planes; }
+  // Kv head `plane` of position 0 of the layer's K (kv = 0) or V (kv = 1).
+  uint64_t plane_offset(uint64_t layer, int kv, uint64_t plane) const {
+    return kSeqStateHeaderBytes + 4 * n_tokens +
+           (2 * layer + static_cast<uint64_t>(kv)) * n_tokens * row_bytes +
+           plane * n_tokens * head_bytes();
   }
 };
 

@@ -42,6 +42,12 @@ Status check_layout_rows(const TensorRef& w) {
   });
 }
 
+// Whether t is `pieces` pieces of `piece` values in a row: t.ne[0] == piece * pieces, without
+// the product (a peer's sizes may overflow it).
+bool is_pieces(const TensorRef& t, int64_t piece, int64_t pieces) {
+  return piece >= 1 && t.ne[0] % piece == 0 && t.ne[0] / piece == pieces;
+}
+
 // --- Validators, one per op (or per family of ops of one shape rule) ---------------------------
 
 Status validate_get_rows(const NodeView& n) {
@@ -51,10 +57,17 @@ Status validate_get_rows(const NodeView& n) {
   STRATA_RETURN_IF_ERROR(check_layout_rows(n.src(0)));
   STRATA_RETURN_IF_ERROR(
       need(is_i32(n.src(1)) && n.src(1).contiguous(), "ids must be contiguous i32"));
-  return need_lazy(
-      is_f32(out) && out.ne[0] == n.src(0).ne[0] && out.ne[1] == n.src(1).ne[0] && out.ne[2] == 1 &&
-          out.ne[3] == 1 && n.src(0).ne[2] == 1 && n.src(0).ne[3] == 1,
-      [&] { return "out must be f32 [n, ids] of table [n, rows]: out " + shape_str(out); });
+  // A table of planes (a head-major KV cache, copied cell by cell) is never a layout's.
+  const TensorRef& table = n.src(0);
+  STRATA_RETURN_IF_ERROR(
+      need(table.ne[3] == 1 && (table.ne[2] == 1 || !dtype_is_layout(table.dtype)),
+           "table must be [n, rows] or, not in a device layout, [n, rows, planes]"));
+  return need_lazy(is_f32(out) && is_pieces(out, table.ne[0], table.ne[2]) &&
+                       out.ne[1] == n.src(1).ne[0] && out.ne[2] == 1 && out.ne[3] == 1,
+                   [&] {
+                     return "out must be f32 [n * planes, ids] of table [n, rows, planes]: out " +
+                            shape_str(out) + ", table " + shape_str(table);
+                   });
 }
 
 Status validate_rms_norm(const NodeView& n) {
@@ -139,10 +152,12 @@ Status validate_softcap(const NodeView& n) {
 
 Status validate_set_rows(const NodeView& n) {
   const TensorRef& cache = n.src(0);
-  return need((cache.dtype == DType::kF16 || is_f32(cache)) && is_f32(n.src(1)) &&
-                  is_i32(n.src(2)) && n.src(1).ne[0] == cache.ne[0] &&
+  return need((cache.dtype == DType::kF16 || is_f32(cache)) && cache.rows_contiguous() &&
+                  cache.ne[3] == 1 && is_f32(n.src(1)) && is_i32(n.src(2)) &&
+                  is_pieces(n.src(1), cache.ne[0], cache.ne[2]) &&
                   n.src(2).ne[0] == n.src(1).n_rows() && n.node.out == n.node.src[0],
-              "set_rows: cache f16/f32 [n, cells], rows f32 [n, t], idx i32 [t], in place");
+              "set_rows: cache f16/f32 [n, cells, planes], rows f32 [n * planes, t], idx i32 [t], "
+              "in place");
 }
 
 Status validate_attention(const NodeView& n) {
@@ -153,10 +168,15 @@ Status validate_attention(const NodeView& n) {
   const int64_t kv_heads = n.node.iparams[0];
   STRATA_RETURN_IF_ERROR(
       need(kv_heads >= 1 && q.ne[1] % kv_heads == 0, "kv_heads must divide the query heads"));
-  STRATA_RETURN_IF_ERROR(need(k.dtype == v.dtype && (k.dtype == DType::kF16 || is_f32(k)) &&
-                                  k.ne[0] == q.ne[0] * kv_heads && v.ne[0] == k.ne[0] &&
-                                  k.nb[1] == v.nb[1],
-                              "k and v caches must be f16/f32 [hd*kv_heads, cells] alike"));
+  // Cell-major, a cell's heads side by side: [hd * kv_heads, cells]; head-major, a plane of
+  // cells per kv head: [hd, cells, kv_heads] (core/ops.h's KvStrides).
+  const bool cell_major = is_pieces(k, q.ne[0], kv_heads) && k.ne[2] == 1;
+  const bool head_major = k.ne[0] == q.ne[0] && k.ne[2] == kv_heads;
+  STRATA_RETURN_IF_ERROR(
+      need(k.dtype == v.dtype && (k.dtype == DType::kF16 || is_f32(k)) && k.rows_contiguous() &&
+               v.rows_contiguous() && (cell_major || head_major) && k.ne[3] == 1 &&
+               same_shape(k, v) && k.nb[1] == v.nb[1] && k.nb[2] == v.nb[2],
+           "k and v caches must be f16/f32 [hd * kv_heads, cells] or [hd, cells, kv_heads] alike"));
   STRATA_RETURN_IF_ERROR(need(is_i32(n.src(3)) && n.src(3).contiguous() && is_i32(n.src(4)) &&
                                   n.src(4).contiguous() && n.src(4).ne[0] == 2 &&
                                   n.src(4).ne[1] == q.ne[2],
@@ -189,9 +209,10 @@ Status validate_rope_shift(const NodeView& n) {
   const int32_t mode = n.node.iparams[1];
   const int32_t hd = n.node.iparams[2];
   STRATA_RETURN_IF_ERROR(need((cache.dtype == DType::kF16 || is_f32(cache)) &&
-                                  cache.rows_contiguous() && cache.ne[2] == 1 && cache.ne[3] == 1 &&
+                                  cache.rows_contiguous() && cache.ne[3] == 1 &&
                                   n.node.out == n.node.src[0],
-                              "rope_shift: cache f16/f32 [n, cells] with packed rows, in place"));
+                              "rope_shift: cache f16/f32 [n, cells, planes] with packed rows, in "
+                              "place"));
   STRATA_RETURN_IF_ERROR(need(hd > 0 && cache.ne[0] % hd == 0, "hd must divide the row length"));
   STRATA_RETURN_IF_ERROR(
       need(n_rot > 0 && n_rot <= hd && n_rot % 2 == 0, "n_rot must be even and in (0, hd]"));

@@ -200,6 +200,7 @@ Status Connection::hello() {
   worker_idle_ms_ = resp.idle_timeout_ms;
   // A worker without the bit is older than op capabilities: it runs the baseline.
   device_caps_ = has(kCapOpCaps) ? resp.device_caps : device_caps_baseline();
+  device_caps_.kv_planes = has(kCapKvPlanes);
 
   auto info = exchange(Command::kDeviceInfo, {});
   if (!info.is_ok()) return info.status().with_context(who + ": DEVICE_INFO");

@@ -127,10 +127,11 @@ constexpr uint64_t kCapBatched = 1 << 1;         // SET_TENSORS and GET_TENSORS
 constexpr uint64_t kCapGraphRecompute = 1 << 2;  // GRAPH_RECOMPUTE
 constexpr uint64_t kCapCopyTensor = 1 << 3;      // COPY_TENSOR
 constexpr uint64_t kCapStreams = 1 << 4;         // header.stream: sticky errors per stream
-constexpr uint64_t kCapOpCaps = 1 << 5;   // the HELLO response lists the worker's ops and dtypes
-constexpr uint64_t kCapHandoff = 1 << 6;  // HANDOFF_*: a stage's output goes to the next worker
+constexpr uint64_t kCapOpCaps = 1 << 5;    // the HELLO response lists the worker's ops and dtypes
+constexpr uint64_t kCapHandoff = 1 << 6;   // HANDOFF_*: a stage's output goes to the next worker
+constexpr uint64_t kCapKvPlanes = 1 << 7;  // DeviceCaps::kv_planes: KV caches in planes
 constexpr uint64_t kCapAll = kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor |
-                             kCapStreams | kCapOpCaps | kCapHandoff;
+                             kCapStreams | kCapOpCaps | kCapHandoff | kCapKvPlanes;
 // The bit a command needs, 0 for the commands every peer has.
 uint64_t command_capability(Command c);
 

@@ -45,6 +45,8 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
   EXPECT_FALSE(first->ops.test(bit(Op::kCopy)));
   EXPECT_FALSE(first->ops.test(bit(Op::kArgmax)));
   EXPECT_EQ(first->weight_dtypes, DTypeSet().set(bit(DType::kQ8_0)));
+  // The caches are head-major: a plane per kv head.
+  EXPECT_TRUE(first->kv_planes);
 
   // The last stage picks the rows that want logits (get_rows over the f32 hidden state) when
   // a prompt chunk has more tokens than outputs.
@@ -67,6 +69,7 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
   ASSERT_TRUE(empty) << empty.status().message();
   EXPECT_EQ(empty->ops, OpSet().set(bit(Op::kCopy)));
   EXPECT_TRUE(empty->weight_dtypes.none());
+  EXPECT_FALSE(empty->kv_planes);
 }
 
 // CPU for layers 0-2, the worker for layers 2-4 and the output.
@@ -102,6 +105,22 @@ TEST(StageCaps, AWorkerWithoutAnOpOrDTypeIsRefusedBeforeAnyUpload) {
             std::string::npos)
       << msg;
   EXPECT_EQ(msg.find("CPU"), std::string::npos) << "the CPU can run its stage: " << msg;
+  EXPECT_EQ(worker->bytes_allocated(), 0u) << "weights were uploaded before the refusal";
+}
+
+// A worker of a release before head-major KV caches (it does not announce kCapKvPlanes) is
+// refused by name when the split is planned, not at its first step.
+TEST(StageCaps, AWorkerWithoutKvPlanesIsRefusedBeforeAnyUpload) {
+  rpc::WorkerOptions o;
+  o.hide_caps = rpc::kCapKvPlanes;
+  auto worker = testing::start_local_worker(o);
+  ASSERT_TRUE(worker);
+  Result<std::unique_ptr<Engine>> e = split_onto(*worker);
+  ASSERT_FALSE(e);
+  const std::string& msg = e.status().message();
+  EXPECT_EQ(e.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(msg.find("(layers 2-4, output): cannot run KV caches in planes"), std::string::npos)
+      << msg;
   EXPECT_EQ(worker->bytes_allocated(), 0u) << "weights were uploaded before the refusal";
 }
 

@@ -28,6 +28,7 @@ class FlakyDevice : public Device {
   FlakyDevice(std::unique_ptr<Device> inner, int fail_from, bool blocking_copies = false)
       : inner_(std::move(inner)), fail_from_(fail_from), blocking_copies_(blocking_copies) {}
   DeviceInfo info() const override { return inner_->info(); }
+  DeviceCaps caps() const override { return inner_->caps(); }
   Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
     return inner_->alloc_buffer(size);
   }

@@ -160,13 +160,16 @@ void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 // Attention of t queries of `heads` heads over a cache of `cells` cells in `kv` dtype, with two
 // lists (sequences) of up to `len` cells.
 // With `sinks`, attention_sink (gpt-oss: the window and cap of attention_ext, and one sink logit
-// per head, some far above the scores).
+// per head, some far above the scores). With `head_major`, the caches are [hd, cells, kv_heads]
+// (a plane of cells per kv head, as the engine allocates them), else [hd * kv_heads, cells].
 void attention_case(CaseGraph& c, DType kv, int64_t hd, int64_t heads, int64_t kv_heads, int64_t t,
                     int64_t cells, int64_t len, int32_t window = -1, float softcap = 0.0f,
-                    bool sinks = false) {
+                    bool sinks = false, bool head_major = false) {
   const int32_t q = c.f32(hd, heads, t);
-  const int32_t k = c.weight(kv, hd * kv_heads, cells);
-  const int32_t v = c.weight(kv, hd * kv_heads, cells);
+  const int32_t k =
+      head_major ? c.weight(kv, hd, cells, kv_heads) : c.weight(kv, hd * kv_heads, cells);
+  const int32_t v =
+      head_major ? c.weight(kv, hd, cells, kv_heads) : c.weight(kv, hd * kv_heads, cells);
   std::vector<int32_t> lists(static_cast<size_t>(2 * len));
   for (int32_t& x : lists) x = static_cast<int32_t>(c.rng().next() % cells);
   std::vector<int32_t> tok;
@@ -297,6 +300,11 @@ const std::vector<OpCase>& cases() {
          const int32_t table = c.weight(DType::kQ8_0, 64, 10);
          c.node(Op::kGetRows, c.out(DType::kF32, 64, 5), {table, c.ids(5, 10)});
        }},
+      {"get_rows_f16_planes", Op::kGetRows,
+       [](CaseGraph& c) {
+         const int32_t table = c.weight(DType::kF16, 16, 9, 4);
+         c.node(Op::kGetRows, c.out(DType::kF32, 64, 5), {table, c.ids(5, 9)});
+       }},
       {"get_rows_f32", Op::kGetRows,
        [](CaseGraph& c) {
          const int32_t table = c.f32(24, 7);
@@ -384,6 +392,12 @@ const std::vector<OpCase>& cases() {
          c.written(cache);
          c.node(Op::kSetRows, cache, {cache, c.f32(32, 3), c.distinct_ids(3, 8)});
        }},
+      {"set_rows_f16_planes", Op::kSetRows,
+       [](CaseGraph& c) {
+         const int32_t cache = c.weight(DType::kF16, 16, 8, 3);  // a plane per kv head
+         c.written(cache);
+         c.node(Op::kSetRows, cache, {cache, c.f32(48, 3), c.distinct_ids(3, 8)});
+       }},
       {"set_rows_f32", Op::kSetRows,
        [](CaseGraph& c) {
          const int32_t cache = c.f32(24, 6);
@@ -392,6 +406,12 @@ const std::vector<OpCase>& cases() {
        }},
       {"attention_f16_gqa", Op::kAttention,
        [](CaseGraph& c) { attention_case(c, DType::kF16, 16, 4, 2, 3, 9, 5); }},
+      {"attention_f16_gqa_head_major", Op::kAttention,
+       [](CaseGraph& c) {
+         attention_case(c, DType::kF16, 16, 4, 2, 3, 9, 5, -1, 0.0f, false, true);
+       }},
+      {"attention_sink_f32_head_major", Op::kAttentionSink,
+       [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 6, 3, 3, 6, 6, 0, 0.5f, true, true); }},
       {"attention_f32_mha", Op::kAttention,
        [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 3, 3, 4, 6, 6); }},
       {"attention_ext_window_softcap", Op::kAttentionExt,
@@ -421,6 +441,13 @@ const std::vector<OpCase>& cases() {
          c.node(Op::kRopeShift, cache,
                 {cache, c.distinct_ids(4, 10), c.i32({-3, -100, -4000, 7}, 4)}, {16, 2, 16},
                 {10000.0f, 1.0f});
+       }},
+      {"rope_shift_f16_planes", Op::kRopeShift,
+       [](CaseGraph& c) {
+         const int32_t cache = c.weight(DType::kF16, 16, 10, 4);  // a plane per kv head of 16
+         c.written(cache);
+         c.node(Op::kRopeShift, cache, {cache, c.distinct_ids(3, 10), c.i32({-3, 9, -4000}, 3)},
+                {16, 0, 16}, {10000.0f, 1.0f});
        }},
       {"rope_shift_f32_rates_partial", Op::kRopeShift,
        [](CaseGraph& c) {
