@@ -44,7 +44,8 @@ class KvGraph : public CpuBufferTable {
     return t;
   }
   void node(Op op, int32_t out, std::initializer_list<int32_t> src,
-            std::initializer_list<int32_t> iparams = {}, std::initializer_list<float> fparams = {}) {
+            std::initializer_list<int32_t> iparams = {},
+            std::initializer_list<float> fparams = {}) {
     Node n;
     n.op = op;
     n.out = out;
@@ -62,7 +63,8 @@ class KvGraph : public CpuBufferTable {
 // Element d of kv head h of cell c of a cache tensor t, as a float.
 float cache_at(KvGraph& g, int32_t t, int64_t c, int64_t h, int64_t d, bool head_major) {
   const TensorRef& r = g.graph.tensors[t];
-  const size_t off = head_major ? c * r.nb[1] + h * r.nb[2] + d * 2 : c * r.nb[1] + (h * kHd + d) * 2;
+  const size_t off =
+      head_major ? c * r.nb[1] + h * r.nb[2] + d * 2 : c * r.nb[1] + (h * kHd + d) * 2;
   uint16_t v;
   std::memcpy(&v, g.at(t) + off, 2);
   return f16_to_f32(v);
@@ -104,10 +106,10 @@ KvRun run(bool head_major, int threads) {
   };
   const int32_t k = cache(start_k), v = cache(start_v);
 
-  const int32_t new_k = g.values(DType::kF32, uniform(kTokens * kKvHeads * kHd), kHd * kKvHeads,
-                                 kTokens);
-  const int32_t new_v = g.values(DType::kF32, uniform(kTokens * kKvHeads * kHd), kHd * kKvHeads,
-                                 kTokens);
+  const int32_t new_k =
+      g.values(DType::kF32, uniform(kTokens * kKvHeads * kHd), kHd * kKvHeads, kTokens);
+  const int32_t new_v =
+      g.values(DType::kF32, uniform(kTokens * kKvHeads * kHd), kHd * kKvHeads, kTokens);
   const int32_t idx = g.values(DType::kI32, std::vector<int32_t>{7, 31, 2, 19}, kTokens);
   g.node(Op::kSetRows, k, {k, new_k, idx});
   g.node(Op::kSetRows, v, {v, new_v, idx});
@@ -126,8 +128,8 @@ KvRun run(bool head_major, int threads) {
   std::iota(lists.begin(), lists.end(), 0);
   for (int64_t i = 0; i < kCells; ++i) lists[kCells + i] = static_cast<int32_t>(kCells - 1 - i);
   const int32_t cells = g.values(DType::kI32, lists, kCells, 2);
-  const int32_t tok = g.values(DType::kI32, std::vector<int32_t>{0, 40, 1, 17, 0, 1, 1, 33}, 2,
-                               kTokens);
+  const int32_t tok =
+      g.values(DType::kI32, std::vector<int32_t>{0, 40, 1, 17, 0, 1, 1, 33}, 2, kTokens);
   const int32_t q = g.values(DType::kF32, uniform(kTokens * kHeads * kHd), kHd, kHeads, kTokens);
   const int32_t out = g.add(make_tensor(0, 0, DType::kF32, kHd, kHeads, kTokens));
   g.node(Op::kAttention, out, {q, k, v, cells, tok}, {kKvHeads}, {0.2f});
