@@ -12,6 +12,7 @@
 #include "core/fp16.h"
 #include "core/kernel_test_util.h"
 #include "core/rng.h"
+#include "graph/builder.h"
 
 namespace strata {
 // Names of their own: the tests are compiled as one unit, beside other files' kHd and kCells.
@@ -33,8 +34,7 @@ class KvGraph : public CpuBufferTable {
     t.buffer = kKvBuffer;
     t.offset = (bytes.size() + 63) / 64 * 64;
     bytes.resize(t.offset + t.extent_bytes());
-    graph.tensors.push_back(t);
-    return static_cast<int32_t>(graph.tensors.size() - 1);
+    return builder.external(t);
   }
   template <typename T>
   int32_t values(DType dtype, const std::vector<T>& v, int64_t ne0, int64_t ne1 = 1,
@@ -43,26 +43,26 @@ class KvGraph : public CpuBufferTable {
     std::memcpy(at(t), v.data(), v.size() * sizeof(T));
     return t;
   }
-  void node(Op op, int32_t out, std::initializer_list<int32_t> src,
-            std::initializer_list<int32_t> iparams = {},
-            std::initializer_list<float> fparams = {}) {
-    Node n;
-    n.op = op;
-    n.out = out;
-    std::copy(src.begin(), src.end(), n.src);
-    std::copy(iparams.begin(), iparams.end(), n.iparams);
-    std::copy(fparams.begin(), fparams.end(), n.fparams);
-    graph.nodes.push_back(n);
+  // The builder's tensor, or the finished graph's once it ran (finish() moves them out).
+  const TensorRef& tensor(int32_t t) const {
+    return graph.tensors.empty() ? builder.tensor(t) : graph.tensors[t];
   }
-  uint8_t* at(int32_t t) { return bytes.data() + graph.tensors[t].offset; }
+  uint8_t* at(int32_t t) { return bytes.data() + tensor(t).offset; }
+  // Every tensor is external: the plan places nothing.
+  Status compute(ThreadPool& pool) {
+    builder.plan();
+    graph = builder.finish(kKvBuffer);
+    return cpu_graph_compute(graph, *this, pool);
+  }
 
+  GraphBuilder builder;
   Graph graph;
   std::vector<uint8_t> bytes;
 };
 
 // Element d of kv head h of cell c of a cache tensor t, as a float.
 float cache_at(KvGraph& g, int32_t t, int64_t c, int64_t h, int64_t d, bool head_major) {
-  const TensorRef& r = g.graph.tensors[t];
+  const TensorRef& r = g.tensor(t);
   const size_t off =
       head_major ? c * r.nb[1] + h * r.nb[2] + d * 2 : c * r.nb[1] + (h * kHd + d) * 2;
   uint16_t v;
@@ -91,7 +91,7 @@ KvRun run(bool head_major, int threads) {
   const auto cache = [&](const std::vector<float>& vals) {
     const int32_t t = head_major ? g.add(make_tensor(0, 0, DType::kF16, kHd, kCells, kKvHeads))
                                  : g.add(make_tensor(0, 0, DType::kF16, kHd * kKvHeads, kCells));
-    const TensorRef& r = g.graph.tensors[t];
+    const TensorRef& r = g.tensor(t);
     for (int64_t c = 0; c < kCells; ++c) {
       for (int64_t h = 0; h < kKvHeads; ++h) {
         for (int64_t d = 0; d < kHd; ++d) {
@@ -111,18 +111,18 @@ KvRun run(bool head_major, int threads) {
   const int32_t new_v =
       g.values(DType::kF32, uniform(kTokens * kKvHeads * kHd), kHd * kKvHeads, kTokens);
   const int32_t idx = g.values(DType::kI32, std::vector<int32_t>{7, 31, 2, 19}, kTokens);
-  g.node(Op::kSetRows, k, {k, new_k, idx});
-  g.node(Op::kSetRows, v, {v, new_v, idx});
+  g.builder.node(Op::kSetRows, k, {k, new_k, idx});
+  g.builder.node(Op::kSetRows, v, {v, new_v, idx});
 
   const int32_t from = g.values(DType::kI32, std::vector<int32_t>{7, 11, 12}, 3);
   const int32_t to = g.values(DType::kI32, std::vector<int32_t>{25, 26, 39}, 3);
   const int32_t copied = g.add(make_tensor(0, 0, DType::kF32, kHd * kKvHeads, 3));
-  g.node(Op::kGetRows, copied, {k, from});
-  g.node(Op::kSetRows, k, {k, copied, to});
+  g.builder.node(Op::kGetRows, copied, {k, from});
+  g.builder.node(Op::kSetRows, k, {k, copied, to});
 
   const int32_t shifted = g.values(DType::kI32, std::vector<int32_t>{3, 25, 8, 19}, 4);
   const int32_t delta = g.values(DType::kI32, std::vector<int32_t>{-2, -30, 5, -1000}, 4);
-  g.node(Op::kRopeShift, k, {k, shifted, delta}, {kHd, 2, kHd}, {10000.0f, 1.0f});
+  g.builder.node(Op::kRopeShift, k, {k, shifted, delta}, {kHd, 2, kHd}, {10000.0f, 1.0f});
 
   std::vector<int32_t> lists(2 * kCells);
   std::iota(lists.begin(), lists.end(), 0);
@@ -132,10 +132,10 @@ KvRun run(bool head_major, int threads) {
       g.values(DType::kI32, std::vector<int32_t>{0, 40, 1, 17, 0, 1, 1, 33}, 2, kTokens);
   const int32_t q = g.values(DType::kF32, uniform(kTokens * kHeads * kHd), kHd, kHeads, kTokens);
   const int32_t out = g.add(make_tensor(0, 0, DType::kF32, kHd, kHeads, kTokens));
-  g.node(Op::kAttention, out, {q, k, v, cells, tok}, {kKvHeads}, {0.2f});
+  g.builder.node(Op::kAttention, out, {q, k, v, cells, tok}, {kKvHeads}, {0.2f});
 
   ThreadPool pool(threads);
-  const Status s = cpu_graph_compute(g.graph, g, pool);
+  const Status s = g.compute(pool);
   EXPECT_TRUE(s.is_ok()) << s.message();
   KvRun r;
   for (int64_t c = 0; c < kCells; ++c) {
@@ -147,7 +147,7 @@ KvRun run(bool head_major, int threads) {
     }
   }
   const auto bytes_of = [&g](int32_t t) {
-    return std::vector<uint8_t>(g.at(t), g.at(t) + g.graph.tensors[t].extent_bytes());
+    return std::vector<uint8_t>(g.at(t), g.at(t) + g.tensor(t).extent_bytes());
   };
   r.attn = bytes_of(out);
   r.copied = bytes_of(copied);
@@ -186,9 +186,9 @@ TEST(CpuExecKvLayout, MismatchedPlanesAreRefused) {
   const int32_t cache = g.add(make_tensor(0, 0, DType::kF16, kHd, kCells, kKvHeads));
   const int32_t rows = g.add(make_tensor(0, 0, DType::kF32, kHd * (kKvHeads - 1), 2));
   const int32_t idx = g.values(DType::kI32, std::vector<int32_t>{0, 1}, 2);
-  g.node(Op::kSetRows, cache, {cache, rows, idx});
+  g.builder.node(Op::kSetRows, cache, {cache, rows, idx});
   ThreadPool pool(1);
-  const Status s = cpu_graph_compute(g.graph, g, pool);
+  const Status s = g.compute(pool);
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("planes"), std::string::npos) << s.message();
 }

@@ -89,23 +89,27 @@ Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
   return Engine::create(std::move(model), std::move(devices), eo);
 }
 
-TEST(StageCaps, AWorkerWithoutAnOpOrDTypeIsRefusedBeforeAnyUpload) {
-  rpc::WorkerOptions o;
-  o.hide_ops.set(bit(Op::kSwiglu));
-  o.hide_weight_dtypes.set(bit(DType::kQ8_0));
+// A worker started with `o` is refused for its stage (layers 2-4 and the output), as lacking
+// `what`, before anything is uploaded to it; the CPU's stage is not named.
+void expect_refused_before_upload(const rpc::WorkerOptions& o, const std::string& what) {
   auto worker = testing::start_local_worker(o);
   ASSERT_TRUE(worker);
   Result<std::unique_ptr<Engine>> e = split_onto(*worker);
   ASSERT_FALSE(e);
   const std::string& msg = e.status().message();
   EXPECT_EQ(e.status().kind(), ErrorKind::kUnsupported);
-  EXPECT_NE(msg.find("RPC0[" + worker->address() +
-                     "] (layers 2-4, output): cannot run "
-                     "op 'swiglu', weight dtype q8_0"),
+  EXPECT_NE(msg.find("RPC0[" + worker->address() + "] (layers 2-4, output): cannot run " + what),
             std::string::npos)
       << msg;
   EXPECT_EQ(msg.find("CPU"), std::string::npos) << "the CPU can run its stage: " << msg;
   EXPECT_EQ(worker->bytes_allocated(), 0u) << "weights were uploaded before the refusal";
+}
+
+TEST(StageCaps, AWorkerWithoutAnOpOrDTypeIsRefusedBeforeAnyUpload) {
+  rpc::WorkerOptions o;
+  o.hide_ops.set(bit(Op::kSwiglu));
+  o.hide_weight_dtypes.set(bit(DType::kQ8_0));
+  expect_refused_before_upload(o, "op 'swiglu', weight dtype q8_0");
 }
 
 // A worker of a release before head-major KV caches (it does not announce kCapKvPlanes) is
@@ -113,15 +117,7 @@ TEST(StageCaps, AWorkerWithoutAnOpOrDTypeIsRefusedBeforeAnyUpload) {
 TEST(StageCaps, AWorkerWithoutKvPlanesIsRefusedBeforeAnyUpload) {
   rpc::WorkerOptions o;
   o.hide_caps = rpc::kCapKvPlanes;
-  auto worker = testing::start_local_worker(o);
-  ASSERT_TRUE(worker);
-  Result<std::unique_ptr<Engine>> e = split_onto(*worker);
-  ASSERT_FALSE(e);
-  const std::string& msg = e.status().message();
-  EXPECT_EQ(e.status().kind(), ErrorKind::kUnsupported);
-  EXPECT_NE(msg.find("(layers 2-4, output): cannot run KV caches in planes"), std::string::npos)
-      << msg;
-  EXPECT_EQ(worker->bytes_allocated(), 0u) << "weights were uploaded before the refusal";
+  expect_refused_before_upload(o, "KV caches in planes");
 }
 
 // Hiding what the stage does not need changes nothing: the model loads and runs.
