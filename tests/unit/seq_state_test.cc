@@ -228,6 +228,13 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
   HostBytes longer = s.state;
   longer.push_back(0);
   EXPECT_NE(message(longer).find("trailing bytes"), std::string::npos) << message(longer);
+  // A state saved before the caches went head-major (version 1: each position's kv heads side
+  // by side) is refused by its version, not read as planes.
+  HostBytes v1 = s.state;
+  v1[8] = 1;
+  expect_untouched(*ctx, v1, "version 1");
+  EXPECT_NE(message(v1).find("version 1, this build reads version 2"), std::string::npos)
+      << message(v1);
 
   // A flipped bit anywhere: magic, version, sizes, fingerprint, reserved, checksums, tokens,
   // rows of the first and of the last layer.
