@@ -7,6 +7,7 @@
 #include "core/dtype_traits.h"
 #include "core/isa.h"
 #include "engine/engine.h"
+#include "rpc/remote_backend.h"
 #include "unit/engine_testing.h"
 #include "unit/synth_file.h"
 
