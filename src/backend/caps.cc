@@ -19,10 +19,6 @@ Status for_each_name(std::string_view names, const Fn& fn) {
   return Status::ok();
 }
 
-}  // namespace
-
-namespace {
-
 // Whether node n reads or writes a KV cache in planes: a cache of more than one plane (for
 // attention, [head_dim, cells, kv_heads] with kv_heads > 1).
 bool takes_planes(const Graph& g, const Node& n) {

@@ -95,8 +95,8 @@ inline KvStrides kv_cell_major(size_t row_bytes, int64_t head_dim, DType kv_dtyp
 
 // Attention of n_tokens queries over the KV cache.
 //   q    F32 [head_dim, n_head, n_tokens], token stride q_tok_stride (elements)
-//   k, v kv_dtype (F32 or F16) caches of n_head_kv heads of head_dim values per cell, where
-//        `kv` says
+//   k, v kv_dtype (F32 or F16) caches of n_head_kv heads of head_dim values per cell: kv head
+//        h of cell c at k + c * kv.cell_bytes + h * kv.head_bytes (the same for v)
 //   cells I32 [max_len, n_lists]: list l is the cache cells of one sequence in position order
 //   tok  I32 [2, n_tokens]: token t attends to the first tok[2t+1] cells of list tok[2t]
 //   out  F32 [head_dim, n_head, n_tokens], token stride out_tok_stride
