@@ -103,13 +103,9 @@ BENCHMARK(BM_AttentionF16)
     ->Args({512, 1, 32})
     ->Unit(benchmark::kMicrosecond);
 
-// One decode token's attention per layer as a decode step meets it: the KV cache in memory, not
-// in any cache (the step's weights went through the caches since the layer's last visit). The
-// caches of enough layers to pass well beyond the L3 are used in turn. args: context length,
-// head_dim, query heads, kv heads.
 // A prompt chunk of one sequence, as the engine runs it: `chunk` consecutive tokens at
 // positions start.. attend causally to the cells before them. args: start, chunk, head_dim,
-// query heads, kv heads (the 1024/8-layer synthetic models: 64, 16, 4).
+// query heads, kv heads (the 1024/8-layer synthetic models: 64, 16, 4), and the cache's layout.
 void BM_AttentionPrompt(benchmark::State& state) {
   const int64_t start = state.range(0), chunk = state.range(1), head_dim = state.range(2);
   const int64_t n_head = state.range(3), n_head_kv = state.range(4);
