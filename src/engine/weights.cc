@@ -1,12 +1,12 @@
 #include "engine/weights.h"
 
 #include <algorithm>
-#include <atomic>
 #include <set>
 #include <thread>
 
 #include "core/check.h"
 #include "core/rows16.h"
+#include "core/thread_pool.h"
 
 namespace strata {
 namespace {
@@ -45,31 +45,25 @@ std::set<const GgufTensorInfo*> unaligned_views(const Model& model, int64_t laye
 
 // Writes t's ne[2] * ne[3] matrices of ne[1] rows into dst in `layout`. One thread rearranges
 // about 3 GB/s, so a large tensor's rows are cut into pieces of whole groups (each a matrix of
-// the layout itself: its groups are the tensor's) over the machine's threads.
-void pack_tensor(DType layout, const GgufTensorInfo& t, const uint8_t* src, uint8_t* dst) {
+// the layout itself: its groups are the tensor's) over `pool`, at least 8 MiB a thread.
+void pack_tensor(ThreadPool& pool, DType layout, const GgufTensorInfo& t, const uint8_t* src,
+                 uint8_t* dst) {
   const size_t row_bytes = dtype_row_bytes(t.dtype, t.ne[0]);
-  const int64_t n_matrices = t.ne[2] * t.ne[3], n = t.ne[1];
+  const int64_t n = t.ne[1];
   constexpr int64_t kPieceRows = 64 * kLaneRows;
   const int64_t pieces_per_matrix = (n + kPieceRows - 1) / kPieceRows;
-  const int64_t n_pieces = n_matrices * pieces_per_matrix;
-  const auto pack_piece = [&](int64_t p) {
-    const int64_t i = p / pieces_per_matrix;
-    const int64_t r0 = p % pieces_per_matrix * kPieceRows, r1 = std::min(n, r0 + kPieceRows);
-    const size_t at = (static_cast<size_t>(i * n) + static_cast<size_t>(r0)) * row_bytes;
-    rows16_pack(layout, src + at, dst + at, r1 - r0, t.ne[0]);
-  };
-  constexpr uint64_t kThreadBytes = uint64_t{8} << 20;  // below this, one thread
-  const auto n_threads = static_cast<int64_t>(std::clamp<uint64_t>(
-      std::min<uint64_t>(t.size_bytes / kThreadBytes, std::thread::hardware_concurrency()), 1,
-      static_cast<uint64_t>(n_pieces)));
-  std::atomic<int64_t> next{0};
-  const auto work = [&] {
-    for (int64_t p = next++; p < n_pieces; p = next++) pack_piece(p);
-  };
-  std::vector<std::thread> threads;
-  for (int64_t i = 1; i < n_threads; ++i) threads.emplace_back(work);
-  work();
-  for (std::thread& th : threads) th.join();
+  constexpr uint64_t kThreadBytes = uint64_t{8} << 20;
+  const uint64_t piece_bytes = static_cast<uint64_t>(kPieceRows) * row_bytes;
+  const auto grain = static_cast<int64_t>((kThreadBytes + piece_bytes - 1) / piece_bytes);
+  pool.parallel_for(t.ne[2] * t.ne[3] * pieces_per_matrix, grain, [&](int, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t i = p / pieces_per_matrix;
+      const int64_t r0 = p % pieces_per_matrix * kPieceRows;
+      const int64_t r1 = std::min(n, r0 + kPieceRows);
+      const size_t at = (static_cast<size_t>(i * n) + static_cast<size_t>(r0)) * row_bytes;
+      rows16_pack(layout, src + at, dst + at, r1 - r0, t.ne[0]);
+    }
+  });
 }
 
 }  // namespace
@@ -181,6 +175,20 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
   std::unique_ptr<Stream> stream = device.create_stream();
   uint64_t done = 0;
   std::vector<uint8_t> packed;
+  // The machine's threads rearrange the tensors put in a layout; they sleep between tensors
+  // (poll 0), not to spin beside the stream's copies.
+  std::unique_ptr<ThreadPool> pack_pool;
+  const auto pool = [&pack_pool]() -> ThreadPool& {
+    if (pack_pool == nullptr) {
+      ThreadPoolOptions o;
+      o.n_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u));
+      o.poll = 0;
+      auto created = ThreadPool::create(o);
+      STRATA_CHECK(created.is_ok(), "a pool of this machine's threads, placed anywhere");
+      pack_pool = std::move(created).value();
+    }
+    return *pack_pool;
+  };
   for (const GgufTensorInfo* t : tensors) {
     TensorRef dst = make_tensor(w->buffer_->handle(), w->offsets_[t], DType::kI8,
                                 static_cast<int64_t>(t->size_bytes));
@@ -190,10 +198,10 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
     } else if (uint8_t* host = static_cast<uint8_t*>(w->buffer_->host_ptr())) {
       // A buffer in host memory (the CPU's): rearranged straight into it, one pass. No queued
       // write touches this tensor's bytes.
-      pack_tensor(layout->second, *t, model.file().tensor_data(*t), host + w->offsets_[t]);
+      pack_tensor(pool(), layout->second, *t, model.file().tensor_data(*t), host + w->offsets_[t]);
     } else {
       packed.resize(t->size_bytes);
-      pack_tensor(layout->second, *t, model.file().tensor_data(*t), packed.data());
+      pack_tensor(pool(), layout->second, *t, model.file().tensor_data(*t), packed.data());
       stream->set_tensor_weights(dst, packed.data(), t->size_bytes);
       // The host buffer is the next packed tensor's.
       Status s = stream->synchronize();
