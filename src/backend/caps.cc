@@ -19,28 +19,6 @@ Status for_each_name(std::string_view names, const Fn& fn) {
   return Status::ok();
 }
 
-// Whether node n reads or writes a KV cache in planes: a cache of more than one plane (for
-// attention, [head_dim, cells, kv_heads] with kv_heads > 1).
-bool takes_planes(const Graph& g, const Node& n) {
-  const auto planes = [&g, &n](int i) {
-    const int32_t t = n.src[i];
-    return t >= 0 && static_cast<size_t>(t) < g.tensors.size() &&
-           g.tensors[static_cast<size_t>(t)].ne[2] > 1;
-  };
-  switch (n.op) {
-    case Op::kSetRows:
-    case Op::kGetRows:
-    case Op::kRopeShift:
-      return planes(0);
-    case Op::kAttention:
-    case Op::kAttentionExt:
-    case Op::kAttentionSink:
-      return planes(1) || planes(2);
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 DeviceCaps graph_needs(const Graph& g) {
@@ -50,7 +28,14 @@ DeviceCaps graph_needs(const Graph& g) {
     const OpInfo* info = op_info(static_cast<uint32_t>(n.op));
     if (info == nullptr) continue;  // graph_validate refuses it; nothing to ask a device
     need.ops.set(static_cast<uint32_t>(n.op));
-    need.kv_planes = need.kv_planes || takes_planes(g, n);
+    // A KV cache input (the op table's cache_src) in more than one plane.
+    for (int s = 0; s < kMaxSrc; ++s) {
+      const int32_t t = n.src[s];
+      if ((info->cache_src >> s & 1u) != 0 && t >= 0 && t < n_tensors &&
+          g.tensors[static_cast<size_t>(t)].ne[2] > 1) {
+        need.kv_planes = true;
+      }
+    }
     if (info->weight_src < 0) continue;
     const int32_t w = n.src[info->weight_src];
     if (w < 0 || w >= n_tensors) continue;

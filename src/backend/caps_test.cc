@@ -85,6 +85,50 @@ TEST(DeviceCaps, EveryMissingOpIsNamed) {
             "op 'moe_top_k', op 'moe_gate', op 'mul_mat_id', op 'moe_sum'");
 }
 
+// A cache in planes (the head-major KV cache) is what a device of an earlier release cannot
+// take: a graph needs kv_planes when an op's cache input (the op table's cache_src) has more than
+// one plane, and not for another 3-D input (mul_mat_id's experts, above, are in planes too).
+TEST(DeviceCaps, ACacheInPlanesNeedsKvPlanes) {
+  OpSet cache_ops;
+  for (const OpInfo& info : op_table()) {
+    if (info.cache_src == 0) continue;
+    cache_ops.set(static_cast<uint32_t>(info.op));
+    for (int64_t planes : {1, 4}) {
+      Graph g;
+      Node n;
+      n.op = info.op;
+      for (int s = 0; s < info.n_src; ++s) {
+        const bool cache = (info.cache_src >> s & 1u) != 0;
+        g.tensors.push_back(make_tensor(1, 0, DType::kF16, 16, 8, cache ? planes : 1));
+        n.src[s] = s;
+      }
+      n.out = 0;
+      g.nodes = {n};
+      EXPECT_EQ(graph_needs(g).kv_planes, planes > 1) << info.name << " planes " << planes;
+    }
+  }
+  OpSet want;
+  for (Op op : {Op::kGetRows, Op::kSetRows, Op::kRopeShift, Op::kAttention, Op::kAttentionExt,
+                Op::kAttentionSink}) {
+    want.set(static_cast<uint32_t>(op));
+  }
+  EXPECT_EQ(cache_ops, want);
+
+  Graph experts;
+  experts.tensors = {make_tensor(1, 0, DType::kQ4_K, 256, 8, 4)};
+  Node mm;
+  mm.op = Op::kMulMatId;
+  mm.src[0] = mm.src[1] = mm.src[2] = mm.out = 0;
+  experts.nodes = {mm};
+  EXPECT_FALSE(graph_needs(experts).kv_planes);
+
+  DeviceCaps need;
+  need.kv_planes = true;
+  EXPECT_EQ(caps_missing(need, cpu_device_caps()), "");
+  EXPECT_EQ(caps_missing(need, device_caps_baseline()),
+            "KV caches in planes (a release before them)");
+}
+
 // mul_mat_id's expert weights are a weight input: a graph needs their dtype.
 TEST(DeviceCaps, MulMatIdNeedsTheDTypeOfItsExperts) {
   Graph g;

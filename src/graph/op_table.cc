@@ -414,17 +414,19 @@ Status validate_add_id(const NodeView& n) {
 
 constexpr uint32_t kOptional1 = 1u << 1;
 constexpr uint32_t kOptional3 = 1u << 3;
+constexpr uint32_t kCache0 = 1u << 0;
+constexpr uint32_t kCaches12 = 1u << 1 | 1u << 2;  // attention's k and v
 
 constexpr OpInfo kOps[] = {
-    // op, name, inputs, optional inputs, weight input, validator
-    {Op::kGetRows, "get_rows", 2, 0, 0, validate_get_rows},
+    // op, name, inputs, optional inputs, weight input, validator, KV cache inputs
+    {Op::kGetRows, "get_rows", 2, 0, 0, validate_get_rows, kCache0},   // a sequence copy's cells
     {Op::kRmsNorm, "rms_norm", 2, kOptional1, -1, validate_rms_norm},  // src1: the weight
     {Op::kAdd, "add", 2, 0, -1, validate_add_mul},
     {Op::kMul, "mul", 2, 0, -1, validate_add_mul},
     {Op::kMulMat, "mul_mat", 2, 0, 0, validate_mul_mat},
     {Op::kRope, "rope", 2, 0, -1, validate_rope},
-    {Op::kSetRows, "set_rows", 3, 0, -1, validate_set_rows},
-    {Op::kAttention, "attention", 5, 0, -1, validate_attention},
+    {Op::kSetRows, "set_rows", 3, 0, -1, validate_set_rows, kCache0},
+    {Op::kAttention, "attention", 5, 0, -1, validate_attention, kCaches12},
     {Op::kSwiglu, "swiglu", 2, 0, -1, validate_swiglu},
     {Op::kArgmax, "argmax", 1, 0, -1, validate_argmax},
     {Op::kCopy, "copy", 1, 0, -1, validate_copy},
@@ -432,14 +434,15 @@ constexpr OpInfo kOps[] = {
     {Op::kScale, "scale", 1, 0, -1, validate_scale},
     {Op::kGeglu, "geglu", 2, 0, -1, validate_swiglu},
     {Op::kSoftcap, "softcap", 1, 0, -1, validate_softcap},
-    {Op::kAttentionExt, "attention_ext", 5, 0, -1, validate_attention_ext},
-    {Op::kRopeShift, "rope_shift", 4, kOptional3, -1, validate_rope_shift},  // src3: the rates
+    {Op::kAttentionExt, "attention_ext", 5, 0, -1, validate_attention_ext, kCaches12},
+    // src3: the rates
+    {Op::kRopeShift, "rope_shift", 4, kOptional3, -1, validate_rope_shift, kCache0},
     {Op::kSample, "sample", 4, 0, -1, validate_sample},
     {Op::kMoeTopK, "moe_top_k", 1, 0, -1, validate_moe_top_k},
     {Op::kMoeGate, "moe_gate", 2, 0, -1, validate_moe_gate},
     {Op::kMulMatId, "mul_mat_id", 3, 0, 0, validate_mul_mat_id},
     {Op::kMoeSum, "moe_sum", 2, 0, -1, validate_moe_sum},
-    {Op::kAttentionSink, "attention_sink", 6, 0, -1, validate_attention_sink},
+    {Op::kAttentionSink, "attention_sink", 6, 0, -1, validate_attention_sink, kCaches12},
     {Op::kSwigluOai, "swiglu_oai", 2, 0, -1, validate_swiglu_oai},
     {Op::kAddId, "add_id", 3, 0, -1, validate_add_id},
 };

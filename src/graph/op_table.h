@@ -43,6 +43,10 @@ struct OpInfo {
   // what a device must support beyond the op itself (backend.h, DeviceCaps).
   int weight_src;
   OpValidator validate;
+  // Bit s: src[s] is a KV cache, which the op takes in planes ([n, cells, planes], a plane per
+  // kv head: the head-major cache) as well as [n, cells]. A graph that gives one in more than
+  // one plane needs a device that takes them (DeviceCaps::kv_planes).
+  uint32_t cache_src = 0;
 };
 
 // Every op value is below this: the size of capability sets (bit i: the op of value i).
