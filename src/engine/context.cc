@@ -99,16 +99,11 @@ Status Context::alloc_buffers() {
     rt->kv = std::move(kv).value();
     rt->k_cache.clear();
     rt->v_cache.clear();
-    // Head-major, [head_dim, cells, kv heads]: each kv head's cells side by side, so that a
-    // thread attending with one kv head reads one stretch of memory (core/ops.h's KvStrides;
-    // measured in docs/engine.md). The ops that write, copy and shift cells take the planes.
     for (int64_t l = 0; l < n_layers; ++l) {
       const uint64_t off = per_cache * 2 * static_cast<uint64_t>(l);
-      for (const uint64_t at : {off, off + per_cache}) {
-        (at == off ? rt->k_cache : rt->v_cache)
-            .push_back(
-                make_tensor(rt->kv->handle(), at, p.kv_dtype, hp.head_dim, p.n_ctx, hp.n_head_kv));
-      }
+      rt->k_cache.push_back(kv_cache_tensor(rt->kv->handle(), off, p.kv_dtype, hp, p.n_ctx));
+      rt->v_cache.push_back(
+          kv_cache_tensor(rt->kv->handle(), off + per_cache, p.kv_dtype, hp, p.n_ctx));
     }
   }
   if (engine_.model().rope_uses_tables()) STRATA_RETURN_IF_ERROR(upload_rope_tables());

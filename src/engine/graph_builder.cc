@@ -4,6 +4,11 @@
 
 namespace strata {
 
+TensorRef kv_cache_tensor(uint64_t buffer, uint64_t offset, DType kv_dtype, const HParams& hp,
+                          int64_t n_cells) {
+  return make_tensor(buffer, offset, kv_dtype, hp.head_dim, n_cells, hp.n_head_kv);
+}
+
 void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights& w,
                        int64_t layer_begin, int64_t layer_end, bool first, bool last,
                        const StageTensors& io) {

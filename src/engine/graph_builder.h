@@ -9,6 +9,13 @@
 
 namespace strata {
 
+// One layer's K or V cache of n_cells cells at `offset` of `buffer`: head-major,
+// [head_dim, n_cells, n_head_kv], each kv head's cells side by side, so that a thread attending
+// with one kv head reads one stretch of memory (docs/engine.md). Every cache a context
+// allocates, and every cache of the graphs the split planner checks, is this shape.
+TensorRef kv_cache_tensor(uint64_t buffer, uint64_t offset, DType kv_dtype, const HParams& hp,
+                          int64_t n_cells);
+
 // Everything a stage graph reads or writes outside its scratch memory, on the stage's device.
 struct StageTensors {
   int64_t n_tokens = 0;
@@ -21,7 +28,7 @@ struct StageTensors {
   TensorRef out_rows;     // I32 [n_outputs]             (last stage, when n_outputs < n_tokens)
   TensorRef hidden_in;    // F32 [n_embd, n_tokens]      (stages after the first)
   TensorRef out;          // F32 [n_embd, n_tokens] hidden, or [n_vocab, n_outputs] logits
-  std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: [n_embd_kv, n_cells]
+  std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: kv_cache_tensor
   // F32 [n_rot / 2] rope rate tables per rope kind, and their magnitudes, when
   // Model::rope_uses_tables().
   TensorRef rope_rates[2];
@@ -44,7 +51,7 @@ struct ShiftTensors {
   TensorRef copy_dst;    // I32 [n_copies]
   TensorRef cells;       // I32 [n]: the cells whose keys turn
   TensorRef delta;       // I32 [n]: by how many positions
-  std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: [n_embd_kv, n_cells]
+  std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: kv_cache_tensor
   TensorRef rope_rates[2];                  // as in StageTensors, when Model::rope_uses_tables()
 };
 

@@ -69,8 +69,8 @@ Graph planning_graph(const Model& model, const DeviceWeights& w, int64_t layer_b
                 : make_tensor(kIo, 0, DType::kF32, hp.n_embd, n_tokens);
   for (TensorRef& rates : io.rope_rates) rates = make_tensor(kIo, 0, DType::kF32, hp.n_rot / 2);
   for (int64_t il = layer_begin; il < layer_end; ++il) {
-    io.k_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.head_dim, n_cells, hp.n_head_kv));
-    io.v_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.head_dim, n_cells, hp.n_head_kv));
+    io.k_cache.push_back(kv_cache_tensor(kIo, 0, kv_dtype, hp, n_cells));
+    io.v_cache.push_back(kv_cache_tensor(kIo, 0, kv_dtype, hp, n_cells));
   }
   if (last && n_draws > 0) {
     io.n_draws = n_draws;
@@ -99,8 +99,8 @@ Graph planning_shift_graph(const Model& model, int64_t layer_begin, int64_t laye
   io.delta = make_tensor(kIo, 0, DType::kI32, 1);
   for (TensorRef& rates : io.rope_rates) rates = make_tensor(kIo, 0, DType::kF32, hp.n_rot / 2);
   for (int64_t il = layer_begin; il < layer_end; ++il) {
-    io.k_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.head_dim, 2, hp.n_head_kv));
-    io.v_cache.push_back(make_tensor(kIo, 0, kv_dtype, hp.head_dim, 2, hp.n_head_kv));
+    io.k_cache.push_back(kv_cache_tensor(kIo, 0, kv_dtype, hp, 2));
+    io.v_cache.push_back(kv_cache_tensor(kIo, 0, kv_dtype, hp, 2));
   }
   GraphBuilder b;
   build_stage_shift_graph(b, model, layer_begin, layer_end, io);
