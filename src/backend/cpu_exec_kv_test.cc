@@ -60,13 +60,15 @@ class KvGraph : public CpuBufferTable {
   std::vector<uint8_t> bytes;
 };
 
-// Element d of kv head h of cell c of a cache tensor t, as a float.
+// Where element d of kv head h of cell c sits in an f16 cache r of either layout.
+size_t offset_of(const TensorRef& r, bool head_major, int64_t c, int64_t h, int64_t d) {
+  return c * r.nb[1] + h * (head_major ? r.nb[2] : kHd * 2) + d * 2;
+}
+
+// That element of cache tensor t, as a float.
 float cache_at(KvGraph& g, int32_t t, int64_t c, int64_t h, int64_t d, bool head_major) {
-  const TensorRef& r = g.tensor(t);
-  const size_t off =
-      head_major ? c * r.nb[1] + h * r.nb[2] + d * 2 : c * r.nb[1] + (h * kHd + d) * 2;
   uint16_t v;
-  std::memcpy(&v, g.at(t) + off, 2);
+  std::memcpy(&v, g.at(t) + offset_of(g.tensor(t), head_major, c, h, d), 2);
   return f16_to_f32(v);
 }
 
@@ -96,9 +98,7 @@ KvRun run(bool head_major, int threads) {
       for (int64_t h = 0; h < kKvHeads; ++h) {
         for (int64_t d = 0; d < kHd; ++d) {
           const uint16_t x = f32_to_f16(vals[(c * kKvHeads + h) * kHd + d]);
-          const size_t off =
-              head_major ? c * r.nb[1] + h * r.nb[2] + d * 2 : c * r.nb[1] + (h * kHd + d) * 2;
-          std::memcpy(g.at(t) + off, &x, 2);
+          std::memcpy(g.at(t) + offset_of(r, head_major, c, h, d), &x, 2);
         }
       }
     }
