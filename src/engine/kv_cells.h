@@ -5,6 +5,13 @@
 // cached prefix reuse the prompt's KV without recomputing it. Attention walks a sequence's own
 // list in position order, so a token's result never depends on where its cells sit or on what
 // else is in the cache. The tokens ride along so that a sequence's state can be saved whole.
+//
+// Where a sequence's next cell goes (place): the cell after its last one when that is free, so
+// that a sequence's cells run side by side even while several sequences decode in turn. A
+// sequence that cannot grow in place, or starts, takes the free run with the most room: a run
+// after a cell that is some sequence's last starts in its middle, leaving the first half to that
+// sequence. Long runs keep a sequence's KV in few stretches: its state moves over a worker as one
+// region per run and plane (Context::transfer_rows), and its attention reads contiguous memory.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +28,8 @@ class KvCells {
 
   int64_t n_cells() const { return static_cast<int64_t>(refs_.size()); }
   int32_t n_seq() const { return static_cast<int32_t>(seqs_.size()); }
-  int64_t n_used() const { return n_cells() - static_cast<int64_t>(free_.size()); }
-  int64_t n_free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t n_used() const { return n_cells() - n_free_; }
+  int64_t n_free() const { return n_free_; }
 
   // Appends `token` at position `pos` of `seq` (pos must equal seq_len(seq)) in a free cell.
   Result<int32_t> append(int32_t seq, int32_t pos, int32_t token);
@@ -49,11 +56,18 @@ class KvCells {
     std::vector<int32_t> cells;   // in position order
     std::vector<int32_t> tokens;  // the token at each position
   };
+  bool is_free(int64_t cell) const { return (free_bits_[cell / 64] >> (cell % 64) & 1) != 0; }
+  // The first free cell at or after `from`, or n_cells().
+  int64_t next_free(int64_t from) const;
+  // The first cell at or after `from` that is not free, or n_cells().
+  int64_t next_used(int64_t from) const;
   void release(int32_t cell);
-  Result<int32_t> take_free();
+  // Takes a free cell for a position whose preceding position's cell is `after` (-1: none).
+  Result<int32_t> take_free(int32_t after);
 
-  std::vector<int32_t> refs_;  // per cell: how many sequences hold it
-  std::vector<int32_t> free_;  // free cells, highest first (pop_back = lowest)
+  std::vector<int32_t> refs_;        // per cell: how many sequences hold it
+  std::vector<uint64_t> free_bits_;  // bit c % 64 of word c / 64: cell c is free
+  int64_t n_free_ = 0;
   std::vector<Seq> seqs_;
 };
 
