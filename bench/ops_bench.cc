@@ -208,6 +208,62 @@ BENCHMARK(BM_AttentionCold)
     ->Unit(benchmark::kMicrosecond)
     ->UseManualTime();
 
+// A decode step's attention over a sequence's cells side by side (together_us) and over cells
+// spread as 8 sequences decoding in turn spread them when each takes the lowest free cell
+// (spread_us: every 8th cell of an 8 times larger cache): head-major caches in memory, timed
+// alternately as BM_AttentionCold does. ratio = spread / together.
+// args: the sequence's cells, head_dim, query heads, kv heads.
+void BM_AttentionSpread(benchmark::State& state) {
+  constexpr int64_t kSeqs = 8;
+  const int64_t n = state.range(0), head_dim = state.range(1);
+  const int64_t n_head = state.range(2), n_head_kv = state.range(3);
+  const int64_t plane = kSeqs * n;
+  const F16Cache c = f16_cache(plane, n_head_kv, head_dim);
+  const HeadMajorCopy h = head_major_copy(c, plane, plane, n_head_kv, head_dim);
+  const size_t half_bytes = h.k.size() * sizeof(uint16_t), layer_bytes = 2 * half_bytes;
+  const size_t n_layers = std::max<size_t>(2, (size_t{256} << 20) / layer_bytes);
+  HostBytes arena(layer_bytes * n_layers);
+  for (size_t l = 0; l < n_layers; ++l) {
+    std::memcpy(arena.data() + l * layer_bytes, h.k.data(), half_bytes);
+    std::memcpy(arena.data() + l * layer_bytes + half_bytes, h.v.data(), half_bytes);
+  }
+  std::vector<int32_t> together(n), spread(n);
+  for (int64_t i = 0; i < n; ++i) together[i] = int32_t(i), spread[i] = int32_t(i * kSeqs + 3);
+  const std::vector<int32_t> tok = {0, int32_t(n)};
+  const std::vector<float> q = random_floats(n_head * head_dim, 3);
+  std::vector<float> out(q.size());
+  const auto call = [&](const std::vector<int32_t>& cells, size_t l) {
+    const uint8_t* k = arena.data() + l * layer_bytes;
+    const auto t = std::chrono::steady_clock::now();
+    attention(bench_pool(), q.data(), n_head * head_dim, head_dim, n_head, 1, DType::kF16, k,
+              k + half_bytes, h.kv, n_head_kv, cells.data(), n, tok.data(),
+              1.0f / std::sqrt(float(head_dim)), out.data(), n_head * head_dim);
+    benchmark::DoNotOptimize(out.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  double together_s = 0.0, spread_s = 0.0;
+  size_t l = 0;
+  for (auto _ : state) {
+    const double a = call(together, l);
+    const double b = call(spread, (l + n_layers / 2) % n_layers);
+    together_s += a;
+    spread_s += b;
+    state.SetIterationTime(a + b);
+    l = (l + 1) % n_layers;
+  }
+  const auto iters = static_cast<double>(state.iterations());
+  state.counters["together_us"] = together_s / iters * 1e6;
+  state.counters["spread_us"] = spread_s / iters * 1e6;
+  state.counters["ratio"] = spread_s / together_s;
+}
+BENCHMARK(BM_AttentionSpread)
+    ->Args({300, 128, 16, 4})
+    ->Args({1024, 128, 16, 4})
+    ->Args({4096, 128, 16, 4})
+    ->Args({1024, 64, 32, 4})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseManualTime();
+
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t n = 4096, rows = state.range(0);
   const std::vector<float> x = random_floats(n * rows, 4), w = random_floats(n, 5);
