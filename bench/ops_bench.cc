@@ -144,6 +144,28 @@ BENCHMARK(BM_AttentionPrompt)
     ->Args({512, 512, 128, 16, 4, 1})
     ->Unit(benchmark::kMillisecond);
 
+// Times `first` and `second` alternately, each on its own of n_layers layers in turn (half the
+// layers apart, so that neither finds the other's in a cache): counters first_name and
+// second_name (us per call) and ratio = first / second.
+template <typename First, typename Second>
+void time_alternately(benchmark::State& state, size_t n_layers, First first, const char* first_name,
+                      Second second, const char* second_name) {
+  double first_s = 0.0, second_s = 0.0;
+  size_t l = 0;
+  for (auto _ : state) {
+    const double a = first(l);
+    const double b = second((l + n_layers / 2) % n_layers);
+    first_s += a;
+    second_s += b;
+    state.SetIterationTime(a + b);
+    l = (l + 1) % n_layers;
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters[first_name] = first_s / n * 1e6;
+  state.counters[second_name] = second_s / n * 1e6;
+  state.counters["ratio"] = first_s / second_s;
+}
+
 // Attention as a step meets it: the KV cache in memory, not in any cache (the step's weights
 // went through the caches since the layer's last visit), in 2 MiB pages as the CPU device
 // allocates it. Enough layers' caches to pass well beyond the L3 are used in turn, once
@@ -182,20 +204,9 @@ void BM_AttentionCold(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  double cell_s = 0.0, head_s = 0.0;
-  size_t l = 0;
-  for (auto _ : state) {
-    const double a = call(cells, cell_major, l);
-    const double b = call(heads, h.kv, (l + n_layers / 2) % n_layers);
-    cell_s += a;
-    head_s += b;
-    state.SetIterationTime(a + b);
-    l = (l + 1) % n_layers;
-  }
-  const auto n = static_cast<double>(state.iterations());
-  state.counters["cell_us"] = cell_s / n * 1e6;
-  state.counters["head_us"] = head_s / n * 1e6;
-  state.counters["ratio"] = cell_s / head_s;
+  time_alternately(
+      state, n_layers, [&](size_t l) { return call(cells, cell_major, l); }, "cell_us",
+      [&](size_t l) { return call(heads, h.kv, l); }, "head_us");
 }
 BENCHMARK(BM_AttentionCold)
     ->Args({300, 1, 128, 16, 4})
@@ -241,20 +252,9 @@ void BM_AttentionSpread(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  double together_s = 0.0, spread_s = 0.0;
-  size_t l = 0;
-  for (auto _ : state) {
-    const double a = call(together, l);
-    const double b = call(spread, (l + n_layers / 2) % n_layers);
-    together_s += a;
-    spread_s += b;
-    state.SetIterationTime(a + b);
-    l = (l + 1) % n_layers;
-  }
-  const auto iters = static_cast<double>(state.iterations());
-  state.counters["together_us"] = together_s / iters * 1e6;
-  state.counters["spread_us"] = spread_s / iters * 1e6;
-  state.counters["ratio"] = spread_s / together_s;
+  time_alternately(
+      state, n_layers, [&](size_t l) { return call(spread, l); }, "spread_us",
+      [&](size_t l) { return call(together, l); }, "together_us");
 }
 BENCHMARK(BM_AttentionSpread)
     ->Args({300, 128, 16, 4})
