@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -28,6 +29,7 @@ class Registry : public CpuBufferTable {
     const uint64_t handle = s->next++;
     s->buffers[handle] = {ptr, size};
     s->used += size;
+    generation_.fetch_add(1, std::memory_order_relaxed);
     return handle;
   }
   void remove(uint64_t handle) {
@@ -36,7 +38,12 @@ class Registry : public CpuBufferTable {
     if (it == s->buffers.end()) return;
     s->used -= it->second.size;
     s->buffers.erase(it);
+    generation_.fetch_add(1, std::memory_order_relaxed);
   }
+  // Changes whenever a buffer comes or goes: a graph prepared at one generation is placed in
+  // the buffers of any later read of the same generation. (A buffer is freed only when no queued
+  // work names it, so a stream reads it between its computations, not during one.)
+  uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
   uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
     auto s = state_.lock();
     auto it = s->buffers.find(handle);
@@ -57,6 +64,7 @@ class Registry : public CpuBufferTable {
     uint64_t used = 0;
   };
   MutexGuarded<State> state_;
+  std::atomic<uint64_t> generation_{0};
 };
 
 class CpuBuffer : public Buffer {
@@ -136,10 +144,11 @@ class CpuStream : public Stream {
   void compute(std::shared_ptr<const Graph> graph) override {
     ThreadPool* own = batch_ && pools_.pool_batch != nullptr ? pools_.pool_batch : pools_.pool;
     push([this, own, graph = std::move(graph)]() -> Status {
-      if (own != nullptr) return cpu_graph_compute(*graph, *shared_->registry, *own);
+      STRATA_RETURN_IF_ERROR(prepare(graph));
+      if (own != nullptr) return cpu_graph_run(last_.prepared, *own);
       auto pool = shared_->pool.lock();
       if (*pool == nullptr) *pool = std::make_unique<ThreadPool>(shared_->n_threads);
-      return cpu_graph_compute(*graph, *shared_->registry, **pool);
+      return cpu_graph_run(last_.prepared, **pool);
     });
   }
 
@@ -183,6 +192,18 @@ class CpuStream : public Stream {
     return Status::ok();
   }
 
+  // On the stream's thread: the graph checked and placed, unless it is the last one computed
+  // and no buffer of the device came or went since (a decode step's graph, again and again).
+  Status prepare(std::shared_ptr<const Graph> graph) {
+    const uint64_t generation = shared_->registry->generation();
+    if (graph == last_.graph && generation == last_.generation) return Status::ok();
+    last_ = {};
+    STRATA_ASSIGN_OR_RETURN(CpuPreparedGraph prepared,
+                            cpu_graph_prepare(*graph, *shared_->registry));
+    last_ = {std::move(graph), generation, std::move(prepared)};
+    return Status::ok();
+  }
+
   // Normal work is skipped after an error until synchronize() reports it.
   void push(std::function<Status()> fn) {
     push_always([fn = std::move(fn)](const Status& failed) {
@@ -222,6 +243,12 @@ class CpuStream : public Stream {
     Status error;  // the first error of the queued work, until synchronize() takes it
     bool stop = false;
   };
+  struct Prepared {
+    std::shared_ptr<const Graph> graph;  // held, so that its address names it
+    uint64_t generation = 0;
+    CpuPreparedGraph prepared;
+  };
+  Prepared last_;              // the stream thread's only
   MutexGuarded<State> state_;  // its condition variable wakes run()
   std::thread thread_;         // last: starts after the members it uses
 };

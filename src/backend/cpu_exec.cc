@@ -614,9 +614,11 @@ DeviceCaps cpu_device_caps() {
   return caps;
 }
 
-Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool) {
+Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTable& buffers) {
   STRATA_RETURN_IF_ERROR(graph_validate(graph));
-  std::vector<uint8_t*> ptr(graph.tensors.size());
+  CpuPreparedGraph prepared;
+  prepared.graph = &graph;
+  prepared.ptr.resize(graph.tensors.size());
   for (size_t i = 0; i < graph.tensors.size(); ++i) {
     const TensorRef& t = graph.tensors[i];
     uint64_t size = 0;
@@ -626,18 +628,22 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
                               std::to_string(t.buffer) + " is not a buffer of this device");
     }
     STRATA_RETURN_IF_ERROR(check_placement(t, size).with_context("tensor " + std::to_string(i)));
-    ptr[i] = base + t.offset;
+    prepared.ptr[i] = base + t.offset;
   }
-  // Every node's executor first: a graph with an op this build cannot run fails before any
-  // node has written anything.
-  std::vector<OpExec> run(graph.nodes.size());
+  // Every node's executor: a graph with an op this build cannot run fails before any node has
+  // written anything.
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
-    run[k] = executor(graph.nodes[k].op);
-    if (run[k] == nullptr) {
+    if (executor(graph.nodes[k].op) == nullptr) {
       return unsupported("node " + std::to_string(k) + " (" + op_name(graph.nodes[k].op) +
                          "): the CPU backend has no kernel for this op");
     }
   }
+  return prepared;
+}
+
+Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool) {
+  const Graph& graph = *prepared.graph;
+  const std::vector<uint8_t*>& ptr = prepared.ptr;
   // The error's context is built only on an error: a decode step runs hundreds of nodes.
   for (size_t k = 0; k < graph.nodes.size();) {
     const MatmulRun mm = matmul_run_at(graph, ptr, k);
@@ -653,13 +659,18 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
       continue;
     }
     const Node& node = graph.nodes[k];
-    const Status s = run[k](ExecNode{graph, node, ptr, pool});
+    const Status s = executor(node.op)(ExecNode{graph, node, ptr, pool});
     if (!s.is_ok()) {
       return s.with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")");
     }
     ++k;
   }
   return Status::ok();
+}
+
+Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, ThreadPool& pool) {
+  STRATA_ASSIGN_OR_RETURN(const CpuPreparedGraph prepared, cpu_graph_prepare(graph, buffers));
+  return cpu_graph_run(prepared, pool);
 }
 
 }  // namespace strata

@@ -33,6 +33,13 @@ struct Context::StageRuntime {
   TensorRef rope_rates[2];
   std::vector<float> hidden;  // host staging of this stage's output hidden state
   Event hidden_ready;         // completes when `hidden` holds this micro-batch's output
+  // The last step's graph, built from `graph_tensors` into the scratch buffer `graph_scratch`
+  // (handle, size): the next step with the same tensors runs it again instead of building
+  // it (a decode step's graph is the same step after step: lists are padded, the io layout
+  // depends on the batch's sizes only). Dropped when the context sleeps.
+  std::shared_ptr<const Graph> graph;
+  StageTensors graph_tensors;
+  std::pair<uint64_t, uint64_t> graph_scratch{0, 0};
 
   // Grows `buf` to at least `need` bytes (by half again, to avoid growing every step).
   Status ensure(std::unique_ptr<Buffer>& buf, uint64_t need) {
@@ -121,6 +128,7 @@ void Context::sleep() {
     rt->scratch.reset();
     rt->rope.reset();
     rt->hidden = {};
+    rt->graph.reset();
   }
   asleep_ = true;
 }
@@ -413,11 +421,17 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
       t.draw_uniforms = make_tensor(io, at_uniforms, DType::kF32, n_draws);
       t.drawn = make_tensor(io, drawn_off, DType::kI32, out_words, n_draws);
     }
-    GraphBuilder b;
-    build_stage_graph(b, engine_.model(), *st.weights, st.layer_begin, st.layer_end, st.first,
-                      st.last, t);
-    if (Status s = rt.ensure(rt.scratch, b.plan(kDeviceAlign)); !s) return fail(s);
-    auto graph = std::make_shared<const Graph>(b.finish(rt.scratch->handle()));
+    if (!rt.graph || rt.graph_tensors != t || !rt.scratch ||
+        rt.graph_scratch != std::make_pair(rt.scratch->handle(), rt.scratch->size())) {
+      GraphBuilder b;
+      build_stage_graph(b, engine_.model(), *st.weights, st.layer_begin, st.layer_end, st.first,
+                        st.last, t);
+      if (Status s = rt.ensure(rt.scratch, b.plan(kDeviceAlign)); !s) return fail(s);
+      rt.graph = std::make_shared<const Graph>(b.finish(rt.scratch->handle()));
+      rt.graph_tensors = t;
+      rt.graph_scratch = {rt.scratch->handle(), rt.scratch->size()};
+    }
+    const std::shared_ptr<const Graph>& graph = rt.graph;
 
     rt.stream->set_tensor(make_tensor(io, 0, DType::kI8, static_cast<int64_t>(in_bytes)),
                           inputs_.data(), in_bytes);

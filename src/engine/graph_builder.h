@@ -42,6 +42,8 @@ struct StageTensors {
   TensorRef draw_entries;   // I32 [2, width, n_draws]
   TensorRef draw_uniforms;  // F32 [n_draws]
   TensorRef drawn;          // I32 [1 or 2 + 2k, n_draws]
+  // Equal tensors give the same graph (Context reuses the last step's graph when they are).
+  friend bool operator==(const StageTensors&, const StageTensors&) = default;
 };
 
 // What the shift graph of a stage touches (Context::seq_shift), on the stage's device.

@@ -90,6 +90,7 @@ struct TensorRef {
   bool rows_contiguous() const;   // nb[0] is the element size (row data packed)
   bool contiguous() const;        // the whole tensor packed
   uint64_t extent_bytes() const;  // bytes spanned from offset to the end of the last row
+  friend bool operator==(const TensorRef&, const TensorRef&) = default;
 };
 
 // A contiguous tensor of the given shape (unused dims are 1).

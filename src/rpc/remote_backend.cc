@@ -147,9 +147,12 @@ class RemoteStream : public Stream {
       settle_handoffs(error_->get());
       return;
     }
+    // The graph the worker holds under graph_id_, when it is this one (Context reuses a step's
+    // graph): neither serialised nor compared again.
+    const bool same = graph == last_sent_ && !last_graph_.empty();
     if (send_ || wait_) {
       const bool sends = send_.has_value();
-      compute_handoff(*graph);
+      compute_handoff(graph, same);
       // Without asynchronous copies every stage is done before the next one starts: one that
       // hands off is waited for here, as the next stage's copy through this host would wait.
       if (sends && !conn_.options().async_copy) {
@@ -157,20 +160,22 @@ class RemoteStream : public Stream {
       }
       return;
     }
-    std::vector<uint8_t> bytes = graph_serialize(*graph);
+    std::vector<uint8_t> bytes = same ? std::vector<uint8_t>() : graph_serialize(*graph);
     std::vector<uint8_t> head;
     Status s;
-    if (conn_.has(kCapGraphRecompute) && bytes == last_graph_) {
+    if (conn_.has(kCapGraphRecompute) && (same || bytes == last_graph_)) {
       encode(GraphRecomputeRequest{graph_id_}, &head);
       const Piece piece(head.data(), head.size());
       s = conn_.send_one_way(Command::kGraphRecompute, std::span<const Piece>(&piece, 1), true,
                              stream_id_);
     } else {
+      if (same) bytes = last_graph_;
       encode(GraphComputeRequest{graph_id_, {}}, &head);
       const Piece pieces[2] = {Piece(head.data(), head.size()), Piece(bytes.data(), bytes.size())};
       s = conn_.send_one_way(Command::kGraphCompute, pieces, true, stream_id_);
       last_graph_ = std::move(bytes);
     }
+    last_sent_ = std::move(graph);
     sent_one_way(s);
   }
 
@@ -240,11 +245,11 @@ class RemoteStream : public Stream {
 
   // A computation with the hand-off parts queued for it, as one HANDOFF_COMPUTE: its wait
   // names the step its input comes from, its send where its output goes.
-  void compute_handoff(const Graph& graph) {
-    std::vector<uint8_t> bytes = graph_serialize(graph);
+  void compute_handoff(const std::shared_ptr<const Graph>& graph, bool same) {
+    std::vector<uint8_t> bytes = same ? std::vector<uint8_t>() : graph_serialize(*graph);
     HandoffComputeRequest req;
     req.graph_id = graph_id_;
-    req.flags = bytes == last_graph_ ? kHandoffRecompute : kHandoffGraph;
+    req.flags = same || bytes == last_graph_ ? kHandoffRecompute : kHandoffGraph;
     req.timeout_ms = handoff_timeout_ms(conn_.options());
     if (wait_) {
       if (!wait_->state->cancelled.is_ok()) {
@@ -274,6 +279,7 @@ class RemoteStream : public Stream {
         conn_.send_one_way(Command::kHandoffCompute,
                            std::span<const Piece>(pieces, graph_bytes ? 2 : 1), true, stream_id_);
     if (graph_bytes) last_graph_ = std::move(bytes);
+    last_sent_ = graph;
     if (send_) {
       if (s.is_ok()) {
         send_->state->sent = true;
@@ -537,6 +543,9 @@ class RemoteStream : public Stream {
   std::vector<Read> reads_;
   std::vector<Event> waits_;
   std::vector<uint8_t> last_graph_;
+  // The graph whose bytes last_graph_ holds (the worker's graph graph_id_), held so that its
+  // address names it.
+  std::shared_ptr<const Graph> last_sent_;
   std::shared_ptr<Pending> last_request_;
   bool sent_since_request_ = false;
   std::vector<std::shared_ptr<Pending>> outstanding_;

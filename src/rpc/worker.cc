@@ -180,14 +180,24 @@ class Session : private HandoffHost {
   void closed(const std::string& why) { handoff_.closed(why); }
 
  private:
+  struct CachedGraph {
+    Graph graph;
+    uint64_t bytes = 0;  // serialised size, counted against kMaxCachedGraphBytes
+    // The graph checked (against the worker's caps too) and placed in this connection's
+    // buffers as they were at generation `placed_at` (0: not yet): a GRAPH_RECOMPUTE of it runs
+    // without either while no buffer came or went.
+    uint64_t placed_at = 0;
+    CpuPreparedGraph placed;
+  };
+
   Status reply(const Header& req, const Status& s, const Reply& r = {});
   // Where the data of a SET_TENSOR(S) that will run goes: its regions, received in place.
   std::optional<Placement> place(const Header& h, std::span<const uint8_t> lead);
   Result<uint8_t*> region_ptr(const Region& r, const char* field) const;
   Result<Reply> run(const Message& m);
-  Status compute(const Graph& g);
-  Result<const Graph*> store_graph(uint32_t id, std::span<const uint8_t> bytes, const char* what);
-  Result<const Graph*> cached_graph(uint32_t id, const char* what) const;
+  Status compute(CachedGraph& c);
+  Result<CachedGraph*> store_graph(uint32_t id, std::span<const uint8_t> bytes, const char* what);
+  Result<CachedGraph*> cached_graph(uint32_t id, const char* what);
   void cache_store(std::span<const uint8_t> data);
   // HandoffHost.
   Result<uint8_t*> region(const Region& r, const char* field) const override {
@@ -198,13 +208,10 @@ class Session : private HandoffHost {
   Worker::Impl& w_;
   Transport& t_;
   BufferMap buffers_;
-  struct CachedGraph {
-    Graph graph;
-    uint64_t bytes = 0;  // serialised size, counted against kMaxCachedGraphBytes
-  };
   std::map<uint32_t, CachedGraph> graphs_;
   uint64_t graph_bytes_ = 0;
-  bool streams_ = false;  // kCapStreams negotiated: header.stream names the stream
+  uint64_t buffers_generation_ = 1;  // bumped whenever a buffer of this connection comes or goes
+  bool streams_ = false;             // kCapStreams negotiated: header.stream names the stream
   // The unreported error of each stream that has one; its one-way commands are skipped.
   std::map<uint32_t, Status> sticky_;
   // The last placed message: its flags and the regions its data went to (for the cache).
@@ -453,17 +460,21 @@ Result<uint8_t*> Session::region_ptr(const Region& r, const char* field) const {
   return it->second.data() + r.offset;
 }
 
-Status Session::compute(const Graph& g) {
-  // Only what HELLO announced runs, so that a worker posing as an older one (hide_ops) fails
-  // like one.
-  if (const std::string missing = caps_missing(graph_needs(g), w_.device_caps); !missing.empty()) {
-    return unsupported("this worker does not run " + missing);
+Status Session::compute(CachedGraph& c) {
+  if (c.placed_at != buffers_generation_) {
+    c.placed_at = 0;
+    // Only what HELLO announced runs, so that a worker posing as an older one (hide_ops) fails
+    // like one.
+    const std::string missing = caps_missing(graph_needs(c.graph), w_.device_caps);
+    if (!missing.empty()) return unsupported("this worker does not run " + missing);
+    STRATA_ASSIGN_OR_RETURN(c.placed, cpu_graph_prepare(c.graph, ConnectionBuffers(buffers_)));
+    c.placed_at = buffers_generation_;
   }
-  return cpu_graph_compute(g, ConnectionBuffers(buffers_), *w_.pool.lock());
+  return cpu_graph_run(c.placed, *w_.pool.lock());
 }
 
-Result<const Graph*> Session::store_graph(uint32_t id, std::span<const uint8_t> bytes,
-                                          const char* what) {
+Result<Session::CachedGraph*> Session::store_graph(uint32_t id, std::span<const uint8_t> bytes,
+                                                   const char* what) {
   STRATA_ASSIGN_OR_RETURN(Graph g, graph_deserialize(bytes));
   auto old = graphs_.find(id);
   const uint64_t old_bytes = old == graphs_.end() ? 0 : old->second.bytes;
@@ -481,20 +492,21 @@ Result<const Graph*> Session::store_graph(uint32_t id, std::span<const uint8_t> 
   CachedGraph& slot = graphs_[id];
   slot.graph = std::move(g);
   slot.bytes = bytes.size();
-  return &slot.graph;
+  slot.placed_at = 0;
+  return &slot;
 }
 
-Result<const Graph*> Session::cached_graph(uint32_t id, const char* what) const {
+Result<Session::CachedGraph*> Session::cached_graph(uint32_t id, const char* what) {
   auto it = graphs_.find(id);
   if (it == graphs_.end()) {
     return invalid_argument(std::string(what) + ": no graph " + std::to_string(id) +
                             " cached on this connection");
   }
-  return &it->second.graph;
+  return &it->second;
 }
 
 Status Session::run_graph(const HandoffComputeRequest& req) {
-  const Graph* g = nullptr;
+  CachedGraph* g = nullptr;
   if ((req.flags & kHandoffGraph) != 0) {
     STRATA_ASSIGN_OR_RETURN(g, store_graph(req.graph_id, req.graph, "HANDOFF_COMPUTE"));
   } else {
@@ -560,6 +572,7 @@ Result<Reply> Session::run(const Message& m) {
       STRATA_ASSIGN_OR_RETURN(HostBuffer b, HostBuffer::allocate(req.size, w_.budget));
       const uint64_t handle = w_.next_handle.fetch_add(1);
       buffers_.emplace(handle, std::move(b));
+      ++buffers_generation_;
       encode(AllocBufferResponse{handle, req.size}, &out.fixed);
       return out;
     }
@@ -569,6 +582,7 @@ Result<Reply> Session::run(const Message& m) {
         return invalid_argument("FREE_BUFFER: buffer " + std::to_string(req.handle) +
                                 " is not a buffer of this connection");
       }
+      ++buffers_generation_;
       return out;
     }
     case Command::kBufferClear: {
@@ -653,14 +667,14 @@ Result<Reply> Session::run(const Message& m) {
     }
     case Command::kGraphCompute: {
       STRATA_ASSIGN_OR_RETURN(GraphComputeRequest req, decode_graph_compute_request(p));
-      STRATA_ASSIGN_OR_RETURN(const Graph* g,
+      STRATA_ASSIGN_OR_RETURN(CachedGraph * g,
                               store_graph(req.graph_id, req.graph, "GRAPH_COMPUTE"));
       STRATA_RETURN_IF_ERROR(compute(*g));
       return out;
     }
     case Command::kGraphRecompute: {
       STRATA_ASSIGN_OR_RETURN(GraphRecomputeRequest req, decode_graph_recompute_request(p));
-      STRATA_ASSIGN_OR_RETURN(const Graph* g, cached_graph(req.graph_id, "GRAPH_RECOMPUTE"));
+      STRATA_ASSIGN_OR_RETURN(CachedGraph * g, cached_graph(req.graph_id, "GRAPH_RECOMPUTE"));
       STRATA_RETURN_IF_ERROR(compute(*g));
       return out;
     }
