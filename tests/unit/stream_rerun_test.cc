@@ -15,6 +15,7 @@
 #include "rpc/protocol.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 
 namespace strata {
 namespace stream_rerun_test {
@@ -36,13 +37,8 @@ class StreamRerun : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     if (GetParam()) {
-      rpc::WorkerOptions o;
-      o.address = "127.0.0.1:0";
-      o.n_threads = 2;
-      o.log = false;
-      auto w = rpc::Worker::start(o);
-      ASSERT_TRUE(w.is_ok()) << w.status().message();
-      worker_ = std::move(w).value();
+      worker_ = testing::start_local_worker({}, 2);
+      ASSERT_TRUE(worker_);
       rpc::ClientOptions c;
       c.endpoint = worker_->address();
       c.name = "RPC0";
@@ -79,7 +75,9 @@ class StreamRerun : public ::testing::TestWithParam<bool> {
   // GRAPH_RECOMPUTE messages sent so far (remote only).
   uint64_t recomputes() const {
     const auto conn = rpc::remote_device_connection(*device_);
-    return conn ? conn->stats().snapshot().commands[static_cast<int>(rpc::Command::kGraphRecompute)]
+    return conn ? conn->stats()
+                      .snapshot()
+                      .commands[static_cast<int>(rpc::Command::kGraphRecompute)]
                       .count
                 : 0;
   }
