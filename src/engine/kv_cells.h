@@ -6,7 +6,7 @@
 // list in position order, so a token's result never depends on where its cells sit or on what
 // else is in the cache. The tokens ride along so that a sequence's state can be saved whole.
 //
-// Where a sequence's next cell goes (place): the cell after its last one when that is free, so
+// Where a sequence's next cell goes (take_free): the cell after its last one when that is free, so
 // that a sequence's cells run side by side even while several sequences decode in turn. A
 // sequence that cannot grow in place, or starts, takes the free run with the most room: a run
 // after a cell that is some sequence's last starts in its middle, leaving the first half to that
