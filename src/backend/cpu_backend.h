@@ -43,6 +43,18 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
 struct CpuPreparedGraph {
   const Graph* graph = nullptr;
   std::vector<uint8_t*> ptr;  // per tensor of the graph
+  // The order it runs in: node `begin` alone, or nodes [begin, end) in one pass: matmuls of one
+  // input (after the row op that writes it, a row of cpu_exec.cc's producer table counted from 1,
+  // when `producer` > 0), or mul_mat_ids of one input and experts. Found once: it depends on the
+  // graph and on where its tensors are (a node that writes what another reads ends a run).
+  struct Step {
+    enum class Kind : uint8_t { kNode, kMatmuls, kMatmulIds };
+    Kind kind = Kind::kNode;
+    uint32_t begin = 0;
+    uint32_t end = 0;
+    uint8_t producer = 0;
+  };
+  std::vector<Step> steps;
 };
 Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTable& buffers);
 Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool);

@@ -407,16 +407,16 @@ constexpr ProducerRow kProducers[] = {
     {Op::kGeglu, geglu_rows},
 };
 
-// The row function of node k's op when it can produce a run's input: a producer whose inputs
-// and output pass the row checks of its executor.
-ProducerRows producer_of(const Graph& g, const Node& node) {
+// The row of kProducers of node k's op when it can produce a run's input: a producer whose
+// inputs and output pass the row checks of its executor.
+const ProducerRow* producer_of(const Graph& g, const Node& node) {
   for (const ProducerRow& p : kProducers) {
     if (p.op != node.op) continue;
     if (!rows_uniform(g.tensors[node.out])) return nullptr;
     for (int32_t s : node.src) {
       if (s >= 0 && !rows_uniform(g.tensors[s])) return nullptr;
     }
-    return p.rows;
+    return &p;
   }
   return nullptr;
 }
@@ -435,7 +435,7 @@ Region region(const Graph& g, const std::vector<uint8_t*>& ptr, int32_t t) {
 struct MatmulRun {
   size_t begin = 0;
   size_t end = 0;
-  ProducerRows producer = nullptr;
+  const ProducerRow* producer = nullptr;
 };
 
 // The run that starts at node k, or an empty one when node k runs alone.
@@ -495,7 +495,7 @@ void exec_matmul_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPoo
   // The producer's rows are the matmuls' activation columns.
   const ExecNode producer{g, g.nodes[run.begin], ptr, pool};
   const MatmulColumnsFn columns = [&run, &producer](int64_t j0, int64_t j1) {
-    run.producer(producer, j0, j1);
+    run.producer->rows(producer, j0, j1);
   };
   matmul_multi(pool, parts, x.ne[0], mm.F(1), floats(x.nb[1]), x.n_rows(), &columns);
 }
@@ -638,32 +638,50 @@ Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTa
                          "): the CPU backend has no kernel for this op");
     }
   }
+  using Step = CpuPreparedGraph::Step;
+  for (size_t k = 0; k < graph.nodes.size();) {
+    Step step{Step::Kind::kNode, static_cast<uint32_t>(k), static_cast<uint32_t>(k + 1), 0};
+    if (const MatmulRun mm = matmul_run_at(graph, prepared.ptr, k); mm.end > mm.begin) {
+      step.kind = Step::Kind::kMatmuls;
+      step.end = static_cast<uint32_t>(mm.end);
+      step.producer =
+          mm.producer == nullptr ? 0 : static_cast<uint8_t>(mm.producer - kProducers + 1);
+    } else if (const size_t end = mul_mat_id_run_at(graph, prepared.ptr, k); end > k) {
+      step.kind = Step::Kind::kMatmulIds;
+      step.end = static_cast<uint32_t>(end);
+    }
+    prepared.steps.push_back(step);
+    k = step.end;
+  }
   return prepared;
 }
 
 Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool) {
   const Graph& graph = *prepared.graph;
   const std::vector<uint8_t*>& ptr = prepared.ptr;
+  using Step = CpuPreparedGraph::Step;
   // The error's context is built only on an error: a decode step runs hundreds of nodes.
-  for (size_t k = 0; k < graph.nodes.size();) {
-    const MatmulRun mm = matmul_run_at(graph, ptr, k);
-    if (mm.end > mm.begin) {
-      exec_matmul_run(graph, ptr, pool, mm);
-      k = mm.end;
-      continue;
+  for (const Step& step : prepared.steps) {
+    const size_t k = step.begin;
+    switch (step.kind) {
+      case Step::Kind::kMatmuls:
+        exec_matmul_run(
+            graph, ptr, pool,
+            {k, step.end, step.producer == 0 ? nullptr : &kProducers[step.producer - 1]});
+        break;
+      case Step::Kind::kMatmulIds:
+        if (Status s = exec_mul_mat_id_run(graph, ptr, pool, k, step.end); !s.is_ok()) {
+          return s.with_context("node " + std::to_string(k) + " (mul_mat_id)");
+        }
+        break;
+      case Step::Kind::kNode: {
+        const Node& node = graph.nodes[k];
+        if (Status s = executor(node.op)(ExecNode{graph, node, ptr, pool}); !s.is_ok()) {
+          return s.with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")");
+        }
+        break;
+      }
     }
-    if (const size_t end = mul_mat_id_run_at(graph, ptr, k); end > k) {
-      const Status s = exec_mul_mat_id_run(graph, ptr, pool, k, end);
-      if (!s.is_ok()) return s.with_context("node " + std::to_string(k) + " (mul_mat_id)");
-      k = end;
-      continue;
-    }
-    const Node& node = graph.nodes[k];
-    const Status s = executor(node.op)(ExecNode{graph, node, ptr, pool});
-    if (!s.is_ok()) {
-      return s.with_context("node " + std::to_string(k) + " (" + op_name(node.op) + ")");
-    }
-    ++k;
   }
   return Status::ok();
 }
