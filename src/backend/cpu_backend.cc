@@ -40,10 +40,9 @@ class Registry : public CpuBufferTable {
     s->buffers.erase(it);
     generation_.fetch_add(1, std::memory_order_relaxed);
   }
-  // Changes whenever a buffer comes or goes: a graph prepared at one generation is placed in
-  // the buffers of any later read of the same generation. (A buffer is freed only when no queued
-  // work names it, so a stream reads it between its computations, not during one.)
-  uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
+  // A buffer is freed only when no queued work names it, so a stream reads the generation
+  // between its computations, not during one.
+  uint64_t generation() const override { return generation_.load(std::memory_order_relaxed); }
   uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
     auto s = state_.lock();
     auto it = s->buffers.find(handle);
@@ -145,10 +144,10 @@ class CpuStream : public Stream {
     ThreadPool* own = batch_ && pools_.pool_batch != nullptr ? pools_.pool_batch : pools_.pool;
     push([this, own, graph = std::move(graph)]() -> Status {
       STRATA_RETURN_IF_ERROR(prepare(graph));
-      if (own != nullptr) return cpu_graph_run(last_.prepared, *own);
+      if (own != nullptr) return cpu_graph_run(last_, *own);
       auto pool = shared_->pool.lock();
       if (*pool == nullptr) *pool = std::make_unique<ThreadPool>(shared_->n_threads);
-      return cpu_graph_run(last_.prepared, **pool);
+      return cpu_graph_run(last_, **pool);
     });
   }
 
@@ -195,12 +194,10 @@ class CpuStream : public Stream {
   // On the stream's thread: the graph checked and placed, unless it is the last one computed
   // and no buffer of the device came or went since (a decode step's graph, again and again).
   Status prepare(std::shared_ptr<const Graph> graph) {
-    const uint64_t generation = shared_->registry->generation();
-    if (graph == last_.graph && generation == last_.generation) return Status::ok();
-    last_ = {};
-    STRATA_ASSIGN_OR_RETURN(CpuPreparedGraph prepared,
-                            cpu_graph_prepare(*graph, *shared_->registry));
-    last_ = {std::move(graph), generation, std::move(prepared)};
+    if (graph == last_graph_ && last_.placed_in(*shared_->registry)) return Status::ok();
+    last_graph_.reset();
+    STRATA_ASSIGN_OR_RETURN(last_, cpu_graph_prepare(*graph, *shared_->registry));
+    last_graph_ = std::move(graph);
     return Status::ok();
   }
 
@@ -243,12 +240,10 @@ class CpuStream : public Stream {
     Status error;  // the first error of the queued work, until synchronize() takes it
     bool stop = false;
   };
-  struct Prepared {
-    std::shared_ptr<const Graph> graph;  // held, so that its address names it
-    uint64_t generation = 0;
-    CpuPreparedGraph prepared;
-  };
-  Prepared last_;              // the stream thread's only
+  // The stream thread's only: the last graph computed, held so that its address names it, and
+  // its placement.
+  std::shared_ptr<const Graph> last_graph_;
+  CpuPreparedGraph last_;
   MutexGuarded<State> state_;  // its condition variable wakes run()
   std::thread thread_;         // last: starts after the members it uses
 };

@@ -31,6 +31,9 @@ class CpuBufferTable {
   virtual ~CpuBufferTable() = default;
   // The host memory and size of a handle, or nullptr when the handle names no buffer.
   virtual uint8_t* resolve(uint64_t handle, uint64_t* size) const = 0;
+  // Changes whenever a buffer comes or goes: what resolved at one generation resolves the same
+  // while it lasts (CpuPreparedGraph::placed_in).
+  virtual uint64_t generation() const = 0;
 };
 // Ops are run through a table of executors indexed by Op; a node whose op has no executor
 // fails with kUnsupported before any node runs.
@@ -38,10 +41,11 @@ Status cpu_graph_compute(const Graph& graph, const CpuBufferTable& buffers, Thre
 // cpu_graph_compute in two parts, for a graph that runs step after step: the checks of the
 // graph (graph_validate, every tensor inside a buffer of the table, every op with an executor)
 // and its tensors' host addresses, then runs. A prepared graph stays valid while `graph` lives
-// and the table's buffers are the ones it was prepared with (a decode step's graph, about 400
-// nodes: the checks took 50 us of every step).
+// and it is placed_in the table (a decode step's graph, about 400 nodes: the checks took 50 us
+// of every step).
 struct CpuPreparedGraph {
   const Graph* graph = nullptr;
+  uint64_t generation = 0;    // the buffer table's, when the graph was placed in it
   std::vector<uint8_t*> ptr;  // per tensor of the graph
   // The order it runs in: node `begin` alone, or nodes [begin, end) in one pass: matmuls of one
   // input (after the row op that writes it, a row of cpu_exec.cc's producer table counted from 1,
@@ -55,6 +59,11 @@ struct CpuPreparedGraph {
     uint8_t producer = 0;
   };
   std::vector<Step> steps;
+
+  // Whether it is placed in `buffers` as they are now: no buffer came or went since.
+  bool placed_in(const CpuBufferTable& buffers) const {
+    return graph != nullptr && generation == buffers.generation();
+  }
 };
 Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTable& buffers);
 Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool);

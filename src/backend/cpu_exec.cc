@@ -618,6 +618,7 @@ Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTa
   STRATA_RETURN_IF_ERROR(graph_validate(graph));
   CpuPreparedGraph prepared;
   prepared.graph = &graph;
+  prepared.generation = buffers.generation();
   prepared.ptr.resize(graph.tensors.size());
   for (size_t i = 0; i < graph.tensors.size(); ++i) {
     const TensorRef& t = graph.tensors[i];

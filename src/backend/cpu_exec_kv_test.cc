@@ -30,6 +30,7 @@ class KvGraph : public CpuBufferTable {
     *size = bytes.size();
     return const_cast<uint8_t*>(bytes.data());
   }
+  uint64_t generation() const override { return 0; }  // each graph runs once
   int32_t add(TensorRef t) {
     t.buffer = kKvBuffer;
     t.offset = (bytes.size() + 63) / 64 * 64;

@@ -27,6 +27,7 @@ class Buffers : public CpuBufferTable {
     *size = b->size();
     return b->data();
   }
+  uint64_t generation() const override { return 0; }  // each graph runs once
   // A tensor at the end of the host buffer (64-byte aligned), random rows of its dtype.
   TensorRef add(DType dtype, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
     const TensorRef t = make_tensor(kHost, (host.size() + 63) / 64 * 64, dtype, ne0, ne1, ne2);

@@ -25,6 +25,7 @@ class HostGraph : public CpuBufferTable {
     *size = bytes.size();
     return const_cast<uint8_t*>(bytes.data());
   }
+  uint64_t generation() const override { return 0; }  // each graph runs once
 
   // A new tensor at the end of the buffer (64-byte aligned), filled from the seed: uniform in
   // [-1, 1) converted to its dtype.

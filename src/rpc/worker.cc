@@ -111,16 +111,19 @@ using BufferMap = std::unordered_map<uint64_t, HostBuffer>;
 // Resolves only the handles of one connection.
 class ConnectionBuffers : public CpuBufferTable {
  public:
-  explicit ConnectionBuffers(const BufferMap& buffers) : buffers_(buffers) {}
+  ConnectionBuffers(const BufferMap& buffers, uint64_t generation)
+      : buffers_(buffers), generation_(generation) {}
   uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
     auto it = buffers_.find(handle);
     if (it == buffers_.end()) return nullptr;
     *size = it->second.size();
     return it->second.data();
   }
+  uint64_t generation() const override { return generation_; }
 
  private:
   const BufferMap& buffers_;
+  const uint64_t generation_;
 };
 
 struct Reply {
@@ -184,9 +187,7 @@ class Session : private HandoffHost {
     Graph graph;
     uint64_t bytes = 0;  // serialised size, counted against kMaxCachedGraphBytes
     // The graph checked (against the worker's caps too) and placed in this connection's
-    // buffers as they were at generation `placed_at` (0: not yet): a GRAPH_RECOMPUTE of it runs
-    // without either while no buffer came or went.
-    uint64_t placed_at = 0;
+    // buffers: a GRAPH_RECOMPUTE of it runs without either while it is placed_in them.
     CpuPreparedGraph placed;
   };
 
@@ -210,7 +211,7 @@ class Session : private HandoffHost {
   BufferMap buffers_;
   std::map<uint32_t, CachedGraph> graphs_;
   uint64_t graph_bytes_ = 0;
-  uint64_t buffers_generation_ = 1;  // bumped whenever a buffer of this connection comes or goes
+  uint64_t buffers_generation_ = 0;  // bumped whenever a buffer of this connection comes or goes
   bool streams_ = false;             // kCapStreams negotiated: header.stream names the stream
   // The unreported error of each stream that has one; its one-way commands are skipped.
   std::map<uint32_t, Status> sticky_;
@@ -461,14 +462,14 @@ Result<uint8_t*> Session::region_ptr(const Region& r, const char* field) const {
 }
 
 Status Session::compute(CachedGraph& c) {
-  if (c.placed_at != buffers_generation_) {
-    c.placed_at = 0;
+  const ConnectionBuffers buffers(buffers_, buffers_generation_);
+  if (!c.placed.placed_in(buffers)) {
+    c.placed = {};
     // Only what HELLO announced runs, so that a worker posing as an older one (hide_ops) fails
     // like one.
     const std::string missing = caps_missing(graph_needs(c.graph), w_.device_caps);
     if (!missing.empty()) return unsupported("this worker does not run " + missing);
-    STRATA_ASSIGN_OR_RETURN(c.placed, cpu_graph_prepare(c.graph, ConnectionBuffers(buffers_)));
-    c.placed_at = buffers_generation_;
+    STRATA_ASSIGN_OR_RETURN(c.placed, cpu_graph_prepare(c.graph, buffers));
   }
   return cpu_graph_run(c.placed, *w_.pool.lock());
 }
@@ -492,7 +493,7 @@ Result<Session::CachedGraph*> Session::store_graph(uint32_t id, std::span<const 
   CachedGraph& slot = graphs_[id];
   slot.graph = std::move(g);
   slot.bytes = bytes.size();
-  slot.placed_at = 0;
+  slot.placed = {};
   return &slot;
 }
 
