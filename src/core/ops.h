@@ -90,7 +90,7 @@ struct KvStrides {
 
 // Cells of row_bytes that hold their heads side by side.
 inline KvStrides kv_cell_major(size_t row_bytes, int64_t head_dim, DType kv_dtype) {
-  return {row_bytes, static_cast<size_t>(head_dim) * (kv_dtype == DType::kF16 ? 2 : 4)};
+  return {row_bytes, dtype_row_bytes(kv_dtype, head_dim)};
 }
 
 // Attention of n_tokens queries over the KV cache.
