@@ -51,13 +51,6 @@ std::unique_ptr<rpc::Worker> worker_hiding_ops(OpSet hide = {}) {
   return testing::start_local_worker(o, 2);
 }
 
-Result<std::unique_ptr<Device>> remote(const rpc::Worker& w) {
-  rpc::ClientOptions co;
-  co.endpoint = w.address();
-  co.name = "RPC0";
-  return rpc::remote_device_new(co);
-}
-
 Loaded load_split(const std::string& path, std::vector<std::unique_ptr<Device>> devices,
                   std::vector<double> split, bool backend_sampling) {
   Loaded s;
@@ -236,7 +229,7 @@ TEST_P(ContextDraws, SameTokensAsCpuSamplingLocalAndSplit) {
   {
     auto worker = worker_hiding_ops();
     ASSERT_TRUE(worker);
-    auto r = remote(*worker);
+    auto r = testing::remote_device_on(*worker);
     ASSERT_TRUE(r) << r.status().message();
     std::vector<std::unique_ptr<Device>> d;
     d.push_back(cpu_device("CPU"));
@@ -300,7 +293,7 @@ TEST(ContextDrawsCaps, AWorkerWithoutTheOpIsRefused) {
   auto devices = [&] {
     std::vector<std::unique_ptr<Device>> d;
     d.push_back(cpu_device("CPU"));
-    auto r = remote(*worker);
+    auto r = testing::remote_device_on(*worker);
     EXPECT_TRUE(r) << r.status().message();
     d.push_back(std::move(r).value());
     return d;

@@ -205,10 +205,7 @@ TEST(ContextShift, OnOneLayerTheShiftedKeysAreTheFreshOnes) {
 
 std::unique_ptr<Engine> with_worker(const std::string& path, rpc::Worker& worker,
                                     bool shift = true) {
-  rpc::ClientOptions co;
-  co.endpoint = worker.address();
-  co.name = "RPC0";
-  auto remote = rpc::remote_device_new(co);
+  auto remote = testing::remote_device_on(worker);
   EXPECT_TRUE(remote.is_ok()) << remote.status().message();
   if (!remote.is_ok()) return nullptr;
   std::vector<std::unique_ptr<Device>> d;

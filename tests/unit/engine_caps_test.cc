@@ -74,10 +74,7 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
 
 // CPU for layers 0-2, the worker for layers 2-4 and the output.
 Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
-  rpc::ClientOptions co;
-  co.endpoint = worker.address();
-  co.name = "RPC0";
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Device> remote, rpc::remote_device_new(co));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Device> remote, testing::remote_device_on(worker));
   std::vector<std::unique_ptr<Device>> devices;
   CpuDeviceOptions cpu;
   cpu.n_threads = 1;

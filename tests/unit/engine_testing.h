@@ -1,6 +1,6 @@
 // What the engine's tests share: greedy argmax and generation, an environment variable set for
 // one scope, a CPU device, an engine with a context, a wait for a condition, and an in-process
-// worker on a free port of 127.0.0.1.
+// worker on a free port of 127.0.0.1 with a remote device on it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 
 #include "backend/cpu_backend.h"
 #include "engine/context.h"
+#include "rpc/remote_backend.h"
 #include "rpc/worker.h"
 
 namespace strata::testing {
@@ -99,6 +100,14 @@ inline std::unique_ptr<rpc::Worker> start_local_worker(rpc::WorkerOptions o = {}
   auto w = rpc::Worker::start(o);
   EXPECT_TRUE(w.is_ok()) << w.status().message();
   return w.is_ok() ? std::move(w).value() : nullptr;
+}
+
+// A remote device named RPC0 on `worker`, with the client's default options.
+inline Result<std::unique_ptr<Device>> remote_device_on(const rpc::Worker& worker) {
+  rpc::ClientOptions co;
+  co.endpoint = worker.address();
+  co.name = "RPC0";
+  return rpc::remote_device_new(co);
 }
 
 }  // namespace strata::testing

@@ -24,6 +24,7 @@
 #include "graph/op_table.h"
 #include "rpc/remote_backend.h"
 #include "rpc/worker.h"
+#include "unit/engine_testing.h"
 
 namespace strata {
 namespace {
@@ -648,17 +649,9 @@ class OpCases : public ::testing::TestWithParam<OpCase> {
     CpuDeviceOptions co;
     co.n_threads = 2;
     cpu_ = cpu_device_new(co);
-    rpc::WorkerOptions wo;
-    wo.address = "127.0.0.1:0";
-    wo.n_threads = 2;
-    wo.log = false;
-    auto w = rpc::Worker::start(wo);
-    ASSERT_TRUE(w.is_ok()) << w.status().message();
-    worker_ = std::move(w).value();
-    rpc::ClientOptions o;
-    o.endpoint = worker_->address();
-    o.name = "RPC0";
-    auto d = rpc::remote_device_new(o);
+    worker_ = testing::start_local_worker({}, 2);
+    ASSERT_TRUE(worker_);
+    auto d = testing::remote_device_on(*worker_);
     ASSERT_TRUE(d.is_ok()) << d.status().message();
     remote_ = std::move(d).value();
   }

@@ -161,10 +161,7 @@ TEST(SeqState, SaveThenRestoreContinuesWithTheSameBytes) {
 
 // CPU for the first layers, a worker over loopback for the rest and the output.
 std::unique_ptr<Engine> split_engine(const std::string& path, rpc::Worker& worker) {
-  rpc::ClientOptions co;
-  co.endpoint = worker.address();
-  co.name = "RPC0";
-  auto remote = rpc::remote_device_new(co);
+  auto remote = testing::remote_device_on(worker);
   EXPECT_TRUE(remote.is_ok()) << remote.status().message();
   if (!remote.is_ok()) return nullptr;
   std::vector<std::unique_ptr<Device>> d;

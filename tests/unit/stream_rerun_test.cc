@@ -39,10 +39,7 @@ class StreamRerun : public ::testing::TestWithParam<bool> {
     if (GetParam()) {
       worker_ = testing::start_local_worker({}, 2);
       ASSERT_TRUE(worker_);
-      rpc::ClientOptions c;
-      c.endpoint = worker_->address();
-      c.name = "RPC0";
-      auto d = rpc::remote_device_new(c);
+      auto d = testing::remote_device_on(*worker_);
       ASSERT_TRUE(d.is_ok()) << d.status().message();
       device_ = std::move(d).value();
     } else {
