@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "backend/cpu_test_util.h"
 #include "core/fp16.h"
 #include "core/kernel_test_util.h"
 #include "core/rng.h"
@@ -23,14 +24,8 @@ constexpr uint64_t kKvBuffer = 3;
 constexpr int64_t kHd = 24, kKvHeads = 3, kHeads = 6, kCells = 40, kTokens = 4;
 
 // One buffer holding every tensor of a graph over a cache of either layout.
-class KvGraph : public CpuBufferTable {
+class KvGraph : public testing::OneHostBuffer<kKvBuffer> {
  public:
-  uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
-    if (handle != kKvBuffer) return nullptr;
-    *size = bytes.size();
-    return const_cast<uint8_t*>(bytes.data());
-  }
-  uint64_t generation() const override { return 0; }  // each graph runs once
   int32_t add(TensorRef t) {
     t.buffer = kKvBuffer;
     t.offset = (bytes.size() + 63) / 64 * 64;
@@ -58,7 +53,6 @@ class KvGraph : public CpuBufferTable {
 
   GraphBuilder builder;
   Graph graph;
-  std::vector<uint8_t> bytes;
 };
 
 // Where element d of kv head h of cell c sits in an f16 cache r of either layout.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "backend/cpu_test_util.h"
 #include "core/kernel_test_util.h"
 #include "core/quant.h"
 #include "core/rng.h"
@@ -18,15 +19,8 @@ namespace {
 constexpr uint64_t kBuffer = 1;
 
 // A graph over one host buffer, with the bytes it starts from.
-class HostGraph : public CpuBufferTable {
+class HostGraph : public testing::OneHostBuffer<kBuffer> {
  public:
-  uint8_t* resolve(uint64_t handle, uint64_t* size) const override {
-    if (handle != kBuffer) return nullptr;
-    *size = bytes.size();
-    return const_cast<uint8_t*>(bytes.data());
-  }
-  uint64_t generation() const override { return 0; }  // each graph runs once
-
   // A new tensor at the end of the buffer (64-byte aligned), filled from the seed: uniform in
   // [-1, 1) converted to its dtype.
   int32_t tensor(DType dtype, int64_t ne0, int64_t ne1 = 1) {
@@ -47,7 +41,6 @@ class HostGraph : public CpuBufferTable {
   }
 
   Graph graph;
-  std::vector<uint8_t> bytes;
 
  private:
   int32_t place(const TensorRef& t, bool fill) {
