@@ -11,18 +11,15 @@ rpc_setup "$1" "$2"
 start_proxy() {
   local name=$1 target=$2
   shift 2
-  local log=$tmp/$name.log
-  "$strata" proxy --to "$target" "$@" >"$log" 2>"$tmp/$name.err" &
+  "$strata" proxy --to "$target" "$@" >"$tmp/$name.log" 2>"$tmp/$name.err" &
   last_pid=$!
   worker_pids+=("$last_pid")
-  addr=""
-  for _ in $(seq 1 200); do
-    addr=$(sed -n '1s/.*listening on \([^ ]*\).*/\1/p' "$log")
-    [ -n "$addr" ] && return 0
-    kill -0 "$last_pid" 2>/dev/null || { cat "$tmp/$name.err"; fail "proxy $name exited at start"; }
-    sleep 0.05
-  done
-  fail "proxy $name did not start listening"
+  if ! wait_listening "$tmp/$name.log" "$last_pid" 200 '[^ ]*'; then
+    cat "$tmp/$name.err"
+    kill -0 "$last_pid" 2>/dev/null && fail "proxy $name did not start listening"
+    fail "proxy $name exited at start"
+  fi
+  addr=$listening
 }
 
 make_model
