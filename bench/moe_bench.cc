@@ -19,6 +19,8 @@
 //                                 pass, the output projection, the router on the calling thread,
 //                                 gate/up experts in one pass, the down experts, then the
 //                                 32000-row output matrix. Each step routes to other experts.
+//                                 Weights as the engine stores copied ones: q4_K and q6_K in
+//                                 the CPU's rows-in-lanes layouts where it has them.
 //                                 of_read: a plain read of the same bytes in the same passes,
 //                                 timed alternately, over the kernels' time (as BM_DecodeOrder);
 //                                 read_GBps: that read's rate, what these passes could reach;
@@ -30,15 +32,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench_threads.h"
+#include "core/dtype_traits.h"
 #include "core/host_bytes.h"
+#include "core/isa.h"
 #include "core/matmul.h"
 #include "core/membw.h"
 #include "core/quant.h"
+#include "core/rows16.h"
 #include "core/thread_pool.h"
 
 namespace strata {
@@ -170,7 +176,9 @@ void BM_MatmulSameBytes(benchmark::State& state, DType t) {
 
 // One weight tensor of BM_MoeDecodeOrder: `count` matrices (experts) of n rows of dtype t and
 // width k, 64 distinct random rows repeated (quantising 700 MiB of random rows would take most
-// of the benchmark's time, and the kernels' cost does not depend on the values).
+// of the benchmark's time, and the kernels' cost does not depend on the values). Stored as the
+// engine stores copied weights: in the CPU's layout of the type where it has one that pays
+// (core/rows16.h; 64 rows are 4 whole groups, and every n here is a multiple of 64).
 struct Tensor {
   DType t;
   int64_t k, n, count;
@@ -179,17 +187,24 @@ struct Tensor {
 
   Tensor(DType dtype, int64_t k_, int64_t n_, int64_t count_, std::mt19937& rng)
       : t(dtype), k(k_), n(n_), count(count_), row_bytes(dtype_row_bytes(dtype, k_)) {
+    constexpr int64_t kDistinct = 64;
     w.resize(row_bytes * static_cast<size_t>(n * count));
     std::normal_distribution<float> dist(0.0f, 0.02f);
     std::vector<float> src(static_cast<size_t>(k));
-    for (int64_t r = 0; r < n * count; ++r) {
-      uint8_t* row = w.data() + r * row_bytes;
-      if (r < 64) {
-        for (float& v : src) v = dist(rng);
-        quantize_row(t, src.data(), row, k);
-      } else {
-        std::copy_n(w.data() + (r % 64) * row_bytes, row_bytes, row);
-      }
+    std::vector<uint8_t> rows(row_bytes * kDistinct);
+    for (int64_t r = 0; r < kDistinct; ++r) {
+      for (float& v : src) v = dist(rng);
+      quantize_row(t, src.data(), rows.data() + r * row_bytes, k);
+    }
+    if (const std::optional<DType> layout = rows16_layout(dtype);
+        layout && dtype_layout_pays(*layout, isa_active())) {
+      t = *layout;
+      std::vector<uint8_t> packed(rows.size());
+      rows16_pack(t, rows.data(), packed.data(), kDistinct, k);
+      rows = std::move(packed);
+    }
+    for (int64_t r = 0; r < n * count; r += kDistinct) {
+      std::copy(rows.begin(), rows.end(), w.data() + r * row_bytes);
     }
   }
   size_t matrix_bytes() const { return row_bytes * static_cast<size_t>(n); }
@@ -284,7 +299,7 @@ void BM_MoeDecodeOrder(benchmark::State& state) {
   static constexpr const char* kNames[kKinds] = {"qkv",       "o",         "router", "gate_up",
                                                  "down_q4_K", "down_q6_K", "output"};
   const auto down_kind = [](const Layer& L) {
-    return L.down.t == DType::kQ6_K ? kDownQ6K : kDownQ4K;
+    return dtype_info(L.down.t).base == DType::kQ6_K ? kDownQ6K : kDownQ4K;
   };
   // As many bytes as a step reads, in one buffer of 2 MiB pages, filled so that its pages are
   // there: read in one pass after each step, it separates what the passes' ranges cost from what
