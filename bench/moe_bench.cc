@@ -203,8 +203,10 @@ struct Tensor {
       rows16_pack(t, rows.data(), packed.data(), kDistinct, k);
       rows = std::move(packed);
     }
+    // n a multiple of 64 keeps every matrix's groups whole; the last copy is cut to fit anyway.
     for (int64_t r = 0; r < n * count; r += kDistinct) {
-      std::copy(rows.begin(), rows.end(), w.data() + r * row_bytes);
+      const int64_t m = std::min(kDistinct, n * count - r);
+      std::copy_n(rows.begin(), m * static_cast<int64_t>(row_bytes), w.data() + r * row_bytes);
     }
   }
   size_t matrix_bytes() const { return row_bytes * static_cast<size_t>(n); }
