@@ -133,7 +133,7 @@ class UcxTransport : public Transport {
     STRATA_ASSIGN_OR_RETURN(ucp_worker_h worker, ctx->new_worker());
     Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (wake.get() < 0) {
-      ucp_worker_destroy(worker);
+      ucx_worker_destroy(worker, 0);
       return io_error(errno_text("eventfd"));
     }
     auto t =
@@ -169,7 +169,7 @@ class UcxTransport : public Transport {
       p.sockaddr.addrlen = to_len;
     }
     auto ep = ep_.lock();
-    const ucs_status_t s = ucp_ep_create(worker_, &p, &*ep);
+    const ucs_status_t s = ucx_serialized([&] { return ucp_ep_create(worker_, &p, &*ep); });
     if (s != UCS_OK) {
       *ep = nullptr;
       return unavailable("connect " + peer_ + ": " + ucs_text(s));
@@ -346,6 +346,7 @@ class UcxTransport : public Transport {
 
   static void on_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* t = static_cast<UcxTransport*>(arg);
+    t->closing_.store(true);
     {
       auto st = t->state_.lock();
       if (st->failed.is_ok()) {
@@ -493,6 +494,7 @@ class UcxTransport : public Transport {
   // which completes it as cancelled at once, so that UCX is done with the caller's memory
   // before the call returns. A failed endpoint is closed by force too, as UCX requires.
   void close_endpoint(bool flush) {
+    closing_.store(true);
     ucp_ep_h ep;
     {
       auto current = ep_.lock();
@@ -504,7 +506,8 @@ class UcxTransport : public Transport {
     flush = flush && state_.lock()->failed.is_ok();
     ucp_request_param_t p{};
     if (flush) {
-      const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+      // Its sockets close in a later progress, which looks at the missed events itself.
+      const ucs_status_ptr_t r = ucx_serialized([&] { return ucp_ep_close_nbx(ep, &p); });
       if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
       {
         auto st = state_.lock();
@@ -523,7 +526,13 @@ class UcxTransport : public Transport {
     }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    // A forced close closes the sockets at once: the worker looks at what it missed before any
+    // other socket can open (the socket lock, ucx_worker.h).
+    const ucs_status_ptr_t r = ucx_serialized([&] {
+      const ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &p);
+      ucp_worker_progress(worker_);
+      return closing;
+    });
     if (wait_request(r, deadline_after(kCancelMs)) == UCS_INPROGRESS) abandon(r);
     // The connect's flush, cancelled by the close.
     if (wait_request(stray_, deadline_after(kCancelMs)) == UCS_INPROGRESS) abandon(stray_);
@@ -597,14 +606,14 @@ class UcxTransport : public Transport {
       const Clock::time_point round_end =
           std::min(deadline, now + std::chrono::milliseconds(kPollSliceMs));
       const bool moved = st.unlocked([this, round_end] {
-        return ucx_progress_round([this] { return ucp_worker_progress(worker_); }, round_end);
+        return ucx_progress_round([this] { return progress_once(); }, round_end);
       });
       if (moved) st->last_progress = Clock::now();
       state_.notify_all();  // what this round completed may be what another thread waits for
       // An answer often comes within microseconds: look again for a moment before sleeping.
       for (const Clock::time_point spin_end = Clock::now() + std::chrono::microseconds(kSpinUs);
            !done() && Clock::now() < spin_end;) {
-        const unsigned n = st.unlocked([this] { return ucp_worker_progress(worker_); });
+        const unsigned n = st.unlocked([this] { return progress_once(); });
         if (n != 0) {
           st->last_progress = Clock::now();
           state_.notify_all();
@@ -618,7 +627,7 @@ class UcxTransport : public Transport {
         const int slice =
             static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), kPollSliceMs)));
         st.unlocked([this, slice] {
-          if (ucp_worker_arm(worker_) != UCS_OK) return;
+          if (arm() != UCS_OK) return;
           pollfd p[2] = {{efd_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
           if (::poll(p, 2, slice) > 0 && p[1].revents != 0) {
             uint64_t n;
@@ -629,6 +638,17 @@ class UcxTransport : public Transport {
       st->progressing = false;
       state_.notify_all();
     }
+  }
+
+  // One ucp_worker_progress, or ucp_worker_arm, under the socket lock (ucx_worker.h): shared
+  // while the connection is up, exclusive once it closes, as its sockets then close.
+  unsigned progress_once() {
+    const auto call = [this] { return ucp_worker_progress(worker_); };
+    return closing_.load() ? ucx_serialized(call) : ucx_shared(call);
+  }
+  ucs_status_t arm() {
+    const auto call = [this] { return ucp_worker_arm(worker_); };
+    return closing_.load() ? ucx_serialized(call) : ucx_shared(call);
   }
 
   // Wakes the thread that progresses the worker: there is something new to progress or see.
@@ -649,6 +669,8 @@ class UcxTransport : public Transport {
   std::atomic<int> in_flight_{0};     // our sends and rendezvous receives not complete yet
   ucs_status_ptr_t stray_ = nullptr;  // the connect's flush, when it timed out
   std::atomic<int> abandoned_{0};     // requests left to UCX (ucx_worker_destroy)
+  // Set when the endpoint is closed or fails: its sockets close in the progress that follows.
+  std::atomic<bool> closing_{false};
   // Sees a flushing close through (close_endpoint); set once, by the thread that closes the
   // endpoint, and joined by the destructor.
   std::thread closer_;
@@ -668,6 +690,7 @@ class UcxListener : public Listener {
   UcxListener(std::shared_ptr<UcxContext> ctx, ucp_worker_h worker, Fd wake)
       : ctx_(std::move(ctx)), worker_(worker), wake_(std::move(wake)) {}
   ~UcxListener() override {
+    UcxSocketHold hold;
     if (listener_ != nullptr) {
       for (ucp_conn_request_h r : requests_) ucp_listener_reject(listener_, r);
       ucp_listener_destroy(listener_);
@@ -692,7 +715,7 @@ class UcxListener : public Listener {
     p.sockaddr.addrlen = res->ai_addrlen;
     p.conn_handler.cb = on_request;
     p.conn_handler.arg = l.get();
-    s = ucp_listener_create(worker, &p, &l->listener_);
+    s = ucx_serialized([&] { return ucp_listener_create(worker, &p, &l->listener_); });
     if (s != UCS_OK) {
       l->listener_ = nullptr;
       return io_error("listen " + address + ": " + ucs_text(s));
@@ -712,7 +735,7 @@ class UcxListener : public Listener {
     for (;;) {
       if (closed_.load()) return unavailable("listener " + address_ + " shut down");
       ucx_progress_round(
-          [this] { return ucp_worker_progress(worker_); },
+          [this] { return ucx_serialized([this] { return ucp_worker_progress(worker_); }); },
           std::min(deadline, Clock::now() + std::chrono::milliseconds(kPollSliceMs)));
       if (!requests_.empty()) {
         ucp_conn_request_h r = requests_.front();
@@ -723,7 +746,7 @@ class UcxListener : public Listener {
       }
       const Clock::time_point now = Clock::now();
       if (now >= deadline) return unavailable("accept on " + address_ + ": timed out");
-      if (ucp_worker_arm(worker_) != UCS_OK) continue;
+      if (ucx_serialized([this] { return ucp_worker_arm(worker_); }) != UCS_OK) continue;
       const int slice = static_cast<int>(std::min<int64_t>(
           kPollSliceMs,
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
@@ -755,7 +778,12 @@ class UcxListener : public Listener {
     }
     Result<std::unique_ptr<UcxTransport>> t = UcxTransport::make(ctx_, peer);
     if (!t) {
-      ucp_listener_reject(listener_, r);
+      // The request's socket closes at once: the worker looks at what it missed before any other
+      // socket can open (the socket lock, ucx_worker.h).
+      ucx_serialized([&] {
+        ucp_listener_reject(listener_, r);
+        ucp_worker_progress(worker_);
+      });
       return t.status();
     }
     STRATA_RETURN_IF_ERROR((*t)->open_endpoint(nullptr, 0, r));

@@ -4,10 +4,14 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "rpc/transport.h"
 
@@ -40,6 +44,101 @@ ucs_log_func_rc_t ucx_log_to_stderr(const char* file, unsigned line, const char*
 
 std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
 
+namespace {
+
+// The socket lock of ucx_worker.h. A shared hold is one thread's own counter, on its own cache
+// line; an exclusive one raises `writing` and then waits for every thread's counter to fall to
+// zero, while a thread that would take a shared hold meanwhile drops its count and waits for the
+// writer (so that a writer is never held off by a stream of readers).
+struct alignas(64) ReaderCount {
+  std::atomic<int> active{0};
+};
+
+struct SocketLock {
+  std::mutex writer;  // held by the exclusive holder for its whole hold
+  std::atomic<bool> writing{false};
+  std::atomic<std::thread::id> owner{};
+  int depth = 0;  // the owner's recursion
+  std::mutex readers_mutex;
+  std::vector<ReaderCount*> readers;  // one per thread that ever took a shared hold
+};
+
+// Never destroyed: threads may take and drop holds while the process exits.
+SocketLock& socket_lock() {
+  static auto* lock = new SocketLock;
+  return *lock;
+}
+
+// This thread's counter, in the list for as long as the thread lives.
+struct ThreadReader {
+  ReaderCount* count = new ReaderCount;
+  ThreadReader() {
+    SocketLock& l = socket_lock();
+    std::lock_guard<std::mutex> g(l.readers_mutex);
+    l.readers.push_back(count);
+  }
+  ~ThreadReader() {
+    SocketLock& l = socket_lock();
+    {
+      std::lock_guard<std::mutex> g(l.readers_mutex);
+      l.readers.erase(std::find(l.readers.begin(), l.readers.end(), count));
+    }
+    delete count;
+  }
+};
+
+ReaderCount& this_thread_reader() {
+  thread_local ThreadReader reader;
+  return *reader.count;
+}
+
+bool readers_active(SocketLock& l) {
+  std::lock_guard<std::mutex> g(l.readers_mutex);
+  return std::any_of(l.readers.begin(), l.readers.end(),
+                     [](const ReaderCount* r) { return r->active.load() != 0; });
+}
+
+}  // namespace
+
+UcxSocketHold::UcxSocketHold() {
+  SocketLock& l = socket_lock();
+  const std::thread::id me = std::this_thread::get_id();
+  if (l.owner.load() == me) {
+    ++l.depth;
+    return;
+  }
+  l.writer.lock();
+  l.owner.store(me);
+  l.depth = 1;
+  l.writing.store(true);
+  while (readers_active(l)) std::this_thread::yield();
+}
+
+UcxSocketHold::~UcxSocketHold() {
+  SocketLock& l = socket_lock();
+  if (--l.depth > 0) return;
+  l.owner.store(std::thread::id());
+  l.writing.store(false);
+  l.writer.unlock();
+}
+
+UcxSocketShare::UcxSocketShare() {
+  SocketLock& l = socket_lock();
+  inside_hold_ = l.owner.load() == std::this_thread::get_id();
+  if (inside_hold_) return;
+  ReaderCount& reader = this_thread_reader();
+  for (;;) {
+    reader.active.fetch_add(1);
+    if (!l.writing.load()) return;
+    reader.active.fetch_sub(1);
+    while (l.writing.load()) std::this_thread::yield();
+  }
+}
+
+UcxSocketShare::~UcxSocketShare() {
+  if (!inside_hold_) this_thread_reader().active.fetch_sub(1);
+}
+
 Result<std::shared_ptr<UcxContext>> UcxContext::create() {
   static std::once_flag log_once;
   std::call_once(log_once, [] { ucs_log_push_handler(ucx_log_to_stderr); });
@@ -51,7 +150,7 @@ Result<std::shared_ptr<UcxContext>> UcxContext::create() {
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;
   ucp_context_h ctx = nullptr;
-  s = ucp_init(&params, config, &ctx);
+  s = ucx_serialized([&] { return ucp_init(&params, config, &ctx); });
   ucp_config_release(config);
   if (s != UCS_OK) {
     return unavailable("ucx: ucp_init: " + ucs_text(s) + " (check UCX_TLS and UCX_NET_DEVICES)");
@@ -60,6 +159,7 @@ Result<std::shared_ptr<UcxContext>> UcxContext::create() {
 }
 
 Result<ucp_worker_h> UcxContext::new_worker() const {
+  UcxSocketHold hold;
   ucp_worker_params_t p{};
   p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   p.thread_mode = UCS_THREAD_MODE_MULTI;
@@ -87,7 +187,7 @@ void ucx_request_free(ucs_status_ptr_t r) {
 
 void ucx_worker_destroy(ucp_worker_h worker, int abandoned) {
   ucx_abandoned_requests = abandoned;
-  ucp_worker_destroy(worker);
+  ucx_serialized([worker] { ucp_worker_destroy(worker); });
   ucx_abandoned_requests = 0;
 }
 

@@ -34,6 +34,59 @@ bool ucx_progress_round(Progress&& progress, std::chrono::steady_clock::time_poi
 
 std::string ucs_text(ucs_status_t s);
 
+// UCX up to 1.16 (Debian 12 has 1.13) aborts a process with several workers ("async.c: Assertion
+// `handler->async == async' failed"): an event that UCX's thread could not hand to a worker
+// (another thread was inside the worker) waits in that worker's queue of missed events, keyed by
+// the socket's descriptor number; if the worker closes that socket, and another worker's new
+// socket takes the freed number, before the first looks at its queue, it finds the other's handler
+// and asserts. Each connection here has its own worker, so a connection that closed while the
+// next one opened met it (about one run in 40 of the worker tests over ucx-tcp).
+//
+// A worker looks at its queue at the end of every ucp_worker_progress, in the same call that may
+// have closed its sockets. So the calls that open or close sockets (creating and destroying
+// workers, listeners and endpoints, refusing a connection request, a listener's progress, which
+// accepts, and every progress of a connection that is closing) hold the process's socket lock
+// exclusively, and every other progress holds it shared: no socket opens between a worker's close
+// and its look, except when the progress of a connection whose peer just failed closes its
+// sockets beside that of a connection being set up, which opens them. A close outside progress (a
+// forced endpoint close, a refused connection request) is followed, under the same hold, by one
+// progress of its worker. A shared hold costs a thread only its own counter, so that established
+// connections progress side by side as before.
+//
+// The exclusive hold is recursive and may take a shared one inside; a shared one must not take
+// the exclusive (it would wait for itself). Neither is taken by a callback that UCX calls, nor
+// while holding a lock that one of those callbacks takes.
+class UcxSocketHold {
+ public:
+  UcxSocketHold();
+  ~UcxSocketHold();
+  UcxSocketHold(const UcxSocketHold&) = delete;
+  UcxSocketHold& operator=(const UcxSocketHold&) = delete;
+};
+
+class UcxSocketShare {
+ public:
+  UcxSocketShare();
+  ~UcxSocketShare();
+  UcxSocketShare(const UcxSocketShare&) = delete;
+  UcxSocketShare& operator=(const UcxSocketShare&) = delete;
+
+ private:
+  bool inside_hold_;  // this thread holds the lock exclusively: nothing to take
+};
+
+template <typename Call>
+auto ucx_serialized(Call&& call) {
+  UcxSocketHold hold;
+  return call();
+}
+
+template <typename Call>
+auto ucx_shared(Call&& call) {
+  UcxSocketShare share;
+  return call();
+}
+
 // The UCP context (active messages, and the wakeup feature for blocking waits), shared by a
 // listener and the connections it accepted. The first one sends UCX's log to stderr.
 class UcxContext {
