@@ -235,13 +235,33 @@ TEST_P(UcxRawPeerTest, AStalledRendezvousIsAnError) {
   peer_->wait(r);
 }
 
-// A worker refuses a broken message by closing only that connection.
-TEST_P(UcxRawPeerTest, AWorkerClosesOnlyTheBrokenConnection) {
+// A worker of this process on the transport's address, with a 1 MiB ceiling.
+Result<std::unique_ptr<Worker>> start_small_worker(const TestTransport& t) {
   WorkerOptions o;
-  o.address = GetParam().listen_address();
+  o.address = t.listen_address();
   o.log = false;
   o.memory_limit = 1 << 20;
-  auto w = Worker::start(o);
+  return Worker::start(o);
+}
+
+// HELLO over t, and the worker's answer.
+Status say_hello(Transport& t) {
+  HelloRequest hello;
+  std::vector<uint8_t> p;
+  encode(hello, &p);
+  Header h;
+  h.command = Command::kHello;
+  STRATA_RETURN_IF_ERROR(send_message(t, h, p));
+  STRATA_ASSIGN_OR_RETURN(const Message reply, t.recv(kLongMs));
+  if (reply.header.status != 0) {
+    return internal_error("HELLO answered with status " + std::to_string(reply.header.status));
+  }
+  return decode_hello_response(reply.payload).status();
+}
+
+// A worker refuses a broken message by closing only that connection.
+TEST_P(UcxRawPeerTest, AWorkerClosesOnlyTheBrokenConnection) {
+  auto w = start_small_worker(GetParam());
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   RawUcxPeer bad;
   ASSERT_TRUE(bad.connect((*w)->address()));
@@ -257,16 +277,8 @@ TEST_P(UcxRawPeerTest, AWorkerClosesOnlyTheBrokenConnection) {
   // A proper client is served.
   auto c = transport_connect((*w)->address(), kLongMs);
   ASSERT_TRUE(c.is_ok()) << c.status().message();
-  HelloRequest hello;
-  std::vector<uint8_t> p;
-  encode(hello, &p);
-  Header h;
-  h.command = Command::kHello;
-  ASSERT_TRUE(send_message(**c, h, p));
-  auto reply = (*c)->recv(kLongMs);
-  ASSERT_TRUE(reply.is_ok()) << reply.status().message();
-  EXPECT_EQ(reply->header.status, 0);
-  EXPECT_TRUE(decode_hello_response(reply->payload).is_ok());
+  const Status hello = say_hello(**c);
+  EXPECT_TRUE(hello.is_ok()) << hello.message();
 }
 
 // Connections that close while others open, in one process, each with its own UCX worker: a
@@ -278,11 +290,7 @@ class UcxChurnTest : public ::testing::TestWithParam<TestTransport> {};
 
 TEST_P(UcxChurnTest, ConnectionsClosingWhileOthersOpen) {
   GetParam().use_env();
-  WorkerOptions o;
-  o.address = GetParam().listen_address();
-  o.log = false;
-  o.memory_limit = 1 << 20;
-  auto w = Worker::start(o);
+  auto w = start_small_worker(GetParam());
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   constexpr int kClients = 2, kEach = 150;
   std::atomic<int> answered{0};
@@ -291,15 +299,7 @@ TEST_P(UcxChurnTest, ConnectionsClosingWhileOthersOpen) {
     clients.emplace_back([&] {
       for (int i = 0; i < kEach; ++i) {
         auto t = transport_connect((*w)->address(), kLongMs);
-        if (!t.is_ok()) continue;
-        HelloRequest hello;
-        std::vector<uint8_t> p;
-        encode(hello, &p);
-        Header h;
-        h.command = Command::kHello;
-        if (!send_message(**t, h, p)) continue;
-        auto reply = (*t)->recv(kLongMs);
-        if (reply.is_ok() && reply->header.status == 0) answered.fetch_add(1);
+        if (t.is_ok() && say_hello(**t).is_ok()) answered.fetch_add(1);
       }
     });
   }
