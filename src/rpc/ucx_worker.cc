@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -49,7 +50,9 @@ namespace {
 // The socket lock of ucx_worker.h. A shared hold is one thread's own counter, on its own cache
 // line; an exclusive one raises `writing` and then waits for every thread's counter to fall to
 // zero, while a thread that would take a shared hold meanwhile drops its count and waits for the
-// writer (so that a writer is never held off by a stream of readers).
+// writer (so that a writer is never held off by a stream of readers). The waits sleep on
+// condition variables: with more threads than cores (a loaded machine, a test run beside
+// others) a thread that spun would take the core from the one it waits for.
 struct alignas(64) ReaderCount {
   std::atomic<int> active{0};
 };
@@ -59,8 +62,10 @@ struct SocketLock {
   std::atomic<bool> writing{false};
   std::atomic<std::thread::id> owner{};
   int depth = 0;  // the owner's recursion
-  std::mutex readers_mutex;
-  std::vector<ReaderCount*> readers;  // one per thread that ever took a shared hold
+  std::mutex m;   // the list, and the waits: `writing` falls and counters drop under it
+  std::condition_variable readers_left;  // a reader left while `writing`
+  std::condition_variable writer_left;   // `writing` fell
+  std::vector<ReaderCount*> readers;     // one per thread that ever took a shared hold
 };
 
 // Never destroyed: threads may take and drop holds while the process exits.
@@ -74,13 +79,13 @@ struct ThreadReader {
   ReaderCount* count = new ReaderCount;
   ThreadReader() {
     SocketLock& l = socket_lock();
-    std::lock_guard<std::mutex> g(l.readers_mutex);
+    std::lock_guard<std::mutex> g(l.m);
     l.readers.push_back(count);
   }
   ~ThreadReader() {
     SocketLock& l = socket_lock();
     {
-      std::lock_guard<std::mutex> g(l.readers_mutex);
+      std::lock_guard<std::mutex> g(l.m);
       l.readers.erase(std::find(l.readers.begin(), l.readers.end(), count));
     }
     delete count;
@@ -92,10 +97,11 @@ ReaderCount& this_thread_reader() {
   return *reader.count;
 }
 
-bool readers_active(SocketLock& l) {
-  std::lock_guard<std::mutex> g(l.readers_mutex);
-  return std::any_of(l.readers.begin(), l.readers.end(),
-                     [](const ReaderCount* r) { return r->active.load() != 0; });
+// A reader's count fell: a writer may be waiting for it.
+void reader_left(SocketLock& l) {
+  if (!l.writing.load()) return;
+  std::lock_guard<std::mutex> g(l.m);
+  l.readers_left.notify_all();
 }
 
 }  // namespace
@@ -111,14 +117,22 @@ UcxSocketHold::UcxSocketHold() {
   l.owner.store(me);
   l.depth = 1;
   l.writing.store(true);
-  while (readers_active(l)) std::this_thread::yield();
+  std::unique_lock<std::mutex> g(l.m);
+  l.readers_left.wait(g, [&l] {
+    return std::none_of(l.readers.begin(), l.readers.end(),
+                        [](const ReaderCount* r) { return r->active.load() != 0; });
+  });
 }
 
 UcxSocketHold::~UcxSocketHold() {
   SocketLock& l = socket_lock();
   if (--l.depth > 0) return;
   l.owner.store(std::thread::id());
-  l.writing.store(false);
+  {
+    std::lock_guard<std::mutex> g(l.m);
+    l.writing.store(false);
+  }
+  l.writer_left.notify_all();
   l.writer.unlock();
 }
 
@@ -131,12 +145,16 @@ UcxSocketShare::UcxSocketShare() {
     reader.active.fetch_add(1);
     if (!l.writing.load()) return;
     reader.active.fetch_sub(1);
-    while (l.writing.load()) std::this_thread::yield();
+    reader_left(l);
+    std::unique_lock<std::mutex> g(l.m);
+    l.writer_left.wait(g, [&l] { return !l.writing.load(); });
   }
 }
 
 UcxSocketShare::~UcxSocketShare() {
-  if (!inside_hold_) this_thread_reader().active.fetch_sub(1);
+  if (inside_hold_) return;
+  this_thread_reader().active.fetch_sub(1);
+  reader_left(socket_lock());
 }
 
 Result<std::shared_ptr<UcxContext>> UcxContext::create() {
