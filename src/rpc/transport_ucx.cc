@@ -506,8 +506,13 @@ class UcxTransport : public Transport {
     flush = flush && state_.lock()->failed.is_ok();
     ucp_request_param_t p{};
     if (flush) {
-      // Its sockets close in a later progress, which looks at the missed events itself.
-      const ucs_status_ptr_t r = ucx_serialized([&] { return ucp_ep_close_nbx(ep, &p); });
+      // Its sockets close in a later progress, which looks at the missed events itself, or at
+      // once when the close completes (or fails) in the call: then this progress looks.
+      const ucs_status_ptr_t r = ucx_serialized([&] {
+        const ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &p);
+        if (closing == nullptr || UCS_PTR_IS_ERR(closing)) ucp_worker_progress(worker_);
+        return closing;
+      });
       if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
       {
         auto st = state_.lock();
