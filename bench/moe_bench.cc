@@ -37,10 +37,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.h"
 #include "bench_threads.h"
 #include "core/dtype_traits.h"
 #include "core/host_bytes.h"
-#include "core/isa.h"
 #include "core/matmul.h"
 #include "core/membw.h"
 #include "core/quant.h"
@@ -186,28 +186,23 @@ struct Tensor {
   HostBytes w;
 
   Tensor(DType dtype, int64_t k_, int64_t n_, int64_t count_, std::mt19937& rng)
-      : t(dtype), k(k_), n(n_), count(count_), row_bytes(dtype_row_bytes(dtype, k_)) {
+      : t(stored_dtype(dtype)), k(k_), n(n_), count(count_), row_bytes(dtype_row_bytes(dtype, k_)) {
     constexpr int64_t kDistinct = 64;
     w.resize(row_bytes * static_cast<size_t>(n * count));
     std::normal_distribution<float> dist(0.0f, 0.02f);
-    std::vector<float> src(static_cast<size_t>(k));
-    std::vector<uint8_t> rows(row_bytes * kDistinct);
-    for (int64_t r = 0; r < kDistinct; ++r) {
-      for (float& v : src) v = dist(rng);
-      quantize_row(t, src.data(), rows.data() + r * row_bytes, k);
-    }
-    if (const std::optional<DType> layout = rows16_layout(dtype);
-        layout && dtype_layout_pays(*layout, isa_active())) {
-      t = *layout;
-      std::vector<uint8_t> packed(rows.size());
-      rows16_pack(t, rows.data(), packed.data(), kDistinct, k);
-      rows = std::move(packed);
-    }
+    quantize_rows(dtype, w.data(), kDistinct, k, kDistinct, rng, dist);
+    to_layout(t, w.data(), kDistinct, k);
     // n a multiple of 64 keeps every matrix's groups whole; the last copy is cut to fit anyway.
-    for (int64_t r = 0; r < n * count; r += kDistinct) {
+    for (int64_t r = kDistinct; r < n * count; r += kDistinct) {
       const int64_t m = std::min(kDistinct, n * count - r);
-      std::copy_n(rows.begin(), m * static_cast<int64_t>(row_bytes), w.data() + r * row_bytes);
+      std::copy_n(w.data(), m * static_cast<int64_t>(row_bytes), w.data() + r * row_bytes);
     }
+  }
+  // The type the engine stores copied weights of `base` in: the CPU's layout where it offers one.
+  static DType stored_dtype(DType base) {
+    const std::optional<DType> layout = rows16_layout(base);
+    return layout && cpu_device_caps().weight_dtypes.test(static_cast<uint32_t>(*layout)) ? *layout
+                                                                                          : base;
   }
   size_t matrix_bytes() const { return row_bytes * static_cast<size_t>(n); }
   const uint8_t* matrix(int64_t e) const { return w.data() + e * matrix_bytes(); }
