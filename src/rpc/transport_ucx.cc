@@ -506,13 +506,10 @@ class UcxTransport : public Transport {
     flush = flush && state_.lock()->failed.is_ok();
     ucp_request_param_t p{};
     if (flush) {
-      // Its sockets close in a later progress, which looks at the missed events itself, or at
-      // once when the close completes (or fails) in the call: then this progress looks.
-      const ucs_status_ptr_t r = ucx_serialized([&] {
-        const ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &p);
-        if (closing == nullptr || UCS_PTR_IS_ERR(closing)) ucp_worker_progress(worker_);
-        return closing;
-      });
+      // Its sockets close at once when the close completes (or fails) in the call, else in a
+      // later progress, which looks at the missed events itself.
+      const ucs_status_ptr_t r =
+          ucx_close_and_look(worker_, [&] { return ucp_ep_close_nbx(ep, &p); });
       if (r == nullptr || UCS_PTR_IS_ERR(r)) return;
       {
         auto st = state_.lock();
@@ -531,13 +528,9 @@ class UcxTransport : public Transport {
     }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    // A forced close closes the sockets at once: the worker looks at what it missed before any
-    // other socket can open (the socket lock, ucx_worker.h).
-    const ucs_status_ptr_t r = ucx_serialized([&] {
-      const ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &p);
-      ucp_worker_progress(worker_);
-      return closing;
-    });
+    // A forced close closes the sockets at once.
+    const ucs_status_ptr_t r =
+        ucx_close_and_look(worker_, [&] { return ucp_ep_close_nbx(ep, &p); });
     if (wait_request(r, deadline_after(kCancelMs)) == UCS_INPROGRESS) abandon(r);
     // The connect's flush, cancelled by the close.
     if (wait_request(stray_, deadline_after(kCancelMs)) == UCS_INPROGRESS) abandon(stray_);
@@ -647,13 +640,15 @@ class UcxTransport : public Transport {
 
   // One ucp_worker_progress, or ucp_worker_arm, under the socket lock (ucx_worker.h): shared
   // while the connection is up, exclusive once it closes, as its sockets then close.
-  unsigned progress_once() {
-    const auto call = [this] { return ucp_worker_progress(worker_); };
+  template <typename Call>
+  auto held(Call call) {
     return closing_.load() ? ucx_serialized(call) : ucx_shared(call);
   }
+  unsigned progress_once() {
+    return held([this] { return ucp_worker_progress(worker_); });
+  }
   ucs_status_t arm() {
-    const auto call = [this] { return ucp_worker_arm(worker_); };
-    return closing_.load() ? ucx_serialized(call) : ucx_shared(call);
+    return held([this] { return ucp_worker_arm(worker_); });
   }
 
   // Wakes the thread that progresses the worker: there is something new to progress or see.
@@ -783,12 +778,7 @@ class UcxListener : public Listener {
     }
     Result<std::unique_ptr<UcxTransport>> t = UcxTransport::make(ctx_, peer);
     if (!t) {
-      // The request's socket closes at once: the worker looks at what it missed before any other
-      // socket can open (the socket lock, ucx_worker.h).
-      ucx_serialized([&] {
-        ucp_listener_reject(listener_, r);
-        ucp_worker_progress(worker_);
-      });
+      ucx_close_and_look(worker_, [&] { return ucp_listener_reject(listener_, r); });
       return t.status();
     }
     STRATA_RETURN_IF_ERROR((*t)->open_endpoint(nullptr, 0, r));

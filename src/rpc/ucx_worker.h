@@ -48,10 +48,10 @@ std::string ucs_text(ucs_status_t s);
 // accepts, and every progress of a connection that is closing) hold the process's socket lock
 // exclusively, and every other progress holds it shared: no socket opens between a worker's close
 // and its look, except when the progress of a connection whose peer just failed closes its
-// sockets beside that of a connection being set up, which opens them. A close outside progress (a
-// forced endpoint close, a refused connection request) is followed, under the same hold, by one
-// progress of its worker. A shared hold costs a thread only its own counter, so that established
-// connections progress side by side as before.
+// sockets beside that of a connection being set up, which opens them. A call that may close sockets
+// outside progress (an endpoint's close, a refused connection request) is followed, under the
+// same hold, by one progress of its worker (ucx_close_and_look). A shared hold costs a thread only
+// its own counter, so that established connections progress side by side as before.
 //
 // The exclusive hold is recursive and may take a shared one inside; a shared one must not take
 // the exclusive (it would wait for itself). Neither is taken by a callback that UCX calls, nor
@@ -85,6 +85,17 @@ template <typename Call>
 auto ucx_shared(Call&& call) {
   UcxSocketShare share;
   return call();
+}
+
+// A call that may close sockets of `worker` at once (a forced or flushing endpoint close, a
+// refused connection request), then one progress of the worker, which looks at what it missed,
+// in one exclusive hold: no other socket opens between the two.
+template <typename Close>
+auto ucx_close_and_look(ucp_worker_h worker, Close&& close) {
+  UcxSocketHold hold;
+  auto result = close();
+  ucp_worker_progress(worker);
+  return result;
 }
 
 // The UCP context (active messages, and the wakeup feature for blocking waits), shared by a
