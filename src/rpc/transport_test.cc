@@ -398,9 +398,7 @@ TEST_P(TransportPairTest, APeerThatLeavesIsAnErrorAfterItsMessages) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportPairTest, ::testing::ValuesIn(test_transports()),
-                         [](const ::testing::TestParamInfo<TestTransport>& p) {
-                           return test_transport_name(p.param);
-                         });
+                         TestTransportName());
 
 // The scheme picks the transport; "scheme://" reads as "scheme:", and no scheme is TCP.
 TEST(TransportSchemes, TheAddressSchemeChoosesTheTransport) {

@@ -71,5 +71,12 @@ inline std::string test_transport_name(const TestTransport& t) {
   for (char& c : s) c = c == '-' ? '_' : c;
   return s;
 }
+// The same as INSTANTIATE_TEST_SUITE_P's name generator: TestTransportName().
+struct TestTransportName {
+  template <typename ParamInfo>
+  std::string operator()(const ParamInfo& p) const {
+    return test_transport_name(p.param);
+  }
+};
 
 }  // namespace strata::rpc

@@ -316,13 +316,9 @@ std::vector<TestTransport> ucx_transports() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxRawPeerTest, ::testing::ValuesIn(ucx_transports()),
-                         [](const ::testing::TestParamInfo<TestTransport>& p) {
-                           return test_transport_name(p.param);
-                         });
+                         TestTransportName());
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxChurnTest, ::testing::ValuesIn(ucx_transports()),
-                         [](const ::testing::TestParamInfo<TestTransport>& p) {
-                           return test_transport_name(p.param);
-                         });
+                         TestTransportName());
 
 #else
 

@@ -772,9 +772,7 @@ TEST_P(WorkerTest, VanishingClients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerTest, ::testing::ValuesIn(test_transports()),
-                         [](const ::testing::TestParamInfo<TestTransport>& p) {
-                           return test_transport_name(p.param);
-                         });
+                         TestTransportName());
 
 }  // namespace
 }  // namespace strata::rpc
