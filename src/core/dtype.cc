@@ -57,8 +57,8 @@ constexpr Layout kLayouts[] = {
     {DType::kTQ1_0, "tq1_0", 256, 54},
     {DType::kTQ2_0, "tq2_0", 256, 66},
     {DType::kMXFP4, "mxfp4", 32, 17},
-    // Layouts: the same bytes per row as their base type (a group of 16 rows is a permutation
-    // of those rows' bytes).
+    // Layouts: the same bytes per row as their base type (a group of 16 rows is a
+    // rearrangement of those rows' bits: for q4_K of their bytes).
     {DType::kQ4_K_R16, "q4_K_r16", 256, 144, DType::kQ4_K},
     {DType::kQ6_K_R16, "q6_K_r16", 256, 210, DType::kQ6_K},
 };

@@ -5,14 +5,16 @@
 // bytes 4L..4L+3 of the low nibbles) + scale(2j + 1) * (the same of the high nibbles); then acc[L]
 // += (dx * d) * float(lanes[L]) and acc[L] += -(dx * dmin) * float(min(L) * (block sums 2L and 2L +
 // 1)), and the row's value is the AVX2 horizontal sum of the 8. Here acc[L] is a register whose
-// lane r is row r's, and the integer sums (exact however grouped) are formed by maddubs (pairs of
-// products) and dpwssd (times the scale in both words).
+// lane r is row r's, and the integer sums (exact however grouped) are formed by dpbusd (four
+// products) or maddubs (two), and dpwssd (times the scales).
 //
-// Measured on a Zen 5 core (strata_bench_kernels, one thread, k = 2048), against Q4_K in the
-// file's layout: one column 3.7 against 5.8 us with the rows in L2 (BM_Matmul/DTYPE/1/1), 228-246
-// against 295 us from memory (/1/0); 8 columns 27.0 against 33.0 us, 256 columns 865 against
-// 1050-1100 us. A decode order of Q4_K matrices (BM_LayoutDecodeOrder) 1.35x as fast, 1.08-1.37x
-// with two threads.
+// On this machine's Zen 4 (strata_bench_kernels, one thread, k = 2048, 128 rows in L2):
+// dpbusd, dpwssd, maddubs and madd each issue once a cycle, and so do FMAs, ternary logic and
+// pshufb on the same units, while shifts, ANDs, ORs, adds and broadcasts from memory go beside
+// them. So the kernels count their multiplies and keep the rest to shifts and ANDs: Q4_K forms
+// both nibbles' sums of a step with two dpbusd and scales them with one dpwssd (3.7 -> 3.6 us a
+// column, 27.0 -> 23.3 us for 8), and Q6_K's layout takes three of four quants with one AND
+// each (5.9-6.2 -> 4.1 us a column).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -84,7 +86,8 @@ inline __m512i broadcast32(const void* p) {
 // Group type), which the driver below picks.
 template <int C>
 void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const __m512i two = _mm512_set1_epi32(2);
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
@@ -97,8 +100,16 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     const Q4KRows16& wb = w[b];
     __m512i sc[3];
     for (int i = 0; i < 3; ++i) sc[i] = _mm512_loadu_si512(wb.scales[i]);
-    __m512i scale[8];
-    for (int s = 0; s < 8; ++s) scale[s] = scale_min_words(sc, s, false);
+    // Step j's pair of scales: sub-block 2j's in the low word of each lane, 2j + 1's in the high.
+    __m512i pair[4], low_scales = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      const __m512i low = scale_min_words(sc, 2 * j, false);
+      pair[j] = select(_mm512_set1_epi32(0xffff), low, scale_min_words(sc, 2 * j + 1, false));
+      low_scales = _mm512_add_epi32(low_scales, _mm512_and_si512(low, _mm512_set1_epi32(0xffff)));
+    }
+    // Every low sum comes biased by 8192 (below): the lanes start without it.
+    const __m512i unbias =
+        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(low_scales, 13));
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     const __m512 dmin16 = _mm512_cvtph_ps(load256(wb.dmin));
     __m512 d[C], dmin[C];
@@ -110,18 +121,20 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       __m512i lanes[C];
-      for (int c = 0; c < C; ++c) lanes[c] = _mm512_setzero_si512();
+      for (int c = 0; c < C; ++c) lanes[c] = unbias;
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const __m512i q = _mm512_loadu_si512(wb.qs[g][j]);
         const __m512i ql = _mm512_and_si512(q, m4);
-        const __m512i qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        const __m512i qh16 = _mm512_and_si512(q, mf0);
         for (int c = 0; c < C; ++c) {
           const int8_t* xq = x[c][b].qs + 64 * j + 4 * g;
-          lanes[c] = _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(ql, broadcast32(xq)),
-                                         scale[2 * j]);
-          lanes[c] = _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(qh, broadcast32(xq + 32)),
-                                         scale[2 * j + 1]);
+          // 2 + 16 * (the high nibbles' four products), shifted to the high word, plus the low
+          // nibbles' four: each sum is at most 4 * 15 * 128 in size, so the low word is 8192 +
+          // the low sum (in 512..15872) and the high word the high sum, for dpwssd to scale.
+          const __m512i hi = _mm512_dpbusd_epi32(two, qh16, broadcast32(xq + 32));
+          const __m512i sums = _mm512_dpbusd_epi32(_mm512_slli_epi32(hi, 12), ql, broadcast32(xq));
+          lanes[c] = _mm512_dpwssd_epi32(lanes[c], sums, pair[j]);
         }
       }
       const __m512i mins = scale_min_words(sc, g, true);
@@ -142,12 +155,11 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 // float(lanes[L]). Here, as for Q4_K, acc[L] is a register whose lane r is row r's.
 template <int C>
 void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
-  const __m512i low_word = _mm512_set1_epi32(0xffff);
-  // Sub-block s's scale of every row as a 32-bit lane.
-  const auto scale32 = [](const Q6KRows16& wb, int s) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[s])));
-  };
+  const __m512i m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(0x03),
+                m4 = _mm512_set1_epi8(0x0f);
+  // pshufb mask giving each 32-bit lane its low word twice.
+  const __m512i low_twice =
+      _mm512_broadcast_i32x4(_mm_setr_epi32(0x01000100, 0x05040504, 0x09080908, 0x0d0c0d0c));
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
@@ -157,44 +169,45 @@ void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     __m512 d[C];
     for (int c = 0; c < C; ++c) d[c] = _mm512_mul_ps(_mm512_set1_ps(x[c][b].d), d16);
-    for (int half = 0; half < 2; ++half) {
-      // The scale of group i's sub-block 2i + half, in both words of each lane.
-      __m512i scale[8];
-      for (int i = 0; i < 8; ++i) {
-        const __m512i v = scale32(wb, 2 * i + half);
-        scale[i] = _mm512_or_si512(_mm512_and_si512(v, low_word), _mm512_slli_epi32(v, 16));
-      }
+    // Sub-block s's scale of every row, sign-extended, in both words of its lane.
+    __m512i scale[16];
+    for (int s = 0; s < 16; ++s) {
+      const __m512i v =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[s])));
+      scale[s] = _mm512_shuffle_epi8(v, low_twice);
+    }
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      const int half = l / 4;
+      __m512i lanes[C];
+      for (int c = 0; c < C; ++c) lanes[c] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512i r0 = _mm512_loadu_si512(wb.q[l][h][0]);
+        const __m512i r1 = _mm512_loadu_si512(wb.q[l][h][1]);
+        const __m512i r2 = _mm512_loadu_si512(wb.q[l][h][2]);
+        // The fourth group's quant from bits 6..7 of the three bytes (16-bit shifts: the bits
+        // they bring in from the next byte are masked off).
+        const __m512i q3 = _mm512_and_si512(
+            select(m4, select(m2, _mm512_srli_epi16(r0, 6), _mm512_srli_epi16(r1, 4)),
+                   _mm512_srli_epi16(r2, 2)),
+            m6);
+        const __m512i q[4] = {_mm512_and_si512(r0, m6), _mm512_and_si512(r1, m6),
+                              _mm512_and_si512(r2, m6), q3};
 #pragma GCC unroll 4
-      for (int l = 4 * half; l < 4 * half + 4; ++l) {
-        __m512i lanes[C];
-        for (int c = 0; c < C; ++c) lanes[c] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; ++h) {
-          const Q6KRows16::Quants& qq = wb.q[l][h];
-          const __m512i ql0 = _mm512_loadu_si512(qq.ql0);
-          const __m512i ql1 = _mm512_loadu_si512(qq.ql1);
-          const __m512i qh = _mm512_loadu_si512(qq.qh);
-#pragma GCC unroll 4
-          for (int g = 0; g < 4; ++g) {
-            const __m512i src = g % 2 == 0 ? ql0 : ql1;
-            const __m512i lo =
-                g < 2 ? _mm512_and_si512(src, m4) : _mm512_and_si512(_mm512_srli_epi16(src, 4), m4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * g), m3);
-            const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-            for (int c = 0; c < C; ++c) {
-              const __m512i xw = broadcast32(x[c][b].qs + 128 * h + 32 * g + 4 * l);
-              lanes[c] =
-                  _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(q, xw), scale[4 * h + g]);
-            }
+        for (int g = 0; g < 4; ++g) {
+          for (int c = 0; c < C; ++c) {
+            const __m512i xw = broadcast32(x[c][b].qs + 128 * h + 32 * g + 4 * l);
+            lanes[c] = _mm512_dpwssd_epi32(lanes[c], _mm512_maddubs_epi16(q[g], xw),
+                                           scale[2 * (4 * h + g) + half]);
           }
         }
-        // Lane r: the words [scale(2l), scale(2l + 1)] of row r, against block sums 2l, 2l + 1.
-        const __m512i pair = _mm512_or_si512(_mm512_and_si512(scale32(wb, 2 * l), low_word),
-                                             _mm512_slli_epi32(scale32(wb, 2 * l + 1), 16));
-        for (int c = 0; c < C; ++c) {
-          const __m512i off = _mm512_madd_epi16(pair, broadcast32(x[c][b].bsums + 2 * l));
-          const __m512i tot = _mm512_sub_epi32(lanes[c], _mm512_slli_epi32(off, 5));
-          acc[c][l] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(tot), acc[c][l]);
-        }
+      }
+      // Lane r: the words [scale(2l), scale(2l + 1)] of row r, against block sums 2l, 2l + 1.
+      const __m512i pair = _mm512_mask_blend_epi16(0xaaaaaaaa, scale[2 * l], scale[2 * l + 1]);
+      for (int c = 0; c < C; ++c) {
+        const __m512i off = _mm512_madd_epi16(pair, broadcast32(x[c][b].bsums + 2 * l));
+        const __m512i tot = _mm512_sub_epi32(lanes[c], _mm512_slli_epi32(off, 5));
+        acc[c][l] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(tot), acc[c][l]);
       }
     }
   }

@@ -19,8 +19,8 @@ void move(B* in_block, G* in_group, size_t bytes) {
 }
 
 // Moves row `lane`'s block between its base layout and its place in a super-block of the
-// group: kToGroup from the block to the group, else back. Every byte of both is moved once, so
-// packing and unpacking are each other's inverse.
+// group: kToGroup from the block to the group, else back. Every byte (for Q6_K's quants, every
+// bit) of both is moved once, so packing and unpacking are each other's inverse.
 template <bool kToGroup>
 void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
                std::conditional_t<kToGroup, Q4KRows16, const Q4KRows16>& group, int64_t lane) {
@@ -32,6 +32,20 @@ void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
   }
 }
 
+// Element t (0..127) of a Q6_K half's quants (ql at 64 bytes, qh at 32), as a 6-bit value.
+uint8_t q6_k_get(const uint8_t* ql, const uint8_t* qh, int t) {
+  const int l = t % 32, i = t / 32;
+  const int low = (ql[l + 32 * (i % 2)] >> (4 * (i / 2))) & 0x0f;
+  return static_cast<uint8_t>(low | ((qh[l] >> (2 * i)) & 3) << 4);
+}
+void q6_k_set(uint8_t* ql, uint8_t* qh, int t, uint8_t v) {
+  const int l = t % 32, i = t / 32;
+  const int shift = 4 * (i / 2);
+  uint8_t& low = ql[l + 32 * (i % 2)];
+  low = static_cast<uint8_t>((low & ~(0x0f << shift)) | (v & 0x0f) << shift);
+  qh[l] = static_cast<uint8_t>((qh[l] & ~(3 << (2 * i))) | (v >> 4) << (2 * i));
+}
+
 template <bool kToGroup>
 void move_q6_k(std::conditional_t<kToGroup, const BlockQ6_K, BlockQ6_K>& block,
                std::conditional_t<kToGroup, Q6KRows16, const Q6KRows16>& group, int64_t lane) {
@@ -39,9 +53,26 @@ void move_q6_k(std::conditional_t<kToGroup, const BlockQ6_K, BlockQ6_K>& block,
   move<kToGroup>(&block.d, &group.d[lane], 2);
   for (int l = 0; l < 8; ++l) {
     for (int h = 0; h < 2; ++h) {
-      move<kToGroup>(block.ql + 64 * h + 4 * l, group.q[l][h].ql0[lane], 4);
-      move<kToGroup>(block.ql + 64 * h + 32 + 4 * l, group.q[l][h].ql1[lane], 4);
-      move<kToGroup>(block.qh + 32 * h + 4 * l, group.q[l][h].qh[lane], 4);
+      auto* ql = block.ql + 64 * h;
+      auto* qh = block.qh + 32 * h;
+      auto& out = group.q[l][h];
+      for (int k = 0; k < 4; ++k) {
+        const int t = 4 * l + k;
+        if constexpr (kToGroup) {
+          const uint8_t last = q6_k_get(ql, qh, t + 96);
+          for (int i = 0; i < 3; ++i) {
+            out[i][lane][k] =
+                static_cast<uint8_t>(q6_k_get(ql, qh, t + 32 * i) | (last >> (2 * i) & 3) << 6);
+          }
+        } else {
+          uint8_t last = 0;
+          for (int i = 0; i < 3; ++i) {
+            q6_k_set(ql, qh, t + 32 * i, out[i][lane][k] & 0x3f);
+            last = static_cast<uint8_t>(last | (out[i][lane][k] >> 6) << (2 * i));
+          }
+          q6_k_set(ql, qh, t + 96, last);
+        }
+      }
     }
   }
 }

@@ -7,7 +7,8 @@
 // matrix): rows [16 i, 16 i + 16) are group i, which takes the bytes those rows take in the base
 // type, its super-block b at byte b * 16 * sizeof(block) of the group. A last group of fewer than
 // 16 rows (the tail) keeps the base layout, row r at r * row_bytes. So a layout changes no
-// size, offset or stride: only the order of the bytes within each full group.
+// size, offset or stride: only the order of the bytes (for Q6_K, of the bits) within each full
+// group.
 #pragma once
 
 #include <cstdint>
@@ -33,15 +34,15 @@ struct Q4KRows16 {
 static_assert(sizeof(Q4KRows16) == kLaneRows * sizeof(BlockQ4_K));
 
 // One super-block of a group of Q6_K rows (DType::kQ6_K_R16). Row r's block is, rearranged: its
-// 16 sub-block scales at scales[s][r], its d at d[r]; for each 4-byte column l (0..7) and half h
-// (elements 128h..128h+127), bytes 4l..4l+3 of its ql chunks 2h and 2h + 1 at q[l][h].ql0[r] and
-// q[l][h].ql1[r], and of its qh chunk h at q[l][h].qh[r]. The kernel reads it in this order.
+// 16 sub-block scales at scales[s][r], its d at d[r]; its quants as 6-bit values, for each
+// 4-byte column l (0..7) and half h (elements 128h..128h+127): elements 128h + 32i + 4l + k (i
+// = 0..2, k = 0..3) at q[l][h][i][r][k], each over bits 2i, 2i + 1 of element 128h + 96 + 4l +
+// k's quant in its bits 6..7. The kernel reads it in this order, and takes three of a column's
+// four quants with one AND each (the file's nibbles and 2-bit pieces need shifts to join).
 struct Q6KRows16 {
   int8_t scales[16][kLaneRows];
   uint16_t d[kLaneRows];
-  struct Quants {
-    uint8_t ql0[kLaneRows][4], ql1[kLaneRows][4], qh[kLaneRows][4];
-  } q[8][2];
+  uint8_t q[8][2][3][kLaneRows][4];
 };
 static_assert(sizeof(Q6KRows16) == kLaneRows * sizeof(BlockQ6_K));
 
