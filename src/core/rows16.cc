@@ -32,18 +32,35 @@ void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
   }
 }
 
-// Element t (0..127) of a Q6_K half's quants (ql at 64 bytes, qh at 32), as a 6-bit value.
-uint8_t q6_k_get(const uint8_t* ql, const uint8_t* qh, int t) {
-  const int l = t % 32, i = t / 32;
-  const int low = (ql[l + 32 * (i % 2)] >> (4 * (i / 2))) & 0x0f;
-  return static_cast<uint8_t>(low | ((qh[l] >> (2 * i)) & 3) << 4);
+// Bytes i of every byte of a 32-bit word, for the quants below: four elements at a time.
+constexpr uint32_t kBytes(uint32_t v) { return v * 0x01010101u; }
+
+// A Q6_K half's quants (ql at 64 bytes, qh at 32) at byte t (a multiple of 4) as the layout's
+// three words: elements t..t+3 of the half's groups 0..2 as 6-bit values, over two bits each of
+// group 3's (core/rows16.h). Shifts within a 32-bit word: every bit they move into another byte
+// is masked off.
+void q6_k_pack4(const uint8_t* ql, const uint8_t* qh, int t, uint32_t out[3]) {
+  uint32_t a, b, h;
+  std::memcpy(&a, ql + t, 4);
+  std::memcpy(&b, ql + t + 32, 4);
+  std::memcpy(&h, qh + t, 4);
+  const uint32_t m4 = kBytes(0x0f), m2 = kBytes(0x03);
+  const uint32_t q[4] = {(a & m4) | (h & m2) << 4, (b & m4) | (h >> 2 & m2) << 4,
+                         (a >> 4 & m4) | (h >> 4 & m2) << 4, (b >> 4 & m4) | (h >> 6 & m2) << 4};
+  for (int i = 0; i < 3; ++i) out[i] = q[i] | (q[3] >> (2 * i) & m2) << 6;
 }
-void q6_k_set(uint8_t* ql, uint8_t* qh, int t, uint8_t v) {
-  const int l = t % 32, i = t / 32;
-  const int shift = 4 * (i / 2);
-  uint8_t& low = ql[l + 32 * (i % 2)];
-  low = static_cast<uint8_t>((low & ~(0x0f << shift)) | (v & 0x0f) << shift);
-  qh[l] = static_cast<uint8_t>((qh[l] & ~(3 << (2 * i))) | (v >> 4) << (2 * i));
+
+// The inverse of q6_k_pack4.
+void q6_k_unpack4(const uint32_t in[3], uint8_t* ql, uint8_t* qh, int t) {
+  const uint32_t m6 = kBytes(0x3f), m4 = kBytes(0x0f), m2 = kBytes(0x03);
+  uint32_t q[4] = {in[0] & m6, in[1] & m6, in[2] & m6, 0};
+  for (int i = 0; i < 3; ++i) q[3] |= (in[i] >> 6 & m2) << (2 * i);
+  const uint32_t a = (q[0] & m4) | (q[2] & m4) << 4, b = (q[1] & m4) | (q[3] & m4) << 4;
+  uint32_t h = 0;
+  for (int i = 0; i < 4; ++i) h |= (q[i] >> 4 & m2) << (2 * i);
+  std::memcpy(ql + t, &a, 4);
+  std::memcpy(ql + t + 32, &b, 4);
+  std::memcpy(qh + t, &h, 4);
 }
 
 template <bool kToGroup>
@@ -53,25 +70,13 @@ void move_q6_k(std::conditional_t<kToGroup, const BlockQ6_K, BlockQ6_K>& block,
   move<kToGroup>(&block.d, &group.d[lane], 2);
   for (int l = 0; l < 8; ++l) {
     for (int h = 0; h < 2; ++h) {
-      auto* ql = block.ql + 64 * h;
-      auto* qh = block.qh + 32 * h;
-      auto& out = group.q[l][h];
-      for (int k = 0; k < 4; ++k) {
-        const int t = 4 * l + k;
-        if constexpr (kToGroup) {
-          const uint8_t last = q6_k_get(ql, qh, t + 96);
-          for (int i = 0; i < 3; ++i) {
-            out[i][lane][k] =
-                static_cast<uint8_t>(q6_k_get(ql, qh, t + 32 * i) | (last >> (2 * i) & 3) << 6);
-          }
-        } else {
-          uint8_t last = 0;
-          for (int i = 0; i < 3; ++i) {
-            q6_k_set(ql, qh, t + 32 * i, out[i][lane][k] & 0x3f);
-            last = static_cast<uint8_t>(last | (out[i][lane][k] >> 6) << (2 * i));
-          }
-          q6_k_set(ql, qh, t + 96, last);
-        }
+      uint32_t words[3];
+      if constexpr (kToGroup) {
+        q6_k_pack4(block.ql + 64 * h, block.qh + 32 * h, 4 * l, words);
+        for (int i = 0; i < 3; ++i) std::memcpy(group.q[l][h][i][lane], &words[i], 4);
+      } else {
+        for (int i = 0; i < 3; ++i) std::memcpy(&words[i], group.q[l][h][i][lane], 4);
+        q6_k_unpack4(words, block.ql + 64 * h, block.qh + 32 * h, 4 * l);
       }
     }
   }
