@@ -93,6 +93,11 @@ class Buffer {
   virtual uint64_t size() const = 0;
   // Host memory of the buffer, for devices that have it (CPU); nullptr otherwise.
   virtual void* host_ptr() { return nullptr; }
+  // Sets every byte to `value` before returning: the buffer's memory is then in use, its pages
+  // mapped (a KV cache cleared when it is made, as llama.cpp does, costs its page faults at
+  // start instead of in the first request's steps). This default serves host memory; a buffer
+  // without any must override it.
+  virtual Status clear(uint8_t value);
 };
 
 // A point in a stream's queue. Copyable; waiting on a default-constructed Event returns at once.

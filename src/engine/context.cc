@@ -104,6 +104,11 @@ Status Context::alloc_buffers() {
                                       s.device->info().name);
     }
     rt->kv = std::move(kv).value();
+    // Cleared now, so that its pages are mapped before the first request writes its cells (11
+    // ms of page faults in the first prompt of a 20-layer model; docs/engine.md).
+    if (Status st = rt->kv->clear(0); !st.is_ok()) {
+      return st.with_context("KV cache on " + s.device->info().name);
+    }
     rt->k_cache.clear();
     rt->v_cache.clear();
     for (int64_t l = 0; l < n_layers; ++l) {

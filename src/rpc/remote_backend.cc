@@ -70,6 +70,14 @@ class RemoteBuffer : public Buffer {
   }
   uint64_t handle() const override { return handle_; }
   uint64_t size() const override { return size_; }
+  // BUFFER_CLEAR, waited for: the worker's memset has mapped the pages when this returns.
+  Status clear(uint8_t value) override {
+    std::vector<uint8_t> payload;
+    encode(BufferClearRequest{handle_, value}, &payload);
+    const Piece piece(payload.data(), payload.size());
+    auto m = conn_->call(Command::kBufferClear, std::span<const Piece>(&piece, 1));
+    return m.is_ok() ? Status::ok() : m.status().with_context("BUFFER_CLEAR");
+  }
 
  private:
   std::shared_ptr<Shared> shared_;

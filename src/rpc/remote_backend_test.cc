@@ -354,6 +354,52 @@ TEST(RemoteBackend, WeightProbesArePipelined) {
 
 // The device reports what its worker announced; an older worker (no kCapOpCaps) runs the
 // baseline, and so does a worker seen through a client that does not read the lists.
+// Buffer::clear sets every byte, on the CPU and through a worker (BUFFER_CLEAR), whatever was
+// written before.
+TEST(RemoteBackend, ClearSetsEveryByteOfALocalAndARemoteBuffer) {
+  auto w = start_worker();
+  ASSERT_NE(w, nullptr);
+  auto remote = remote_device_new(client(w->address()));
+  ASSERT_TRUE(remote) << remote.status().message();
+  std::unique_ptr<Device> devices[] = {cpu_device_new({}), std::move(remote).value()};
+  for (auto& d : devices) {
+    SCOPED_TRACE(d->info().name);
+    const uint64_t size = (uint64_t{3} << 20) + 5;
+    auto b = d->alloc_buffer(size);
+    ASSERT_TRUE(b) << b.status().message();
+    auto s = d->create_stream();
+    const TensorRef all = make_tensor((*b)->handle(), 0, DType::kI8, static_cast<int64_t>(size));
+    std::vector<uint8_t> bytes(size);
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+    s->set_tensor(all, bytes.data(), size);
+    ASSERT_TRUE(s->synchronize().is_ok());
+    for (const uint8_t value : {uint8_t{0x5a}, uint8_t{0}}) {
+      ASSERT_TRUE((*b)->clear(value).is_ok());
+      std::vector<uint8_t> back(size, static_cast<uint8_t>(value + 1));
+      s->get_tensor(all, back.data(), size);
+      ASSERT_TRUE(s->synchronize().is_ok());
+      EXPECT_EQ(std::count(back.begin(), back.end(), value), static_cast<ptrdiff_t>(size))
+          << "value " << int(value);
+    }
+  }
+}
+
+TEST(RemoteBackend, AContextClearsItsKvCacheOnTheWorkerWhenMade) {
+  auto worker = start_worker();
+  ASSERT_TRUE(worker);
+  auto device = remote_device_new(client(worker->address()));
+  ASSERT_TRUE(device.is_ok()) << device.status().message();
+  std::shared_ptr<Connection> conn = remote_device_connection(**device);
+  ASSERT_TRUE(conn);
+  auto e = engine_on(std::move(device).value());
+  ASSERT_TRUE(e);
+  const StatsSnapshot before = conn->stats().snapshot();
+  auto ctx = context(*e);
+  ASSERT_TRUE(ctx);
+  const StatsSnapshot d = conn->stats().snapshot() - before;
+  EXPECT_EQ(d.commands[static_cast<int>(Command::kBufferClear)].count, 1u) << "one stage, one KV";
+}
+
 TEST(RemoteBackend, CapabilitiesComeFromTheWorker) {
   WorkerOptions o;
   o.address = "127.0.0.1:0";
