@@ -120,25 +120,38 @@ TEST(RemoteBackend, TwoContextsOnOneConnectionFromTwoThreadsGiveTheLocalBytes) {
   EXPECT_EQ(got1, ref1);
 }
 
+// An in-process worker, an engine on it, and the engine's connection to it (for its counters).
+struct OnWorker {
+  std::unique_ptr<Worker> worker;
+  std::shared_ptr<Connection> conn;
+  std::unique_ptr<Engine> engine;
+  bool ok() const { return worker && conn && engine; }
+};
+OnWorker engine_on_worker() {
+  OnWorker w;
+  w.worker = start_worker();
+  if (!w.worker) return w;
+  auto device = remote_device_new(client(w.worker->address()));
+  EXPECT_TRUE(device.is_ok()) << device.status().message();
+  if (!device.is_ok()) return w;
+  w.conn = remote_device_connection(**device);
+  w.engine = engine_on(std::move(device).value());
+  return w;
+}
+
 TEST(RemoteBackend, ADecodeStepIsOneRoundTripAndThreeMessages) {
-  auto worker = start_worker();
-  ASSERT_TRUE(worker);
-  auto device = remote_device_new(client(worker->address()));
-  ASSERT_TRUE(device.is_ok()) << device.status().message();
-  std::shared_ptr<Connection> conn = remote_device_connection(**device);
-  ASSERT_TRUE(conn);
-  auto e = engine_on(std::move(device).value());
-  ASSERT_TRUE(e);
-  auto ctx = context(*e);
+  OnWorker w = engine_on_worker();
+  ASSERT_TRUE(w.ok());
+  auto ctx = context(*w.engine);
   generate(*ctx, 0, 2);  // the prompt and a first decode step: buffers and graphs exist
-  const StatsSnapshot before = conn->stats().snapshot();
+  const StatsSnapshot before = w.conn->stats().snapshot();
   Batch b;
   for (int step = 0; step < 5; ++step) {
     b.clear();
     b.add(7, ctx->seq_len(0), 0, true);
     ASSERT_TRUE(ctx->decode(b).is_ok());
   }
-  const StatsSnapshot d = conn->stats().snapshot() - before;
+  const StatsSnapshot d = w.conn->stats().snapshot() - before;
   EXPECT_EQ(d.steps, 5u);
   EXPECT_EQ(d.step_messages, 15u);
   EXPECT_EQ(d.step_round_trips, 5u);
@@ -385,18 +398,12 @@ TEST(RemoteBackend, ClearSetsEveryByteOfALocalAndARemoteBuffer) {
 }
 
 TEST(RemoteBackend, AContextClearsItsKvCacheOnTheWorkerWhenMade) {
-  auto worker = start_worker();
-  ASSERT_TRUE(worker);
-  auto device = remote_device_new(client(worker->address()));
-  ASSERT_TRUE(device.is_ok()) << device.status().message();
-  std::shared_ptr<Connection> conn = remote_device_connection(**device);
-  ASSERT_TRUE(conn);
-  auto e = engine_on(std::move(device).value());
-  ASSERT_TRUE(e);
-  const StatsSnapshot before = conn->stats().snapshot();
-  auto ctx = context(*e);
+  OnWorker w = engine_on_worker();
+  ASSERT_TRUE(w.ok());
+  const StatsSnapshot before = w.conn->stats().snapshot();
+  auto ctx = context(*w.engine);
   ASSERT_TRUE(ctx);
-  const StatsSnapshot d = conn->stats().snapshot() - before;
+  const StatsSnapshot d = w.conn->stats().snapshot() - before;
   EXPECT_EQ(d.commands[static_cast<int>(Command::kBufferClear)].count, 1u) << "one stage, one KV";
 }
 
