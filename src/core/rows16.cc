@@ -32,7 +32,7 @@ void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
   }
 }
 
-// Bytes i of every byte of a 32-bit word, for the quants below: four elements at a time.
+// v in every byte of a 32-bit word: the masks of four elements at a time.
 constexpr uint32_t kBytes(uint32_t v) { return v * 0x01010101u; }
 
 // A Q6_K half's quants (ql at 64 bytes, qh at 32) at byte t (a multiple of 4) as the layout's
