@@ -52,7 +52,11 @@ enum class DType : uint32_t {
   // Device layouts: a GGUF type's blocks rearranged in memory for a device's kernels; never in
   // a file (the GGUF reader refuses their ids) and never a GGML id. See core/rows16.h.
   kQ4_K_R16 = 64,  // q4_K, rows in groups of 16
-  kQ6_K_R16 = 65,  // q6_K, rows in groups of 16
+  // 65 was q6_K's first layout (its file's ql and qh bytes moved). The quants' bits have moved
+  // since, so the layout has a new id: a client never sends the new arrangement to a worker that
+  // offers the old one, nor the old to a new worker (each takes the other for plain q6_K). Never
+  // reuse 65.
+  kQ6_K_R16 = 66,  // q6_K, rows in groups of 16
 };
 
 struct DTypeInfo {

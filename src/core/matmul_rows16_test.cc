@@ -118,6 +118,13 @@ TEST(Rows16, GetRowsReadsEveryRowBack) {
   }
 }
 
+// A layout whose arrangement changes takes a new id, and its old id stays unknown: a peer built
+// before the change offers the old id, and must be sent the base type instead.
+TEST(Rows16, TheRetiredQ6KLayoutIdIsNoType) {
+  EXPECT_EQ(dtype_info(65u), nullptr);
+  EXPECT_NE(static_cast<uint32_t>(DType::kQ6_K_R16), 65u);
+}
+
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   for (DType layout : kLayouts) {
     const DType base = dtype_info(layout).base;
