@@ -125,6 +125,24 @@ TEST(Rows16, TheRetiredQ6KLayoutIdIsNoType) {
   EXPECT_NE(static_cast<uint32_t>(DType::kQ6_K_R16), 65u);
 }
 
+// Each id's arrangement, pinned: a group of fixed bytes, packed, hashed. A change of the
+// arrangement fails here; it needs a new id (TheRetiredQ6KLayoutIdIsNoType), not a new hash.
+TEST(Rows16, EachLayoutsArrangementIsPinnedToItsId) {
+  const auto packed_hash = [](DType layout) {
+    const int64_t k = 512;
+    std::vector<uint8_t> rows(kLaneRows * dtype_row_bytes(layout, k)), out(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint8_t>(i * 37 + 11);
+    rows16_pack(layout, rows.data(), out.data(), kLaneRows, k);
+    uint64_t h = 14695981039346656037ull;  // FNV-1a
+    for (uint8_t b : out) h = (h ^ b) * 1099511628211ull;
+    return h;
+  };
+  EXPECT_EQ(packed_hash(DType::kQ4_K_R16), 10283594826497276133ull)
+      << "id " << int(DType::kQ4_K_R16);
+  EXPECT_EQ(packed_hash(DType::kQ6_K_R16), 1967015771401370229ull)
+      << "id " << int(DType::kQ6_K_R16);
+}
+
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   for (DType layout : kLayouts) {
     const DType base = dtype_info(layout).base;
