@@ -95,9 +95,9 @@ class Buffer {
   virtual void* host_ptr() { return nullptr; }
   // Sets every byte to `value` before returning: the buffer's memory is then in use, its pages
   // mapped (a KV cache cleared when it is made, as llama.cpp does, costs its page faults at
-  // start instead of in the first request's steps). This default serves host memory; a buffer
-  // without any must override it.
-  virtual Status clear(uint8_t value);
+  // start instead of in the first request's steps). A buffer that cannot (no bytes of its own)
+  // says so.
+  virtual Status clear(uint8_t /*value*/) { return unsupported("this buffer cannot be cleared"); }
 };
 
 // A point in a stream's queue. Copyable; waiting on a default-constructed Event returns at once.

@@ -79,6 +79,12 @@ class CpuBuffer : public Buffer {
   uint64_t handle() const override { return handle_; }
   uint64_t size() const override { return size_; }
   void* host_ptr() override { return ptr_; }
+  // Only memory of its own: a buffer over the caller's memory (a mapped file) is not written.
+  Status clear(uint8_t value) override {
+    if (!owned_) return unsupported("a buffer over memory the CPU device did not allocate");
+    std::memset(ptr_, value, static_cast<size_t>(size_));
+    return Status::ok();
+  }
 
  private:
   std::shared_ptr<Registry> registry_;

@@ -17,7 +17,6 @@ class PlanningBuffer : public Buffer {
   explicit PlanningBuffer(uint64_t size) : size_(size) {}
   uint64_t handle() const override { return 1; }
   uint64_t size() const override { return size_; }
-  Status clear(uint8_t) override { return Status::ok(); }  // it has no bytes
 
  private:
   uint64_t size_;

@@ -395,6 +395,12 @@ TEST(RemoteBackend, ClearSetsEveryByteOfALocalAndARemoteBuffer) {
           << "value " << int(value);
     }
   }
+  // A CPU buffer over memory it did not allocate (a mapped weight file) is never written.
+  std::vector<uint8_t> theirs(4096, 7);
+  auto over = devices[0]->buffer_from_host(theirs.data(), theirs.size());
+  ASSERT_TRUE(over) << over.status().message();
+  EXPECT_EQ((*over)->clear(0).kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(std::count(theirs.begin(), theirs.end(), 7), 4096);
 }
 
 TEST(RemoteBackend, AContextClearsItsKvCacheOnTheWorkerWhenMade) {
