@@ -54,6 +54,15 @@ struct StreamError {
 
 Region region_of(const TensorRef& t, size_t size) { return Region{t.buffer, t.offset, size}; }
 
+// A request of one encoded message, waited for.
+template <typename Req>
+Result<Message> call_encoded(Connection& conn, Command c, const Req& req) {
+  std::vector<uint8_t> payload;
+  encode(req, &payload);
+  const Piece piece(payload.data(), payload.size());
+  return conn.call(c, std::span<const Piece>(&piece, 1));
+}
+
 class RemoteBuffer : public Buffer {
  public:
   RemoteBuffer(std::shared_ptr<Shared> shared, std::shared_ptr<Connection> conn, uint64_t handle,
@@ -72,10 +81,7 @@ class RemoteBuffer : public Buffer {
   uint64_t size() const override { return size_; }
   // BUFFER_CLEAR, waited for: the worker's memset has mapped the pages when this returns.
   Status clear(uint8_t value) override {
-    std::vector<uint8_t> payload;
-    encode(BufferClearRequest{handle_, value}, &payload);
-    const Piece piece(payload.data(), payload.size());
-    auto m = conn_->call(Command::kBufferClear, std::span<const Piece>(&piece, 1));
+    auto m = call_encoded(*conn_, Command::kBufferClear, BufferClearRequest{handle_, value});
     return m.is_ok() ? Status::ok() : m.status().with_context("BUFFER_CLEAR");
   }
 
@@ -607,11 +613,8 @@ class RemoteDevice : public Device {
   }
 
   Result<std::unique_ptr<Buffer>> alloc_buffer(uint64_t size) override {
-    std::vector<uint8_t> payload;
-    encode(AllocBufferRequest{size}, &payload);
-    const Piece piece(payload.data(), payload.size());
     std::shared_ptr<Connection> conn = shared_->conn();
-    auto m = conn->call(Command::kAllocBuffer, std::span<const Piece>(&piece, 1));
+    auto m = call_encoded(*conn, Command::kAllocBuffer, AllocBufferRequest{size});
     if (!m.is_ok()) return m.status();
     auto r = decode_alloc_buffer_response(m->payload);
     if (!r.is_ok()) return r.status().with_context("worker " + conn->label());
