@@ -33,7 +33,7 @@ void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
 }
 
 // v in every byte of a 32-bit word: the masks of four elements at a time.
-constexpr uint32_t kBytes(uint32_t v) { return v * 0x01010101u; }
+constexpr uint32_t each_byte(uint32_t v) { return v * 0x01010101u; }
 
 // A Q6_K half's quants (ql at 64 bytes, qh at 32) at byte t (a multiple of 4) as the layout's
 // three words: elements t..t+3 of the half's groups 0..2 as 6-bit values, over two bits each of
@@ -44,7 +44,7 @@ void q6_k_pack4(const uint8_t* ql, const uint8_t* qh, int t, uint32_t out[3]) {
   std::memcpy(&a, ql + t, 4);
   std::memcpy(&b, ql + t + 32, 4);
   std::memcpy(&h, qh + t, 4);
-  const uint32_t m4 = kBytes(0x0f), m2 = kBytes(0x03);
+  const uint32_t m4 = each_byte(0x0f), m2 = each_byte(0x03);
   const uint32_t q[4] = {(a & m4) | (h & m2) << 4, (b & m4) | (h >> 2 & m2) << 4,
                          (a >> 4 & m4) | (h >> 4 & m2) << 4, (b >> 4 & m4) | (h >> 6 & m2) << 4};
   for (int i = 0; i < 3; ++i) out[i] = q[i] | (q[3] >> (2 * i) & m2) << 6;
@@ -52,7 +52,7 @@ void q6_k_pack4(const uint8_t* ql, const uint8_t* qh, int t, uint32_t out[3]) {
 
 // The inverse of q6_k_pack4.
 void q6_k_unpack4(const uint32_t in[3], uint8_t* ql, uint8_t* qh, int t) {
-  const uint32_t m6 = kBytes(0x3f), m4 = kBytes(0x0f), m2 = kBytes(0x03);
+  const uint32_t m6 = each_byte(0x3f), m4 = each_byte(0x0f), m2 = each_byte(0x03);
   uint32_t q[4] = {in[0] & m6, in[1] & m6, in[2] & m6, 0};
   for (int i = 0; i < 3; ++i) q[3] |= (in[i] >> 6 & m2) << (2 * i);
   const uint32_t a = (q[0] & m4) | (q[2] & m4) << 4, b = (q[1] & m4) | (q[3] & m4) << 4;
