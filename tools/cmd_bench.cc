@@ -11,6 +11,7 @@
 #include "core/membw.h"
 #include "core/thread_pool.h"
 #include "flags.h"
+#include "graph/graph.h"
 #include "load_client.h"
 #include "loader.h"
 
@@ -83,6 +84,34 @@ double probe_bandwidth(int64_t threads) {
   return measure_read_bandwidth(pool);
 }
 
+// A decode step's time by op at one batch size (--ops): `times` over `steps` steps that took
+// `seconds`, largest first, then what the steps spent outside the CPU's ops (sampling, the
+// graph's inputs and outputs, other devices).
+void print_op_profile(int64_t batch, const OpTimes& times, int64_t steps, double seconds) {
+  std::printf("ops of a decode step at batch %lld (CPU stages, mean of %lld steps):\n",
+              static_cast<long long>(batch), static_cast<long long>(steps));
+  std::printf("  %-16s %9s %7s %11s %9s\n", "op", "ms/step", "share", "calls/step", "us/call");
+  std::vector<uint32_t> ids;
+  double in_ops = 0;
+  for (uint32_t id = 0; id < times.size(); ++id) {
+    if (times[id].calls == 0) continue;
+    ids.push_back(id);
+    in_ops += times[id].seconds;
+  }
+  std::sort(ids.begin(), ids.end(),
+            [&](uint32_t a, uint32_t b) { return times[a].seconds > times[b].seconds; });
+  const auto n = static_cast<double>(steps);
+  for (uint32_t id : ids) {
+    const OpTime& t = times[id];
+    std::printf("  %-16s %9.3f %6.1f%% %11.2f %9.2f\n", op_name(static_cast<Op>(id)),
+                t.seconds / n * 1e3, 100 * t.seconds / seconds, static_cast<double>(t.calls) / n,
+                t.seconds / static_cast<double>(t.calls) * 1e6);
+  }
+  const double outside = std::max(0.0, seconds - in_ops);
+  std::printf("  %-16s %9.3f %6.1f%%\n", "(outside ops)", outside / n * 1e3,
+              100 * outside / seconds);
+}
+
 // Prompt tok/s for each -p size, then decode tok/s at each --batches size.
 Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> prompts, parse_list(flags, kPromptSizes));
@@ -136,8 +165,18 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   }
 
   std::printf("%8s %14s %12s\n", "batch", "decode tok/s", "of bound");
+  // --ops: each batch size's steps timed by op, printed after the table.
+  const bool ops = flags.has("--ops");
+  struct Profile {
+    int64_t batch;
+    OpTimes times{};
+    int64_t steps = 0;
+    double seconds = 0;
+  };
+  std::vector<Profile> profiles;
   for (int64_t batch : batches) {
     double best = 0;
+    Profile profile{batch};
     // Batch 1: each run against the mean of the read rates probed just before and just after
     // it. On a shared machine that rate moves by up to 2x within minutes, so a run set against
     // the start-up probe alone could land anywhere from 0.5 to 1 of its bound.
@@ -153,6 +192,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
       }
       STRATA_RETURN_IF_ERROR(ctx.decode(b));
       const double rate_before = batch == 1 ? probe_bandwidth(threads) : 0;
+      if (ops) ctx.set_op_times(&profile.times);
       const auto t = Clock::now();
       for (int64_t step = 0; step < n_gen; ++step) {
         b.clear();
@@ -162,7 +202,11 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
         }
         STRATA_RETURN_IF_ERROR(ctx.decode(b));
       }
-      const double tok_s = static_cast<double>(batch * n_gen) / seconds_since(t);
+      const double seconds = seconds_since(t);
+      ctx.set_op_times(nullptr);
+      profile.steps += n_gen;
+      profile.seconds += seconds;
+      const double tok_s = static_cast<double>(batch * n_gen) / seconds;
       best = std::max(best, tok_s);
       if (batch == 1) {
         rates.push_back(0.5 * (rate_before + probe_bandwidth(threads)));
@@ -183,7 +227,9 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
       std::printf("%8lld %14.1f %12s\n", static_cast<long long>(batch), best, "");
     }
     std::fflush(stdout);
+    if (ops) profiles.push_back(std::move(profile));
   }
+  for (const Profile& p : profiles) print_op_profile(p.batch, p.times, p.steps, p.seconds);
   return Status::ok();
 }
 
@@ -281,13 +327,13 @@ int cmd_bench(const Args& args) {
   with_value.insert(with_value.end(), {"--batches", "-p|--n-prompt", "-n|--n-gen",
                                        "-r|--repetitions", "--pp", "--tg", "--pl"});
   std::vector<std::string> switches = model_switches();
-  switches.insert(switches.end(), {"-h|--help"});
+  switches.insert(switches.end(), {"-h|--help", "--ops"});
   Flags flags(with_value, switches);
   if (Status s = flags.parse(args); !s) return fail("bench", s);
   if (flags.has("-h")) {
     std::printf(
         "usage: strata bench -m FILE [-t THREADS] [-p 128[,512,...]] [--batches 1,4,16] [-n 32]\n"
-        "                    [-r 3]\n"
+        "                    [-r 3] [--ops]\n"
         "       strata bench -m FILE [-t THREADS] --pp 128[,...] --tg 32[,...] --pl 1,4,16\n"
         "                    [-r 1] [-b 512]\n"
         "       strata bench serve ... (a server under load; see strata bench serve --help)\n"
@@ -298,6 +344,10 @@ int cmd_bench(const Args& args) {
         "token / measured read rate; with experts, only the expert_used_count experts a token\n"
         "is routed to count). The rate is probed again just before and after each batch-1 run;\n"
         "each run is set against the mean of its two probes, and the median run is shown.\n"
+        "--ops: then, for each batch size, a decode step's time by op on the CPU's stages\n"
+        "(ms per step, share of the step, calls per step, us per call; a pass over several\n"
+        "matmuls, with the norm or activation that feeds it, is one mul_mat call), and the\n"
+        "time outside them (sampling, the step's inputs and outputs, other devices).\n"
         "Batched mode (given any of --pp, --tg, --pl; the table of llama.cpp's\n"
         "llama-batched-bench, prompts not shared): for every combination of the lists, B (--pl)\n"
         "sequences each get a prompt of PP (--pp) tokens, all decoded in one call cut into\n"
@@ -310,9 +360,11 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   const bool batched = flags.has("--pp") || flags.has("--tg") || flags.has("--pl");
-  if (batched && (flags.has("--batches") || flags.has("-p") || flags.has("-n"))) {
-    return fail("bench", invalid_argument("--batches, -p and -n are the decode mode's; the "
-                                          "batched mode (--pp, --tg, --pl) does not take them"));
+  if (batched &&
+      (flags.has("--batches") || flags.has("-p") || flags.has("-n") || flags.has("--ops"))) {
+    return fail("bench",
+                invalid_argument("--batches, -p, -n and --ops are the decode mode's; "
+                                 "the batched mode (--pp, --tg, --pl) does not take them"));
   }
   auto reps = flags.get_int("-r", batched ? 1 : 3, 1, 100);
   if (!reps) return fail("bench", reps.status());

@@ -8,6 +8,7 @@
 // Optional members say so and have a default that declines.
 #pragma once
 
+#include <array>
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,16 @@ struct StreamPools {
   ThreadPool* pool = nullptr;        // steps of one token (decoding)
   ThreadPool* pool_batch = nullptr;  // steps of several tokens (prompts); null: `pool`
 };
+
+// The time a stream's computations spent in each op, indexed by the op's id, for a profile
+// (strata bench --ops). A fused run of matmuls (one pass over several weights, with the norm or
+// activation that feeds it) counts as one mul_mat call, a run of expert matmuls as one
+// mul_mat_id.
+struct OpTime {
+  double seconds = 0;
+  int64_t calls = 0;
+};
+using OpTimes = std::array<OpTime, kOpIdLimit>;
 
 struct DeviceInfo {
   std::string name;         // "CPU", "RPC0[host:port]"
@@ -170,6 +181,10 @@ class Stream {
   // Optional: the computations queued from now on are steps of several tokens (true) or of one
   // (false); a stream with a batch pool (StreamPools) runs the former on it. Default: nothing.
   virtual void set_batch(bool batch) {}
+  // Optional: each op's time in the computations queued from now on is added to *times
+  // (borrowed; null: none), which the caller reads after a synchronize. Called from the thread
+  // that queues them. Streams that cannot time their ops (a worker's) leave it untouched.
+  virtual void set_op_times(OpTimes* /*times*/) {}
 };
 
 class Device {

@@ -148,16 +148,17 @@ class CpuStream : public Stream {
 
   void compute(std::shared_ptr<const Graph> graph) override {
     ThreadPool* own = batch_ && pools_.pool_batch != nullptr ? pools_.pool_batch : pools_.pool;
-    push([this, own, graph = std::move(graph)]() -> Status {
+    push([this, own, times = op_times_, graph = std::move(graph)]() -> Status {
       STRATA_RETURN_IF_ERROR(prepare(graph));
-      if (own != nullptr) return cpu_graph_run(last_, *own);
+      if (own != nullptr) return cpu_graph_run(last_, *own, times);
       auto pool = shared_->pool.lock();
       if (*pool == nullptr) *pool = std::make_unique<ThreadPool>(shared_->n_threads);
-      return cpu_graph_run(last_, **pool);
+      return cpu_graph_run(last_, **pool, times);
     });
   }
 
   void set_batch(bool batch) override { batch_ = batch; }
+  void set_op_times(OpTimes* times) override { op_times_ = times; }
 
   Event record() override {
     auto state = event_state_new();
@@ -240,7 +241,9 @@ class CpuStream : public Stream {
 
   std::shared_ptr<Shared> shared_;
   const StreamPools pools_;
-  bool batch_ = false;  // the caller's: set_batch and compute are called from one thread
+  // The caller's: set_batch, set_op_times and compute are called from one thread.
+  bool batch_ = false;
+  OpTimes* op_times_ = nullptr;
   struct State {
     std::deque<Command> queue;
     Status error;  // the first error of the queued work, until synchronize() takes it

@@ -66,7 +66,8 @@ struct CpuPreparedGraph {
   }
 };
 Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTable& buffers);
-Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool);
+// With `times`, each step's time is added to its op's entry (OpTimes says how runs count).
+Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool, OpTimes* times = nullptr);
 // The ops that have an executor here.
 OpSet cpu_ops();
 // What the CPU device runs: the ops of the op table that have an executor, and the weight dtypes

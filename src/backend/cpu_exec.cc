@@ -1,6 +1,7 @@
 // Graph execution on host memory: resolve and bounds-check every tensor, then run the kernels.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -657,13 +658,15 @@ Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTa
   return prepared;
 }
 
-Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool) {
+Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool, OpTimes* times) {
   const Graph& graph = *prepared.graph;
   const std::vector<uint8_t*>& ptr = prepared.ptr;
   using Step = CpuPreparedGraph::Step;
+  using Clock = std::chrono::steady_clock;
   // The error's context is built only on an error: a decode step runs hundreds of nodes.
   for (const Step& step : prepared.steps) {
     const size_t k = step.begin;
+    const Clock::time_point start = times != nullptr ? Clock::now() : Clock::time_point{};
     switch (step.kind) {
       case Step::Kind::kMatmuls:
         exec_matmul_run(
@@ -682,6 +685,14 @@ Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool) {
         }
         break;
       }
+    }
+    if (times != nullptr) {
+      const Op op = step.kind == Step::Kind::kMatmuls     ? Op::kMulMat
+                    : step.kind == Step::Kind::kMatmulIds ? Op::kMulMatId
+                                                          : graph.nodes[k].op;
+      OpTime& t = (*times)[static_cast<uint32_t>(op)];
+      t.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      ++t.calls;
     }
   }
   return Status::ok();

@@ -152,6 +152,35 @@ TEST(CpuExecMatmulRuns, TheProducerSharesTheQuantisationPass) {
   }
 }
 
+// The profile of strata bench --ops: each step of the executor is one call of its op, a run of
+// matmuls with the norm or activation feeding it one mul_mat call, and a second run adds to the
+// same entries.
+TEST(CpuExecOpTimes, EachStepIsOneCallOfItsOp) {
+  HostGraph g = layer_graph(1);
+  const int32_t down = g.graph.nodes.back().out;
+  g.node(Op::kAdd, g.tensor(DType::kF32, 512), {down, down});
+  ThreadPool pool(2);
+  Result<CpuPreparedGraph> prepared = cpu_graph_prepare(g.graph, g);
+  ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+  OpTimes times{};
+  for (int64_t run = 1; run <= 2; ++run) {
+    ASSERT_TRUE(cpu_graph_run(*prepared, pool, &times).is_ok());
+    for (uint32_t id = 0; id < times.size(); ++id) {
+      const int64_t want = id == static_cast<uint32_t>(Op::kMulMat) ? 3 * run
+                           : id == static_cast<uint32_t>(Op::kAdd)  ? run
+                                                                    : 0;
+      EXPECT_EQ(times[id].calls, want) << "op " << id << ", run " << run;
+      if (want == 0) {
+        EXPECT_EQ(times[id].seconds, 0.0) << "op " << id << ", run " << run;
+      }
+    }
+    EXPECT_GT(times[static_cast<uint32_t>(Op::kMulMat)].seconds, 0.0);
+  }
+  // A run without the profile adds nothing to it.
+  ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
+  EXPECT_EQ(times[static_cast<uint32_t>(Op::kMulMat)].calls, 6);
+}
+
 // A matmul whose output is the shared input: the next one reads that output.
 TEST(CpuExecMatmulRuns, OutputOverTheSharedInputEndsTheRun) {
   for (int64_t m : {1, 5}) {

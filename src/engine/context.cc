@@ -462,6 +462,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     }
     input_handed_off = handed_off;
     rt.stream->set_batch(T > 1);
+    rt.stream->set_op_times(op_times_);
     rt.stream->compute(graph);
     if (st.last && draws == nullptr) {
       if (n_out > 0) {

@@ -55,6 +55,10 @@ class Context {
   void seq_truncate(int32_t seq, int32_t p0) { cells_.seq_truncate(seq, p0); }
   void seq_copy(int32_t src, int32_t dst, int32_t n) { cells_.seq_copy(src, dst, n); }
   void clear() { cells_.clear(); }
+  // Each op's time in the stages' later steps is added to *times (borrowed; null: none): a
+  // profile, read between decode calls. Only stages whose streams time their ops (the CPU's)
+  // add to it.
+  void set_op_times(OpTimes* times) { op_times_ = times; }
   int64_t kv_used() const { return cells_.n_used(); }
 
   // Context shift: drops positions [n_keep, n_keep + n_discard) of `seq` and moves the later
@@ -118,6 +122,7 @@ class Context {
   float rope_mscale_[2] = {1.0f, 1.0f};
   SeqStateFingerprint fingerprint_;
   bool asleep_ = false;
+  OpTimes* op_times_ = nullptr;
 };
 
 }  // namespace strata

@@ -36,6 +36,22 @@ got=$(awk '$1 == "each" && $2 == "run:" && $3 ~ /^[0-9]+\.[0-9][0-9]$/ && $4 == 
   END { print n + 0 }' "$tmp/decode.txt")
 [ "$got" = 1 ] || fail "batch 1's per-run line: $got lines of the form 'each run: F of R GB/s'"
 
+# --ops: after the table, a profile of the decode step per batch size. Per step of this
+# 2-layer model: one attention per layer, 9 matmul passes (q/k/v, output projection, gate/up
+# and down per layer, then the output matrix), 4 ropes and 4 KV writes; the shares, with the
+# time outside the ops, add up to 100%.
+"$strata" bench -m "$m" -t 2 -p 8 --batches 1,3 -n 4 -r 2 --ops >"$tmp/ops.txt" || fail "--ops"
+cat "$tmp/ops.txt"
+got=$(grep -c '^ops of a decode step at batch [13] (CPU stages, mean of 8 steps):$' "$tmp/ops.txt")
+[ "$got" = 2 ] || fail "--ops: $got profile headers, want 2 (batches 1 and 3)"
+got=$(awk '/^ops of a decode step at batch 1 /{ t = 1; next } /^ops of/{ t = 0 }
+  t && $1 == "(outside" { share += $4 }
+  t && $1 != "op" && $1 != "(outside" { calls[$1] = $4; share += $3 }
+  END { printf "%s %s %s %s %.0f", calls["attention"], calls["mul_mat"], calls["rope"],
+        calls["set_rows"], share }' "$tmp/ops.txt")
+[ "$got" = "2.00 9.00 4.00 4.00 100" ] ||
+  fail "--ops at batch 1 (attention, mul_mat, rope, set_rows calls; total share): '$got'"
+
 # A single -p, and the instruction set lowered by STRATA_ISA.
 STRATA_ISA=scalar "$strata" bench -m "$m" -t 1 -p 16 --batches 1 -n 2 -r 1 >"$tmp/one.txt" ||
   fail "a single -p"
@@ -91,10 +107,11 @@ refuse "--tg: '70000' is not a generation length in [1, 65536]" --tg 70000
 refuse "--pl: '5000' is not a number of sequences in [1, 4096]" --pl 1,5000
 refuse "--pl: 'abc' is not a number of sequences in [1, 4096]" --pl 2,abc
 refuse "needs 268468224 KV cells, more than 16777216" --pl 4096 --pp 65536 --tg 8
-refuse "--batches, -p and -n are the decode mode's" --pp 8 -p 8
+refuse "--batches, -p, -n and --ops are the decode mode's" --pp 8 -p 8
+refuse "--batches, -p, -n and --ops are the decode mode's" --pl 2 --ops
 
 "$strata" bench --help >"$tmp/help.txt"
-for word in "-p 128[,512" "--batches" "--pp" "--tg" "--pl" "N_KV = B*(PP+TG)" "isa"; do
+for word in "-p 128[,512" "--batches" "--pp" "--tg" "--pl" "N_KV = B*(PP+TG)" "isa" "--ops"; do
   grep -qF -- "$word" "$tmp/help.txt" || fail "--help does not mention '$word'"
 done
 echo "ok"
