@@ -503,28 +503,50 @@ void exec_matmul_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPoo
 
 // Consecutive mul_mat_id nodes of the same input, experts and weight dtype (a layer's gate and
 // up experts) run as one matmul_id_multi: one grouping and gathering of the columns, one pass
-// over the selected experts' rows of both. As with the matmul runs, a node that writes what
-// another of the run reads is left out. Returns the end of the run that starts at node k, or k
-// when node k runs alone.
-size_t mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_t k) {
-  const Node& head = g.nodes[k];
-  if (head.op != Op::kMulMatId) return k;
+// over the selected experts' rows of both. A row op right before them that writes an input of one
+// column per pair (the gated activation before the down experts) runs in the gathering pass,
+// each pair's column produced just before it is quantised; matmul_id_multi makes every column
+// before it writes any output, so the outputs may lie where the producer reads (the scratch
+// planner gives the down experts' outputs the gate and up outputs' memory). As with the matmul
+// runs, a node that writes what another of the run reads is left out. The run that starts at
+// node k, or an empty one (end == begin) when node k runs alone.
+MatmulRun mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_t k) {
+  MatmulRun run{k, k, nullptr};
+  size_t first = k;
+  if (g.nodes[k].op != Op::kMulMatId) {
+    if (k + 1 == g.nodes.size() || g.nodes[k + 1].op != Op::kMulMatId) return run;
+    // X [k, n_used, tokens], one column per pair, whose row p = t * n_used + s is row p of the
+    // producer's output: the same rows, maybe through another view (the engine's activation is
+    // [n_ff, n_used * tokens], the down experts read it as [n_ff, n_used, tokens]).
+    const Node& next = g.nodes[k + 1];
+    const TensorRef& x = g.tensors[next.src[1]];
+    const TensorRef& made = g.tensors[g.nodes[k].out];
+    if (x.ne[1] != g.tensors[next.src[2]].ne[0] || ptr[next.src[1]] != ptr[g.nodes[k].out] ||
+        x.ne[0] != made.ne[0] || x.nb[1] != made.nb[1] || x.n_rows() != made.n_rows() ||
+        !rows_uniform(x)) {
+      return run;
+    }
+    run.producer = producer_of(g, g.nodes[k]);
+    if (run.producer == nullptr) return run;
+    first = k + 1;
+  }
+  const Node& head = g.nodes[first];
   const TensorRef& w0 = g.tensors[head.src[0]];
   const Region inputs[] = {region(g, ptr, head.src[1]), region(g, ptr, head.src[2])};
-  // What the nodes of the run so far write and read: [k, end).
+  // What the nodes of the run so far write and read: [first, end).
   std::array<Region, kMaxIdMatrices> written, read;
   const auto hits = [](const Region& r, const Region* v, size_t n) {
     return std::any_of(v, v + n, [&r](const Region& o) { return r.overlaps(o); });
   };
-  size_t end = k;
-  for (; end < g.nodes.size() && end - k < kMaxIdMatrices; ++end) {
+  size_t end = first;
+  for (; end < g.nodes.size() && end - first < kMaxIdMatrices; ++end) {
     const Node& n = g.nodes[end];
     if (n.op != Op::kMulMatId || n.src[1] != head.src[1] || n.src[2] != head.src[2]) break;
     const TensorRef& w = g.tensors[n.src[0]];
     if (w.dtype != w0.dtype || w.ne[0] != w0.ne[0] || w.ne[2] != w0.ne[2]) break;
     const Region out = region(g, ptr, n.out);
     const Region wr = region(g, ptr, n.src[0]);
-    const size_t m = end - k;
+    const size_t m = end - first;
     if (hits(out, inputs, 2) || hits(out, written.data(), m) || hits(out, read.data(), m) ||
         hits(wr, written.data(), m)) {
       break;
@@ -532,18 +554,33 @@ size_t mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_
     written[m] = out;
     read[m] = wr;
   }
-  return end - k >= 2 ? end : k;
+  // A lone mul_mat_id runs as itself; a producer needs one to share its pass.
+  if (end - first >= (run.producer != nullptr ? 1u : 2u)) run.end = end;
+  return run;
 }
 
+// The expert ids are checked before the producer or any matmul writes: a bad id fails the step
+// with nothing of the run written.
 Status exec_mul_mat_id_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPool& pool,
-                           size_t begin, size_t end) {
-  const ExecNode head{g, g.nodes[begin], ptr, pool};
+                           const MatmulRun& run) {
+  const size_t first = run.begin + (run.producer != nullptr ? 1 : 0);
+  const ExecNode head{g, g.nodes[first], ptr, pool};
   STRATA_RETURN_IF_ERROR(check_expert_ids(head, 2, head.T(0).ne[2]));
   std::array<MatmulIdArgs, kMaxIdMatrices> mats;
-  for (size_t i = begin; i < end; ++i) {
-    mats[i - begin] = mul_mat_id_args(ExecNode{g, g.nodes[i], ptr, pool});
+  for (size_t i = first; i < run.end; ++i) {
+    mats[i - first] = mul_mat_id_args(ExecNode{g, g.nodes[i], ptr, pool});
   }
-  matmul_id_multi(pool, std::span<const MatmulIdArgs>(mats.data(), end - begin));
+  const std::span<const MatmulIdArgs> span(mats.data(), run.end - first);
+  if (run.producer == nullptr) {
+    matmul_id_multi(pool, span);
+    return Status::ok();
+  }
+  // The producer's rows are the pairs' columns.
+  const ExecNode producer{g, g.nodes[run.begin], ptr, pool};
+  const MatmulColumnsFn columns = [&run, &producer](int64_t p0, int64_t p1) {
+    run.producer->rows(producer, p0, p1);
+  };
+  matmul_id_multi(pool, span, &columns);
   return Status::ok();
 }
 
@@ -648,9 +685,11 @@ Result<CpuPreparedGraph> cpu_graph_prepare(const Graph& graph, const CpuBufferTa
       step.end = static_cast<uint32_t>(mm.end);
       step.producer =
           mm.producer == nullptr ? 0 : static_cast<uint8_t>(mm.producer - kProducers + 1);
-    } else if (const size_t end = mul_mat_id_run_at(graph, prepared.ptr, k); end > k) {
+    } else if (const MatmulRun id = mul_mat_id_run_at(graph, prepared.ptr, k); id.end > id.begin) {
       step.kind = Step::Kind::kMatmulIds;
-      step.end = static_cast<uint32_t>(end);
+      step.end = static_cast<uint32_t>(id.end);
+      step.producer =
+          id.producer == nullptr ? 0 : static_cast<uint8_t>(id.producer - kProducers + 1);
     }
     prepared.steps.push_back(step);
     k = step.end;
@@ -674,8 +713,13 @@ Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool, OpTimes
             {k, step.end, step.producer == 0 ? nullptr : &kProducers[step.producer - 1]});
         break;
       case Step::Kind::kMatmulIds:
-        if (Status s = exec_mul_mat_id_run(graph, ptr, pool, k, step.end); !s.is_ok()) {
-          return s.with_context("node " + std::to_string(k) + " (mul_mat_id)");
+        if (Status s = exec_mul_mat_id_run(
+                graph, ptr, pool,
+                {k, step.end, step.producer == 0 ? nullptr : &kProducers[step.producer - 1]});
+            !s.is_ok()) {
+          // The failing node is the first mul_mat_id, after the producer if there is one.
+          const size_t node = k + (step.producer == 0 ? 0 : 1);
+          return s.with_context("node " + std::to_string(node) + " (mul_mat_id)");
         }
         break;
       case Step::Kind::kNode: {

@@ -73,8 +73,14 @@ struct MoeFfn {
     const int32_t h3 = b.view(hi, kEmbd, 1, tokens, row, row);
     const int32_t gate = b.mul_mat_id(b.external(gate_w), h3, ids);
     const int32_t up = b.mul_mat_id(b.external(up_w), h3, ids);
-    const int32_t act = b.node(Op::kSwiglu, b.scratch(DType::kF32, kFf, kUsed, tokens), {gate, up});
-    const int32_t down = b.mul_mat_id(b.external(down_w), act, ids);
+    // As the engine builds it: the activation in place over [kFf, kUsed * tokens] views, the
+    // down experts reading it as [kFf, kUsed, tokens].
+    const uint64_t ff_row = kFf * sizeof(float);
+    const int32_t gate_rows = b.view(gate, kFf, kUsed * tokens, 1, ff_row, ff_row * kUsed * tokens);
+    const int32_t up_rows = b.view(up, kFf, kUsed * tokens, 1, ff_row, ff_row * kUsed * tokens);
+    const int32_t act = b.node(Op::kSwiglu, gate_rows, {gate_rows, up_rows});
+    const int32_t act_slots = b.view(act, kFf, kUsed, tokens, ff_row, ff_row * kUsed);
+    const int32_t down = b.mul_mat_id(b.external(down_w), act_slots, ids);
     const int32_t sum = b.moe_sum(down, weights);
     b.node(Op::kCopy, b.external(out), {sum});
     buf.scratch.resize(b.plan());
@@ -108,6 +114,44 @@ TEST(CpuExecMoe, ATokensOutputIsTheSameAloneInABatchAndOnAnyThreadCount) {
                             MoeFfn::kEmbd * sizeof(float)),
                 0)
           << dtype_name(dtype) << " token " << t;
+    }
+  }
+}
+
+// The gated activation before the down experts runs in their gathering pass (each pair's column
+// made just before it is quantised): one step of the executor, whose bytes, intermediates
+// included, are those of the nodes run one at a time, on any thread count.
+TEST(CpuExecMoe, TheGatedActivationRunsInTheDownExpertsPassWithTheSameBytes) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K}) {
+    for (int64_t tokens : {1, 7}) {
+      const MoeFfn ffn(tokens, dtype);
+      Result<CpuPreparedGraph> prepared = cpu_graph_prepare(ffn.graph, ffn.buf);
+      ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+      int fused = 0;
+      for (const CpuPreparedGraph::Step& step : prepared->steps) {
+        if (ffn.graph.nodes[step.begin].op != Op::kSwiglu) continue;
+        EXPECT_EQ(step.kind, CpuPreparedGraph::Step::Kind::kMatmulIds);
+        EXPECT_EQ(step.end - step.begin, 2u);
+        EXPECT_GT(step.producer, 0);
+        ++fused;
+      }
+      EXPECT_EQ(fused, 1) << dtype_name(dtype) << ", " << tokens << " tokens";
+
+      MoeFfn one_by_one = ffn;
+      ThreadPool single(1);
+      for (const Node& n : ffn.graph.nodes) {
+        Graph g = ffn.graph;
+        g.nodes = {n};
+        ASSERT_TRUE(cpu_graph_compute(g, one_by_one.buf, single).is_ok());
+      }
+      for (int threads : {1, 2, 3}) {
+        MoeFfn whole = ffn;
+        whole.run(threads);
+        EXPECT_TRUE(whole.buf.host == one_by_one.buf.host)
+            << dtype_name(dtype) << ", " << tokens << " tokens, " << threads << " threads";
+        EXPECT_TRUE(whole.buf.scratch == one_by_one.buf.scratch)
+            << dtype_name(dtype) << ", " << tokens << " tokens, " << threads << " threads";
+      }
     }
   }
 }
@@ -153,6 +197,47 @@ TEST(CpuExecMoe, AnExpertIdOutsideTheLayerFailsTheStepAndWritesNothing) {
       EXPECT_TRUE(buf.host == before) << "the failed node wrote its output";
     }
   }
+}
+
+// A bad id in a step whose gated activation runs in the experts' pass: the step fails naming the
+// mul_mat_id node, before the activation or any matmul writes.
+TEST(CpuExecMoe, ABadExpertIdFailsTheFusedStepBeforeTheActivationWrites) {
+  Buffers buf;
+  const TensorRef w = buf.add(DType::kQ8_0, 64, 16, 8);
+  const TensorRef gate = buf.add(DType::kF32, 64, 2, 3);
+  const TensorRef up = buf.add(DType::kF32, 64, 2, 3);
+  const TensorRef act = buf.add(DType::kF32, 64, 2, 3);
+  const TensorRef ids = buf.add(DType::kI32, 2, 3);
+  const std::vector<int32_t> v = {0, 7, 3, 3, 5, 8};  // token 2, slot 1
+  std::memcpy(buf.host.data() + ids.offset, v.data(), v.size() * 4);
+  const TensorRef out = buf.add(DType::kF32, 16, 2, 3);
+  const std::vector<uint8_t> before = buf.host;
+  Graph g;
+  g.tensors = {gate, up, act, w, ids, out};
+  Node swiglu;
+  swiglu.op = Op::kSwiglu;
+  swiglu.src[0] = 0;
+  swiglu.src[1] = 1;
+  swiglu.out = 2;
+  Node down;
+  down.op = Op::kMulMatId;
+  down.src[0] = 3;
+  down.src[1] = 2;
+  down.src[2] = 4;
+  down.out = 5;
+  g.nodes = {swiglu, down};
+  ASSERT_TRUE(graph_validate(g).is_ok()) << graph_validate(g).message();
+  Result<CpuPreparedGraph> prepared = cpu_graph_prepare(g, buf);
+  ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+  ASSERT_EQ(prepared->steps.size(), 1u) << "the activation is not in the experts' step";
+  ThreadPool pool(2);
+  const Status s = cpu_graph_run(*prepared, pool);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.kind(), ErrorKind::kOutOfRange);
+  EXPECT_NE(s.message().find("node 1 (mul_mat_id): token 2, slot 1: expert id 8 outside [0, 8)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(buf.host == before) << "the failed step wrote";
 }
 
 }  // namespace

@@ -287,9 +287,12 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
 
 void matmul_id(ThreadPool& pool, const MatmulIdArgs& a) { matmul_id_multi(pool, {&a, 1}); }
 
-void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
+void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats,
+                     const MatmulColumnsFn* columns) {
   STRATA_CHECK(!mats.empty(), "matmul_id: no matrix");
   const MatmulIdArgs& a = mats[0];
+  STRATA_CHECK(columns == nullptr || a.x_m == a.n_used,
+               "matmul_id: a producer of X needs one column per pair");
   STRATA_CHECK(a.k >= 0 && a.n_used >= 0 && a.n_tokens >= 0 && a.n_expert >= 1,
                "matmul_id: negative size");
   STRATA_CHECK(a.x_m == 1 || a.x_m == a.n_used, "matmul_id: x_m must be 1 or n_used");
@@ -372,6 +375,16 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
   const auto outs_of = [&](size_t i) { return reinterpret_cast<float*>(outs + out_offset[i]); };
 
   const int64_t grain = std::max<int64_t>(1, kMinColumnElements / std::max<int64_t>(a.k, 1));
+  // The producer of X writes each pair's column as it is gathered when the pairs run in one
+  // slice: then every column is made before any output is written. With several, a later slice's
+  // columns would be made after an earlier slice's outputs, which may lie where the producer
+  // reads (the executor's scratch gives the down experts' outputs the memory of the gate and up
+  // outputs that the activation reads): then it makes them all first, in a pass of its own.
+  const MatmulColumnsFn* produce = columns;
+  if (columns != nullptr && slice < n_pairs) {
+    pool.parallel_for(n_pairs, grain, [&](int, int64_t p0, int64_t p1) { (*columns)(p0, p1); });
+    produce = nullptr;
+  }
   if (shared) {
     pool.parallel_for(a.n_tokens, grain, [&](int, int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
@@ -403,6 +416,7 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats) {
     pool.parallel_for(q1 - q0, grain, [&](int, int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         if (alone(j)) continue;
+        if (produce != nullptr) (*produce)(pairs[j], pairs[j] + 1);
         const int64_t t = pairs[j] / a.n_used;
         const int64_t s = a.x_m == 1 ? 0 : pairs[j] % a.n_used;
         const float* src = a.x + static_cast<size_t>(t) * a.x_tok_stride +

@@ -104,7 +104,12 @@ void matmul_id(ThreadPool& pool, const MatmulIdArgs& a);
 // every matrix of every selected expert are split over the threads in one pass (an expert's
 // matrices next to each other). Each output element is the one matmul_id gives for its matrix
 // alone. The scratch bound counts the outputs of all the matrices.
+// When `columns` is given, X has one column per pair (x_m == n_used), and columns(p0, p1) writes
+// the columns of pairs [p0, p1) (p = t * n_used + s), each once, before any is read and before
+// any output is written: the op that produces X (the gated activation) runs in the pass that
+// gathers the columns, or, when the pairs run in several scratch slices, in a pass before it.
 constexpr size_t kMaxIdMatrices = 4;
-void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats);
+void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats,
+                     const MatmulColumnsFn* columns = nullptr);
 
 }  // namespace strata

@@ -3,7 +3,9 @@
 // every dtype with kernels, instruction set, thread count, batch and scratch slice.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/dtype_traits.h"
@@ -223,6 +225,64 @@ TEST(MatmulId, SeveralMatricesInOneCallAreEachTheirOwnCall) {
           }
         }
       }
+    }
+  }
+}
+
+// A producer of X (the gated activation before the down experts) writes each pair's column once,
+// before any is read and before any output is written: here the outputs lie over the values it
+// reads, and every scratch slicing gives the bits of X made first and then multiplied.
+TEST(MatmulId, AProducerOfXMakesEachColumnOnceBeforeAnyOutputIsWritten) {
+  const Experts w(DType::kQ8_0, 128, 24, 5, 31);
+  const Batch b = make_batch(w, 2, 9, true, 32);
+  const int64_t n_pairs = b.n_used * b.tokens;
+  const auto offset = [&b](int64_t p) {
+    return (p / b.n_used) * b.x_tok + (p % b.n_used) * b.x_slot;
+  };
+  // The producer's input: the batch's values; its output x[i] = 2 * in[i] + 1.
+  Batch made = b;
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    for (int64_t i = 0; i < w.k; ++i) made.x[offset(p) + i] = 2 * b.x[offset(p) + i] + 1;
+  }
+  ThreadPool one(1);
+  const std::vector<float> want = run_matmul_id(one, w, made);
+  const size_t pair_bytes = 136 + 24 * 4;  // about one q8_0 column of 128 and one output
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (size_t limit : {size_t{0}, size_t{1}, pair_bytes * 2, pair_bytes * 7}) {
+      // One buffer holds the producer's input and, over it, the outputs.
+      std::vector<float> y = gapped_output(w, b);
+      std::vector<float> in_and_y(std::max(b.x.size(), y.size()));
+      std::copy(b.x.begin(), b.x.end(), in_and_y.begin());
+      Batch x = b;
+      std::fill(x.x.begin(), x.x.end(), std::numeric_limits<float>::quiet_NaN());
+      MatmulIdArgs a = id_args(w, x, y, limit);
+      a.y = in_and_y.data();
+      std::vector<std::atomic<int>> made_count(static_cast<size_t>(n_pairs));
+      const MatmulColumnsFn columns = [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          made_count[static_cast<size_t>(p)].fetch_add(1);
+          for (int64_t i = 0; i < w.k; ++i) {
+            x.x[offset(p) + i] = 2 * in_and_y[offset(p) + i] + 1;
+          }
+        }
+      };
+      matmul_id_multi(pool, {&a, 1}, &columns);
+      for (int64_t p = 0; p < n_pairs; ++p) {
+        EXPECT_EQ(made_count[static_cast<size_t>(p)].load(), 1)
+            << "pair " << p << " limit " << limit;
+      }
+      // The outputs, gaps aside (those keep the producer's input).
+      const size_t y_slot = static_cast<size_t>(w.n) + 1;
+      const size_t y_tok = y_slot * static_cast<size_t>(b.n_used) + 2;
+      bool same = true;
+      for (int64_t t = 0; t < b.tokens; ++t) {
+        for (int64_t s = 0; s < b.n_used; ++s) {
+          const size_t at = static_cast<size_t>(t) * y_tok + static_cast<size_t>(s) * y_slot;
+          same = same && std::memcmp(&in_and_y[at], &want[at], sizeof(float) * w.n) == 0;
+        }
+      }
+      EXPECT_TRUE(same) << threads << " threads, scratch limit " << limit;
     }
   }
 }
