@@ -4,6 +4,7 @@
 // slot and the id, before anything is read or written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -214,18 +215,14 @@ TEST(CpuExecMoe, ABadExpertIdFailsTheFusedStepBeforeTheActivationWrites) {
   const std::vector<uint8_t> before = buf.host;
   Graph g;
   g.tensors = {gate, up, act, w, ids, out};
-  Node swiglu;
-  swiglu.op = Op::kSwiglu;
-  swiglu.src[0] = 0;
-  swiglu.src[1] = 1;
-  swiglu.out = 2;
-  Node down;
-  down.op = Op::kMulMatId;
-  down.src[0] = 3;
-  down.src[1] = 2;
-  down.src[2] = 4;
-  down.out = 5;
-  g.nodes = {swiglu, down};
+  const auto node = [](Op op, std::initializer_list<int32_t> src, int32_t out) {
+    Node n;
+    n.op = op;
+    std::copy(src.begin(), src.end(), n.src);
+    n.out = out;
+    return n;
+  };
+  g.nodes = {node(Op::kSwiglu, {0, 1}, 2), node(Op::kMulMatId, {3, 2, 4}, 5)};
   ASSERT_TRUE(graph_validate(g).is_ok()) << graph_validate(g).message();
   Result<CpuPreparedGraph> prepared = cpu_graph_prepare(g, buf);
   ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
