@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -84,12 +85,21 @@ double probe_bandwidth(int64_t threads) {
   return measure_read_bandwidth(pool);
 }
 
-// A decode step's time by op at one batch size (--ops): `times` over `steps` steps that took
-// `seconds`, largest first, then what the steps spent outside the CPU's ops (sampling, the
-// graph's inputs and outputs, other devices).
-void print_op_profile(int64_t batch, const OpTimes& times, int64_t steps, double seconds) {
-  std::printf("ops of a decode step at batch %lld (CPU stages, mean of %lld steps):\n",
-              static_cast<long long>(batch), static_cast<long long>(steps));
+// The time by op of `steps` decode steps (--ops) that took `seconds`, `what` naming them: largest
+// first, then what the steps spent outside the CPU's ops (sampling, the graph's inputs and
+// outputs, other devices).
+struct OpProfile {
+  std::string what;
+  OpTimes times{};
+  int64_t steps = 0;
+  double seconds = 0;
+};
+
+void print_op_profile(const OpProfile& p) {
+  const OpTimes& times = p.times;
+  const double seconds = p.seconds;
+  std::printf("ops of %s (CPU stages, mean of %lld steps):\n", p.what.c_str(),
+              static_cast<long long>(p.steps));
   std::printf("  %-16s %9s %7s %11s %9s\n", "op", "ms/step", "share", "calls/step", "us/call");
   std::vector<uint32_t> ids;
   double in_ops = 0;
@@ -100,7 +110,7 @@ void print_op_profile(int64_t batch, const OpTimes& times, int64_t steps, double
   }
   std::sort(ids.begin(), ids.end(),
             [&](uint32_t a, uint32_t b) { return times[a].seconds > times[b].seconds; });
-  const auto n = static_cast<double>(steps);
+  const auto n = static_cast<double>(p.steps);
   for (uint32_t id : ids) {
     const OpTime& t = times[id];
     std::printf("  %-16s %9.3f %6.1f%% %11.2f %9.2f\n", op_name(static_cast<Op>(id)),
@@ -167,16 +177,10 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   std::printf("%8s %14s %12s\n", "batch", "decode tok/s", "of bound");
   // --ops: each batch size's steps timed by op, printed after the table.
   const bool ops = flags.has("--ops");
-  struct Profile {
-    int64_t batch;
-    OpTimes times{};
-    int64_t steps = 0;
-    double seconds = 0;
-  };
-  std::vector<Profile> profiles;
+  std::vector<OpProfile> profiles;
   for (int64_t batch : batches) {
     double best = 0;
-    Profile profile{batch};
+    OpProfile profile{"a decode step at batch " + std::to_string(batch)};
     // Batch 1: each run against the mean of the read rates probed just before and just after
     // it. On a shared machine that rate moves by up to 2x within minutes, so a run set against
     // the start-up probe alone could land anywhere from 0.5 to 1 of its bound.
@@ -229,7 +233,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
     std::fflush(stdout);
     if (ops) profiles.push_back(std::move(profile));
   }
-  for (const Profile& p : profiles) print_op_profile(p.batch, p.times, p.steps, p.seconds);
+  for (const OpProfile& p : profiles) print_op_profile(p);
   return Status::ok();
 }
 
@@ -239,8 +243,10 @@ struct BatchedTimes {
 };
 
 // One row of the batched mode: pl sequences of pp prompt tokens each, decoded in one call (the
-// context cuts it into micro-batches of -b tokens), then tg steps of one token per sequence.
-Result<BatchedTimes> run_batched(Context& ctx, int64_t pp, int64_t tg, int64_t pl) {
+// context cuts it into micro-batches of -b tokens), then tg steps of one token per sequence,
+// whose ops are timed into `profile` when given.
+Result<BatchedTimes> run_batched(Context& ctx, int64_t pp, int64_t tg, int64_t pl,
+                                 OpProfile* profile = nullptr) {
   const int64_t n_vocab = ctx.n_vocab();
   ctx.clear();
   Batch b;
@@ -255,6 +261,7 @@ Result<BatchedTimes> run_batched(Context& ctx, int64_t pp, int64_t tg, int64_t p
   auto t = Clock::now();
   STRATA_RETURN_IF_ERROR(ctx.decode(b));
   times.pp = seconds_since(t);
+  if (profile != nullptr) ctx.set_op_times(&profile->times);
   t = Clock::now();
   for (int64_t step = 0; step < tg; ++step) {
     b.clear();
@@ -265,6 +272,11 @@ Result<BatchedTimes> run_batched(Context& ctx, int64_t pp, int64_t tg, int64_t p
     STRATA_RETURN_IF_ERROR(ctx.decode(b));
   }
   times.tg = seconds_since(t);
+  ctx.set_op_times(nullptr);
+  if (profile != nullptr) {
+    profile->steps += tg;
+    profile->seconds += times.tg;
+  }
   return times;
 }
 
@@ -293,12 +305,18 @@ Status bench_batched(const Flags& flags, int64_t reps, int64_t threads) {
   std::printf(
       "|-------|--------|------|--------|----------|----------|----------|----------|"
       "----------|----------|\n");
+  // --ops: each row's generation steps timed by op, printed after the table.
+  const bool ops = flags.has("--ops");
+  std::vector<OpProfile> profiles;
   for (int64_t pp : pps) {
     for (int64_t tg : tgs) {
       for (int64_t pl : pls) {
         BatchedTimes best;
+        OpProfile profile{"a generation step at PP " + std::to_string(pp) + ", TG " +
+                          std::to_string(tg) + ", B " + std::to_string(pl)};
         for (int64_t r = 0; r < reps; ++r) {
-          STRATA_ASSIGN_OR_RETURN(BatchedTimes t, run_batched(ctx, pp, tg, pl));
+          STRATA_ASSIGN_OR_RETURN(BatchedTimes t,
+                                  run_batched(ctx, pp, tg, pl, ops ? &profile : nullptr));
           if (r == 0 || t.pp + t.tg < best.pp + best.tg) best = t;
         }
         const int64_t n_kv = pl * (pp + tg);
@@ -309,9 +327,11 @@ Status bench_batched(const Flags& flags, int64_t reps, int64_t threads) {
             static_cast<long long>(n_kv), best.pp, pl * pp / best.pp, best.tg, pl * tg / best.tg,
             total, n_kv / total);
         std::fflush(stdout);
+        if (ops) profiles.push_back(std::move(profile));
       }
     }
   }
+  for (const OpProfile& p : profiles) print_op_profile(p);
   return Status::ok();
 }
 
@@ -335,7 +355,7 @@ int cmd_bench(const Args& args) {
         "usage: strata bench -m FILE [-t THREADS] [-p 128[,512,...]] [--batches 1,4,16] [-n 32]\n"
         "                    [-r 3] [--ops]\n"
         "       strata bench -m FILE [-t THREADS] --pp 128[,...] --tg 32[,...] --pl 1,4,16\n"
-        "                    [-r 1] [-b 512]\n"
+        "                    [-r 1] [-b 512] [--ops]\n"
         "       strata bench serve ... (a server under load; see strata bench serve --help)\n"
         "Decode mode (the default): prompt tok/s for each -p size (one sequence of that many\n"
         "tokens, a line 'ppN' with the rate and the time), and decode tok/s at each --batches\n"
@@ -344,7 +364,8 @@ int cmd_bench(const Args& args) {
         "token / measured read rate; with experts, only the expert_used_count experts a token\n"
         "is routed to count). The rate is probed again just before and after each batch-1 run;\n"
         "each run is set against the mean of its two probes, and the median run is shown.\n"
-        "--ops: then, for each batch size, a decode step's time by op on the CPU's stages\n"
+        "--ops: then, for each batch size (each row in the batched mode: its generation\n"
+        "steps, over all its runs), a decode step's time by op on the CPU's stages\n"
         "(ms per step, share of the step, calls per step, us per call; a pass over several\n"
         "matmuls, with the norm or activation that feeds it, is one mul_mat call), and the\n"
         "time outside them (sampling, the step's inputs and outputs, other devices).\n"
@@ -360,11 +381,9 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   const bool batched = flags.has("--pp") || flags.has("--tg") || flags.has("--pl");
-  if (batched &&
-      (flags.has("--batches") || flags.has("-p") || flags.has("-n") || flags.has("--ops"))) {
-    return fail("bench",
-                invalid_argument("--batches, -p, -n and --ops are the decode mode's; "
-                                 "the batched mode (--pp, --tg, --pl) does not take them"));
+  if (batched && (flags.has("--batches") || flags.has("-p") || flags.has("-n"))) {
+    return fail("bench", invalid_argument("--batches, -p and -n are the decode mode's; the "
+                                          "batched mode (--pp, --tg, --pl) does not take them"));
   }
   auto reps = flags.get_int("-r", batched ? 1 : 3, 1, 100);
   if (!reps) return fail("bench", reps.status());

@@ -84,6 +84,16 @@ got=$(awk -F'|' '$2 ~ /^ *[0-9]+ *$/ {
 want="8/2/1 8/2/3 8/4/1 8/4/3 16/2/1 16/2/3 16/4/1 16/4/3 "
 [ "$got" = "$want" ] || fail "batched rows (PP/TG/B, ! where a column is wrong): '$got', want '$want'"
 "$strata" bench -m "$m" -t 1 --pl 2 -r 2 >"$tmp/reps.txt" || fail "batched mode with -r 2"
+# --ops in the batched mode: after the table, each row's generation steps by op (of both runs).
+"$strata" bench -m "$m" -t 2 --pp 8 --tg 3 --pl 1,2 -r 2 --ops >"$tmp/bops.txt" ||
+  fail "batched mode with --ops"
+for row in "PP 8, TG 3, B 1" "PP 8, TG 3, B 2"; do
+  grep -q "^ops of a generation step at $row (CPU stages, mean of 6 steps):\$" "$tmp/bops.txt" ||
+    fail "batched --ops: no profile of the row $row"
+done
+got=$(awk '/^ops of a generation step at PP 8, TG 3, B 2 /{ t = 1; next }
+  t && $1 == "attention" { print $4 }' "$tmp/bops.txt")
+[ "$got" = "2.00" ] || fail "batched --ops: attention calls per step at B 2: '$got', want 2.00"
 grep -q 'the least T of 2 runs per row' "$tmp/reps.txt" || fail "-r 2 is not reported"
 [ "$(grep -c '^| *128 | *32 | *2 |' "$tmp/reps.txt")" = 1 ] ||
   fail "--pl alone: no single row with the default --pp 128 --tg 32"
@@ -107,8 +117,7 @@ refuse "--tg: '70000' is not a generation length in [1, 65536]" --tg 70000
 refuse "--pl: '5000' is not a number of sequences in [1, 4096]" --pl 1,5000
 refuse "--pl: 'abc' is not a number of sequences in [1, 4096]" --pl 2,abc
 refuse "needs 268468224 KV cells, more than 16777216" --pl 4096 --pp 65536 --tg 8
-refuse "--batches, -p, -n and --ops are the decode mode's" --pp 8 -p 8
-refuse "--batches, -p, -n and --ops are the decode mode's" --pl 2 --ops
+refuse "--batches, -p and -n are the decode mode's" --pp 8 -p 8
 
 "$strata" bench --help >"$tmp/help.txt"
 for word in "-p 128[,512" "--batches" "--pp" "--tg" "--pl" "N_KV = B*(PP+TG)" "isa" "--ops"; do
