@@ -1,10 +1,13 @@
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -13,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "flags.h"
 #include "graph/graph.h"
+#include "graph/op_table.h"
 #include "load_client.h"
 #include "loader.h"
 
@@ -89,33 +93,37 @@ double probe_bandwidth(int64_t threads) {
 // first, then what the steps spent outside the CPU's ops (sampling, the graph's inputs and
 // outputs, other devices).
 struct OpProfile {
+  explicit OpProfile(std::string w) : what(std::move(w)) {}
   std::string what;
-  OpTimes times{};
+  OpTimes times;
   int64_t steps = 0;
   double seconds = 0;
 };
 
 void print_op_profile(const OpProfile& p) {
-  const OpTimes& times = p.times;
   const double seconds = p.seconds;
+  std::array<double, kOpIdLimit> op_s{};
+  std::array<int64_t, kOpIdLimit> calls{};
+  for (uint32_t id = 0; id < kOpIdLimit; ++id) {
+    op_s[id] = static_cast<double>(p.times[id].ns.load()) * 1e-9;
+    calls[id] = p.times[id].calls.load();
+  }
   std::printf("ops of %s (CPU stages, mean of %lld steps):\n", p.what.c_str(),
               static_cast<long long>(p.steps));
   std::printf("  %-16s %9s %7s %11s %9s\n", "op", "ms/step", "share", "calls/step", "us/call");
   std::vector<uint32_t> ids;
   double in_ops = 0;
-  for (uint32_t id = 0; id < times.size(); ++id) {
-    if (times[id].calls == 0) continue;
+  for (uint32_t id = 0; id < kOpIdLimit; ++id) {
+    if (calls[id] == 0) continue;
     ids.push_back(id);
-    in_ops += times[id].seconds;
+    in_ops += op_s[id];
   }
-  std::sort(ids.begin(), ids.end(),
-            [&](uint32_t a, uint32_t b) { return times[a].seconds > times[b].seconds; });
+  std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return op_s[a] > op_s[b]; });
   const auto n = static_cast<double>(p.steps);
   for (uint32_t id : ids) {
-    const OpTime& t = times[id];
+    const auto c = static_cast<double>(calls[id]);
     std::printf("  %-16s %9.3f %6.1f%% %11.2f %9.2f\n", op_name(static_cast<Op>(id)),
-                t.seconds / n * 1e3, 100 * t.seconds / seconds, static_cast<double>(t.calls) / n,
-                t.seconds / static_cast<double>(t.calls) * 1e6);
+                op_s[id] / n * 1e3, 100 * op_s[id] / seconds, c / n, op_s[id] / c * 1e6);
   }
   const double outside = std::max(0.0, seconds - in_ops);
   std::printf("  %-16s %9.3f %6.1f%%\n", "(outside ops)", outside / n * 1e3,
@@ -177,10 +185,10 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   std::printf("%8s %14s %12s\n", "batch", "decode tok/s", "of bound");
   // --ops: each batch size's steps timed by op, printed after the table.
   const bool ops = flags.has("--ops");
-  std::vector<OpProfile> profiles;
+  std::deque<OpProfile> profiles;  // not movable: their counters are atomic
   for (int64_t batch : batches) {
     double best = 0;
-    OpProfile profile{"a decode step at batch " + std::to_string(batch)};
+    OpProfile& profile = profiles.emplace_back("a decode step at batch " + std::to_string(batch));
     // Batch 1: each run against the mean of the read rates probed just before and just after
     // it. On a shared machine that rate moves by up to 2x within minutes, so a run set against
     // the start-up probe alone could land anywhere from 0.5 to 1 of its bound.
@@ -231,9 +239,10 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
       std::printf("%8lld %14.1f %12s\n", static_cast<long long>(batch), best, "");
     }
     std::fflush(stdout);
-    if (ops) profiles.push_back(std::move(profile));
   }
-  for (const OpProfile& p : profiles) print_op_profile(p);
+  if (ops) {
+    for (const OpProfile& p : profiles) print_op_profile(p);
+  }
   return Status::ok();
 }
 
@@ -307,13 +316,14 @@ Status bench_batched(const Flags& flags, int64_t reps, int64_t threads) {
       "----------|----------|\n");
   // --ops: each row's generation steps timed by op, printed after the table.
   const bool ops = flags.has("--ops");
-  std::vector<OpProfile> profiles;
+  std::deque<OpProfile> profiles;  // not movable: their counters are atomic
   for (int64_t pp : pps) {
     for (int64_t tg : tgs) {
       for (int64_t pl : pls) {
         BatchedTimes best;
-        OpProfile profile{"a generation step at PP " + std::to_string(pp) + ", TG " +
-                          std::to_string(tg) + ", B " + std::to_string(pl)};
+        OpProfile& profile =
+            profiles.emplace_back("a generation step at PP " + std::to_string(pp) + ", TG " +
+                                  std::to_string(tg) + ", B " + std::to_string(pl));
         for (int64_t r = 0; r < reps; ++r) {
           STRATA_ASSIGN_OR_RETURN(BatchedTimes t,
                                   run_batched(ctx, pp, tg, pl, ops ? &profile : nullptr));
@@ -327,11 +337,12 @@ Status bench_batched(const Flags& flags, int64_t reps, int64_t threads) {
             static_cast<long long>(n_kv), best.pp, pl * pp / best.pp, best.tg, pl * tg / best.tg,
             total, n_kv / total);
         std::fflush(stdout);
-        if (ops) profiles.push_back(std::move(profile));
       }
     }
   }
-  for (const OpProfile& p : profiles) print_op_profile(p);
+  if (ops) {
+    for (const OpProfile& p : profiles) print_op_profile(p);
+  }
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
@@ -35,10 +36,10 @@ struct StreamPools {
 // The time a stream's computations spent in each op, indexed by the op's id, for a profile
 // (strata bench --ops). A fused run of matmuls (one pass over several weights, with the norm or
 // activation that feeds it) counts as one mul_mat call, a run of expert matmuls as one
-// mul_mat_id.
+// mul_mat_id. Atomic: the streams of a context's stages (several CPU devices) add at once.
 struct OpTime {
-  double seconds = 0;
-  int64_t calls = 0;
+  std::atomic<int64_t> ns{0};
+  std::atomic<int64_t> calls{0};
 };
 using OpTimes = std::array<OpTime, kOpIdLimit>;
 

@@ -735,8 +735,10 @@ Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool, OpTimes
                     : step.kind == Step::Kind::kMatmulIds ? Op::kMulMatId
                                                           : graph.nodes[k].op;
       OpTime& t = (*times)[static_cast<uint32_t>(op)];
-      t.seconds += std::chrono::duration<double>(Clock::now() - start).count();
-      ++t.calls;
+      t.ns.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+          std::memory_order_relaxed);
+      t.calls.fetch_add(1, std::memory_order_relaxed);
     }
   }
   return Status::ok();

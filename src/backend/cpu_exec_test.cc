@@ -162,23 +162,23 @@ TEST(CpuExecOpTimes, EachStepIsOneCallOfItsOp) {
   ThreadPool pool(2);
   Result<CpuPreparedGraph> prepared = cpu_graph_prepare(g.graph, g);
   ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
-  OpTimes times{};
+  OpTimes times;
   for (int64_t run = 1; run <= 2; ++run) {
     ASSERT_TRUE(cpu_graph_run(*prepared, pool, &times).is_ok());
     for (uint32_t id = 0; id < times.size(); ++id) {
       const int64_t want = id == static_cast<uint32_t>(Op::kMulMat) ? 3 * run
                            : id == static_cast<uint32_t>(Op::kAdd)  ? run
                                                                     : 0;
-      EXPECT_EQ(times[id].calls, want) << "op " << id << ", run " << run;
+      EXPECT_EQ(times[id].calls.load(), want) << "op " << id << ", run " << run;
       if (want == 0) {
-        EXPECT_EQ(times[id].seconds, 0.0) << "op " << id << ", run " << run;
+        EXPECT_EQ(times[id].ns.load(), 0) << "op " << id << ", run " << run;
       }
     }
-    EXPECT_GT(times[static_cast<uint32_t>(Op::kMulMat)].seconds, 0.0);
+    EXPECT_GT(times[static_cast<uint32_t>(Op::kMulMat)].ns.load(), 0);
   }
   // A run without the profile adds nothing to it.
   ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
-  EXPECT_EQ(times[static_cast<uint32_t>(Op::kMulMat)].calls, 6);
+  EXPECT_EQ(times[static_cast<uint32_t>(Op::kMulMat)].calls.load(), 6);
 }
 
 // A matmul whose output is the shared input: the next one reads that output.

@@ -242,6 +242,36 @@ TEST(Context, BadBatchLeavesTheCacheAsItWas) {
   EXPECT_EQ(a.ctx->seq_len(0), 2);
 }
 
+// The op profile of strata bench --ops over a split on two CPU devices: both stages' streams add
+// to the one table (at once, in a pipelined step), each decode step counting one attention per
+// layer; steps before it is set and after it is cleared add nothing.
+TEST(Context, AnOpProfileCountsTheOpsOfEveryStage) {
+  const std::string path = synth_path("llama", DType::kQ8_0);
+  constexpr int64_t kLayers = 3;
+  Loaded a = make(path, 2, {1, 1}, 2);
+  Batch batch;
+  for (int32_t s = 0; s < 2; ++s) {
+    for (int32_t i = 0; i < 4; ++i) batch.add(5 + i + s, i, s, i == 3);
+  }
+  ASSERT_TRUE(a.ctx->decode(batch).is_ok());
+  OpTimes times;
+  a.ctx->set_op_times(&times);
+  for (int32_t step = 0; step < 3; ++step) {
+    batch.clear();
+    for (int32_t s = 0; s < 2; ++s) batch.add(9 + step, 4 + step, s, true);
+    ASSERT_TRUE(a.ctx->decode(batch).is_ok());
+  }
+  a.ctx->set_op_times(nullptr);
+  batch.clear();
+  batch.add(20, 7, 0, true);
+  ASSERT_TRUE(a.ctx->decode(batch).is_ok());
+  EXPECT_EQ(times[static_cast<uint32_t>(Op::kAttention)].calls.load() +
+                times[static_cast<uint32_t>(Op::kAttentionExt)].calls.load(),
+            3 * kLayers);
+  EXPECT_GT(times[static_cast<uint32_t>(Op::kMulMat)].calls.load(), 3 * kLayers);
+  EXPECT_GT(times[static_cast<uint32_t>(Op::kMulMat)].ns.load(), 0);
+}
+
 TEST(Context, FullCacheIsAnErrorNotACrash) {
   const std::string path = synth_path("llama", DType::kQ8_0);
   Loaded a = make(path, 1);
