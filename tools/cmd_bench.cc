@@ -89,9 +89,8 @@ double probe_bandwidth(int64_t threads) {
   return measure_read_bandwidth(pool);
 }
 
-// The time by op of `steps` decode steps (--ops) that took `seconds`, `what` naming them: largest
-// first, then what the steps spent outside the CPU's ops (sampling, the graph's inputs and
-// outputs, other devices).
+// A profile (--ops): the time by op of `steps` decode steps that took `seconds`, `what` naming
+// them.
 struct OpProfile {
   explicit OpProfile(std::string w) : what(std::move(w)) {}
   std::string what;
@@ -100,6 +99,9 @@ struct OpProfile {
   double seconds = 0;
 };
 
+// Per step, largest first, then what the steps spent outside the CPU's ops (sampling, the
+// graph's inputs and outputs, other devices). With several CPU stages their ops overlap in
+// time, and the shares can add up past 100%.
 void print_op_profile(const OpProfile& p) {
   const double seconds = p.seconds;
   std::array<double, kOpIdLimit> op_s{};
