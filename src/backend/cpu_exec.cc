@@ -560,12 +560,14 @@ MatmulRun mul_mat_id_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, si
 }
 
 // The expert ids are checked before the producer or any matmul writes: a bad id fails the step
-// with nothing of the run written.
+// with nothing of the run written, naming the run's first mul_mat_id node.
 Status exec_mul_mat_id_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPool& pool,
                            const MatmulRun& run) {
   const size_t first = run.begin + (run.producer != nullptr ? 1 : 0);
   const ExecNode head{g, g.nodes[first], ptr, pool};
-  STRATA_RETURN_IF_ERROR(check_expert_ids(head, 2, head.T(0).ne[2]));
+  if (Status s = check_expert_ids(head, 2, head.T(0).ne[2]); !s.is_ok()) {
+    return s.with_context("node " + std::to_string(first) + " (mul_mat_id)");
+  }
   std::array<MatmulIdArgs, kMaxIdMatrices> mats;
   for (size_t i = first; i < run.end; ++i) {
     mats[i - first] = mul_mat_id_args(ExecNode{g, g.nodes[i], ptr, pool});
@@ -713,14 +715,9 @@ Status cpu_graph_run(const CpuPreparedGraph& prepared, ThreadPool& pool, OpTimes
             {k, step.end, step.producer == 0 ? nullptr : &kProducers[step.producer - 1]});
         break;
       case Step::Kind::kMatmulIds:
-        if (Status s = exec_mul_mat_id_run(
-                graph, ptr, pool,
-                {k, step.end, step.producer == 0 ? nullptr : &kProducers[step.producer - 1]});
-            !s.is_ok()) {
-          // The failing node is the first mul_mat_id, after the producer if there is one.
-          const size_t node = k + (step.producer == 0 ? 0 : 1);
-          return s.with_context("node " + std::to_string(node) + " (mul_mat_id)");
-        }
+        STRATA_RETURN_IF_ERROR(exec_mul_mat_id_run(
+            graph, ptr, pool,
+            {k, step.end, step.producer == 0 ? nullptr : &kProducers[step.producer - 1]}));
         break;
       case Step::Kind::kNode: {
         const Node& node = graph.nodes[k];
