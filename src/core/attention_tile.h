@@ -48,10 +48,6 @@ constexpr int64_t kMaxBlockCells = 256;
 // slower for decode steps (one token x 1-8 heads), whose rows are better converted as loaded.
 constexpr int64_t kConvertMinRows = 16;
 
-// Lists may be in any order and a head's segment is a short piece of a long cache row: the
-// hardware prefetcher sees no stream, so fetch a few cells ahead by hand.
-constexpr int64_t kPrefetchCells = 6;
-
 inline int64_t round_up8(int64_t n) { return (n + 7) / 8 * 8; }
 
 inline int64_t block_cells(int64_t head_dim) {
@@ -63,11 +59,6 @@ inline size_t tile_scratch_floats(const AttentionArgs& a, int64_t n, int64_t n_h
   const int64_t hd_pad = round_up8(a.head_dim);
   return static_cast<size_t>(n * n_heads * (round_up8(span) + hd_pad + 1) +
                              block_cells(a.head_dim) * hd_pad);
-}
-
-inline void prefetch_segment(const uint8_t* row, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
 }
 
 // One token of a tile: the positions [begin, end) of its list that it attends to, its query
@@ -99,15 +90,13 @@ using PairScoresFn = void (*)(const AttentionArgs& a, const TileShape& sh, const
 // converted into buf when kConvert is set, else used in place. A row of a block (K or V) is
 // then f32 (converted, or an f32 cache row) or, when f16 and not converted, an f16 cache row
 // read as it is: the conversion is exact, both give the same floats.
+// Nothing is prefetched by hand: with the cache head-major, a head's rows are one stream that
+// the hardware prefetchers follow. Prefetching each row 6 cells ahead made decode attention
+// 8-13% slower, cache in memory or in L2, cells together or spread (docs/bench.md).
 template <typename K, bool kF16, bool kConvert>
 void block_rows(const AttentionArgs& a, const uint8_t* base, const int32_t* list, int64_t c0,
-                int64_t c1, int64_t c_end, const TileShape& sh, float* buf, const uint8_t** rows) {
-  const size_t seg_bytes = static_cast<size_t>(sh.hd) * (kF16 ? 2 : 4);
+                int64_t c1, const TileShape& sh, float* buf, const uint8_t** rows) {
   for (int64_t c = c0; c < c1; ++c) {
-    if (c + kPrefetchCells < c_end) {
-      prefetch_segment(base + static_cast<size_t>(list[c + kPrefetchCells]) * a.kv.cell_bytes,
-                       seg_bytes);
-    }
     const uint8_t* r = base + static_cast<size_t>(list[c]) * a.kv.cell_bytes;
     if constexpr (kF16 && kConvert) {
       float* dst = buf + (c - c0) * sh.hd_pad;
@@ -214,7 +203,7 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
   for (int64_t c0 = first; c0 < last; c0 += nb) {
     const int64_t c1 = std::min(last, c0 + nb);
     if (!block_used(c0, c1)) continue;
-    block_rows<K, kF16, kConvert>(a, kbase, list, c0, c1, last, sh, buf, rows);
+    block_rows<K, kF16, kConvert>(a, kbase, list, c0, c1, sh, buf, rows);
     for_tokens_in(c0, c1, [&](const TileToken& t, int64_t lo, int64_t hi) {
       float* s0 = t.s + (c0 + lo - t.begin);
       int64_t j = 0;
@@ -240,7 +229,7 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
   for (int64_t c0 = first; c0 < last; c0 += nb) {
     const int64_t c1 = std::min(last, c0 + nb);
     if (!block_used(c0, c1)) continue;
-    block_rows<K, kF16, kConvert>(a, vbase, list, c0, c1, last, sh, buf, rows);
+    block_rows<K, kF16, kConvert>(a, vbase, list, c0, c1, sh, buf, rows);
     for_tokens_in(c0, c1, [&](const TileToken& t, int64_t lo, int64_t hi) {
       for_head_groups(nh, [&]<int kNh>(int64_t j0) {
         const float* p[kNh];
