@@ -53,7 +53,7 @@ constexpr const char* kHelp =
     "  -t, --threads N         CPU threads (default: all cores)\n"
     "  -c, --ctx-size N        KV cache cells (default: training context, at most 4096)\n"
     "  -b, --batch-size N      most prompt tokens per micro-batch (default 512)\n"
-    "      --kv-type f16|f32   KV cache dtype (default f16)\n"
+    "      --kv-type f16|f32|q8_0  KV cache dtype (default f16)\n"
     "      --mmap, --no-mmap   use the weights in place in the file's mapping, or copy them\n"
     "                          into memory with 2 MiB pages (faster decode, slower load);\n"
     "                          default: copy when they take at most half the free memory\n"

@@ -46,8 +46,8 @@ Result<server::LoadOptions> load_options(const Flags& flags) {
   STRATA_ASSIGN_OR_RETURN(o.n_batch, flags.get_int("-b", 512, 1, 1 << 16));
   const std::string kv_name = flags.get_or("--kv-type", "f16");
   std::optional<DType> kv = dtype_from_name(kv_name);
-  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32)) {
-    return invalid_argument("--kv-type must be f16 or f32, not '" + kv_name + "'");
+  if (!kv || !kv_dtype_supported(*kv)) {
+    return invalid_argument("--kv-type must be f16, f32 or q8_0, not '" + kv_name + "'");
   }
   o.kv_dtype = *kv;
   STRATA_ASSIGN_OR_RETURN(o.n_ctx, flags.get_int("-c", 0, 0, 1 << 24));

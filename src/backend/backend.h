@@ -66,12 +66,16 @@ struct DeviceCaps {
   // ([head_dim, cells, kv_heads]: the engine's head-major cache, docs/engine.md). A device of
   // an earlier release takes only [head_dim * kv_heads, cells].
   bool kv_planes = false;
+  // Its set_rows, get_rows, rope_shift and attention take q8_0 KV caches (-ctk q8_0). A device
+  // of an earlier release takes f16 and f32 caches only.
+  bool kv_q8_0 = false;
 
   // What either needs (or has): every field's union.
   DeviceCaps& operator|=(const DeviceCaps& o) {
     ops |= o.ops;
     weight_dtypes |= o.weight_dtypes;
     kv_planes = kv_planes || o.kv_planes;
+    kv_q8_0 = kv_q8_0 || o.kv_q8_0;
     return *this;
   }
 };

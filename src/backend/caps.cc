@@ -31,10 +31,10 @@ DeviceCaps graph_needs(const Graph& g) {
     // A KV cache input (the op table's cache_src) in more than one plane.
     for (int s = 0; s < kMaxSrc; ++s) {
       const int32_t t = n.src[s];
-      if ((info->cache_src >> s & 1u) != 0 && t >= 0 && t < n_tensors &&
-          g.tensors[static_cast<size_t>(t)].ne[2] > 1) {
-        need.kv_planes = true;
-      }
+      if ((info->cache_src >> s & 1u) == 0 || t < 0 || t >= n_tensors) continue;
+      const TensorRef& cache = g.tensors[static_cast<size_t>(t)];
+      if (cache.ne[2] > 1) need.kv_planes = true;
+      if (cache.dtype == DType::kQ8_0) need.kv_q8_0 = true;
     }
     if (info->weight_src < 0) continue;
     const int32_t w = n.src[info->weight_src];
@@ -55,6 +55,7 @@ std::string caps_missing(const DeviceCaps& need, const DeviceCaps& have) {
     add(info != nullptr ? "op '" + std::string(info->name) + "'" : "op " + std::to_string(i));
   }
   if (need.kv_planes && !have.kv_planes) add("KV caches in planes (a release before them)");
+  if (need.kv_q8_0 && !have.kv_q8_0) add("q8_0 KV caches (a release before them)");
   const DTypeSet dtypes = need.weight_dtypes & ~have.weight_dtypes;
   for (uint32_t i = 0; i < kDTypeIdLimit; ++i) {
     if (!dtypes.test(i)) continue;

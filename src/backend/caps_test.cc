@@ -129,6 +129,30 @@ TEST(DeviceCaps, ACacheInPlanesNeedsKvPlanes) {
             "KV caches in planes (a release before them)");
 }
 
+// A q8_0 cache input of any cache op needs a device that takes q8_0 caches; f16 ones do not.
+TEST(DeviceCaps, AQ8_0CacheNeedsKvQ8_0) {
+  for (const OpInfo& info : op_table()) {
+    if (info.cache_src == 0) continue;
+    for (DType dt : {DType::kF16, DType::kQ8_0}) {
+      Graph g;
+      Node n;
+      n.op = info.op;
+      for (int s = 0; s < info.n_src; ++s) {
+        const bool cache = (info.cache_src >> s & 1u) != 0;
+        g.tensors.push_back(make_tensor(1, 0, cache ? dt : DType::kF32, 32, 8, cache ? 2 : 1));
+        n.src[s] = s;
+      }
+      n.out = 0;
+      g.nodes = {n};
+      EXPECT_EQ(graph_needs(g).kv_q8_0, dt == DType::kQ8_0) << info.name;
+    }
+  }
+  DeviceCaps need;
+  need.kv_q8_0 = true;
+  EXPECT_EQ(caps_missing(need, cpu_device_caps()), "");
+  EXPECT_EQ(caps_missing(need, device_caps_baseline()), "q8_0 KV caches (a release before them)");
+}
+
 // mul_mat_id's expert weights are a weight input: a graph needs their dtype.
 TEST(DeviceCaps, MulMatIdNeedsTheDTypeOfItsExperts) {
   Graph g;

@@ -644,6 +644,7 @@ DeviceCaps cpu_device_caps() {
   DeviceCaps caps;
   caps.ops = cpu_ops() & op_set_all();
   caps.kv_planes = true;
+  caps.kv_q8_0 = true;
   for (uint32_t id = 0; id < kDTypeIdLimit; ++id) {
     const DTypeInfo* info = dtype_info(id);
     if (info == nullptr || !info->has_kernels) continue;

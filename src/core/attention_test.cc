@@ -10,6 +10,8 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -17,6 +19,7 @@
 #include "core/kernel_test_util.h"
 #include "core/ops.h"
 #include "core/ops_internal.h"
+#include "core/quant_rows.h"
 
 namespace strata {
 namespace {
@@ -460,6 +463,74 @@ TEST(OpsAttention, Avx512IsBitwiseTheAvx2Kernel) {
     IsaScope scope(Isa::kAvx512);
     expect_bitwise(c, r, want, label);
   });
+}
+
+// The q8_0 cache of an f32 cache's values (quantize_row_q8_0 over each head's head_dim values,
+// heads side by side in a cell or, head_major, each kv head's cells side by side, with unused
+// bytes after each cell and head), and the f32 cache of the values it holds, in c's layout.
+std::pair<KvCache, KvCache> q8_0_and_its_values(const KvCache& c, bool head_major) {
+  const size_t seg = size_t(c.head_dim) / 32 * 34;
+  KvCache q = c;
+  q.dtype = DType::kQ8_0;
+  if (head_major) {
+    q.kv.cell_bytes = seg + 3;
+    q.kv.head_bytes = c.n_cells * q.kv.cell_bytes + 7;
+  } else {
+    q.kv.head_bytes = seg;
+    q.kv.cell_bytes = c.n_head_kv * seg + 5;
+  }
+  KvCache f = c;
+  const size_t q_bytes = head_major ? c.n_head_kv * q.kv.head_bytes : c.n_cells * q.kv.cell_bytes;
+  for (std::vector<uint8_t>* dst : {&q.k, &q.v}) dst->assign(q_bytes, 0xee);
+  std::vector<float> vals(c.head_dim);
+  for (int32_t cell = 0; cell < c.n_cells; ++cell) {
+    for (int64_t kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      const size_t qo = size_t(cell) * q.kv.cell_bytes + size_t(kvh) * q.kv.head_bytes;
+      for (auto [src, qdst, fdst] : {std::tuple{&c.k, &q.k, &f.k}, std::tuple{&c.v, &q.v, &f.v}}) {
+        for (int64_t d = 0; d < c.head_dim; ++d) vals[d] = c.get(*src, cell, kvh, d);
+        quantize_row_q8_0(vals.data(), qdst->data() + qo, c.head_dim);
+        dequantize_row_q8_0(qdst->data() + qo, vals.data(), c.head_dim);
+        std::memcpy(fdst->data() + c.at(cell, kvh, 0), vals.data(), c.head_dim * sizeof(float));
+      }
+    }
+  }
+  return {q, f};
+}
+
+// A q8_0 cache reads as the exact floats q * d it holds: attention over it is, bit for bit,
+// attention over an f32 cache of those floats, at every level, in both layouts, for decode
+// steps and prompt tiles, with windows, caps and sinks. And the f32 cache against the oracle.
+TEST(OpsAttention, AQ8_0CacheIsTheF32CacheOfItsValues) {
+  struct Case {
+    int64_t head_dim, n_head, n_head_kv;
+  };
+  const Case cases[] = {{64, 8, 2}, {128, 4, 4}, {32, 6, 1}, {96, 8, 1}};
+  ThreadPool pool(3);
+  const std::vector<float> sinks = uniform_floats(8, 61, -2.0f, 2.0f);
+  for (const Case& cs : cases) {
+    const KvCache base =
+        make_cache(DType::kF32, cs.head_dim, cs.n_head_kv, 200, {200, 37}, 60, 2.0f);
+    for (bool hm : {false, true}) {
+      const auto [q8, f32] = q8_0_and_its_values(base, hm);
+      // Decode steps of both lists, and a prompt tile of 20 tokens of list 0.
+      std::vector<int32_t> tok = {0, 200, 1, 37, 1, 1};
+      for (int32_t t = 0; t < 20; ++t) tok.insert(tok.end(), {0, 150 + t});
+      for (const AttentionExtra extra :
+           {AttentionExtra{}, AttentionExtra{24, 1.5f}, AttentionExtra{0, 0.0f, sinks.data()}}) {
+        AttnRun r = make_run(f32, cs.n_head, tok, 62, 2.0f);
+        r.extra = extra;
+        const std::string label = "hd=" + std::to_string(cs.head_dim) +
+                                  (hm ? " head-major" : " cell-major") +
+                                  " window=" + std::to_string(extra.window);
+        for (Isa isa : isas()) {
+          IsaScope scope(isa);
+          const std::vector<float> want = r.run(pool, f32);
+          EXPECT_TRUE(bitwise_equal(r.run(pool, q8), want)) << isa_name(isa) << " " << label;
+          if (isa == Isa::kScalar) expect_matches_oracle(f32, r, want, label.c_str());
+        }
+      }
+    }
+  }
 }
 
 // A long list and a large group: one token's scores for all 32 heads would pass the tiles'

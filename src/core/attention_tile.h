@@ -86,21 +86,48 @@ using ScoresFn = void (*)(const AttentionArgs& a, const TileShape& sh, const flo
 using PairScoresFn = void (*)(const AttentionArgs& a, const TileShape& sh, const float* const* q,
                               const uint8_t* const* krows, int64_t lo, int64_t hi, float* const* s);
 
-// Pointers to the rows of list positions [c0, c1), head segment at `base`; f16 rows are
-// converted into buf when kConvert is set, else used in place. A row of a block (K or V) is
-// then f32 (converted, or an f32 cache row) or, when f16 and not converted, an f16 cache row
-// read as it is: the conversion is exact, both give the same floats.
+// How a cache's rows reach the kernels: f32 rows and f16 rows read in place, f16 rows converted
+// once per block, q8_0 rows (always converted: the kernels read floats or f16).
+enum class KvRows { kF32, kF16, kF16Converted, kQ8_0 };
+
+constexpr bool kv_rows_half(KvRows r) { return r == KvRows::kF16; }
+
+// A q8_0 row segment of n values (a multiple of 32) as floats: each value q * d, which is exact
+// (an f16 scale times an 8-bit integer needs at most 19 bits), so every instruction set and the
+// scalar dequantize_row_q8_0 give the same floats. Plain AVX2: the AVX-512 kernels call it too.
+inline void convert_q8_0(const uint8_t* r, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const auto* block = r + b * 34;  // BlockQ8_0: f16 d, then 32 int8
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+    for (int i = 0; i < 4; ++i) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * i));
+      const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+      _mm256_storeu_ps(dst + 32 * b + 8 * i, _mm256_mul_ps(q, d));
+    }
+  }
+}
+
+// Pointers to the rows of list positions [c0, c1), head segment at `base`; converted rows
+// (KvRows::kF16Converted, kQ8_0) are written to buf as floats, the others used in place. A row
+// of a block (K or V) is then f32 (converted, or an f32 cache row) or, for KvRows::kF16, an f16
+// cache row read as it is: the conversions are exact, each gives the same floats.
 // Nothing is prefetched by hand: with the cache head-major, a head's rows are one stream that
 // the hardware prefetchers follow. Prefetching each row 6 cells ahead made decode attention
 // 8-13% slower, cache in memory or in L2, cells together or spread (docs/bench.md).
-template <typename K, bool kF16, bool kConvert>
+template <typename K, KvRows kRows>
 void block_rows(const AttentionArgs& a, const uint8_t* base, const int32_t* list, int64_t c0,
                 int64_t c1, const TileShape& sh, float* buf, const uint8_t** rows) {
   for (int64_t c = c0; c < c1; ++c) {
     const uint8_t* r = base + static_cast<size_t>(list[c]) * a.kv.cell_bytes;
-    if constexpr (kF16 && kConvert) {
+    if constexpr (kRows == KvRows::kF16Converted || kRows == KvRows::kQ8_0) {
       float* dst = buf + (c - c0) * sh.hd_pad;
-      K::convert_f16(r, dst, sh);
+      if constexpr (kRows == KvRows::kQ8_0) {
+        convert_q8_0(r, dst, sh.hd);
+      } else {
+        K::convert_f16(r, dst, sh);
+      }
       rows[c - c0] = reinterpret_cast<const uint8_t*>(dst);
     } else {
       rows[c - c0] = r;
@@ -129,12 +156,12 @@ void for_head_groups(int64_t n, const Fn& fn) {
   }
 }
 
-// kConvert: f16 rows are converted once per block (worth it when many rows of queries read
-// them), else read in place.
-template <typename K, bool kF16, bool kConvert>
+// kRows: how the cache's rows are read (KvRows); f16 rows are converted once per block when
+// many rows of queries read them.
+template <typename K, KvRows kRows>
 void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
             float* scratch) {
-  constexpr bool kHalf = kF16 && !kConvert;
+  constexpr bool kHalf = kv_rows_half(kRows);
   const int64_t hd = a.head_dim;
   const int64_t nh = h1 - h0;
   const int32_t* list = a.cells + static_cast<int64_t>(a.tok[2 * toks[0]]) * a.max_len;
@@ -203,7 +230,7 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
   for (int64_t c0 = first; c0 < last; c0 += nb) {
     const int64_t c1 = std::min(last, c0 + nb);
     if (!block_used(c0, c1)) continue;
-    block_rows<K, kF16, kConvert>(a, kbase, list, c0, c1, sh, buf, rows);
+    block_rows<K, kRows>(a, kbase, list, c0, c1, sh, buf, rows);
     for_tokens_in(c0, c1, [&](const TileToken& t, int64_t lo, int64_t hi) {
       float* s0 = t.s + (c0 + lo - t.begin);
       int64_t j = 0;
@@ -229,7 +256,7 @@ void tile_t(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, 
   for (int64_t c0 = first; c0 < last; c0 += nb) {
     const int64_t c1 = std::min(last, c0 + nb);
     if (!block_used(c0, c1)) continue;
-    block_rows<K, kF16, kConvert>(a, vbase, list, c0, c1, sh, buf, rows);
+    block_rows<K, kRows>(a, vbase, list, c0, c1, sh, buf, rows);
     for_tokens_in(c0, c1, [&](const TileToken& t, int64_t lo, int64_t hi) {
       for_head_groups(nh, [&]<int kNh>(int64_t j0) {
         const float* p[kNh];
@@ -261,12 +288,14 @@ template <typename K>
 void tile(const AttentionArgs& a, const int32_t* toks, int64_t n, int64_t h0, int64_t h1,
           float* scratch) {
   STRATA_CHECK(n >= 1 && n <= kAttentionMaxTileTokens, "attention_tile: bad tile size");
-  if (a.kv_dtype != DType::kF16) {
-    tile_t<K, false, false>(a, toks, n, h0, h1, scratch);
+  if (a.kv_dtype == DType::kQ8_0) {
+    tile_t<K, KvRows::kQ8_0>(a, toks, n, h0, h1, scratch);
+  } else if (a.kv_dtype != DType::kF16) {
+    tile_t<K, KvRows::kF32>(a, toks, n, h0, h1, scratch);
   } else if (n * (h1 - h0) >= kConvertMinRows) {
-    tile_t<K, true, true>(a, toks, n, h0, h1, scratch);
+    tile_t<K, KvRows::kF16Converted>(a, toks, n, h0, h1, scratch);
   } else {
-    tile_t<K, true, false>(a, toks, n, h0, h1, scratch);
+    tile_t<K, KvRows::kF16>(a, toks, n, h0, h1, scratch);
   }
 }
 

@@ -57,10 +57,10 @@ void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes
               const int32_t* ids, int64_t n_ids, float* y, size_t y_stride,
               int64_t n_table_rows = 0, int64_t planes = 1, size_t plane_bytes = 0);
 
-// dst row idx[i] = convert(src row i). dst dtype F32 or F16 (round to nearest even), rows
-// dst_row_bytes apart. The idx must be distinct (rows are written in parallel).
-// F32 src [n * planes, n_rows]: piece p of n values of src row i goes to plane p of dst row
-// idx[i], plane_bytes further on (get_rows' planes).
+// dst row idx[i] = convert(src row i). dst dtype F32, F16 (round to nearest even) or Q8_0
+// (quantize_row_q8_0: n a multiple of 32), rows dst_row_bytes apart. The idx must be distinct (rows
+// are written in parallel). F32 src [n * planes, n_rows]: piece p of n values of src row i goes to
+// plane p of dst row idx[i], plane_bytes further on (get_rows' planes).
 void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
               size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows, int64_t planes = 1,
               size_t plane_bytes = 0);
@@ -95,7 +95,8 @@ inline KvStrides kv_cell_major(size_t row_bytes, int64_t head_dim, DType kv_dtyp
 
 // Attention of n_tokens queries over the KV cache.
 //   q    F32 [head_dim, n_head, n_tokens], token stride q_tok_stride (elements)
-//   k, v kv_dtype (F32 or F16) caches of n_head_kv heads of head_dim values per cell: kv head
+//   k, v kv_dtype (F32, F16, or Q8_0 with head_dim a multiple of 32) caches of n_head_kv heads
+//        of head_dim values per cell (a Q8_0 head reads as its exact q * d floats): kv head
 //        h of cell c at k + c * kv.cell_bytes + h * kv.head_bytes (the same for v)
 //   cells I32 [max_len, n_lists]: list l is the cache cells of one sequence in position order
 //   tok  I32 [2, n_tokens]: token t attends to the first tok[2t+1] cells of list tok[2t]

@@ -110,6 +110,12 @@ float kv_at(const AttentionArgs& a, const void* base, int32_t cell, int64_t kvh,
     std::memcpy(&h, head + d * 2, 2);
     return f16_to_f32(h);
   }
+  if (a.kv_dtype == DType::kQ8_0) {  // BlockQ8_0: f16 scale, 32 int8; q * scale is exact
+    const uint8_t* block = head + d / 32 * 34;
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    return static_cast<float>(static_cast<int8_t>(block[2 + d % 32])) * f16_to_f32(h);
+  }
   float f;
   std::memcpy(&f, head + d * 4, 4);
   return f;

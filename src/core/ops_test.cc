@@ -14,6 +14,7 @@
 #include "core/isa.h"
 #include "core/kernel_test_util.h"
 #include "core/quant.h"
+#include "core/quant_rows.h"
 
 namespace strata {
 namespace {
@@ -317,6 +318,51 @@ TEST(OpsSetRows, F16RoundsToNearestEvenLikeTheScalarConversion) {
                int64_t(idx.size()));
       for (size_t r = 0; r < idx.size(); ++r) {
         EXPECT_EQ(std::memcmp(&dst32[idx[r] * n], &src[r * n], n * 4), 0);
+      }
+    }
+  }
+}
+
+// A q8_0 cache row is quantize_row_q8_0 of the row, plane by plane (a head-major cache's rows
+// of n_head_kv heads); and a q8_0 row read back (get_rows) and written again (set_rows, as a
+// context shift copies a shared cell) gives the same bytes: requantising q * d finds d and q.
+TEST(OpsSetRows, Q8_0IsTheQuantisedRowAndCopiesExactly) {
+  ThreadPool pool(2);
+  const int64_t n = 64, planes = 3, cells = 6;
+  const size_t row = dtype_row_bytes(DType::kQ8_0, n);
+  const size_t plane_bytes = cells * row;
+  const std::vector<int32_t> idx = {4, 1, 2};
+  std::vector<float> src = uniform_floats(n * planes * idx.size(), 90, -3.0f, 3.0f);
+  for (int64_t i = 0; i < 32; ++i) src[i] = 0.0f;  // an all-zero block: scale 0
+  for (Isa isa : isas()) {
+    IsaScope scope(isa);
+    std::vector<uint8_t> cache(planes * plane_bytes, 0x5a);
+    set_rows(pool, DType::kQ8_0, cache.data(), row, src.data(), n * planes, n, idx.data(),
+             int64_t(idx.size()), planes, plane_bytes);
+    std::vector<uint8_t> want(row);
+    for (size_t r = 0; r < idx.size(); ++r) {
+      for (int64_t p = 0; p < planes; ++p) {
+        quantize_row_q8_0(src.data() + (r * planes + p) * n, want.data(), n);
+        EXPECT_EQ(std::memcmp(cache.data() + p * plane_bytes + idx[r] * row, want.data(), row), 0)
+            << isa_name(isa) << " row " << r << " plane " << p;
+      }
+    }
+    for (int64_t p = 0; p < planes; ++p) {  // cell 0 was not written
+      EXPECT_EQ(cache[p * plane_bytes], 0x5a);
+    }
+    // Copy cells 4, 1, 2 to 0, 3, 5 through floats.
+    std::vector<float> rows(n * planes * idx.size());
+    get_rows(pool, DType::kQ8_0, cache.data(), row, n, idx.data(), int64_t(idx.size()), rows.data(),
+             n * planes, cells, planes, plane_bytes);
+    const std::vector<int32_t> to = {0, 3, 5};
+    set_rows(pool, DType::kQ8_0, cache.data(), row, rows.data(), n * planes, n, to.data(),
+             int64_t(to.size()), planes, plane_bytes);
+    for (size_t r = 0; r < idx.size(); ++r) {
+      for (int64_t p = 0; p < planes; ++p) {
+        EXPECT_EQ(std::memcmp(cache.data() + p * plane_bytes + to[r] * row,
+                              cache.data() + p * plane_bytes + idx[r] * row, row),
+                  0)
+            << isa_name(isa) << " copy " << r << " plane " << p;
       }
     }
   }

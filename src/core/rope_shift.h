@@ -19,7 +19,7 @@
 namespace strata {
 
 struct RopeShiftArgs {
-  DType dtype = DType::kF16;  // of the cache: F16 or F32
+  DType dtype = DType::kF16;  // of the cache: F16, F32 or Q8_0 (rows of whole blocks)
   void* cache = nullptr;
   size_t row_bytes = 0;  // between cells
   int64_t head_dim = 0;

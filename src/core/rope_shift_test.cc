@@ -8,7 +8,9 @@
 
 #include "core/fp16.h"
 #include "core/kernel_test_util.h"
+#include "core/quant_rows.h"
 #include "core/rope_rates.h"
+#include "core/thread_pool.h"
 
 namespace strata {
 namespace {
@@ -100,6 +102,36 @@ TEST(RopeShift, F16RowsRoundOnceAfterTheRotation) {
       ASSERT_EQ(cache[cells[i] * kRow + j], f32_to_f16(row[j])) << "cell " << cells[i] << " " << j;
     }
   }
+}
+
+// A q8_0 row (a q8_0 KV cache) is dequantised, rotated and quantised again: the rotation of its
+// values, rounded to q8_0 once.
+TEST(RopeShift, Q8_0RowsAreRequantisedAfterTheRotation) {
+  const std::vector<float> values = random_floats(kRow * kCells, 15);
+  const size_t row_bytes = dtype_row_bytes(DType::kQ8_0, kRow);
+  std::vector<uint8_t> cache(row_bytes * kCells);
+  for (int64_t c = 0; c < kCells; ++c) {
+    quantize_row_q8_0(values.data() + c * kRow, cache.data() + c * row_bytes, kRow);
+  }
+  const std::vector<uint8_t> start = cache;
+  const int32_t cells[2] = {3, 7};
+  const int32_t delta[2] = {5, -41};
+  ThreadPool pool(2);
+  rope_shift(pool, args(DType::kQ8_0, cache.data(), kHd, RopeMode::kNormal, nullptr), cells, delta,
+             2);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float> row(kRow);
+    dequantize_row_q8_0(start.data() + cells[i] * row_bytes, row.data(), kRow);
+    ref::rope(row.data(), kHd, kHeads, 1, kRow, &delta[i], kHd, RopeMode::kNormal, 10000.0f, 0.5f);
+    std::vector<uint8_t> want(row_bytes);
+    quantize_row_q8_0(row.data(), want.data(), kRow);
+    EXPECT_EQ(std::memcmp(cache.data() + cells[i] * row_bytes, want.data(), row_bytes), 0)
+        << "cell " << cells[i];
+    EXPECT_NE(std::memcmp(cache.data() + cells[i] * row_bytes, start.data() + cells[i] * row_bytes,
+                          row_bytes),
+              0);
+  }
+  EXPECT_EQ(std::memcmp(cache.data(), start.data(), row_bytes), 0) << "cell 0 is not listed";
 }
 
 // A row's result depends on the row and its delta only: not on the thread count nor on the

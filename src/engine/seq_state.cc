@@ -236,9 +236,10 @@ Result<SeqStateHeader> seq_state_parse_header(std::span<const uint8_t> bytes) {
   fp.n_rot = get_u32(h + 84);
   fp.n_vocab = get_u32(h + 88);
   const uint32_t kv = get_u32(h + 92);
-  if (kv != static_cast<uint32_t>(DType::kF16) && kv != static_cast<uint32_t>(DType::kF32)) {
+  if (kv != static_cast<uint32_t>(DType::kF16) && kv != static_cast<uint32_t>(DType::kF32) &&
+      kv != static_cast<uint32_t>(DType::kQ8_0)) {
     return invalid_argument("state field 'kv_dtype' = " + std::to_string(kv) +
-                            ": not f16 (1) or f32 (0)");
+                            ": not f16 (1), f32 (0) or q8_0 (8)");
   }
   fp.kv_dtype = static_cast<DType>(kv);
   fp.tensor_table_hash = get_u64(h + 96);

@@ -48,6 +48,41 @@ TEST(GraphValidate, RefusesExtentsThatWouldWrap) {
   EXPECT_NE(s.message().find("2^62 bytes"), std::string::npos) << s.message();
 }
 
+// A q8_0 KV cache is read a head at a time, in whole 32-value blocks: attention over one whose
+// heads are 48 values (cell-major: its rows of 2 heads are 96 values, whole blocks) is refused,
+// and so are caches whose rows are not whole blocks, while heads of 32 pass.
+TEST(GraphValidate, AQ8_0CacheNeedsHeadsOfWholeBlocks) {
+  const auto attention = [](int64_t hd, int64_t kv_heads, bool head_major) {
+    Graph g;
+    const int64_t row = head_major ? hd : hd * kv_heads;
+    const int64_t planes = head_major ? kv_heads : 1;
+    g.tensors = {make_tensor(1, 0, DType::kF32, hd, 4, 3),
+                 make_tensor(2, 0, DType::kQ8_0, row, 16, planes),
+                 make_tensor(3, 0, DType::kQ8_0, row, 16, planes),
+                 make_tensor(4, 0, DType::kI32, 8, 1),
+                 make_tensor(5, 0, DType::kI32, 2, 3),
+                 make_tensor(6, 0, DType::kF32, hd, 4, 3)};
+    Node n;
+    n.op = Op::kAttention;
+    for (int s = 0; s < 5; ++s) n.src[s] = s;
+    n.out = 5;
+    n.iparams[0] = static_cast<int32_t>(kv_heads);
+    n.fparams[0] = 0.125f;
+    g.nodes = {n};
+    return graph_validate(g);
+  };
+  EXPECT_TRUE(attention(32, 2, false).is_ok()) << attention(32, 2, false).message();
+  EXPECT_TRUE(attention(64, 2, true).is_ok()) << attention(64, 2, true).message();
+  const Status s = attention(48, 2, false);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("q8_0 with hd a multiple of 32"), std::string::npos) << s.message();
+  // Head-major heads of 48: rows that are not whole blocks, refused for any op.
+  TensorRef cache = make_tensor(1, 0, DType::kQ8_0, 64, 16, 2);
+  cache.ne[0] = 48;
+  const Status rows = graph_validate(one_copy(cache, cache));
+  EXPECT_FALSE(rows.is_ok());
+}
+
 TEST(GraphValidate, NamesTheNodeAndOp) {
   const TensorRef a = make_tensor(1, 0, DType::kF32, 8, 4);
   const TensorRef b = make_tensor(1, 0, DType::kF32, 9, 4);

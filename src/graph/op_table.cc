@@ -150,14 +150,21 @@ Status validate_softcap(const NodeView& n) {
   return validate_unary(n);
 }
 
+// The dtypes of a KV cache: f16, f32, and q8_0 with rows of whole 32-value blocks (the heads of
+// a head-major cache: attention reads a head's segment on its own).
+bool is_kv_cache(const TensorRef& cache) {
+  return cache.dtype == DType::kF16 || is_f32(cache) ||
+         (cache.dtype == DType::kQ8_0 && cache.ne[0] % 32 == 0);
+}
+
 Status validate_set_rows(const NodeView& n) {
   const TensorRef& cache = n.src(0);
-  return need((cache.dtype == DType::kF16 || is_f32(cache)) && cache.rows_contiguous() &&
-                  cache.ne[3] == 1 && is_f32(n.src(1)) && is_i32(n.src(2)) &&
+  return need(is_kv_cache(cache) && cache.rows_contiguous() && cache.ne[3] == 1 &&
+                  is_f32(n.src(1)) && is_i32(n.src(2)) &&
                   is_pieces(n.src(1), cache.ne[0], cache.ne[2]) &&
                   n.src(2).ne[0] == n.src(1).n_rows() && n.node.out == n.node.src[0],
-              "set_rows: cache f16/f32 [n, cells, planes], rows f32 [n * planes, t], idx i32 [t], "
-              "in place");
+              "set_rows: cache f16/f32/q8_0 [n, cells, planes], rows f32 [n * planes, t], idx i32 "
+              "[t], in place");
 }
 
 Status validate_attention(const NodeView& n) {
@@ -173,10 +180,11 @@ Status validate_attention(const NodeView& n) {
   const bool cell_major = is_pieces(k, q.ne[0], kv_heads) && k.ne[2] == 1;
   const bool head_major = k.ne[0] == q.ne[0] && k.ne[2] == kv_heads;
   STRATA_RETURN_IF_ERROR(
-      need(k.dtype == v.dtype && (k.dtype == DType::kF16 || is_f32(k)) && k.rows_contiguous() &&
-               v.rows_contiguous() && (cell_major || head_major) && k.ne[3] == 1 &&
-               same_shape(k, v) && k.nb[1] == v.nb[1] && k.nb[2] == v.nb[2],
-           "k and v caches must be f16/f32 [hd * kv_heads, cells] or [hd, cells, kv_heads] alike"));
+      need(k.dtype == v.dtype && is_kv_cache(k) && (k.dtype != DType::kQ8_0 || q.ne[0] % 32 == 0) &&
+               k.rows_contiguous() && v.rows_contiguous() && (cell_major || head_major) &&
+               k.ne[3] == 1 && same_shape(k, v) && k.nb[1] == v.nb[1] && k.nb[2] == v.nb[2],
+           "k and v caches must be f16/f32 (or q8_0 with hd a multiple of 32) [hd * kv_heads, "
+           "cells] or [hd, cells, kv_heads] alike"));
   STRATA_RETURN_IF_ERROR(need(is_i32(n.src(3)) && n.src(3).contiguous() && is_i32(n.src(4)) &&
                                   n.src(4).contiguous() && n.src(4).ne[0] == 2 &&
                                   n.src(4).ne[1] == q.ne[2],
@@ -208,11 +216,10 @@ Status validate_rope_shift(const NodeView& n) {
   const int32_t n_rot = n.node.iparams[0];
   const int32_t mode = n.node.iparams[1];
   const int32_t hd = n.node.iparams[2];
-  STRATA_RETURN_IF_ERROR(need((cache.dtype == DType::kF16 || is_f32(cache)) &&
-                                  cache.rows_contiguous() && cache.ne[3] == 1 &&
+  STRATA_RETURN_IF_ERROR(need(is_kv_cache(cache) && cache.rows_contiguous() && cache.ne[3] == 1 &&
                                   n.node.out == n.node.src[0],
-                              "rope_shift: cache f16/f32 [n, cells, planes] with packed rows, in "
-                              "place"));
+                              "rope_shift: cache f16/f32/q8_0 [n, cells, planes] with packed rows, "
+                              "in place"));
   STRATA_RETURN_IF_ERROR(need(hd > 0 && cache.ne[0] % hd == 0, "hd must divide the row length"));
   STRATA_RETURN_IF_ERROR(
       need(n_rot > 0 && n_rot <= hd && n_rot % 2 == 0, "n_rot must be even and in (0, hd]"));

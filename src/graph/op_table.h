@@ -45,7 +45,8 @@ struct OpInfo {
   OpValidator validate;
   // Bit s: src[s] is a KV cache, which the op takes in planes ([n, cells, planes], a plane per
   // kv head: the head-major cache) as well as [n, cells]. A graph that gives one in more than
-  // one plane needs a device that takes them (DeviceCaps::kv_planes).
+  // one plane needs a device that takes them (DeviceCaps::kv_planes), and one in q8_0 a device
+  // that takes q8_0 caches (DeviceCaps::kv_q8_0).
   uint32_t cache_src = 0;
 };
 

@@ -201,6 +201,7 @@ Status Connection::hello() {
   // A worker without the bit is older than op capabilities: it runs the baseline.
   device_caps_ = has(kCapOpCaps) ? resp.device_caps : device_caps_baseline();
   device_caps_.kv_planes = has(kCapKvPlanes);
+  device_caps_.kv_q8_0 = has(kCapKvQ8_0);
 
   auto info = exchange(Command::kDeviceInfo, {});
   if (!info.is_ok()) return info.status().with_context(who + ": DEVICE_INFO");

@@ -130,8 +130,9 @@ constexpr uint64_t kCapStreams = 1 << 4;         // header.stream: sticky errors
 constexpr uint64_t kCapOpCaps = 1 << 5;    // the HELLO response lists the worker's ops and dtypes
 constexpr uint64_t kCapHandoff = 1 << 6;   // HANDOFF_*: a stage's output goes to the next worker
 constexpr uint64_t kCapKvPlanes = 1 << 7;  // DeviceCaps::kv_planes: KV caches in planes
+constexpr uint64_t kCapKvQ8_0 = 1 << 8;    // DeviceCaps::kv_q8_0: q8_0 KV caches
 constexpr uint64_t kCapAll = kCapSetTensorHash | kCapBatched | kCapGraphRecompute | kCapCopyTensor |
-                             kCapStreams | kCapOpCaps | kCapHandoff | kCapKvPlanes;
+                             kCapStreams | kCapOpCaps | kCapHandoff | kCapKvPlanes | kCapKvQ8_0;
 // The bit a command needs, 0 for the commands every peer has.
 uint64_t command_capability(Command c);
 

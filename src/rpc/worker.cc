@@ -787,6 +787,9 @@ Result<std::unique_ptr<Worker>> Worker::start(const WorkerOptions& options) {
   impl->device_caps = cpu_device_caps();
   impl->device_caps.ops &= ~options.hide_ops;
   impl->device_caps.weight_dtypes &= ~options.hide_weight_dtypes;
+  // A worker posing as an older one (--hide-caps) refuses what the older one could not run.
+  impl->device_caps.kv_planes = (impl->caps & kCapKvPlanes) != 0;
+  impl->device_caps.kv_q8_0 = (impl->caps & kCapKvQ8_0) != 0;
   impl->max_payload = std::min(kMaxMessageBytes, limit > kMaxMessageBytes - kMessageSlackBytes
                                                      ? kMaxMessageBytes
                                                      : limit + kMessageSlackBytes);

@@ -170,16 +170,16 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
   if (options.model_path.empty()) return invalid_argument("-m FILE is required");
-  if (options.kv_dtype != DType::kF16 && options.kv_dtype != DType::kF32) {
-    return invalid_argument("the KV cache type must be f16 or f32");
+  if (!kv_dtype_supported(options.kv_dtype)) {
+    return invalid_argument("the KV cache type must be f16, f32 or q8_0");
   }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(options.model_path));
   return load_model(std::move(model), options, n_seq);
 }
 
 Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& options, int32_t n_seq) {
-  if (options.kv_dtype != DType::kF16 && options.kv_dtype != DType::kF32) {
-    return invalid_argument("the KV cache type must be f16 or f32");
+  if (!kv_dtype_supported(options.kv_dtype)) {
+    return invalid_argument("the KV cache type must be f16, f32 or q8_0");
   }
   if (options.n_contexts < 1) return invalid_argument("contexts must be at least 1");
   const int threads = options.n_threads > 0

@@ -143,8 +143,8 @@ Status add_cpus(std::vector<int>& cpus, const std::string& v, bool mask) {
 }
 
 Status set_cache_type(std::string& out, const std::string& v) {
-  if (v != "f16" && v != "f32") {
-    return invalid_argument("the KV cache types strata has are f16 and f32, not '" + v + "'");
+  if (v != "f16" && v != "f32" && v != "q8_0") {
+    return invalid_argument("the KV cache types strata has are f16, f32 and q8_0, not '" + v + "'");
   }
   out = v;
   return Status::ok();
@@ -218,7 +218,9 @@ Result<ArgReport> parse_serve_args(const std::vector<std::string>& args, const E
     return invalid_argument("strata keeps K and V in one type: -ctk " + out.cache_type_k +
                             " and -ctv " + out.cache_type_v + " differ");
   }
-  out.options.load.kv_dtype = out.cache_type_k == "f32" ? DType::kF32 : DType::kF16;
+  out.options.load.kv_dtype = out.cache_type_k == "f32"    ? DType::kF32
+                              : out.cache_type_k == "q8_0" ? DType::kQ8_0
+                                                           : DType::kF16;
   out.options.threads.n_threads = out.options.load.n_threads;
   ThreadPoolOptions& batch = out.options.threads_batch;
   batch = out.options.threads;

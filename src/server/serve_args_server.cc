@@ -683,7 +683,7 @@ void add_server_rows(std::vector<Row>& t) {
                {},
                nullptr,
                K::kValue,
-               "f16|f32",
+               "f16|f32|q8_0",
                "f16",
                "KV cache type of K and V",
                S::kStrata,

@@ -191,8 +191,13 @@ TEST(ServeArgs, CacheTypesMustAgreeAndBeOursToHave) {
   EXPECT_EQ(f32.args.options.load.kv_dtype, DType::kF32);
   EXPECT_FALSE(parse({"-ctk", "f32"}).report.is_ok());
   Parsed q8 = parse({"-ctk", "q8_0", "-ctv", "q8_0"});
-  ASSERT_FALSE(q8.report.is_ok());
-  EXPECT_NE(q8.report.status().message().find("q8_0"), std::string::npos);
+  ASSERT_TRUE(q8.report.is_ok()) << q8.report.status().message();
+  EXPECT_EQ(q8.args.options.load.kv_dtype, DType::kQ8_0);
+  EXPECT_FALSE(parse({"-ctk", "q8_0", "-ctv", "f16"}).report.is_ok());
+  Parsed q4 = parse({"-ctk", "q4_0", "-ctv", "q4_0"});
+  ASSERT_FALSE(q4.report.is_ok());
+  EXPECT_NE(q4.report.status().message().find("f16, f32 and q8_0, not 'q4_0'"), std::string::npos)
+      << q4.report.status().message();
 }
 
 TEST(ServeArgs, ApiKeysFromListFileAndEnvironment) {

@@ -66,6 +66,20 @@ curl -sf "$url/tokenize" -d '{"content": "hello world", "with_pieces": true}' >"
 [ "$(json '"piece" in j["tokens"][0]' "$tmp/t.json")" = True ] || fail "/tokenize with_pieces"
 stop_last
 
+echo "a q8_0 KV cache: -ctk q8_0 -ctv q8_0 -fa on -np 2"
+start q8 -m "$model" -c 2048 -ctk q8_0 -ctv q8_0 -fa on -np 2 --port 0
+a=$(curl -sf "$url/completion" -d '{"prompt": "Once upon", "n_predict": 16, "temperature": 0}')
+b=$(curl -sf "$url/completion" -d '{"prompt": "Once upon", "n_predict": 16, "temperature": 0}')
+[ -n "$a" ] && [ "$a" != "${a/tokens_predicted/}" ] || fail "-ctk q8_0: /completion: $a"
+ta=$(echo "$a" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["content"])')
+tb=$(echo "$b" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["content"])')
+[ -n "$ta" ] && [ "$ta" = "$tb" ] || fail "-ctk q8_0: greedy text differs: '$ta' '$tb'"
+stop_last
+if "$strata" serve -m "$model" -ctk q4_0 -ctv q4_0 --port 0 >"$tmp/q4.out" 2>"$tmp/q4.err"; then
+  fail "-ctk q4_0 started"
+fi
+grep -q "f16, f32 and q8_0, not 'q4_0'" "$tmp/q4.err" || fail "-ctk q4_0: $(cat "$tmp/q4.err")"
+
 echo "the issue's command line: --temp 0.8 --seed 42 --jinja -np 4"
 start issue -m "$model" --temp 0.8 --seed 42 --jinja -np 4 --port 0
 a=$(curl -sf "$url/v1/completions" -d '{"prompt": "Once", "max_tokens": 12}')

@@ -77,6 +77,7 @@ Loaded make(const std::string& path, int threads, std::vector<double> split = {1
   }
   EngineOptions eo;
   eo.split = split;
+  eo.kv_dtype = kv;
   auto engine = Engine::create(std::move(model).value(), std::move(devices), eo);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
   ContextParams cp;
@@ -135,14 +136,16 @@ Generated generate(Context& ctx, const std::vector<std::vector<int32_t>>& prompt
   return run;
 }
 
-class ContextDeterminism : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+// (architecture, weight dtype, KV cache dtype).
+class ContextDeterminism : public ::testing::TestWithParam<std::tuple<std::string, DType, DType>> {
+};
 
 TEST_P(ContextDeterminism, SameBytesWhateverThreadsBatchAndSplit) {
-  const auto [arch, dtype] = GetParam();
+  const auto [arch, dtype, kv] = GetParam();
   const std::string path = synth_path(arch, dtype);
   const auto prompt = prompt_for(1, 9);
 
-  Loaded alone1 = make(path, 1);
+  Loaded alone1 = make(path, 1, {1}, 4, 512, kv);
   const Generated ref = generate(*alone1.ctx, {prompt}, 12);
   ASSERT_EQ(ref.tokens[0].size(), 13u);
   {
@@ -150,23 +153,23 @@ TEST_P(ContextDeterminism, SameBytesWhateverThreadsBatchAndSplit) {
     for (size_t i = 0; i < ref.watched_logits.size() / 4; ++i) ASSERT_TRUE(std::isfinite(l[i]));
   }
 
-  Loaded alone2 = make(path, 2);
+  Loaded alone2 = make(path, 2, {1}, 4, 512, kv);
   EXPECT_EQ(generate(*alone2.ctx, {prompt}, 12).watched_logits, ref.watched_logits)
       << "1 thread vs 2 threads";
 
   // The same prompt beside others of other lengths, so its tokens share micro-batches with
   // tokens of other sequences at other positions.
-  Loaded shared = make(path, 2);
+  Loaded shared = make(path, 2, {1}, 4, 512, kv);
   const Generated mixed =
       generate(*shared.ctx, {prompt_for(2, 3), prompt, prompt_for(3, 17)}, 12, 1);
   EXPECT_EQ(mixed.watched_logits, ref.watched_logits) << "alone vs in a batch of 3 sequences";
   EXPECT_EQ(mixed.tokens[1], ref.tokens[0]);
 
-  Loaded tiny_batches = make(path, 3, {1}, 4, 2);
+  Loaded tiny_batches = make(path, 3, {1}, 4, 2, kv);
   EXPECT_EQ(generate(*tiny_batches.ctx, {prompt}, 12).watched_logits, ref.watched_logits)
       << "micro-batches of 2 tokens";
 
-  Loaded split = make(path, 1, {1, 2});
+  Loaded split = make(path, 1, {1, 2}, 4, 512, kv);
   ASSERT_EQ(split.engine->stages().size(), 2u);
   EXPECT_EQ(generate(*split.ctx, {prompt}, 12).watched_logits, ref.watched_logits)
       << "layers split over two devices";
@@ -174,17 +177,81 @@ TEST_P(ContextDeterminism, SameBytesWhateverThreadsBatchAndSplit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Archs, ContextDeterminism,
-    ::testing::Values(
-        std::make_tuple("llama", DType::kF32), std::make_tuple("llama", DType::kQ8_0),
-        std::make_tuple("llama", DType::kQ4_K), std::make_tuple("qwen2", DType::kQ4_0),
-        std::make_tuple("qwen3", DType::kQ6_K), std::make_tuple("llama31", DType::kQ5_K),
-        std::make_tuple("phi3", DType::kQ8_0), std::make_tuple("gemma2", DType::kQ4_K),
-        std::make_tuple("gemma3", DType::kF16), std::make_tuple("qwen3moe", DType::kQ8_0),
-        std::make_tuple("qwen3moe", DType::kQ4_K), std::make_tuple("mixtral", DType::kQ4_0),
-        std::make_tuple("gptoss", DType::kQ8_0)),
+    ::testing::Values(std::make_tuple("llama", DType::kF32, DType::kF16),
+                      std::make_tuple("llama", DType::kQ8_0, DType::kF16),
+                      std::make_tuple("llama", DType::kQ4_K, DType::kF16),
+                      std::make_tuple("qwen2", DType::kQ4_0, DType::kF16),
+                      std::make_tuple("qwen3", DType::kQ6_K, DType::kF16),
+                      std::make_tuple("llama31", DType::kQ5_K, DType::kF16),
+                      std::make_tuple("phi3", DType::kQ8_0, DType::kF16),
+                      std::make_tuple("gemma2", DType::kQ4_K, DType::kF16),
+                      std::make_tuple("gemma3", DType::kF16, DType::kF16),
+                      std::make_tuple("qwen3moe", DType::kQ8_0, DType::kF16),
+                      std::make_tuple("qwen3moe", DType::kQ4_K, DType::kF16),
+                      std::make_tuple("mixtral", DType::kQ4_0, DType::kF16),
+                      std::make_tuple("gptoss", DType::kQ8_0, DType::kF16),
+                      // q8_0 KV caches: plain, with windows and soft-caps, with sinks.
+                      std::make_tuple("llama", DType::kQ4_K, DType::kQ8_0),
+                      std::make_tuple("gemma2", DType::kQ8_0, DType::kQ8_0),
+                      std::make_tuple("qwen3moe", DType::kQ4_K, DType::kQ8_0),
+                      std::make_tuple("gptoss", DType::kQ8_0, DType::kQ8_0)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param)));
+      const DType kv = std::get<2>(info.param);
+      return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
+             (kv == DType::kF16 ? "" : "_kv_" + std::string(dtype_name(kv)));
     });
+
+// A q8_0 KV cache holds each key and value to 1/254 of its block's largest magnitude (f16: to
+// 1/2048 of the value itself), so the logits move, but stay near the f16 cache's: through this
+// random 3-layer model they moved by 9% of their rms at most. The bound is 20%; a cache read
+// wrongly (a wrong scale, block or head) moves them by about their whole size. Checked over the
+// first steps, where both caches chose the same tokens (a later near-tie may go either way).
+TEST(Context, AQ8_0CacheGivesLogitsNearTheF16Caches) {
+  const std::string path = synth_path("llama", DType::kQ8_0);
+  const auto prompt = prompt_for(4, 11);
+  Loaded f16 = make(path, 2, {1}, 4, 512, DType::kF16);
+  Loaded q8 = make(path, 2, {1}, 4, 512, DType::kQ8_0);
+  const Generated a = generate(*f16.ctx, {prompt}, 3);
+  const Generated b = generate(*q8.ctx, {prompt}, 3);
+  ASSERT_EQ(a.watched_logits.size(), b.watched_logits.size());
+  const auto* x = reinterpret_cast<const float*>(a.watched_logits.data());
+  const auto* y = reinterpret_cast<const float*>(b.watched_logits.data());
+  const size_t n = a.watched_logits.size() / 4;
+  double sum_sq = 0.0, max_diff = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    sum_sq += double(x[i]) * x[i];
+    max_diff = std::max(max_diff, std::fabs(double(x[i]) - y[i]));
+  }
+  const double rms = std::sqrt(sum_sq / double(n));
+  EXPECT_GT(max_diff, 0.0) << "the q8_0 cache changed nothing: is it used?";
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_LT(max_diff, 0.2 * rms) << "rms of the f16 cache's logits " << rms;
+}
+
+TEST(Context, AQ8_0CacheNeedsHeadsOfWholeBlocks) {
+  SynthParams p;
+  p.n_embd = 192;  // 4 heads of 48
+  p.n_layer = 1;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 256;
+  p.n_vocab = 300;
+  p.dtype = DType::kF16;
+  auto model = Model::open(testing::synth_file("ctx_hd48", p));
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(cpu_device_new({}));
+  auto engine = Engine::create(std::move(model).value(), std::move(devices), {});
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  ContextParams cp;
+  cp.n_ctx = 64;
+  cp.kv_dtype = DType::kQ8_0;
+  auto ctx = Context::create(**engine, cp);
+  ASSERT_FALSE(ctx.is_ok());
+  EXPECT_NE(ctx.status().message().find("head_dim a multiple of 32; this model's is 48"),
+            std::string::npos)
+      << ctx.status().message();
+}
 
 TEST(Context, SeqCopySharesThePromptAndTruncateRewinds) {
   const std::string path = synth_path("llama", DType::kQ8_0);

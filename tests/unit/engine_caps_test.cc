@@ -73,7 +73,7 @@ TEST(StageCaps, NeedsComeFromTheStageGraph) {
 }
 
 // CPU for layers 0-2, the worker for layers 2-4 and the output.
-Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
+Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker, DType kv = DType::kF16) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Device> remote, testing::remote_device_on(worker));
   std::vector<std::unique_ptr<Device>> devices;
   CpuDeviceOptions cpu;
@@ -83,15 +83,17 @@ Result<std::unique_ptr<Engine>> split_onto(rpc::Worker& worker) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(caps_model_path()));
   EngineOptions eo;
   eo.split = {1, 1};
+  eo.kv_dtype = kv;
   return Engine::create(std::move(model), std::move(devices), eo);
 }
 
 // A worker started with `o` is refused for its stage (layers 2-4 and the output), as lacking
 // `what`, before anything is uploaded to it; the CPU's stage is not named.
-void expect_refused_before_upload(const rpc::WorkerOptions& o, const std::string& what) {
+void expect_refused_before_upload(const rpc::WorkerOptions& o, const std::string& what,
+                                  DType kv = DType::kF16) {
   auto worker = testing::start_local_worker(o);
   ASSERT_TRUE(worker);
-  Result<std::unique_ptr<Engine>> e = split_onto(*worker);
+  Result<std::unique_ptr<Engine>> e = split_onto(*worker, kv);
   ASSERT_FALSE(e);
   const std::string& msg = e.status().message();
   EXPECT_EQ(e.status().kind(), ErrorKind::kUnsupported);
@@ -115,6 +117,18 @@ TEST(StageCaps, AWorkerWithoutKvPlanesIsRefusedBeforeAnyUpload) {
   rpc::WorkerOptions o;
   o.hide_caps = rpc::kCapKvPlanes;
   expect_refused_before_upload(o, "KV caches in planes");
+}
+
+// A worker of a release before q8_0 KV caches (no kCapKvQ8_0) is refused when a q8_0 cache is
+// asked for, and used with an f16 one.
+TEST(StageCaps, AWorkerWithoutQ8_0CachesIsRefusedForThemOnly) {
+  rpc::WorkerOptions o;
+  o.hide_caps = rpc::kCapKvQ8_0;
+  expect_refused_before_upload(o, "q8_0 KV caches", DType::kQ8_0);
+  auto worker = testing::start_local_worker(o);
+  ASSERT_TRUE(worker);
+  Result<std::unique_ptr<Engine>> e = split_onto(*worker, DType::kF16);
+  EXPECT_TRUE(e) << e.status().message();
 }
 
 // Hiding what the stage does not need changes nothing: the model loads and runs.

@@ -399,6 +399,12 @@ const std::vector<OpCase>& cases() {
          c.written(cache);
          c.node(Op::kSetRows, cache, {cache, c.f32(48, 3), c.distinct_ids(3, 8)});
        }},
+      {"set_rows_q8_0_planes", Op::kSetRows,
+       [](CaseGraph& c) {
+         const int32_t cache = c.weight(DType::kQ8_0, 32, 8, 3);  // -ctk q8_0, head-major
+         c.written(cache);
+         c.node(Op::kSetRows, cache, {cache, c.f32(96, 3), c.distinct_ids(3, 8)});
+       }},
       {"set_rows_f32", Op::kSetRows,
        [](CaseGraph& c) {
          const int32_t cache = c.f32(24, 6);
@@ -413,6 +419,10 @@ const std::vector<OpCase>& cases() {
        }},
       {"attention_sink_f32_head_major", Op::kAttentionSink,
        [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 6, 3, 3, 6, 6, 0, 0.5f, true, true); }},
+      {"attention_q8_0_gqa_head_major", Op::kAttention,
+       [](CaseGraph& c) {
+         attention_case(c, DType::kQ8_0, 32, 4, 2, 3, 9, 5, -1, 0.0f, false, true);
+       }},
       {"attention_f32_mha", Op::kAttention,
        [](CaseGraph& c) { attention_case(c, DType::kF32, 8, 3, 3, 4, 6, 6); }},
       {"attention_ext_window_softcap", Op::kAttentionExt,
@@ -442,6 +452,13 @@ const std::vector<OpCase>& cases() {
          c.node(Op::kRopeShift, cache,
                 {cache, c.distinct_ids(4, 10), c.i32({-3, -100, -4000, 7}, 4)}, {16, 2, 16},
                 {10000.0f, 1.0f});
+       }},
+      {"rope_shift_q8_0_planes", Op::kRopeShift,
+       [](CaseGraph& c) {
+         const int32_t cache = c.weight(DType::kQ8_0, 32, 10, 2);  // a plane per kv head of 32
+         c.written(cache);
+         c.node(Op::kRopeShift, cache, {cache, c.distinct_ids(3, 10), c.i32({-3, 9, -4000}, 3)},
+                {32, 0, 32}, {10000.0f, 1.0f});
        }},
       {"rope_shift_f16_planes", Op::kRopeShift,
        [](CaseGraph& c) {

@@ -123,9 +123,9 @@ struct Saved {
   std::vector<uint8_t> reference;  // the continuation of sequence 1 after the save
 };
 
-Saved save_one(const Engine& e, int64_t n_ctx = 128) {
+Saved save_one(const Engine& e, int64_t n_ctx = 128, DType kv = DType::kF16) {
   Saved s;
-  s.ctx = state_context(e, n_ctx);
+  s.ctx = state_context(e, n_ctx, 4, kv);
   prefill(*s.ctx, {state_prompt(1, 13), state_prompt(2, 29)});
   auto state = s.ctx->seq_state_save(1);
   EXPECT_TRUE(state.is_ok()) << state.status().message();
@@ -191,6 +191,41 @@ TEST(SeqState, RestoresAcrossAStageOnAWorker) {
   prefill(*on_split, {state_prompt(3, 11)});
   ASSERT_TRUE(on_split->seq_state_restore(3, from_local.state).is_ok());
   EXPECT_EQ(continue_greedy(*on_split, 3, 7, 6), from_local.reference);
+}
+
+// A q8_0 cache's rows are saved as they are (about half of f16's bytes): the same state from a
+// split as from one device, restored on either with the same continuation, and refused by a
+// context of another KV dtype, which names it.
+TEST(SeqState, AQ8_0CacheSavesAndRestoresAcrossAWorker) {
+  const std::string path = model_file("llama");
+  auto worker = testing::start_local_worker();
+  ASSERT_TRUE(worker);
+  auto split = split_engine(path, *worker);
+  ASSERT_TRUE(split);
+  auto local = local_engine(path);
+  ASSERT_TRUE(local);
+
+  Saved from_split = save_one(*split, 128, DType::kQ8_0);
+  Saved from_local = save_one(*local, 128, DType::kQ8_0);
+  ASSERT_FALSE(from_local.reference.empty());
+  EXPECT_EQ(from_split.reference, from_local.reference);
+  EXPECT_EQ(from_split.state, from_local.state);
+  EXPECT_EQ(from_local.state.size(),
+            kSeqStateHeaderBytes + seq_state_payload_bytes(from_local.ctx->fingerprint(), 29));
+  Saved f16 = save_one(*local);
+  EXPECT_LT(from_local.state.size(), f16.state.size() * 6 / 10);
+  EXPECT_NE(from_local.reference, f16.reference) << "the q8_0 cache changed nothing";
+
+  auto on_split = state_context(*split, 128, 4, DType::kQ8_0);
+  prefill(*on_split, {state_prompt(3, 11)});
+  const Status restored = on_split->seq_state_restore(3, from_local.state);
+  ASSERT_TRUE(restored.is_ok()) << restored.message();
+  EXPECT_EQ(continue_greedy(*on_split, 3, 7, 6), from_local.reference);
+
+  auto other_dtype = state_context(*local);
+  const Status refused = other_dtype->seq_state_restore(0, from_local.state);
+  EXPECT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("KV dtype"), std::string::npos) << refused.message();
 }
 
 // The sequence a refused state was meant for still holds its tokens and continues as before.
