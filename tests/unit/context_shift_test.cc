@@ -214,10 +214,11 @@ std::unique_ptr<Engine> with_worker(const std::string& path, rpc::Worker& worker
   return engine(path, std::move(d), {1, 1}, shift);
 }
 
-class ShiftDeterminism : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+// (architecture, weight dtype, KV cache dtype).
+class ShiftDeterminism : public ::testing::TestWithParam<std::tuple<std::string, DType, DType>> {};
 
 TEST_P(ShiftDeterminism, AShiftedSequenceGivesTheSameBytesInAnyCompany) {
-  const auto [arch, dtype] = GetParam();
+  const auto [arch, dtype, kv] = GetParam();
   const std::string path = model_file(arch, arch == "gemma3" ? 7 : 3, dtype);
   // Sequence 0: a 30-token prompt, shifted when it reaches 50 positions (keep 4, drop 20),
   // then again at 50. 45 steps take it through both shifts.
@@ -226,7 +227,7 @@ TEST_P(ShiftDeterminism, AShiftedSequenceGivesTheSameBytesInAnyCompany) {
 
   auto alone_engine = local(path, 1);
   ASSERT_TRUE(alone_engine);
-  auto alone_ctx = shift_context(*alone_engine, 512, DType::kF16, 320);
+  auto alone_ctx = shift_context(*alone_engine, 512, kv, 320);
   const std::vector<uint8_t> ref = run(*alone_ctx, {watched}, kSteps)[0];
   ASSERT_EQ(ref.size(), 4u * 300 * kSteps);
 
@@ -237,15 +238,15 @@ TEST_P(ShiftDeterminism, AShiftedSequenceGivesTheSameBytesInAnyCompany) {
       {1, shift_prompt(2, 11), 40, 2, 9}, watched, {2, shift_prompt(3, 23)}, {3, {}, 0, 0, 0, 0}};
   auto crowd_engine = local(path, 2);
   ASSERT_TRUE(crowd_engine);
-  auto crowd_ctx = shift_context(*crowd_engine, 512, DType::kF16, 320);
+  auto crowd_ctx = shift_context(*crowd_engine, 512, kv, 320);
   const auto mixed = run(*crowd_ctx, crowd, kSteps);
   EXPECT_EQ(mixed[1], ref) << "alone vs beside three sequences";
   const Plan unshifted{0, shift_prompt(1, 30)};
-  auto plain_ctx = shift_context(*alone_engine, 512, DType::kF16, 320);
+  auto plain_ctx = shift_context(*alone_engine, 512, kv, 320);
   EXPECT_EQ(mixed[3], run(*plain_ctx, {unshifted}, kSteps)[0])
       << "the copy sharing the watched prompt's cells is not turned by its shift";
 
-  auto tiny = shift_context(*crowd_engine, 2, DType::kF16, 320);
+  auto tiny = shift_context(*crowd_engine, 2, kv, 320);
   EXPECT_EQ(run(*tiny, crowd, kSteps)[1], ref) << "micro-batches of 2 tokens";
 
   std::vector<std::unique_ptr<Device>> two;
@@ -253,27 +254,32 @@ TEST_P(ShiftDeterminism, AShiftedSequenceGivesTheSameBytesInAnyCompany) {
   two.push_back(cpu_device("CPU1", 2));
   auto split = engine(path, std::move(two), {1, 2});
   ASSERT_TRUE(split);
-  auto split_ctx = shift_context(*split, 512, DType::kF16, 320);
+  auto split_ctx = shift_context(*split, 512, kv, 320);
   EXPECT_EQ(run(*split_ctx, crowd, kSteps)[1], ref) << "split over two devices";
 
   auto worker = testing::start_local_worker();
   ASSERT_TRUE(worker);
   auto remote = with_worker(path, *worker);
   ASSERT_TRUE(remote);
-  auto remote_ctx = shift_context(*remote, 512, DType::kF16, 320);
+  auto remote_ctx = shift_context(*remote, 512, kv, 320);
   EXPECT_EQ(run(*remote_ctx, crowd, kSteps)[1], ref) << "a stage on a worker";
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ShiftDeterminism,
-                         ::testing::Values(std::make_tuple("llama", DType::kQ8_0),
-                                           std::make_tuple("qwen2", DType::kQ4_0),
-                                           std::make_tuple("llama31", DType::kQ5_0),
-                                           std::make_tuple("phi3", DType::kQ8_0),
-                                           std::make_tuple("gemma3", DType::kF16)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  std::string(dtype_name(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Archs, ShiftDeterminism,
+    ::testing::Values(std::make_tuple("llama", DType::kQ8_0, DType::kF16),
+                      std::make_tuple("qwen2", DType::kQ4_0, DType::kF16),
+                      std::make_tuple("llama31", DType::kQ5_0, DType::kF16),
+                      std::make_tuple("phi3", DType::kQ8_0, DType::kF16),
+                      std::make_tuple("gemma3", DType::kF16, DType::kF16),
+                      // q8_0 caches: keys requantised by the shift, shared cells copied.
+                      std::make_tuple("llama", DType::kQ8_0, DType::kQ8_0),
+                      std::make_tuple("gemma3", DType::kF16, DType::kQ8_0)),
+    [](const auto& info) {
+      const DType kv = std::get<2>(info.param);
+      return std::get<0>(info.param) + "_" + std::string(dtype_name(std::get<1>(info.param))) +
+             (kv == DType::kF16 ? "" : "_kv_" + std::string(dtype_name(kv)));
+    });
 
 TEST(ContextShift, BadArgumentsAndMissingCellsChangeNothing) {
   auto e = local(model_file("llama", 3, DType::kQ8_0));
