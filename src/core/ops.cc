@@ -85,7 +85,10 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a,
 
   const int n_threads = pool.size();
   const int64_t base_tasks = n_tiles * a.n_head_kv;
-  const int64_t want = 4 * static_cast<int64_t>(n_threads);
+  // About 4 tasks a thread, so that they end together. A q8_0 cache's rows are converted once
+  // per task, for all its heads: there, when the tasks split evenly, a task is a whole group.
+  const bool whole_groups = a.kv_dtype == DType::kQ8_0 && base_tasks % n_threads == 0;
+  const int64_t want = (whole_groups ? 1 : 4) * static_cast<int64_t>(n_threads);
   const int64_t n_runs =
       std::clamp<int64_t>(std::max(min_runs, (want + base_tasks - 1) / base_tasks), 1, group);
   const int64_t run = (group + n_runs - 1) / n_runs;
