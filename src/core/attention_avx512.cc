@@ -16,7 +16,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "core/attention_tile.h"
@@ -253,21 +252,6 @@ void weigh_rest(const uint8_t* const* vrows, int64_t lo, int64_t hi, const float
 
 // The AVX-512 arithmetic of the tiled kernel (attention_tile.h).
 struct Avx512 {
-  // attention_tiling::convert_q8_0 16 values at a time: the same exact products q * d.
-  static void convert_q8_0(const uint8_t* r, float* dst, int64_t n) {
-    for (int64_t b = 0; b < n / 32; ++b) {
-      const uint8_t* block = r + b * 34;  // BlockQ8_0: f16 d, then 32 int8
-      uint16_t h;
-      std::memcpy(&h, block, 2);
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-      for (int i = 0; i < 2; ++i) {
-        const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + 16 * i));
-        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8));
-        _mm512_storeu_ps(dst + 32 * b + 16 * i, _mm512_mul_ps(q, d));
-      }
-    }
-  }
-
   static void convert_f16(const uint8_t* r, float* dst, const TileShape& sh) {
     int64_t d = 0;
     for (; d + 16 <= sh.hd; d += 16) _mm512_storeu_ps(dst + d, load16<true>(r, d));

@@ -124,11 +124,7 @@ void block_rows(const AttentionArgs& a, const uint8_t* base, const int32_t* list
     if constexpr (kRows == KvRows::kF16Converted || kRows == KvRows::kQ8_0) {
       float* dst = buf + (c - c0) * sh.hd_pad;
       if constexpr (kRows == KvRows::kQ8_0) {
-        if constexpr (requires { K::convert_q8_0(r, dst, sh.hd); }) {
-          K::convert_q8_0(r, dst, sh.hd);
-        } else {
-          convert_q8_0(r, dst, sh.hd);
-        }
+        convert_q8_0(r, dst, sh.hd);
       } else {
         K::convert_f16(r, dst, sh);
       }

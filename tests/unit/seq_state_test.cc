@@ -170,8 +170,13 @@ std::unique_ptr<Engine> split_engine(const std::string& path, rpc::Worker& worke
   return engine_on(path, std::move(d), {1, 2});
 }
 
-// Greedy output does not depend on the split, so a state moves between a split and one device.
-TEST(SeqState, RestoresAcrossAStageOnAWorker) {
+// Greedy output does not depend on the split, so a state moves between a split and one device,
+// with either KV dtype. A q8_0 cache's rows are saved as they are (about half of f16's bytes),
+// and a context of another KV dtype refuses its state, naming the dtype.
+class SeqStateAcross : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SeqStateAcross, RestoresAcrossAStageOnAWorker) {
+  const DType kv = GetParam();
   const std::string path = model_file("llama");
   auto worker = testing::start_local_worker();
   ASSERT_TRUE(worker);
@@ -181,52 +186,32 @@ TEST(SeqState, RestoresAcrossAStageOnAWorker) {
   auto local = local_engine(path);
   ASSERT_TRUE(local);
 
-  Saved from_split = save_one(*split);
-  Saved from_local = save_one(*local);
+  Saved from_split = save_one(*split, 128, kv);
+  Saved from_local = save_one(*local, 128, kv);
   ASSERT_FALSE(from_local.reference.empty());
   EXPECT_EQ(from_split.reference, from_local.reference);
   EXPECT_EQ(from_split.state, from_local.state) << "the same state, whatever device held it";
-
-  auto on_split = state_context(*split);
-  prefill(*on_split, {state_prompt(3, 11)});
-  ASSERT_TRUE(on_split->seq_state_restore(3, from_local.state).is_ok());
-  EXPECT_EQ(continue_greedy(*on_split, 3, 7, 6), from_local.reference);
-}
-
-// A q8_0 cache's rows are saved as they are (about half of f16's bytes): the same state from a
-// split as from one device, restored on either with the same continuation, and refused by a
-// context of another KV dtype, which names it.
-TEST(SeqState, AQ8_0CacheSavesAndRestoresAcrossAWorker) {
-  const std::string path = model_file("llama");
-  auto worker = testing::start_local_worker();
-  ASSERT_TRUE(worker);
-  auto split = split_engine(path, *worker);
-  ASSERT_TRUE(split);
-  auto local = local_engine(path);
-  ASSERT_TRUE(local);
-
-  Saved from_split = save_one(*split, 128, DType::kQ8_0);
-  Saved from_local = save_one(*local, 128, DType::kQ8_0);
-  ASSERT_FALSE(from_local.reference.empty());
-  EXPECT_EQ(from_split.reference, from_local.reference);
-  EXPECT_EQ(from_split.state, from_local.state);
   EXPECT_EQ(from_local.state.size(),
             kSeqStateHeaderBytes + seq_state_payload_bytes(from_local.ctx->fingerprint(), 29));
-  Saved f16 = save_one(*local);
-  EXPECT_LT(from_local.state.size(), f16.state.size() * 6 / 10);
-  EXPECT_NE(from_local.reference, f16.reference) << "the q8_0 cache changed nothing";
 
-  auto on_split = state_context(*split, 128, 4, DType::kQ8_0);
+  auto on_split = state_context(*split, 128, 4, kv);
   prefill(*on_split, {state_prompt(3, 11)});
   const Status restored = on_split->seq_state_restore(3, from_local.state);
   ASSERT_TRUE(restored.is_ok()) << restored.message();
   EXPECT_EQ(continue_greedy(*on_split, 3, 7, 6), from_local.reference);
 
-  auto other_dtype = state_context(*local);
-  const Status refused = other_dtype->seq_state_restore(0, from_local.state);
-  EXPECT_FALSE(refused.is_ok());
-  EXPECT_NE(refused.message().find("KV dtype"), std::string::npos) << refused.message();
+  if (kv == DType::kQ8_0) {
+    Saved f16 = save_one(*local);
+    EXPECT_LT(from_local.state.size(), f16.state.size() * 6 / 10);
+    EXPECT_NE(from_local.reference, f16.reference) << "the q8_0 cache changed nothing";
+    const Status refused = f16.ctx->seq_state_restore(0, from_local.state);
+    EXPECT_FALSE(refused.is_ok());
+    EXPECT_NE(refused.message().find("KV dtype"), std::string::npos) << refused.message();
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDTypes, SeqStateAcross, ::testing::Values(DType::kF16, DType::kQ8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // The sequence a refused state was meant for still holds its tokens and continues as before.
 void expect_untouched(Context& ctx, const HostBytes& bad, const char* what) {
