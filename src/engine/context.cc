@@ -63,15 +63,7 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   if (p.n_batch < 1 || p.n_seq < 1 || p.n_seq > 4096) {
     return out_of_range("n_batch must be >= 1 and n_seq in [1, 4096]");
   }
-  if (!kv_dtype_supported(p.kv_dtype)) {
-    return unsupported("KV cache dtype must be f16, f32 or q8_0, not " +
-                       std::string(dtype_name(p.kv_dtype)));
-  }
-  if (const int64_t hd = engine.model().hparams().head_dim;
-      p.kv_dtype == DType::kQ8_0 && hd % 32 != 0) {
-    return unsupported("a q8_0 KV cache needs head_dim a multiple of 32; this model's is " +
-                       std::to_string(hd));
-  }
+  STRATA_RETURN_IF_ERROR(kv_dtype_check(p.kv_dtype, engine.model().hparams()));
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
   ctx->n_vocab_ = engine.model().hparams().n_vocab;
   ctx->can_sample_ =

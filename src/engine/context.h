@@ -18,12 +18,6 @@
 
 namespace strata {
 
-// The KV cache dtypes a context takes: f16, f32, and q8_0 (about half of f16's memory; a model's
-// head_dim must then be a multiple of 32, the q8_0 block).
-inline bool kv_dtype_supported(DType t) {
-  return t == DType::kF16 || t == DType::kF32 || t == DType::kQ8_0;
-}
-
 struct ContextParams {
   int64_t n_ctx = 2048;   // KV cells, shared by all sequences
   int64_t n_batch = 512;  // most tokens per micro-batch

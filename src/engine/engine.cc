@@ -63,9 +63,22 @@ StageNeeds stage_needs(const HParams& hp, int64_t layer_begin, int64_t layer_end
   return n;
 }
 
+Status kv_dtype_check(DType kv, const HParams& hp) {
+  if (!kv_dtype_supported(kv)) {
+    return unsupported("KV cache dtype must be f16, f32 or q8_0, not " +
+                       std::string(dtype_name(kv)));
+  }
+  if (kv == DType::kQ8_0 && hp.head_dim % 32 != 0) {
+    return unsupported("a q8_0 KV cache needs head_dim a multiple of 32; this model's is " +
+                       std::to_string(hp.head_dim));
+  }
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
                                                std::vector<std::unique_ptr<Device>> devices,
                                                const EngineOptions& options) {
+  STRATA_RETURN_IF_ERROR(kv_dtype_check(options.kv_dtype, model->hparams()));
   STRATA_ASSIGN_OR_RETURN(Placement plan, placement_plan(*model, devices, options));
   auto engine = std::unique_ptr<Engine>(new Engine());
   for (const StagePlan& p : plan.stages) {

@@ -26,6 +26,14 @@ struct Stage {
   std::unique_ptr<DeviceWeights> weights;
 };
 
+// The KV cache dtypes a context takes: f16, f32, and q8_0 (about half of f16's memory; a model's
+// head_dim must then be a multiple of 32, the q8_0 block).
+inline bool kv_dtype_supported(DType t) {
+  return t == DType::kF16 || t == DType::kF32 || t == DType::kQ8_0;
+}
+// The error for a KV dtype this model cannot have (kv_dtype_supported, and q8_0's head size).
+Status kv_dtype_check(DType kv, const HParams& hp);
+
 struct EngineOptions {
   // Share of the layers per device, in device order (like --tensor-split); empty: in
   // proportion to each device's free memory.

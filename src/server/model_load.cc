@@ -178,9 +178,8 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
 }
 
 Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& options, int32_t n_seq) {
-  if (!kv_dtype_supported(options.kv_dtype)) {
-    return invalid_argument("the KV cache type must be f16, f32 or q8_0");
-  }
+  // Before any plan is made for it (--fit sizes KV caches of this dtype).
+  STRATA_RETURN_IF_ERROR(kv_dtype_check(options.kv_dtype, model->hparams()));
   if (options.n_contexts < 1) return invalid_argument("contexts must be at least 1");
   const int threads = options.n_threads > 0
                           ? options.n_threads

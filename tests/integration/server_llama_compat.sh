@@ -79,6 +79,17 @@ if "$strata" serve -m "$model" -ctk q4_0 -ctv q4_0 --port 0 >"$tmp/q4.out" 2>"$t
   fail "-ctk q4_0 started"
 fi
 grep -q "f16, f32 and q8_0, not 'q4_0'" "$tmp/q4.err" || fail "-ctk q4_0: $(cat "$tmp/q4.err")"
+# Heads of 40 values are not whole q8_0 blocks: refused by name, with the memory plan too.
+"$strata" gguf gen -o "$tmp/hd40.gguf" --n-embd 160 --n-head 4 --n-head-kv 2 --n-layer 1 \
+  --n-ff 256 --n-vocab 300 >/dev/null
+for fit in off on; do
+  if "$strata" serve -m "$tmp/hd40.gguf" -ctk q8_0 -ctv q8_0 --fit $fit --port 0 \
+    >"$tmp/hd40.out" 2>"$tmp/hd40.err"; then
+    fail "-ctk q8_0 with heads of 40 started"
+  fi
+  grep -q "needs head_dim a multiple of 32; this model's is 40" "$tmp/hd40.err" ||
+    fail "-ctk q8_0, heads of 40, --fit $fit: $(cat "$tmp/hd40.err")"
+done
 
 echo "the issue's command line: --temp 0.8 --seed 42 --jinja -np 4"
 start issue -m "$model" --temp 0.8 --seed 42 --jinja -np 4 --port 0
