@@ -109,6 +109,22 @@ dict_jinja() {
   done
 }
 
+# Seeds for the seqstate target: states of 3 tokens for its fingerprint (a 2-layer llama, one kv
+# head of 32 values) with each KV dtype; the target writes the checksums itself.
+seed_seqstate() {
+  python3 - "$1" <<'PY'
+import struct, sys
+for name, kv, row in (("f16", 1, 64), ("f32", 0, 128), ("q8_0", 8, 34)):
+    n = 3
+    payload = struct.pack("<3I", 5, 6, 7) + bytes(range(256)) * ((2 * 2 * n * row) // 256 + 1)
+    payload = payload[:4 * n + 2 * 2 * n * row]
+    h = b"STRATAKV" + struct.pack("<IIQQ", 2, 136, len(payload), 0)
+    h += b"llama".ljust(32, b"\0") + struct.pack("<7I", 2, 64, 2, 1, 32, 32, 300)
+    h += struct.pack("<IQQQII", kv, 1, 2, 3, n, 0) + struct.pack("<Q", 0)
+    open(sys.argv[1] + "/seed-" + name, "wb").write(h + payload)
+PY
+}
+
 # Seeds for the request target: a selector byte (the endpoint, or 6: raw connection bytes; the
 # high bit: with a vocabulary), then a request each endpoint accepts.
 seed_request() {

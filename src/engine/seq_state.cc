@@ -158,7 +158,12 @@ SeqStateFingerprint seq_state_fingerprint(const Model& model, DType kv_dtype,
 }
 
 uint64_t seq_state_row_bytes(const SeqStateFingerprint& fp) {
-  return dtype_row_bytes(fp.kv_dtype, static_cast<int64_t>(fp.n_head_kv) * fp.head_dim);
+  // A parsed header's fields are not checked yet: two u32 can multiply past int64. A row past
+  // 2^40 values (no model has one) saturates, and so does every size made from it, which the
+  // parser refuses ("state sizes overflow").
+  const uint64_t values = uint64_t{fp.n_head_kv} * fp.head_dim;
+  if (values > (uint64_t{1} << 40)) return UINT64_MAX;
+  return dtype_row_bytes(fp.kv_dtype, static_cast<int64_t>(values));
 }
 
 uint64_t seq_state_payload_bytes(const SeqStateFingerprint& fp, uint64_t n_tokens) {
@@ -242,6 +247,11 @@ Result<SeqStateHeader> seq_state_parse_header(std::span<const uint8_t> bytes) {
                             ": not f16 (1), f32 (0) or q8_0 (8)");
   }
   fp.kv_dtype = static_cast<DType>(kv);
+  // A q8_0 row is whole 32-value blocks per head (the sizes below count them).
+  if (fp.kv_dtype == DType::kQ8_0 && fp.head_dim % 32 != 0) {
+    return invalid_argument("state field 'head_dim' = " + std::to_string(fp.head_dim) +
+                            " with a q8_0 KV cache: not a multiple of 32");
+  }
   fp.tensor_table_hash = get_u64(h + 96);
   fp.weights_hash = get_u64(h + 104);
   fp.hparams_hash = get_u64(h + 112);

@@ -4,6 +4,7 @@
 #include "engine/seq_state.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -296,6 +297,28 @@ TEST(SeqState, RefusesTruncatedCorruptAndForeignStates) {
   ASSERT_TRUE(f32_state.is_ok());
   m = message(*f32_state);
   EXPECT_NE(m.find("KV dtype f32 in the state, f16 here"), std::string::npos) << m;
+
+  // A crafted header (its checksum made to match): a q8_0 cache of heads of 40 values (rows of
+  // 2 x 40, not whole blocks) is refused by its fields before any size is computed from them.
+  HostBytes odd = s.state;
+  const uint32_t q8 = static_cast<uint32_t>(DType::kQ8_0), hd = 40;
+  std::memcpy(odd.data() + 92, &q8, 4);
+  std::memcpy(odd.data() + 80, &hd, 4);
+  const uint64_t sum = XXH3_64bits(odd.data(), 128);
+  std::memcpy(odd.data() + 128, &sum, 8);
+  expect_untouched(*ctx, odd, "q8_0 heads of 40");
+  m = message(odd);
+  EXPECT_NE(m.find("'head_dim' = 40 with a q8_0 KV cache"), std::string::npos) << m;
+  // Rows of n_head_kv x head_dim values past any int64 (found by fuzz_seqstate): sizes saturate.
+  HostBytes huge = s.state;
+  const uint32_t heads = 3907446528u, dim = 3991727077u;
+  std::memcpy(huge.data() + 76, &heads, 4);
+  std::memcpy(huge.data() + 80, &dim, 4);
+  const uint64_t huge_sum = XXH3_64bits(huge.data(), 128);
+  std::memcpy(huge.data() + 128, &huge_sum, 8);
+  expect_untouched(*ctx, huge, "huge rows");
+  m = message(huge);
+  EXPECT_NE(m.find("state sizes overflow"), std::string::npos) << m;
 
   // A context too small for the state, and one without free cells for it.
   auto tiny = state_context(*e, 20);
