@@ -467,17 +467,18 @@ TEST(OpsAttention, Avx512IsBitwiseTheAvx2Kernel) {
 
 // The q8_0 cache of an f32 cache's values (quantize_row_q8_0 over each head's head_dim values,
 // heads side by side in a cell or, head_major, each kv head's cells side by side, with unused
-// bytes after each cell and head), and the f32 cache of the values it holds, in c's layout.
+// bytes after each cell and head, 2-aligned as graph validation wants them), and the f32 cache
+// of the values it holds, in c's layout.
 std::pair<KvCache, KvCache> q8_0_and_its_values(const KvCache& c, bool head_major) {
   const size_t seg = size_t(c.head_dim) / 32 * 34;
   KvCache q = c;
   q.dtype = DType::kQ8_0;
-  if (head_major) {
-    q.kv.cell_bytes = seg + 3;
-    q.kv.head_bytes = c.n_cells * q.kv.cell_bytes + 7;
+  if (head_major) {  // unused bytes, in whole f16s (where the blocks' scales are read)
+    q.kv.cell_bytes = seg + 4;
+    q.kv.head_bytes = c.n_cells * q.kv.cell_bytes + 6;
   } else {
     q.kv.head_bytes = seg;
-    q.kv.cell_bytes = c.n_head_kv * seg + 5;
+    q.kv.cell_bytes = c.n_head_kv * seg + 8;
   }
   KvCache f = c;
   const size_t q_bytes = head_major ? c.n_head_kv * q.kv.head_bytes : c.n_cells * q.kv.cell_bytes;

@@ -76,6 +76,26 @@ TEST(GraphValidate, AQ8_0CacheNeedsHeadsOfWholeBlocks) {
   const Status s = attention(48, 2, false);
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("q8_0 with hd a multiple of 32"), std::string::npos) << s.message();
+  // A cache whose rows would put the blocks' f16 scales at odd addresses.
+  Graph odd;
+  odd.tensors = {make_tensor(1, 0, DType::kQ8_0, 64, 16, 2), make_tensor(2, 0, DType::kF32, 128, 3),
+                 make_tensor(3, 0, DType::kI32, 3)};
+  odd.tensors[0].nb[1] = 69;
+  odd.tensors[0].nb[2] = 69 * 16;
+  Node set;
+  set.op = Op::kSetRows;
+  set.src[0] = 0;
+  set.src[1] = 1;
+  set.src[2] = 2;
+  set.out = 0;
+  odd.nodes = {set};
+  const Status misaligned = graph_validate(odd);
+  EXPECT_FALSE(misaligned.is_ok());
+  EXPECT_NE(misaligned.message().find("set_rows"), std::string::npos) << misaligned.message();
+  odd.tensors[0].nb[1] = 68;
+  odd.tensors[0].nb[2] = 68 * 16;
+  EXPECT_TRUE(graph_validate(odd).is_ok()) << graph_validate(odd).message();
+
   // Head-major heads of 48: rows that are not whole blocks, refused for any op.
   TensorRef cache = make_tensor(1, 0, DType::kQ8_0, 64, 16, 2);
   cache.ne[0] = 48;

@@ -151,10 +151,14 @@ Status validate_softcap(const NodeView& n) {
 }
 
 // The dtypes of a KV cache: f16, f32, and q8_0 with rows of whole 32-value blocks (the heads of
-// a head-major cache: attention reads a head's segment on its own).
+// a head-major cache: attention reads a head's segment on its own). Its rows and planes start
+// where its elements may be read (f32 at 4 bytes, f16 and q8_0's f16 scales at 2): a peer's
+// strides are not trusted to be.
 bool is_kv_cache(const TensorRef& cache) {
-  return cache.dtype == DType::kF16 || is_f32(cache) ||
-         (cache.dtype == DType::kQ8_0 && cache.ne[0] % 32 == 0);
+  const bool dtype = cache.dtype == DType::kF16 || is_f32(cache) ||
+                     (cache.dtype == DType::kQ8_0 && cache.ne[0] % 32 == 0);
+  const uint64_t align = is_f32(cache) ? 4 : 2;
+  return dtype && cache.offset % align == 0 && cache.nb[1] % align == 0 && cache.nb[2] % align == 0;
 }
 
 Status validate_set_rows(const NodeView& n) {
