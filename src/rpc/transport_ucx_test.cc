@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "rpc/rpc_testing.h"
@@ -290,21 +292,49 @@ class UcxChurnTest : public ::testing::TestWithParam<TestTransport> {};
 
 TEST_P(UcxChurnTest, ConnectionsClosingWhileOthersOpen) {
   GetParam().use_env();
+  // UCX's keepalive, starved of CPU (three sanitizer shards on 2 cores), now and then declared a
+  // shared-memory endpoint dead in mid-churn: an "Endpoint timeout", or a connect that never
+  // completed. Measured: 4 of 9 runs of three shards at once lost 1 or 2 of the 300, none of 8
+  // with it off. What this test guards (UCX 1.13's abort) does not need it: off here.
+  const char* was = std::getenv("UCX_KEEPALIVE_INTERVAL");
+  const std::string saved = was != nullptr ? was : "";
+  ::setenv("UCX_KEEPALIVE_INTERVAL", "inf", 1);
+  struct Restore {
+    bool had;
+    std::string value;
+    ~Restore() {
+      if (had) {
+        ::setenv("UCX_KEEPALIVE_INTERVAL", value.c_str(), 1);
+      } else {
+        ::unsetenv("UCX_KEEPALIVE_INTERVAL");
+      }
+    }
+  } restore{was != nullptr, saved};
   auto w = start_small_worker(GetParam());
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   constexpr int kClients = 2, kEach = 150;
   std::atomic<int> answered{0};
+  // What the failed attempts said (a CI run under load once lost 2 of 300 with ucx-sm).
+  std::mutex failures_mu;
+  std::vector<std::string> failures;
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&] {
       for (int i = 0; i < kEach; ++i) {
         auto t = transport_connect((*w)->address(), kLongMs);
-        if (t.is_ok() && say_hello(**t).is_ok()) answered.fetch_add(1);
+        const Status s = t.is_ok() ? say_hello(**t) : t.status().with_context("connect");
+        if (s.is_ok()) {
+          answered.fetch_add(1);
+        } else {
+          std::lock_guard<std::mutex> lock(failures_mu);
+          failures.push_back("attempt " + std::to_string(i) + ": " + s.message());
+        }
       }
     });
   }
   for (std::thread& t : clients) t.join();
   EXPECT_EQ(answered.load(), kClients * kEach);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
 std::vector<TestTransport> ucx_transports() {
