@@ -294,7 +294,7 @@ TEST_P(UcxChurnTest, ConnectionsClosingWhileOthersOpen) {
   GetParam().use_env();
   // UCX's keepalive, starved of CPU (three sanitizer shards on 2 cores), now and then declared a
   // shared-memory endpoint dead in mid-churn: an "Endpoint timeout", or a connect that never
-  // completed. Measured: 4 of 9 runs of three shards at once lost 1 or 2 of the 300, none of 8
+  // completed. Measured: 3 of 8 runs of three shards at once lost 1 or 2 of the 300, none of 8
   // with it off. What this test guards (UCX 1.13's abort) does not need it: off here.
   const char* was = std::getenv("UCX_KEEPALIVE_INTERVAL");
   const std::string saved = was != nullptr ? was : "";
