@@ -32,6 +32,7 @@
 
 #include "core/check.h"
 #include "core/ops_internal.h"
+#include "core/quant_blocks.h"
 
 namespace strata::internal::attention_tiling {
 namespace {
@@ -96,15 +97,14 @@ constexpr bool kv_rows_half(KvRows r) { return r == KvRows::kF16; }
 // (an f16 scale times an 8-bit integer needs at most 19 bits), so every instruction set and the
 // scalar dequantize_row_q8_0 give the same floats. Plain AVX2: the AVX-512 kernels call it too.
 inline void convert_q8_0(const uint8_t* r, float* dst, int64_t n) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const auto* block = r + b * 34;  // BlockQ8_0: f16 d, then 32 int8
-    uint16_t h;
-    std::memcpy(&h, block, 2);
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
-    for (int i = 0; i < 4; ++i) {
-      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * i));
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    BlockQ8_0 block;  // copied: a row's blocks need not sit at the struct's alignment
+    std::memcpy(&block, r + b * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(block.d));
+    for (int i = 0; i < kQK8_0 / 8; ++i) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block.qs + 8 * i));
       const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
-      _mm256_storeu_ps(dst + 32 * b + 8 * i, _mm256_mul_ps(q, d));
+      _mm256_storeu_ps(dst + kQK8_0 * b + 8 * i, _mm256_mul_ps(q, d));
     }
   }
 }

@@ -256,9 +256,10 @@ void get_rows(ThreadPool& pool, DType dtype, const void* table, size_t row_bytes
 void set_rows(ThreadPool& pool, DType dst_dtype, void* dst, size_t dst_row_bytes, const float* src,
               size_t src_stride, int64_t n, const int32_t* idx, int64_t n_rows, int64_t planes,
               size_t plane_bytes) {
-  STRATA_CHECK(dst_dtype == DType::kF32 || dst_dtype == DType::kF16 ||
-                   (dst_dtype == DType::kQ8_0 && n % 32 == 0),
-               "set_rows: destination must be f32, f16 or q8_0 (rows of whole blocks)");
+  STRATA_CHECK(
+      (dst_dtype == DType::kF32 || dst_dtype == DType::kF16 || dst_dtype == DType::kQ8_0) &&
+          n % dtype_block_size(dst_dtype) == 0,
+      "set_rows: destination must be f32, f16 or q8_0 (rows of whole blocks)");
   STRATA_CHECK(planes >= 1, "set_rows: no plane");
   const RowFromFloat from_float = dtype_from_float(*dtype_traits(dst_dtype), isa_active());
   pool.parallel_for(n_rows, row_grain(n * planes), [&](int, int64_t begin, int64_t end) {
@@ -276,8 +277,8 @@ void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t he
                KvStrides kv, int64_t n_head_kv, const int32_t* cells, int64_t max_len,
                const int32_t* tok, float scale, float* out, size_t out_tok_stride,
                const AttentionExtra& extra) {
-  STRATA_CHECK(kv_dtype == DType::kF32 || kv_dtype == DType::kF16 ||
-                   (kv_dtype == DType::kQ8_0 && head_dim % 32 == 0),
+  STRATA_CHECK((kv_dtype == DType::kF32 || kv_dtype == DType::kF16 || kv_dtype == DType::kQ8_0) &&
+                   head_dim % dtype_block_size(kv_dtype) == 0,
                "attention: the KV cache must be f32, f16 or q8_0 (heads of whole blocks)");
   STRATA_CHECK(head_dim > 0 && n_head_kv > 0 && n_head % n_head_kv == 0,
                "attention: n_head must be a multiple of n_head_kv");

@@ -10,6 +10,7 @@
 #include "core/fp16.h"
 #include "core/ops.h"
 #include "core/ops_internal.h"
+#include "core/quant_blocks.h"
 
 namespace strata {
 namespace ref {
@@ -110,11 +111,10 @@ float kv_at(const AttentionArgs& a, const void* base, int32_t cell, int64_t kvh,
     std::memcpy(&h, head + d * 2, 2);
     return f16_to_f32(h);
   }
-  if (a.kv_dtype == DType::kQ8_0) {  // BlockQ8_0: f16 scale, 32 int8; q * scale is exact
-    const uint8_t* block = head + d / 32 * 34;
-    uint16_t h;
-    std::memcpy(&h, block, 2);
-    return static_cast<float>(static_cast<int8_t>(block[2 + d % 32])) * f16_to_f32(h);
+  if (a.kv_dtype == DType::kQ8_0) {  // q * d, exact
+    BlockQ8_0 block;
+    std::memcpy(&block, head + d / kQK8_0 * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+    return static_cast<float>(block.qs[d % kQK8_0]) * f16_to_f32(block.d);
   }
   float f;
   std::memcpy(&f, head + d * 4, 4);

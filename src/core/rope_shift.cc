@@ -15,8 +15,8 @@ namespace ref {
 // Scalar on purpose: a shift touches each cached key once per context shift, and the
 // conversions and angles dominate the few multiplies of the rotation.
 void rope_shift(const RopeShiftArgs& a, const int32_t* cells, const int32_t* delta, int64_t n) {
-  STRATA_CHECK(a.dtype == DType::kF16 || a.dtype == DType::kF32 ||
-                   (a.dtype == DType::kQ8_0 && a.head_dim * a.n_head % 32 == 0),
+  STRATA_CHECK((a.dtype == DType::kF16 || a.dtype == DType::kF32 || a.dtype == DType::kQ8_0) &&
+                   a.head_dim * a.n_head % dtype_block_size(a.dtype) == 0,
                "rope_shift: the cache must be f16, f32 or q8_0 (rows of whole blocks)");
   STRATA_CHECK(a.n_rot % 2 == 0 && a.n_rot >= 2 && a.n_rot <= a.head_dim,
                "rope_shift: n_rot must be even and in [2, head_dim]");

@@ -68,9 +68,11 @@ Status kv_dtype_check(DType kv, const HParams& hp) {
     return unsupported("KV cache dtype must be f16, f32 or q8_0, not " +
                        std::string(dtype_name(kv)));
   }
-  if (kv == DType::kQ8_0 && hp.head_dim % 32 != 0) {
-    return unsupported("a q8_0 KV cache needs head_dim a multiple of 32; this model's is " +
-                       std::to_string(hp.head_dim));
+  // Each head is whole blocks of the dtype (attention reads a head's segment on its own).
+  if (const int64_t block = dtype_block_size(kv); hp.head_dim % block != 0) {
+    return unsupported("a " + std::string(dtype_name(kv)) +
+                       " KV cache needs head_dim a multiple of " + std::to_string(block) +
+                       "; this model's is " + std::to_string(hp.head_dim));
   }
   return Status::ok();
 }

@@ -247,10 +247,11 @@ Result<SeqStateHeader> seq_state_parse_header(std::span<const uint8_t> bytes) {
                             ": not f16 (1), f32 (0) or q8_0 (8)");
   }
   fp.kv_dtype = static_cast<DType>(kv);
-  // A q8_0 row is whole 32-value blocks per head (the sizes below count them).
-  if (fp.kv_dtype == DType::kQ8_0 && fp.head_dim % 32 != 0) {
-    return invalid_argument("state field 'head_dim' = " + std::to_string(fp.head_dim) +
-                            " with a q8_0 KV cache: not a multiple of 32");
+  // A head is whole blocks of the KV dtype (the sizes below count them).
+  if (const int64_t block = dtype_block_size(fp.kv_dtype); fp.head_dim % block != 0) {
+    return invalid_argument("state field 'head_dim' = " + std::to_string(fp.head_dim) + " with a " +
+                            std::string(dtype_name(fp.kv_dtype)) + " KV cache: not a multiple of " +
+                            std::to_string(block));
   }
   fp.tensor_table_hash = get_u64(h + 96);
   fp.weights_hash = get_u64(h + 104);

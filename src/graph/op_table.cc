@@ -155,8 +155,8 @@ Status validate_softcap(const NodeView& n) {
 // where its elements may be read (f32 at 4 bytes, f16 and q8_0's f16 scales at 2): a peer's
 // strides are not trusted to be.
 bool is_kv_cache(const TensorRef& cache) {
-  const bool dtype = cache.dtype == DType::kF16 || is_f32(cache) ||
-                     (cache.dtype == DType::kQ8_0 && cache.ne[0] % 32 == 0);
+  const bool dtype = (cache.dtype == DType::kF16 || is_f32(cache) || cache.dtype == DType::kQ8_0) &&
+                     cache.ne[0] % dtype_block_size(cache.dtype) == 0;
   const uint64_t align = is_f32(cache) ? 4 : 2;
   return dtype && cache.offset % align == 0 && cache.nb[1] % align == 0 && cache.nb[2] % align == 0;
 }
@@ -184,7 +184,7 @@ Status validate_attention(const NodeView& n) {
   const bool cell_major = is_pieces(k, q.ne[0], kv_heads) && k.ne[2] == 1;
   const bool head_major = k.ne[0] == q.ne[0] && k.ne[2] == kv_heads;
   STRATA_RETURN_IF_ERROR(
-      need(k.dtype == v.dtype && is_kv_cache(k) && (k.dtype != DType::kQ8_0 || q.ne[0] % 32 == 0) &&
+      need(k.dtype == v.dtype && is_kv_cache(k) && q.ne[0] % dtype_block_size(k.dtype) == 0 &&
                k.rows_contiguous() && v.rows_contiguous() && (cell_major || head_major) &&
                k.ne[3] == 1 && same_shape(k, v) && k.nb[1] == v.nb[1] && k.nb[2] == v.nb[2],
            "k and v caches must be f16/f32 (or q8_0 with hd a multiple of 32) [hd * kv_heads, "

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "engine/engine.h"
 #include "server/serve_args_rows.h"
 
 namespace strata::server {
@@ -143,7 +144,7 @@ Status add_cpus(std::vector<int>& cpus, const std::string& v, bool mask) {
 }
 
 Status set_cache_type(std::string& out, const std::string& v) {
-  if (v != "f16" && v != "f32" && v != "q8_0") {
+  if (const std::optional<DType> t = dtype_from_name(v); !t || !kv_dtype_supported(*t)) {
     return invalid_argument("the KV cache types strata has are f16, f32 and q8_0, not '" + v + "'");
   }
   out = v;
@@ -218,9 +219,7 @@ Result<ArgReport> parse_serve_args(const std::vector<std::string>& args, const E
     return invalid_argument("strata keeps K and V in one type: -ctk " + out.cache_type_k +
                             " and -ctv " + out.cache_type_v + " differ");
   }
-  out.options.load.kv_dtype = out.cache_type_k == "f32"    ? DType::kF32
-                              : out.cache_type_k == "q8_0" ? DType::kQ8_0
-                                                           : DType::kF16;
+  out.options.load.kv_dtype = *dtype_from_name(out.cache_type_k);  // set_cache_type checked it
   out.options.threads.n_threads = out.options.load.n_threads;
   ThreadPoolOptions& batch = out.options.threads_batch;
   batch = out.options.threads;
