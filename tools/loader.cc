@@ -14,8 +14,11 @@ std::vector<std::string> model_switches() {
 }
 
 std::vector<std::string> model_flags() {
-  return {"-m|--model",    "-t|--threads",       "-c|--ctx-size", "-b|--batch-size", "--kv-type",
-          "--device|-dev", "--tensor-split|-ts", "--rpc",         "--rpc-token-file"};
+  std::vector<std::string> flags = {"-m|--model",         "-t|--threads", "-c|--ctx-size",
+                                    "-b|--batch-size",    "--kv-type",    "--device|-dev",
+                                    "--tensor-split|-ts", "--rpc",        "--rpc-token-file"};
+  for (const server::RopeFlag& f : server::rope_flags()) flags.emplace_back(f.name);
+  return flags;
 }
 
 namespace {
@@ -50,6 +53,11 @@ Result<server::LoadOptions> load_options(const Flags& flags) {
     return invalid_argument("--kv-type must be f16, f32 or q8_0, not '" + kv_name + "'");
   }
   o.kv_dtype = *kv;
+  for (const server::RopeFlag& f : server::rope_flags()) {
+    if (std::optional<std::string> v = flags.get(f.name)) {
+      STRATA_RETURN_IF_ERROR(server::set_rope_flag(o.rope, f.name, *v).with_context(f.name));
+    }
+  }
   STRATA_ASSIGN_OR_RETURN(o.n_ctx, flags.get_int("-c", 0, 0, 1 << 24));
   if (std::optional<std::string> list = flags.get("--rpc")) o.rpc = server::split_commas(*list);
   o.rpc_token_file = flags.get_or("--rpc-token-file", "");

@@ -23,23 +23,12 @@ Status read_rope_scaling(const GgufFile& f, const std::string& a, HParams& hp) {
   if (f.find(a + "rope.scaling.type") != nullptr) {
     STRATA_ASSIGN_OR_RETURN(type, f.get_string(a + "rope.scaling.type"));
   }
-  struct Kind {
-    std::string_view name;
-    RopeScaling type;
-  };
-  constexpr Kind kKinds[] = {{"none", RopeScaling::kNone},
-                             {"linear", RopeScaling::kLinear},
-                             {"yarn", RopeScaling::kYarn},
-                             {"longrope", RopeScaling::kLongrope}};
-  const Kind* kind = nullptr;
-  for (const Kind& k : kKinds) {
-    if (k.name == type) kind = &k;
-  }
-  if (kind == nullptr) {
+  const std::optional<RopeScaling> kind = rope_scaling_from_name(type);
+  if (!kind) {
     return unsupported(a + "rope.scaling.type '" + type +
                        "' is not supported (none, linear, yarn, longrope)");
   }
-  s.type = kind->type;
+  s.type = *kind;
   const std::string factor_key = f.find(a + "rope.scaling.factor") != nullptr
                                      ? a + "rope.scaling.factor"
                                      : a + "rope.scale_linear";
@@ -160,6 +149,68 @@ Result<float> get_positive(const GgufFile& f, const std::string& key, float fall
     return out_of_range(key + " = " + std::to_string(v) + " must be finite and positive");
   }
   return static_cast<float>(v);
+}
+
+const char* rope_scaling_name(RopeScaling t) {
+  switch (t) {
+    case RopeScaling::kNone:
+      return "none";
+    case RopeScaling::kLinear:
+      return "linear";
+    case RopeScaling::kYarn:
+      return "yarn";
+    case RopeScaling::kLongrope:
+      return "longrope";
+  }
+  return "?";
+}
+
+std::optional<RopeScaling> rope_scaling_from_name(std::string_view name) {
+  for (RopeScaling t :
+       {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kYarn, RopeScaling::kLongrope}) {
+    if (name == rope_scaling_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+Status apply_rope_overrides(const RopeOverrides& o, HParams& hp) {
+  RopeScalingParams& s = hp.rope_scaling;
+  if (s.type == RopeScaling::kLongrope && (o.type || o.scale || o.freq_scale)) {
+    return unsupported(
+        "this model's rope is LongRoPE, whose factors come from the file: --rope-scaling, "
+        "--rope-scale and --rope-freq-scale cannot change it");
+  }
+  if (o.type == RopeScaling::kLongrope) {
+    return unsupported("--rope-scaling longrope needs the factors of a LongRoPE model's file");
+  }
+  if (o.scale && o.freq_scale) {
+    return invalid_argument("--rope-scale and --rope-freq-scale both set the scale: give one");
+  }
+  const RopeScaling type = o.type.value_or(s.type);
+  const bool yarn_flag = o.yarn_orig_ctx || o.yarn_ext_factor || o.yarn_attn_factor ||
+                         o.yarn_beta_slow || o.yarn_beta_fast;
+  if (yarn_flag && type != RopeScaling::kYarn) {
+    return invalid_argument(
+        std::string("the --yarn-* flags apply to YaRN, and this model's rope is ") +
+        rope_scaling_name(type) + " (--rope-scaling yarn makes it YaRN)");
+  }
+  // Sliding layers keep their trained rope: give them their own where they shared kind 0's.
+  if ((o.freq_base || o.scale || o.freq_scale || type == RopeScaling::kNone) &&
+      hp.swa_pattern > 0 && hp.n_swa > 0 && hp.rope_freq_base_swa <= 0) {
+    hp.rope_freq_base_swa = hp.rope_freq_base;
+    hp.rope_freq_scale_swa = hp.rope_freq_scale;
+  }
+  if (o.freq_base) hp.rope_freq_base = *o.freq_base;
+  if (o.scale) hp.rope_freq_scale = 1.0f / *o.scale;
+  if (o.freq_scale) hp.rope_freq_scale = *o.freq_scale;
+  s.type = type;
+  if (type == RopeScaling::kNone) hp.rope_freq_scale = 1.0f;
+  if (o.yarn_orig_ctx && *o.yarn_orig_ctx > 0) s.n_ctx_orig = *o.yarn_orig_ctx;
+  if (o.yarn_ext_factor) s.yarn_ext_factor = *o.yarn_ext_factor;
+  if (o.yarn_attn_factor) s.attn_factor = *o.yarn_attn_factor;
+  if (o.yarn_beta_slow) s.yarn_beta_slow = *o.yarn_beta_slow;
+  if (o.yarn_beta_fast) s.yarn_beta_fast = *o.yarn_beta_fast;
+  return Status::ok();
 }
 
 Result<HParams> hparams_from_gguf(const GgufFile& f) {

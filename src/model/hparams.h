@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/ops.h"
 #include "core/ops_moe.h"
@@ -82,5 +83,40 @@ Result<float> get_positive(const GgufFile& f, const std::string& key, float fall
 // Reads and checks the hyperparameters; an unsupported architecture or value is an error that
 // names the key and the value.
 Result<HParams> hparams_from_gguf(const GgufFile& file);
+
+// llama.cpp's rope flags, over what the file says (unset: the file's value). Qwen's model cards,
+// for one, extend the context with `--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768`.
+struct RopeOverrides {
+  std::optional<RopeScaling> type;        // --rope-scaling none|linear|yarn
+  std::optional<float> freq_base;         // --rope-freq-base
+  std::optional<float> scale;             // --rope-scale N: freq_scale = 1 / N
+  std::optional<float> freq_scale;        // --rope-freq-scale
+  std::optional<int64_t> yarn_orig_ctx;   // --yarn-orig-ctx; 0: the file's
+  std::optional<float> yarn_ext_factor;   // --yarn-ext-factor
+  std::optional<float> yarn_attn_factor;  // --yarn-attn-factor
+  std::optional<float> yarn_beta_slow;    // --yarn-beta-slow
+  std::optional<float> yarn_beta_fast;    // --yarn-beta-fast
+
+  bool empty() const {
+    return !type && !freq_base && !scale && !freq_scale && !yarn_orig_ctx && !yarn_ext_factor &&
+           !yarn_attn_factor && !yarn_beta_slow && !yarn_beta_fast;
+  }
+};
+
+// The name of a rope scaling type as the flags and GGUF spell it, and back (none, linear, yarn,
+// longrope).
+const char* rope_scaling_name(RopeScaling t);
+std::optional<RopeScaling> rope_scaling_from_name(std::string_view name);
+
+// Applies `o` to hp as llama.cpp's context applies its flags:
+// - `none` never scales (freq_scale 1, whatever else says);
+// - base and scale change the layers of kind 0 only: sliding layers keep the rope they were
+//   trained with (llama.cpp's rope_freq_base_train_swa), their own where the file gives one;
+// - the YaRN ramp's flags take effect with YaRN only, so they are refused with another type
+//   rather than ignored; --yarn-attn-factor replaces rope.scaling.attn_factor, to which YaRN's
+//   magnitude correction 1 + 0.1 ln(factor) still applies.
+// Refused with the flag's name: a value outside its range, --rope-scale with --rope-freq-scale,
+// and a LongRoPE model's type or scale (its factors come from the file).
+Status apply_rope_overrides(const RopeOverrides& o, HParams& hp);
 
 }  // namespace strata

@@ -44,6 +44,9 @@ class Model {
   // The tables of both rope kinds (HParams::rope_kind) for sequences of up to n_ctx_seq
   // positions: LongRoPE uses its long factors past the original context, as llama.cpp does.
   std::array<RopeTable, 2> rope_tables(int64_t n_ctx_seq) const;
+  // Applies llama.cpp's rope flags (apply_rope_overrides) before any context is made: the rope
+  // tables, the plain rope op's parameters and the saved states' fingerprint follow.
+  Status override_rope(const RopeOverrides& o) { return apply_rope_overrides(o, hparams_); }
   // Bytes of the weights of layer il (for splitting by memory) and of the rest.
   uint64_t layer_bytes(int64_t il) const;
   uint64_t total_weight_bytes() const;

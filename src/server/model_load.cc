@@ -8,6 +8,7 @@
 #include "engine/placement.h"
 #include "rpc/auth.h"
 #include "rpc/remote_backend.h"
+#include "server/arg_table.h"
 
 namespace strata::server {
 namespace {
@@ -151,6 +152,80 @@ Result<std::string> fit_plan(const Model& model,
 
 }  // namespace
 
+const std::vector<RopeFlag>& rope_flags() {
+  static const std::vector<RopeFlag> flags = {
+      {"--rope-scaling", "LLAMA_ARG_ROPE_SCALING_TYPE", "{none,linear,yarn}",
+       "rope scaling type (default: the model's)"},
+      {"--rope-scale", "LLAMA_ARG_ROPE_SCALE", "N",
+       "rope context scaling factor: the context grows N times (freq scale 1/N)"},
+      {"--rope-freq-base", "LLAMA_ARG_ROPE_FREQ_BASE", "N",
+       "rope base frequency (0: the model's); sliding layers keep theirs"},
+      {"--rope-freq-scale", "LLAMA_ARG_ROPE_FREQ_SCALE", "N",
+       "rope frequency scale: the context grows 1/N times (0: the model's)"},
+      {"--yarn-orig-ctx", "LLAMA_ARG_YARN_ORIG_CTX", "N",
+       "YaRN: the context the model was trained with (0: the model's)"},
+      {"--yarn-ext-factor", "LLAMA_ARG_YARN_EXT_FACTOR", "N",
+       "YaRN: extrapolation mix, 0..1 (negative: the model's, 1 for YaRN)"},
+      {"--yarn-attn-factor", "LLAMA_ARG_YARN_ATTN_FACTOR", "N",
+       "YaRN: magnitude factor, before YaRN's 1 + 0.1 ln(scale) (negative: the model's)"},
+      {"--yarn-beta-slow", "LLAMA_ARG_YARN_BETA_SLOW", "N",
+       "YaRN: high correction dim, in rotations (negative: the model's, 1)"},
+      {"--yarn-beta-fast", "LLAMA_ARG_YARN_BETA_FAST", "N",
+       "YaRN: low correction dim, in rotations (negative: the model's, 32)"},
+  };
+  return flags;
+}
+
+Status set_rope_flag(RopeOverrides& o, std::string_view flag, const std::string& text) {
+  if (flag == "--rope-scaling") {
+    const std::optional<RopeScaling> t = rope_scaling_from_name(text);
+    if (!t || *t == RopeScaling::kLongrope) {
+      return invalid_argument("'" + text + "' is not one of none, linear, yarn");
+    }
+    o.type = t;
+    return Status::ok();
+  }
+  if (flag == "--yarn-orig-ctx") {
+    Result<int64_t> n = parse_arg_int(text, 0, int64_t{1} << 24);
+    if (!n.is_ok()) return n.status();
+    if (n.value() > 0) o.yarn_orig_ctx = n.value();
+    return Status::ok();
+  }
+  // The float flags: where the value goes, its range, and which values are llama.cpp's
+  // "from the model".
+  enum class Unset { kNever, kZero, kNegative };
+  struct Float {
+    std::string_view name;
+    std::optional<float> RopeOverrides::*field;
+    double lo, hi;
+    Unset unset;
+  };
+  static constexpr Float kFloats[] = {
+      {"--rope-scale", &RopeOverrides::scale, 1e-3, 1e4, Unset::kNever},
+      {"--rope-freq-base", &RopeOverrides::freq_base, 1, 1e10, Unset::kZero},
+      {"--rope-freq-scale", &RopeOverrides::freq_scale, 1e-4, 1e3, Unset::kZero},
+      {"--yarn-ext-factor", &RopeOverrides::yarn_ext_factor, 0, 1, Unset::kNegative},
+      {"--yarn-attn-factor", &RopeOverrides::yarn_attn_factor, 1e-3, 100, Unset::kNegative},
+      {"--yarn-beta-slow", &RopeOverrides::yarn_beta_slow, 1e-3, 1e4, Unset::kNegative},
+      {"--yarn-beta-fast", &RopeOverrides::yarn_beta_fast, 1e-3, 1e4, Unset::kNegative},
+  };
+  for (const Float& f : kFloats) {
+    if (f.name != flag) continue;
+    Result<double> x = parse_arg_double(text, -1e30, 1e30);
+    if (!x.is_ok()) return x.status();
+    if ((f.unset == Unset::kZero && x.value() == 0) ||
+        (f.unset == Unset::kNegative && x.value() < 0)) {
+      (o.*f.field).reset();
+      return Status::ok();
+    }
+    x = parse_arg_double(text, f.lo, f.hi);
+    if (!x.is_ok()) return x.status();
+    o.*f.field = static_cast<float>(x.value());
+    return Status::ok();
+  }
+  return invalid_argument(std::string(flag) + " is not a rope flag");
+}
+
 bool weights_mapped(std::optional<bool> use_mmap, uint64_t weight_bytes, uint64_t free_bytes) {
   if (use_mmap) return *use_mmap;
   return weight_bytes > free_bytes / 2;
@@ -178,6 +253,7 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
 }
 
 Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& options, int32_t n_seq) {
+  STRATA_RETURN_IF_ERROR(model->override_rope(options.rope));
   // Before any plan is made for it (--fit sizes KV caches of this dtype).
   STRATA_RETURN_IF_ERROR(kv_dtype_check(options.kv_dtype, model->hparams()));
   if (options.n_contexts < 1) return invalid_argument("contexts must be at least 1");

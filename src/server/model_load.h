@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -21,6 +22,7 @@ struct LoadOptions {
   int64_t min_ctx = 0;    // at least this many cells whatever n_ctx says
   int64_t n_batch = 512;  // most tokens per decode step
   DType kv_dtype = DType::kF16;
+  RopeOverrides rope;                  // llama.cpp's --rope-* and --yarn-* flags
   std::vector<std::string> rpc;        // worker endpoints, devices RPC0, RPC1... in this order
   std::string rpc_token_file;          // the workers' shared secret ("" : none, or the env's)
   std::optional<std::string> devices;  // comma list in stage order; default: RPCs, then CPU
@@ -55,6 +57,21 @@ struct LoadOptions {
     int64_t min_ctx = 4096;
   } fit;
 };
+
+// llama.cpp's rope flags: name, LLAMA_ARG_* variable, value and help, in llama-server's order.
+struct RopeFlag {
+  const char* name;
+  const char* env;
+  const char* value;
+  const char* help;
+};
+const std::vector<RopeFlag>& rope_flags();
+// Sets the override of `flag` (a name of rope_flags()) from its text, checked against its range
+// (the caller names the flag in an error, as the flag parsers do). llama.cpp's "from the model"
+// values leave it unset: 0 for
+// --rope-freq-base, --rope-freq-scale and --yarn-orig-ctx, a negative value for the other
+// --yarn-* flags.
+Status set_rope_flag(RopeOverrides& o, std::string_view flag, const std::string& text);
 
 // Whether weights of `weight_bytes` are used in place in the file's mapping, for `use_mmap`
 // (unset: auto) and `free_bytes` of the CPU's memory. Auto copies them (2 MiB pages, which a

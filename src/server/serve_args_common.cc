@@ -183,18 +183,21 @@ void add_common_rows(std::vector<Row>& t) {
           S::kCommon, {"--no-perf"});
   ignored(t, {"-e", "--escape"}, K::kSwitch, "prompts come over HTTP, unescaped", nullptr,
           S::kCommon, {"--no-escape"});
-  for (auto [f, env] : std::vector<std::pair<const char*, const char*>>{
-           {"--rope-scaling", "LLAMA_ARG_ROPE_SCALING_TYPE"},
-           {"--rope-scale", "LLAMA_ARG_ROPE_SCALE"},
-           {"--rope-freq-base", "LLAMA_ARG_ROPE_FREQ_BASE"},
-           {"--rope-freq-scale", "LLAMA_ARG_ROPE_FREQ_SCALE"},
-           {"--yarn-orig-ctx", "LLAMA_ARG_YARN_ORIG_CTX"},
-           {"--yarn-ext-factor", "LLAMA_ARG_YARN_EXT_FACTOR"},
-           {"--yarn-attn-factor", "LLAMA_ARG_YARN_ATTN_FACTOR"},
-           {"--yarn-beta-slow", "LLAMA_ARG_YARN_BETA_SLOW"},
-           {"--yarn-beta-fast", "LLAMA_ARG_YARN_BETA_FAST"}}) {
-    refused(t, {f}, K::kValue,
-            "the model's own rope settings are used; overriding them is not supported", env);
+  for (const RopeFlag& f : rope_flags()) {
+    t.push_back({{f.name},
+                 {},
+                 f.env,
+                 K::kValue,
+                 f.value,
+                 "",
+                 f.help,
+                 S::kCommon,
+                 E::kApplied,
+                 "",
+                 nullptr,
+                 [name = std::string(f.name)](ServeArgs& a, const std::string& v) {
+                   return set_rope_flag(a.options.load.rope, name, v);
+                 }});
   }
   ignored(t, {"-kvo", "--kv-offload"}, K::kSwitch,
           "each layer's KV cache lives on its layer's device", "LLAMA_ARG_KV_OFFLOAD", S::kCommon,

@@ -200,6 +200,39 @@ TEST(ServeArgs, CacheTypesMustAgreeAndBeOursToHave) {
       << q4.report.status().message();
 }
 
+// Qwen's model cards extend the context with these flags; llama-server's "from the model" values
+// (-1, 0) leave a field unset, and the environment sets what the command line does not.
+TEST(ServeArgs, RopeFlagsReachTheLoadOptions) {
+  Parsed q = parse({"--rope-scaling", "yarn", "--rope-scale", "4", "--yarn-orig-ctx", "32768",
+                    "--yarn-ext-factor", "-1", "--rope-freq-scale", "0"},
+                   {{"LLAMA_ARG_ROPE_FREQ_BASE", "500000"}, {"LLAMA_ARG_YARN_BETA_FAST", "16"}});
+  ASSERT_TRUE(q.report.is_ok()) << q.report.status().message();
+  const RopeOverrides& r = q.args.options.load.rope;
+  EXPECT_EQ(r.type, RopeScaling::kYarn);
+  EXPECT_EQ(r.scale, 4.0f);
+  EXPECT_EQ(r.yarn_orig_ctx, 32768);
+  EXPECT_EQ(r.freq_base, 500000.0f);
+  EXPECT_EQ(r.yarn_beta_fast, 16.0f);
+  EXPECT_FALSE(r.yarn_ext_factor.has_value());
+  EXPECT_FALSE(r.freq_scale.has_value());
+  EXPECT_FALSE(r.yarn_beta_slow.has_value());
+  EXPECT_TRUE(q.report->notes.empty());  // applied, not ignored
+  EXPECT_TRUE(parse({}).args.options.load.rope.empty());
+
+  for (const auto& [argv, words] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--rope-scaling", "ntk"}, "--rope-scaling: 'ntk' is not one of none, linear, yarn"},
+           {{"--rope-scaling", "longrope"}, "'longrope' is not one of"},
+           {{"--rope-scale", "0"}, "--rope-scale: 0 is outside"},
+           {{"--yarn-ext-factor", "1.5"}, "--yarn-ext-factor: 1.5 is outside"},
+           {{"--yarn-orig-ctx", "-3"}, "--yarn-orig-ctx: -3 is outside"},
+           {{"--rope-freq-base", "x"}, "--rope-freq-base: 'x' is not a number"}}) {
+    Parsed bad = parse(argv);
+    ASSERT_FALSE(bad.report.is_ok()) << argv[0];
+    EXPECT_NE(bad.report.status().message().find(words), std::string::npos)
+        << bad.report.status().message();
+  }
+}
+
 TEST(ServeArgs, ApiKeysFromListFileAndEnvironment) {
   const std::string file = ::testing::TempDir() + "/strata_api_keys.txt";
   {

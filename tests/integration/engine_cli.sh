@@ -58,6 +58,27 @@ s3=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min
 [ "$s1" = "$s2" ] || { echo "FAIL: same seed gave different text"; exit 1; }
 [ "$s1" != "$s3" ] || { echo "FAIL: different seeds gave the same text"; exit 1; }
 
+# llama.cpp's rope flags: a model without rope metadata, given Qwen's YaRN command line, answers
+# as the same weights with that YaRN in the file; without the flags, otherwise.
+for r in "" "--rope-scaling yarn --rope-factor 4 --rope-orig-ctx 16"; do
+  # shellcheck disable=SC2086
+  "$strata" gguf gen -o "$tmp/rope${r:+-yarn}.gguf" --arch qwen2 --n-embd 256 --n-layer 2 \
+    --n-head 4 --n-head-kv 2 --n-ff 512 --n-vocab 512 --dtype q8_0 --seed 4 $r >/dev/null
+done
+long="one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+r1=$("$strata" run -m "$tmp/rope-yarn.gguf" -p "$long" -n 32 --temp 0 --ignore-eos --print-ids 2>&1 >/dev/null | grep "^ids:")
+r2=$("$strata" run -m "$tmp/rope.gguf" -p "$long" -n 32 --temp 0 --ignore-eos --print-ids \
+  --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 16 2>&1 >/dev/null | grep "^ids:")
+r3=$("$strata" run -m "$tmp/rope.gguf" -p "$long" -n 32 --temp 0 --ignore-eos --print-ids 2>&1 >/dev/null | grep "^ids:")
+echo "rope: yarn file $(echo "$r1" | md5sum | cut -c1-8) | flags $(echo "$r2" | md5sum | cut -c1-8) | neither $(echo "$r3" | md5sum | cut -c1-8)"
+[ "$r1" = "$r2" ] || { echo "FAIL: --rope-scaling yarn differs from the file's YaRN"; exit 1; }
+[ "$r1" != "$r3" ] || { echo "FAIL: YaRN changed nothing: the check shows nothing"; exit 1; }
+if "$strata" run -m "$tmp/rope.gguf" -p hi -n 1 --yarn-ext-factor 0.5 2>"$tmp/err.txt"; then
+  echo "FAIL: a YaRN flag on a linear rope was accepted"; exit 1
+fi
+grep -q "the --yarn-\* flags apply to YaRN" "$tmp/err.txt" || {
+  echo "FAIL: unclear rope error: $(cat "$tmp/err.txt")"; exit 1; }
+
 "$strata" gguf info "$m" >"$tmp/info.txt"
 grep -q "blk.3.ffn_down.weight" "$tmp/info.txt" || { echo "FAIL: gguf info lacks tensors"; exit 1; }
 

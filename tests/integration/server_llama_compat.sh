@@ -91,6 +91,24 @@ for fit in off on; do
     fail "-ctk q8_0, heads of 40, --fit $fit: $(cat "$tmp/hd40.err")"
 done
 
+echo "Qwen's long-context command line: --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 256"
+rope=(--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 256)
+start rope -m "$model" "${rope[@]}" --port 0
+grep -q "ignored --rope\|ignored --yarn" "$tmp/rope.err" && fail "rope flags reported as ignored"
+served=$(curl -sf "$url/completion" \
+  -d '{"prompt": "Once upon", "n_predict": 16, "temperature": 0, "return_tokens": true}' |
+  /usr/bin/python3 -c 'import json,sys; print("ids: " + " ".join(map(str, json.load(sys.stdin)["tokens"])))')
+stop_last
+ran=$("$strata" run -m "$model" -p "Once upon" -n 16 --temp 0 "${rope[@]}" --print-ids 2>&1 >/dev/null |
+  grep "^ids:")
+plain=$("$strata" run -m "$model" -p "Once upon" -n 16 --temp 0 --print-ids 2>&1 >/dev/null |
+  grep "^ids:")
+[ "$served" = "$ran" ] || fail "rope flags: served '$served', strata run '$ran'"
+[ "$served" != "$plain" ] || fail "rope flags: the same tokens as without them"
+LLAMA_ARG_ROPE_SCALE=0 LLAMA_ARG_MODEL=$model "$strata" serve --port 0 >/dev/null 2>"$tmp/r0.err" &&
+  fail "LLAMA_ARG_ROPE_SCALE=0 started"
+grep -q "LLAMA_ARG_ROPE_SCALE: 0 is outside" "$tmp/r0.err" || fail "LLAMA_ARG_ROPE_SCALE=0: $(cat "$tmp/r0.err")"
+
 echo "the issue's command line: --temp 0.8 --seed 42 --jinja -np 4"
 start issue -m "$model" --temp 0.8 --seed 42 --jinja -np 4 --port 0
 a=$(curl -sf "$url/v1/completions" -d '{"prompt": "Once", "max_tokens": 12}')
