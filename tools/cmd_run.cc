@@ -58,6 +58,8 @@ constexpr const char* kHelp =
     "      --rope-freq-scale N, --yarn-orig-ctx N, --yarn-ext-factor N,\n"
     "      --yarn-attn-factor N, --yarn-beta-slow N, --yarn-beta-fast N\n"
     "                          llama.cpp's rope overrides (default: the model's)\n"
+    "      --override-kv KEY=TYPE:VALUE,...  model metadata overrides (int, float, bool,\n"
+    "                          str), e.g. qwen3moe.expert_used_count=int:4\n"
     "      --mmap, --no-mmap   use the weights in place in the file's mapping, or copy them\n"
     "                          into memory with 2 MiB pages (faster decode, slower load);\n"
     "                          default: copy when they take at most half the free memory\n"

@@ -18,6 +18,7 @@ std::vector<std::string> model_flags() {
                                     "-b|--batch-size",    "--kv-type",    "--device|-dev",
                                     "--tensor-split|-ts", "--rpc",        "--rpc-token-file"};
   for (const server::RopeFlag& f : server::rope_flags()) flags.emplace_back(f.name);
+  flags.emplace_back("--override-kv");
   return flags;
 }
 
@@ -53,6 +54,10 @@ Result<server::LoadOptions> load_options(const Flags& flags) {
     return invalid_argument("--kv-type must be f16, f32 or q8_0, not '" + kv_name + "'");
   }
   o.kv_dtype = *kv;
+  if (std::optional<std::string> v = flags.get("--override-kv")) {
+    STRATA_RETURN_IF_ERROR(
+        server::add_kv_overrides(o.kv_overrides, *v).with_context("--override-kv"));
+  }
   for (const server::RopeFlag& f : server::rope_flags()) {
     if (std::optional<std::string> v = flags.get(f.name)) {
       STRATA_RETURN_IF_ERROR(server::set_rope_flag(o.rope, f.name, *v).with_context(f.name));

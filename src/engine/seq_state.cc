@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -98,8 +99,10 @@ std::string fingerprint_diff(const SeqStateFingerprint& got, const SeqStateFinge
   field("KV dtype", std::string(dtype_name(got.kv_dtype)), std::string(dtype_name(want.kv_dtype)));
   field("tensor table hash", hex(got.tensor_table_hash), hex(want.tensor_table_hash));
   field("weights hash", hex(got.weights_hash), hex(want.weights_hash));
-  field("hyperparameters hash (norm, rope, windows; the rope tables follow the context size)",
-        hex(got.hparams_hash), hex(want.hparams_hash));
+  field(
+      "hyperparameters hash (norm, rope, windows, --override-kv; the rope tables follow the "
+      "context size)",
+      hex(got.hparams_hash), hex(want.hparams_hash));
   return out;
 }
 
@@ -146,6 +149,15 @@ SeqStateFingerprint seq_state_fingerprint(const Model& model, DType kv_dtype,
   h.f32(hp.attn_scale);
   h.f32(hp.attn_softcap);
   h.f32(hp.embd_scale);
+  // Metadata overrides change what the model computes in ways the fields above may not name
+  // (expert_used_count, say); none, for a model opened without them, adds nothing.
+  for (const GgufKv& kv : model.kv_overrides()) {
+    h.str(kv.key);
+    h.u64(static_cast<uint64_t>(kv.type));
+    h.u64(static_cast<uint64_t>(kv.i64));
+    h.u64(std::bit_cast<uint64_t>(kv.f64));
+    h.str(kv.str);
+  }
   if (rope != nullptr) {
     for (const RopeTable& t : *rope) {
       h.u64(t.rate.size());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -546,6 +547,74 @@ const GgufKv* GgufFile::find(std::string_view key) const {
                              [&](uint32_t i, std::string_view k) { return kvs_[i].key < k; });
   if (it == kv_index_.end() || kvs_[*it].key != key) return nullptr;
   return &kvs_[*it];
+}
+
+Status GgufFile::override_kv(GgufKv kv) {
+  if (kv.key == "general.alignment") {
+    return invalid_argument(
+        "kv 'general.alignment' cannot be overridden: the file's data is laid "
+        "out by it");
+  }
+  if (kv.type == GgufType::kArray) {
+    return invalid_argument("kv " + quote(kv.key) + ": arrays cannot be overridden");
+  }
+  auto it = std::lower_bound(kv_index_.begin(), kv_index_.end(), kv.key,
+                             [&](uint32_t i, const std::string& k) { return kvs_[i].key < k; });
+  if (it != kv_index_.end() && kvs_[*it].key == kv.key) {
+    kvs_[*it] = std::move(kv);
+    return Status::ok();
+  }
+  const auto index = static_cast<uint32_t>(kvs_.size());
+  kvs_.push_back(std::move(kv));
+  kv_index_.insert(it, index);
+  return Status::ok();
+}
+
+Result<GgufKv> parse_kv_override(std::string_view text) {
+  const size_t eq = text.find('=');
+  const size_t colon = eq == std::string_view::npos ? eq : text.find(':', eq);
+  if (eq == 0 || colon == std::string_view::npos) {
+    return invalid_argument("'" + std::string(text) + "' is not KEY=TYPE:VALUE");
+  }
+  GgufKv kv;
+  kv.key = std::string(text.substr(0, eq));
+  if (kv.key.size() > kMaxKeyBytes) {
+    return out_of_range("key of " + std::to_string(kv.key.size()) + " bytes, past " +
+                        std::to_string(kMaxKeyBytes));
+  }
+  const std::string_view type = text.substr(eq + 1, colon - eq - 1);
+  const std::string value(text.substr(colon + 1));
+  const auto bad = [&](const char* what) {
+    return invalid_argument(kv.key + ": '" + value + "' is not " + what);
+  };
+  if (type == "int") {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno == ERANGE) return bad("a 64-bit integer");
+    kv.type = GgufType::kInt64;
+    kv.i64 = v;
+    kv.u64 = static_cast<uint64_t>(v);
+    kv.f64 = static_cast<double>(v);
+  } else if (type == "float") {
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !std::isfinite(v)) return bad("a finite number");
+    kv.type = GgufType::kFloat64;
+    kv.f64 = v;
+  } else if (type == "bool") {
+    if (value != "true" && value != "false") return bad("true or false");
+    kv.type = GgufType::kBool;
+    kv.u64 = value == "true";
+    kv.i64 = static_cast<int64_t>(kv.u64);
+  } else if (type == "str") {
+    kv.type = GgufType::kString;
+    kv.str = value;
+  } else {
+    return invalid_argument(kv.key + ": type '" + std::string(type) +
+                            "' is not one of int, float, bool, str");
+  }
+  return kv;
 }
 
 const GgufTensorInfo* GgufFile::tensor(std::string_view name) const {

@@ -65,6 +65,10 @@ struct GgufTensorInfo {
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
 
+// One override in llama.cpp's --override-kv syntax, KEY=TYPE:VALUE with TYPE int (int64),
+// float (float64), bool (true or false) or str; an error names what is wrong.
+Result<GgufKv> parse_kv_override(std::string_view text);
+
 class GgufFile {
  public:
   // Maps and parses the file. Errors name the file, the field and the limit.
@@ -84,6 +88,10 @@ class GgufFile {
 
   const std::vector<GgufKv>& kvs() const { return kvs_; }
   const GgufKv* find(std::string_view key) const;
+  // Puts `kv` in place of the file's value of its key, or adds it (llama.cpp's --override-kv):
+  // every reader after it sees the new value. general.alignment is refused, since the data is
+  // laid out by it; so are arrays (llama.cpp overrides scalars only).
+  Status override_kv(GgufKv kv);
 
   // Typed getters: an error names the key when it is missing or of the wrong type.
   Result<std::string> get_string(std::string_view key) const;

@@ -155,6 +155,42 @@ TEST(Gguf, RoundTripEveryKvAndTensor) {
   EXPECT_EQ(f.tensor("t.d"), nullptr);
 }
 
+// --override-kv: a value replaces the file's in place or joins the sorted index, and every getter
+// reads it as it reads the file's values.
+TEST(Gguf, OverridesReplaceOrAddAndEveryGetterSeesThem) {
+  auto f = parse(small_file());
+  ASSERT_TRUE(f.is_ok());
+  const size_t n = f->kvs().size();
+  for (const char* text : {"t.u32=int:7", "t.f32=float:-0.5", "t.bool=bool:false", "a.new=str:x,y",
+                           "zz.last=int:-3", "0.first=float:2", "m.middle=bool:true"}) {
+    auto kv = parse_kv_override(text);
+    ASSERT_TRUE(kv.is_ok()) << text << ": " << kv.status().message();
+    ASSERT_TRUE(f->override_kv(std::move(kv).value()).is_ok()) << text;
+  }
+  EXPECT_EQ(f->kvs().size(), n + 4);
+  EXPECT_EQ(*f->get_uint("t.u32"), 7u);
+  EXPECT_EQ(*f->get_float("t.u32"), 7.0);
+  EXPECT_EQ(*f->get_float("t.f32"), -0.5);
+  EXPECT_FALSE(*f->get_bool("t.bool"));
+  EXPECT_EQ(*f->get_string("a.new"), "x,y");     // the value is everything after the colon
+  EXPECT_FALSE(f->get_uint("zz.last").is_ok());  // negative
+  EXPECT_EQ(f->find("zz.last")->i64, -3);
+  EXPECT_EQ(*f->get_float("0.first"), 2.0);
+  EXPECT_TRUE(*f->get_bool("m.middle"));
+  // The file's other keys are still found through the grown index.
+  EXPECT_EQ(*f->get_string("general.architecture"), "llama");
+  EXPECT_EQ(f->find("t.i16")->i64, -30000);
+  EXPECT_EQ(f->get_strings("t.strings")->size(), 3u);
+  // A float where an integer is read, and the other way round, as with the file's own types.
+  ASSERT_TRUE(f->override_kv(*parse_kv_override("t.u8=float:1.5")).is_ok());
+  EXPECT_FALSE(f->get_uint("t.u8").is_ok());
+  GgufKv array;
+  array.key = "t.f32s";
+  array.type = GgufType::kArray;
+  EXPECT_FALSE(f->override_kv(array).is_ok());
+  EXPECT_FALSE(f->override_kv(*parse_kv_override("general.alignment=int:64")).is_ok());
+}
+
 TEST(Gguf, WriterFileSizeMatchesOutput) {
   GgufWriter w = small_writer();
   EXPECT_EQ(w.file_size(), serialize(w).size());

@@ -44,8 +44,12 @@ Result<const GgufTensorInfo*> bind(const GgufFile& f, const std::string& name,
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::open(const std::string& path,
+                                           const std::vector<GgufKv>& overrides) {
   STRATA_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  for (const GgufKv& kv : overrides) {
+    STRATA_RETURN_IF_ERROR(file.override_kv(kv).with_context("--override-kv"));
+  }
   STRATA_ASSIGN_OR_RETURN(HParams hp, hparams_from_gguf(file));
   STRATA_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_gguf(file));
   if (tok.n_vocab() != hp.n_vocab) {
@@ -54,6 +58,7 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
                             " rows");
   }
   std::unique_ptr<Model> m(new Model(std::move(file), hp, std::move(tok)));
+  m->kv_overrides_ = overrides;
   STRATA_RETURN_IF_ERROR(m->bind_tensors().with_context(path));
   return m;
 }

@@ -23,11 +23,16 @@ struct LayerWeights {
 
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> open(const std::string& path);
+  // Opens `path`; `overrides` replace or add metadata before anything reads it (llama.cpp's
+  // --override-kv: gguf.h, GgufFile::override_kv).
+  static Result<std::unique_ptr<Model>> open(const std::string& path,
+                                             const std::vector<GgufKv>& overrides = {});
 
   const GgufFile& file() const { return file_; }
   const HParams& hparams() const { return hparams_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
+  // The metadata overrides the model was opened with (they are part of its identity).
+  const std::vector<GgufKv>& kv_overrides() const { return kv_overrides_; }
   const GgufTensorInfo* token_embd() const { return token_embd_; }    // [n_embd, n_vocab]
   const GgufTensorInfo* output_norm() const { return output_norm_; }  // F32 [n_embd]
   const GgufTensorInfo* output() const { return output_; }  // [n_embd, n_vocab]; may be embd
@@ -66,6 +71,7 @@ class Model {
   GgufFile file_;
   HParams hparams_;
   Tokenizer tokenizer_;
+  std::vector<GgufKv> kv_overrides_;
   const GgufTensorInfo* token_embd_ = nullptr;
   const GgufTensorInfo* output_norm_ = nullptr;
   const GgufTensorInfo* output_ = nullptr;

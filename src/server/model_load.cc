@@ -226,6 +226,14 @@ Status set_rope_flag(RopeOverrides& o, std::string_view flag, const std::string&
   return invalid_argument(std::string(flag) + " is not a rope flag");
 }
 
+Status add_kv_overrides(std::vector<GgufKv>& out, const std::string& text) {
+  for (const std::string& item : split_commas(text)) {
+    STRATA_ASSIGN_OR_RETURN(GgufKv kv, parse_kv_override(item));
+    out.push_back(std::move(kv));
+  }
+  return Status::ok();
+}
+
 bool weights_mapped(std::optional<bool> use_mmap, uint64_t weight_bytes, uint64_t free_bytes) {
   if (use_mmap) return *use_mmap;
   return weight_bytes > free_bytes / 2;
@@ -248,7 +256,8 @@ Result<Loaded> load_model(const LoadOptions& options, int32_t n_seq) {
   if (!kv_dtype_supported(options.kv_dtype)) {
     return invalid_argument("the KV cache type must be f16, f32 or q8_0");
   }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::open(options.model_path));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                          Model::open(options.model_path, options.kv_overrides));
   return load_model(std::move(model), options, n_seq);
 }
 

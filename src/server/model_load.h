@@ -23,6 +23,7 @@ struct LoadOptions {
   int64_t n_batch = 512;  // most tokens per decode step
   DType kv_dtype = DType::kF16;
   RopeOverrides rope;                  // llama.cpp's --rope-* and --yarn-* flags
+  std::vector<GgufKv> kv_overrides;    // llama.cpp's --override-kv, in order (the last wins)
   std::vector<std::string> rpc;        // worker endpoints, devices RPC0, RPC1... in this order
   std::string rpc_token_file;          // the workers' shared secret ("" : none, or the env's)
   std::optional<std::string> devices;  // comma list in stage order; default: RPCs, then CPU
@@ -72,6 +73,10 @@ const std::vector<RopeFlag>& rope_flags();
 // --rope-freq-base, --rope-freq-scale and --yarn-orig-ctx, a negative value for the other
 // --yarn-* flags.
 Status set_rope_flag(RopeOverrides& o, std::string_view flag, const std::string& text);
+
+// Appends the overrides of an --override-kv value, KEY=TYPE:VALUE[,KEY=TYPE:VALUE...]
+// (model/gguf.h, parse_kv_override); an error names the one that is wrong.
+Status add_kv_overrides(std::vector<GgufKv>& out, const std::string& text);
 
 // Whether weights of `weight_bytes` are used in place in the file's mapping, for `use_mmap`
 // (unset: auto) and `free_bytes` of the CPU's memory. Auto copies them (2 MiB pages, which a

@@ -412,7 +412,21 @@ void add_common_rows(std::vector<Row>& t) {
                }});
   ignored(t, {"--check-tensors"}, K::kSwitch,
           "tensors are checked for shape and bounds, not values");
-  refused(t, {"--override-kv"}, K::kValue, "the model's metadata is used as written");
+  t.push_back({{"--override-kv"},
+               {},
+               nullptr,
+               K::kValue,
+               "KEY=TYPE:VALUE,...",
+               "",
+               "override model metadata (types int, float, bool, str); may be repeated, the last "
+               "of a key wins",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) {
+                 return add_kv_overrides(a.options.load.kv_overrides, v);
+               }});
   ignored(t, {"--op-offload"}, K::kSwitch, kNoGpu, nullptr, S::kCommon, {"--no-op-offload"});
   for (const char* f : {"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled",
                         "--control-vector-layer-range"}) {

@@ -233,6 +233,24 @@ TEST(ServeArgs, RopeFlagsReachTheLoadOptions) {
   }
 }
 
+TEST(ServeArgs, OverrideKvAppendsInOrder) {
+  Parsed o = parse({"--override-kv", "tokenizer.ggml.add_bos_token=bool:false,a.b=int:-2",
+                    "--override-kv", "qwen3moe.expert_used_count=int:4"});
+  ASSERT_TRUE(o.report.is_ok()) << o.report.status().message();
+  const std::vector<GgufKv>& kvs = o.args.options.load.kv_overrides;
+  ASSERT_EQ(kvs.size(), 3u);
+  EXPECT_EQ(kvs[0].key, "tokenizer.ggml.add_bos_token");
+  EXPECT_EQ(kvs[0].type, GgufType::kBool);
+  EXPECT_EQ(kvs[1].i64, -2);
+  EXPECT_EQ(kvs[2].key, "qwen3moe.expert_used_count");
+  EXPECT_EQ(kvs[2].u64, 4u);
+  Parsed bad = parse({"--override-kv", "a=int:1,b=float:x"});
+  ASSERT_FALSE(bad.report.is_ok());
+  EXPECT_NE(bad.report.status().message().find("--override-kv: b: 'x' is not a finite number"),
+            std::string::npos)
+      << bad.report.status().message();
+}
+
 TEST(ServeArgs, ApiKeysFromListFileAndEnvironment) {
   const std::string file = ::testing::TempDir() + "/strata_api_keys.txt";
   {

@@ -79,6 +79,15 @@ fi
 grep -q "the --yarn-\* flags apply to YaRN" "$tmp/err.txt" || {
   echo "FAIL: unclear rope error: $(cat "$tmp/err.txt")"; exit 1; }
 
+# --override-kv reaches the tokenizer: no BOS by metadata is --no-bos.
+o1=$("$strata" run -m "$m" -p "Hello" -n 8 --temp 0 --print-ids \
+  --override-kv tokenizer.ggml.add_bos_token=bool:false 2>&1 >/dev/null | grep "^ids:")
+o2=$("$strata" run -m "$m" -p "Hello" -n 8 --temp 0 --print-ids --no-bos 2>&1 >/dev/null | grep "^ids:")
+o3=$("$strata" run -m "$m" -p "Hello" -n 8 --temp 0 --print-ids 2>&1 >/dev/null | grep "^ids:")
+echo "override-kv: add_bos false '$o1' | --no-bos '$o2' | neither '$o3'"
+[ "$o1" = "$o2" ] || { echo "FAIL: --override-kv add_bos_token=false is not --no-bos"; exit 1; }
+[ "$o1" != "$o3" ] || { echo "FAIL: BOS changed nothing: the check shows nothing"; exit 1; }
+
 "$strata" gguf info "$m" >"$tmp/info.txt"
 grep -q "blk.3.ffn_down.weight" "$tmp/info.txt" || { echo "FAIL: gguf info lacks tensors"; exit 1; }
 

@@ -1,7 +1,8 @@
-// llama.cpp's rope flags (--rope-scaling, --rope-scale, --rope-freq-base, --rope-freq-scale,
-// --yarn-*) over a model's own rope. The oracle is the file: a model whose metadata says what
-// the flags say, its weights the same bytes, must give the same logits bit for bit. The rope
-// read from metadata is checked against the numpy reference (tests/integration/reference.sh).
+// llama.cpp's flags over a model's own metadata: the rope flags (--rope-scaling, --rope-scale,
+// --rope-freq-base, --rope-freq-scale, --yarn-*) and --override-kv. The oracle is the file: a
+// model whose metadata says what the flags say, its weights the same bytes, must give the same
+// logits bit for bit. What is read from metadata is checked against the numpy reference
+// (tests/integration/reference.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +23,7 @@ using testing::Loaded;
 
 // A small model of `arch` (weights from one seed whatever the rope metadata) with `edit` applied.
 std::string rope_synth_file(const std::string& name, const std::string& arch,
-                      void (*edit)(SynthParams&)) {
+                            void (*edit)(SynthParams&)) {
   SynthParams p;
   p.arch = arch;
   p.n_embd = 256;
@@ -51,8 +52,7 @@ Result<std::unique_ptr<Model>> open_with_rope(const std::string& path, const Rop
 
 // Every logit row of 24 greedy steps after a 40-token prompt (positions far enough for linear
 // scaling and YaRN's ramp over 64 positions to move the logits), bytewise.
-std::vector<uint8_t> rope_greedy_logits(const std::string& path, const RopeOverrides& o) {
-  auto model = open_with_rope(path, o);
+std::vector<uint8_t> greedy_logits_of(Result<std::unique_ptr<Model>> model) {
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   if (!model.is_ok()) return {};
   std::vector<std::unique_ptr<Device>> devices;
@@ -81,6 +81,10 @@ std::vector<uint8_t> rope_greedy_logits(const std::string& path, const RopeOverr
     b.add(next, (*ctx)->seq_len(0), 0, true);
   }
   return out;
+}
+
+std::vector<uint8_t> rope_greedy_logits(const std::string& path, const RopeOverrides& o) {
+  return greedy_logits_of(open_with_rope(path, o));
 }
 
 struct RopeCase {
@@ -214,7 +218,8 @@ TEST(RopeOverrides, SavedStatesKnowTheRope) {
 }
 
 TEST(RopeOverrides, WhatCannotApplyIsRefusedByName) {
-  const auto refused = [](const std::string& path, const RopeOverrides& o, const std::string& words) {
+  const auto refused = [](const std::string& path, const RopeOverrides& o,
+                          const std::string& words) {
     auto m = open_with_rope(path, o);
     ASSERT_FALSE(m.is_ok());
     EXPECT_NE(m.status().message().find(words), std::string::npos) << m.status().message();
@@ -266,6 +271,91 @@ TEST(RopeOverrides, FlagTextIsCheckedAndUnsetValuesKeepTheModels) {
   for (const server::RopeFlag& f : server::rope_flags()) {
     EXPECT_EQ(std::string(f.env).rfind("LLAMA_ARG_", 0), 0u) << f.name;
   }
+}
+
+// --override-kv: the same weights with the value in the file, bit for bit; and otherwise without.
+void moe_4_of_8(SynthParams& p) {
+  p.n_expert = 8;
+  p.n_expert_used = 4;
+  p.n_ff_exp = 256;
+}
+void moe_2_of_8(SynthParams& p) {
+  moe_4_of_8(p);
+  p.n_expert_used = 2;
+}
+
+TEST(KvOverrides, GiveTheLogitsOfTheFileThatSaysTheSame) {
+  struct Case {
+    const char* name;
+    const char* arch;
+    void (*given)(SynthParams&);   // the file the overrides are given with
+    void (*oracle)(SynthParams&);  // the file that says what they say
+    const char* overrides;
+  };
+  const Case cases[] = {
+      {"eps", "llama", nullptr, [](SynthParams& p) { p.rms_eps = 1e-2; },
+       "llama.attention.layer_norm_rms_epsilon=float:0.01"},
+      // Fewer experts per token: the speed trade MoE users make.
+      {"experts", "qwen3moe", moe_4_of_8, moe_2_of_8, "qwen3moe.expert_used_count=int:2"},
+      // Two overrides of one key: the last wins.
+      {"experts_twice", "qwen3moe", moe_4_of_8, moe_2_of_8,
+       "qwen3moe.expert_used_count=int:3,qwen3moe.expert_used_count=int:2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string given =
+        rope_synth_file(std::string("kv_") + c.name + "_given", c.arch, c.given);
+    const std::string oracle =
+        rope_synth_file(std::string("kv_") + c.name + "_oracle", c.arch, c.oracle);
+    std::vector<GgufKv> kvs;
+    ASSERT_TRUE(server::add_kv_overrides(kvs, c.overrides).is_ok());
+    const std::vector<uint8_t> want = greedy_logits_of(Model::open(oracle));
+    ASSERT_FALSE(want.empty());
+    EXPECT_NE(greedy_logits_of(Model::open(given)), want) << "the value moves nothing here";
+    EXPECT_EQ(greedy_logits_of(Model::open(given, kvs)), want);
+  }
+}
+
+TEST(KvOverrides, ReachTheTokenizerAndTheFingerprint) {
+  const std::string path = rope_synth_file("base_given", "llama", nullptr);
+  auto plain = Model::open(path);
+  ASSERT_TRUE(plain.is_ok());
+  ASSERT_TRUE((*plain)->tokenizer().add_bos());
+  std::vector<GgufKv> kvs;
+  ASSERT_TRUE(server::add_kv_overrides(kvs, "tokenizer.ggml.add_bos_token=bool:false").is_ok());
+  auto no_bos = Model::open(path, kvs);
+  ASSERT_TRUE(no_bos.is_ok()) << no_bos.status().message();
+  EXPECT_FALSE((*no_bos)->tokenizer().add_bos());
+  // A state saved with other metadata is another model's.
+  EXPECT_NE(seq_state_fingerprint(**plain, DType::kF16, nullptr),
+            seq_state_fingerprint(**no_bos, DType::kF16, nullptr));
+}
+
+TEST(KvOverrides, BadOnesAreRefusedByName) {
+  const std::string path = rope_synth_file("base_given", "llama", nullptr);
+  const auto refused = [&](const std::string& text, const std::string& words) {
+    std::vector<GgufKv> kvs;
+    Status s = server::add_kv_overrides(kvs, text);
+    if (s.is_ok()) {
+      auto m = Model::open(path, kvs);
+      ASSERT_FALSE(m.is_ok()) << text;
+      s = m.status();
+    }
+    EXPECT_NE(s.message().find(words), std::string::npos) << text << ": " << s.message();
+  };
+  refused("llama.block_count=str:two",
+          "kv 'llama.block_count' has type string, expected an integer");
+  refused("llama.block_count=int:3", "blk.2");  // the tensors of a third layer are missing
+  refused("llama.expert_used_count=int:2", "expert");
+  refused("general.alignment=int:64", "'general.alignment' cannot be overridden");
+  refused("llama.block_count", "is not KEY=TYPE:VALUE");
+  refused("=int:3", "is not KEY=TYPE:VALUE");
+  refused("llama.block_count=int:3x", "llama.block_count: '3x' is not a 64-bit integer");
+  refused("k=int:99999999999999999999", "is not a 64-bit integer");
+  refused("k=float:inf", "is not a finite number");
+  refused("k=bool:yes", "is not true or false");
+  refused("k=u32:1", "type 'u32' is not one of int, float, bool, str");
+  refused("llama.context_length=int:-5", "negative");
 }
 
 }  // namespace
