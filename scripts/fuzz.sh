@@ -136,6 +136,8 @@ seed_request() {
   printf '\x03{"input_prefix": "def f(", "input_suffix": "):", "input_extra": [{"filename": "a.py", "text": "x = 1"}], "prompt": "y"}' >"$c/seed-infill"
   printf '\x04{"model": "m", "max_tokens": 8, "system": "s", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "1"}]}], "tools": [{"name": "f", "input_schema": {"type": "object"}}], "stop_sequences": ["x"]}' >"$c/seed-messages"
   printf '\x05{"model": "m", "instructions": "be brief", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "1"}], "tools": [{"type": "function", "name": "f", "parameters": {}}], "max_output_tokens": 8}' >"$c/seed-responses"
+  printf '\x02{"prompt": "x", "grammar": "root ::= (\\"a\\" | [b-d]+)* ws\\nws ::= [ \\t]{0,3}"}' >"$c/seed-grammar"
+  printf '\x01{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#/$defs/t"}, "maxItems": 3}, "b": {"enum": [1, "x", null]}}, "required": ["a"], "$defs": {"t": {"type": "string", "minLength": 1}}}}}}' >"$c/seed-schema"
   printf '\x06POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n' >"$c/seed-stream"
 }
 
@@ -145,8 +147,9 @@ args_request() {
   echo -dict="$out/request.dict" -max_len=8192
 }
 dict_request() {
-  grep -oh '"[a-z_]\{2,32\}"' src/server/api.cc src/server/chat_request.cc \
-    src/server/compat_anthropic.cc src/server/compat_responses.cc | sort -u
+  grep -oh '"[a-z_$]\{2,32\}"' src/server/api.cc src/server/chat_request.cc \
+    src/server/compat_anthropic.cc src/server/compat_responses.cc \
+    src/server/json_schema_grammar.cc | sort -u
 }
 
 # gguf: small synthetic models of each architecture and a few block layouts, whole, and the

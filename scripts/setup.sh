@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build ccache git libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev libssl-dev libpcre2-dev pkg-config
-  clang-format clang libclang-rt-dev python3 python3-numpy python3-jinja2 libucx-dev)
+  clang-format clang libclang-rt-dev python3 python3-numpy python3-jinja2 python3-jsonschema
+  libucx-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -138,10 +138,11 @@ Status sample_settings_validate(const SampleSettings& s) {
 
 int32_t RowSampler::sample(const float* logits, int32_t n_vocab, const SampleSettings& settings,
                            std::span<const SampleBias> bias,
-                           std::span<const SamplePenalty> penalties, float uniform) {
+                           std::span<const SamplePenalty> penalties, float uniform,
+                           const uint8_t* allowed) {
   settings_ = settings;
   penalised_.resize(static_cast<size_t>(n_vocab));
-  penalise(logits, bias, penalties);
+  penalise(logits, bias, penalties, allowed);
   if (settings_.temperature <= 0.0f) return argmax_;
   truncate();
   return draw(uniform);
@@ -151,7 +152,7 @@ int32_t RowSampler::sample(const float* logits, int32_t n_vocab, const SampleSet
 // repeat_penalty and a non-positive one multiplied (so both move down for a penalty > 1), then
 // presence is subtracted once and frequency once per occurrence.
 void RowSampler::penalise(const float* logits, std::span<const SampleBias> bias,
-                          std::span<const SamplePenalty> penalties) {
+                          std::span<const SamplePenalty> penalties, const uint8_t* allowed) {
   const size_t n = penalised_.size();
   float* pen = penalised_.data();
   for (size_t i = 0; i < n; ++i) pen[i] = sanitise(logits[i]);
@@ -169,6 +170,9 @@ void RowSampler::penalise(const float* logits, std::span<const SampleBias> bias,
       l -= static_cast<float>(p.count) * settings_.frequency_penalty + settings_.presence_penalty;
       l = sanitise(l);  // a repeat_penalty below 1 can overflow
     }
+  }
+  if (allowed != nullptr) {
+    for (size_t i = 0; i < n; ++i) pen[i] = allowed[i] != 0 ? pen[i] : kNegInf;
   }
 
   // The maximum through order-preserving integer keys: an integer max reduction vectorises, a

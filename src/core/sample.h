@@ -86,9 +86,11 @@ class RowSampler {
   // (temperature 0) ignores the truncation settings and the uniform. Preconditions (checked by
   // the callers, not here): n_vocab > 0, settings valid, every token of bias and penalties in
   // [0, n_vocab), penalty tokens distinct, uniform in [0, 1).
+  // `allowed`, when given (n_vocab bytes), bans every token whose byte is 0 after the bias and
+  // penalties, as a logit of -inf (a grammar's mask); at least one must be allowed.
   int32_t sample(const float* logits, int32_t n_vocab, const SampleSettings& settings,
                  std::span<const SampleBias> bias, std::span<const SamplePenalty> penalties,
-                 float uniform);
+                 float uniform, const uint8_t* allowed = nullptr);
 
   // Of the last sampled row, under the distribution described at the top of this file: a
   // token's log-probability (costs an exp per vocab entry the first time it is asked for), and
@@ -103,7 +105,7 @@ class RowSampler {
   };
 
   void penalise(const float* logits, std::span<const SampleBias> bias,
-                std::span<const SamplePenalty> penalties);
+                std::span<const SamplePenalty> penalties, const uint8_t* allowed);
   // Leaves in candidates_ the tokens that survive top_k, top_p and min_p.
   void truncate();
   // Leaves in candidates_ the best k tokens, sorted.

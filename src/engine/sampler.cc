@@ -85,10 +85,19 @@ float Sampler::next_uniform() { return settings_.temperature > 0.0f ? rng_.unifo
 
 int32_t Sampler::sample(const float* logits) { return sample_with_uniform(logits, next_uniform()); }
 
+int32_t Sampler::sample_allowed(const float* logits, const uint8_t* allowed) {
+  return sample_masked(logits, next_uniform(), allowed);
+}
+
 int32_t Sampler::sample_with_uniform(const float* logits, float uniform) {
+  return sample_masked(logits, uniform, nullptr);
+}
+
+int32_t Sampler::sample_masked(const float* logits, float uniform, const uint8_t* allowed) {
   STRATA_CHECK(uniform >= 0.0f && uniform < 1.0f, "uniform must be in [0, 1)");
   penalties(penalties_);
-  const int32_t token = row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform);
+  const int32_t token =
+      row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform, allowed);
   last_token_ = token;
   row_.top(params_.n_probs, last_top_);
   return token;

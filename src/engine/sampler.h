@@ -4,7 +4,8 @@
 // Goals: the same seed and the same logits give the same tokens on every platform and build
 // (own RNG, the chain's fixed arithmetic); a device that samples a row with the uniform this
 // sampler would have drawn and the entries it would have applied picks the same token (see
-// next_uniform, penalties). Non-goals: grammars, DRY, XTC, typical-p, mirostat.
+// next_uniform, penalties). Non-goals: DRY, XTC, typical-p, mirostat. A grammar
+// is the caller's: it passes the mask of the tokens the grammar allows (sample_allowed).
 #pragma once
 
 #include <cstddef>
@@ -60,6 +61,9 @@ class Sampler {
   // The chain (core/sample.h) with the caller's uniform in [0, 1), the logit bias and the
   // penalties().
   int32_t sample_with_uniform(const float* logits, float uniform);
+  // sample() over the tokens whose byte in `allowed` (n_vocab bytes, a grammar's mask) is not
+  // 0; at least one must be.
+  int32_t sample_allowed(const float* logits, const uint8_t* allowed);
   // The uniform that sample() uses, from the sampler's generator: greedy (temperature 0) draws
   // nothing and gives 0, so switching a request to greedy never shifts another's stream;
   // otherwise exactly one number is drawn per call, so the stream does not depend on the
@@ -90,6 +94,8 @@ class Sampler {
   int32_t n_vocab() const { return n_vocab_; }
 
  private:
+  int32_t sample_masked(const float* logits, float uniform, const uint8_t* allowed);
+
   SamplerParams params_;
   SampleSettings settings_;
   int32_t n_vocab_;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/grammar.h"
+#include "server/json_schema_grammar.h"
+
 namespace strata::server {
 namespace {
 
@@ -101,6 +104,65 @@ std::optional<ApiError> read_stop(const Json& b, std::vector<std::string>& out) 
     }
     out.push_back(text);
   }
+  return std::nullopt;
+}
+
+// The grammar of constrained output: a GBNF `grammar` (llama-server), llama-server's
+// `json_schema`, or `response_format` (OpenAI's json_object and json_schema, and llama-server's
+// json_object with a `schema`). At most one of them; the JSON ones become GBNF rules.
+std::optional<ApiError> read_grammar(const Json& b, GenParams& p) {
+  std::string text;
+  std::string from;
+  if (auto it = b.find("grammar"); it != b.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("'grammar' must be a string of GBNF rules, not " + shown(*it));
+    text = it->get<std::string>();
+    from = "'grammar'";
+  }
+  const Json* schema = nullptr;
+  bool object = false;  // response_format json_object without a schema: any JSON object
+  if (auto it = b.find("json_schema"); it != b.end() && !it->is_null()) {
+    schema = &*it;
+    from = from.empty() ? "'json_schema'" : from + " and 'json_schema'";
+  }
+  if (auto f = b.find("response_format"); f != b.end() && !f->is_null()) {
+    const std::string type = f->is_object() && f->contains("type") && (*f)["type"].is_string()
+                                 ? (*f)["type"].get<std::string>()
+                                 : "";
+    if (type != "text" && type != "json_object" && type != "json_schema") {
+      return bad("'response_format': type '" + type + "' is not text, json_object or json_schema");
+    }
+    if (type == "json_object" || type == "json_schema") {
+      from = from.empty() ? "'response_format'" : from + " and 'response_format'";
+      const Json* js =
+          type == "json_schema" && f->contains("json_schema") ? &(*f)["json_schema"] : &*f;
+      if (!js->is_object()) return bad("'response_format.json_schema' must be an object");
+      if (auto s = js->find("schema"); s != js->end() && !s->is_null()) {
+        schema = &*s;
+      } else if (type == "json_schema") {
+        return bad("'response_format.json_schema' needs a 'schema'");
+      } else {
+        object = true;
+      }
+    }
+  }
+  if (from.find(" and ") != std::string::npos) {
+    return bad(from + " both constrain the output: give one");
+  }
+  if (object) {
+    text = json_object_grammar();
+  } else if (schema != nullptr) {
+    Result<std::string> g = json_schema_to_gbnf(*schema);
+    if (!g.is_ok()) return bad(from + ": " + g.status().message());
+    text = std::move(g).value();
+  }
+  if (from.empty() || (text.empty() && !object && schema == nullptr)) return std::nullopt;
+  Result<std::shared_ptr<const Grammar>> g = Grammar::parse(text);
+  if (!g.is_ok()) {
+    std::string_view m = g.status().message();
+    if (m.starts_with("grammar: ")) m.remove_prefix(9);
+    return bad(from + ": " + std::string(m));
+  }
+  p.grammar = std::move(g).value();
   return std::nullopt;
 }
 
@@ -379,6 +441,7 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   s.n_probs = static_cast<int32_t>(v);
 
   if (Status st = s.validate(); !st) return bad(st.message());
+  if (auto e = read_grammar(b, p)) return e;
   return std::nullopt;
 }
 

@@ -83,6 +83,51 @@ TEST(ServerApi, ErrorsNameTheField) {
   }
 }
 
+// Constrained output: a GBNF grammar, llama-server's json_schema and OpenAI's response_format
+// become the request's grammar; a bad one is a 400 naming where it came from.
+TEST(ServerApi, GrammarsFromEveryField) {
+  const std::pair<const char*, Endpoint> given[] = {
+      {R"({"prompt": "x", "grammar": "root ::= \"yes\" | \"no\""})", Endpoint::kNative},
+      {R"({"prompt": "x", "json_schema": {"type": "object"}})", Endpoint::kNative},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", Endpoint::kCompletions},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type":
+           "json_schema", "json_schema": {"name": "a", "schema": {"type": "object",
+           "properties": {"a": {"type": "boolean"}}, "required": ["a"]}}}})",
+       Endpoint::kChat},
+      {R"({"prompt": "x", "response_format": {"type": "json_object", "schema": {"type":
+           "array", "items": {"type": "integer"}}}})",
+       Endpoint::kNative},
+  };
+  for (const auto& [body, endpoint] : given) {
+    CompletionRequest r;
+    std::optional<ApiError> e = parse(body, endpoint, r);
+    ASSERT_FALSE(e) << body << ": " << e->message;
+    EXPECT_NE(r.params.grammar, nullptr) << body;
+  }
+  for (const char* body : {R"({"prompt": "x"})", R"({"prompt": "x", "grammar": ""})",
+                           R"({"prompt": "x", "response_format": {"type": "text"}})"}) {
+    CompletionRequest r;
+    ASSERT_FALSE(parse(body, Endpoint::kNative, r)) << body;
+    EXPECT_EQ(r.params.grammar, nullptr) << body;
+  }
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"prompt": "x", "grammar": "root ::= undefined-rule"})", "'grammar': "},
+      {R"({"prompt": "x", "grammar": 5})", "'grammar' must be a string"},
+      {R"({"prompt": "x", "grammar": "root ::= \"a\"", "json_schema": {}})",
+       "'grammar' and 'json_schema' both constrain the output"},
+      {R"({"prompt": "x", "response_format": {"type": "xml"}})", "type 'xml' is not text"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", "needs a 'schema'"},
+      {R"({"prompt": "x", "json_schema": {"type": "string", "pattern": "a+"}})", "'json_schema': "},
+  };
+  for (const auto& [body, words] : refused) {
+    CompletionRequest r;
+    std::optional<ApiError> e = parse(body, Endpoint::kNative, r);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find(words), std::string::npos) << e->message;
+  }
+}
+
 TEST(ServerApi, ErrorBodyHasOpenAiShape) {
   const Json j = Json::parse(error_body(ApiError{404, "no such model"}));
   EXPECT_EQ(j["error"]["message"], "no such model");

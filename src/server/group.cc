@@ -211,6 +211,8 @@ bool PipelineGroup::assign(Task& task) {
       s.sampler->set_logit_bias(std::move(bias));
     }
     for (int32_t t : prompt) s.sampler->accept(t);
+    s.grammar.reset();
+    if (gp.grammar != nullptr) s.grammar.emplace(gp.grammar);
     s.pending = -1;
     s.n_generated = 0;
     s.utf8 = Utf8Stream();
@@ -338,6 +340,10 @@ void PipelineGroup::add_draws() {
   draws_.clear();
   auto add = [&](Slot& s, int64_t row) {
     if (s.active->task.params.n_predict == 0) return;  // finishes without sampling
+    if (s.grammar) {  // its mask is made on the CPU, from the logits
+      draws_.read_logits(static_cast<int32_t>(row));
+      return;
+    }
     s.draw = draws_.add(static_cast<int32_t>(row), *s.sampler, s.active->task.params.logprobs);
     if (s.draw < 0) draws_.read_logits(static_cast<int32_t>(row));
   };
@@ -363,6 +369,18 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
   if (s.draw >= 0) {
     token = draws_.token(s.draw);
     metrics_.backend_sampled_rows.fetch_add(1, std::memory_order_relaxed);
+  } else if (s.grammar) {
+    if (Status st = grammar_mask(s); !st) {
+      fail(s, 500, st.message());
+      return;
+    }
+    token = s.sampler->sample_allowed(logits, s.allowed.data());
+    if (!tok_.is_eog(token)) {
+      if (Status st = s.grammar->accept(tok_.token_to_piece(token)); !st) {
+        fail(s, 500, "grammar: the sampled token was refused: " + st.message());
+        return;
+      }
+    }
   } else {
     token = s.sampler->sample(logits);
     if (params_.backend_sampling) {
@@ -376,7 +394,8 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     s.t_first = Clock::now();
     metrics_.ttft_seconds.observe(to_seconds(s.t_first - task.t_arrival));
   }
-  if (tok_.is_eog(token) && !gp.ignore_eos) {
+  // With a grammar, an end-of-generation token was allowed only at the end of a sentence.
+  if (tok_.is_eog(token) && (!gp.ignore_eos || s.grammar)) {
     s.stop_type = "eos";
     finish(s, "stop");
     return;
@@ -425,6 +444,38 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     }
   }
   s.pending = token;
+}
+
+const GrammarVocab& PipelineGroup::grammar_vocab() {
+  if (grammar_vocab_ == nullptr) {
+    const auto n = static_cast<int32_t>(ctx_->n_vocab());
+    std::vector<std::string> pieces(static_cast<size_t>(n));
+    std::vector<bool> never(static_cast<size_t>(n));
+    for (int32_t t = 0; t < n; ++t) {
+      // Control tokens print nothing: a grammar never allows them (end of generation aside).
+      pieces[static_cast<size_t>(t)] = tok_.token_to_piece(t);
+      never[static_cast<size_t>(t)] = tok_.is_eog(t) || pieces[static_cast<size_t>(t)].empty();
+      if (tok_.is_eog(t)) eog_tokens_.push_back(t);
+    }
+    grammar_vocab_ = std::make_unique<GrammarVocab>(std::move(pieces), std::move(never));
+  }
+  return *grammar_vocab_;
+}
+
+Status PipelineGroup::grammar_mask(Slot& s) {
+  STRATA_RETURN_IF_ERROR(s.grammar->allowed(grammar_vocab(), s.allowed).with_context("grammar"));
+  bool any = false;
+  for (uint8_t a : s.allowed) any = any || a != 0;
+  if (s.grammar->complete()) {
+    for (int32_t t : eog_tokens_) s.allowed[static_cast<size_t>(t)] = 1;
+    any = any || !eog_tokens_.empty();
+  }
+  if (!any) {
+    return invalid_argument(
+        "grammar: no token of the vocabulary can continue the text, which is not yet a whole "
+        "sentence of the grammar");
+  }
+  return Status::ok();
 }
 
 void PipelineGroup::finish(Slot& s, const std::string& reason) {
@@ -495,6 +546,7 @@ void PipelineGroup::release(Slot& s) {
   s.active.reset();
   s.followers.clear();
   s.sampler.reset();
+  s.grammar.reset();
   s.last_used = ++use_clock_;
   load_.fetch_sub(1, std::memory_order_relaxed);
   busy_.fetch_sub(1, std::memory_order_relaxed);

@@ -20,6 +20,7 @@
 #include "core/mutex_guarded.h"
 #include "core/utf8.h"
 #include "engine/context.h"
+#include "engine/grammar.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/step_draws.h"
@@ -178,6 +179,14 @@ class PipelineGroup {
   uint64_t use_clock_ = 0;
   Batch batch_;
   StepDraws draws_;  // with backend sampling
+  // The vocabulary as grammars see it (each token's text), made for the first request with a
+  // grammar; decode thread only.
+  std::unique_ptr<GrammarVocab> grammar_vocab_;
+  std::vector<int32_t> eog_tokens_;  // made with it
+  const GrammarVocab& grammar_vocab();
+  // The slot's token mask from its grammar: what may come next, and the end-of-generation
+  // tokens where the text is a whole sentence. An error when nothing can.
+  Status grammar_mask(Slot& slot);
 
   std::optional<PromptCache> cache_ram_;  // decode thread only
   std::string suspended_;                 // decode thread only; why, while suspended

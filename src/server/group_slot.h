@@ -34,6 +34,8 @@ struct PipelineGroup::Slot {
   int32_t choice = 0;
   std::vector<Slot*> followers;
   std::optional<Sampler> sampler;
+  std::optional<GrammarMatcher> grammar;  // the request's grammar, where it has one
+  std::vector<uint8_t> allowed;           // its mask of this step's tokens
   int32_t draw = -1;                // this step's draw on the device (backend sampling), or -1
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
   std::string stopping_word;        // the stop string, when a word ended it

@@ -796,8 +796,10 @@ void add_sampling_rows(std::vector<Row>& t) {
        set_logit_bias_flag});
   for (const char* f :
        {"--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file"}) {
-    refused(t, {f}, K::kValue, "strata has no grammar or JSON-schema constraints", nullptr,
-            S::kSampling);
+    refused(t, {f}, K::kValue,
+            "no default grammar for every request; a request carries its own 'grammar', "
+            "'json_schema' or 'response_format'",
+            nullptr, S::kSampling);
   }
   t.push_back({{"-bs", "--backend-sampling"},
                {},

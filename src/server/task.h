@@ -16,6 +16,10 @@
 #include "core/mutex_guarded.h"
 #include "engine/sampler.h"
 
+namespace strata {
+class Grammar;
+}
+
 namespace strata::server {
 
 using Clock = std::chrono::steady_clock;
@@ -45,6 +49,10 @@ struct GenParams {
   // llama-server's t_max_predict_ms: once a newline has been generated, generation ends (as a
   // length limit) when this many ms have passed since the first token. 0: no limit.
   int64_t t_max_predict_ms = 0;
+  // Constrained output (a GBNF `grammar`, a JSON schema or response_format json_object): only
+  // tokens the grammar allows are sampled, and the end of generation only where the text is a
+  // whole sentence of it. Null: free text.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // One generated token with what `logprobs` reports.

@@ -109,6 +109,37 @@ LLAMA_ARG_ROPE_SCALE=0 LLAMA_ARG_MODEL=$model "$strata" serve --port 0 >/dev/nul
   fail "LLAMA_ARG_ROPE_SCALE=0 started"
 grep -q "LLAMA_ARG_ROPE_SCALE: 0 is outside" "$tmp/r0.err" || fail "LLAMA_ARG_ROPE_SCALE=0: $(cat "$tmp/r0.err")"
 
+echo "constrained output: response_format json_schema and json_object, grammar"
+start grammar -m "$model" -np 2 --port 0
+schema='{"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]},
+  "score": {"type": "integer", "minimum": 1, "maximum": 5}}, "required": ["answer", "score"],
+  "additionalProperties": false}'
+for temp in 0 1.5; do
+  curl -sf "$url/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"Is it?\"}],
+    \"max_tokens\": 300, \"temperature\": $temp, \"seed\": 7, \"response_format\": {\"type\": \"json_schema\",
+    \"json_schema\": {\"name\": \"verdict\", \"strict\": true, \"schema\": $schema}}}" >"$tmp/so.json" ||
+    fail "structured output request"
+  /usr/bin/python3 - "$tmp/so.json" <<'PY' || fail "structured output at temperature $temp: $(cat "$tmp/so.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j["choices"][0]
+v = json.loads(c["message"]["content"])
+assert c["finish_reason"] == "stop", c
+assert set(v) == {"answer", "score"} and v["answer"] in ("yes", "no"), v
+assert isinstance(v["score"], int) and 1 <= v["score"] <= 5, v
+print("  structured output:", json.dumps(v))
+PY
+done
+curl -sf "$url/completion" -d '{"prompt": "Once", "n_predict": 40, "temperature": 1, "seed": 3,
+  "grammar": "root ::= (\"a\" | \"b\")+ \".\""}' >"$tmp/g.json" || fail "grammar request"
+[ "$(json 'all(ch in "ab." for ch in j["content"]) and (j["stop_type"] != "eos" or j["content"].endswith("."))' "$tmp/g.json")" = True ] ||
+  fail "grammar: $(cat "$tmp/g.json")"
+code=$(curl -s -o "$tmp/bad.json" -w '%{http_code}' "$url/v1/chat/completions" -d '{"messages":
+  [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema":
+  {"name": "p", "schema": {"type": "string", "pattern": "[a-z]+"}}}}')
+[ "$code" = 400 ] && grep -q "pattern" "$tmp/bad.json" || fail "a schema with a pattern: $code $(cat "$tmp/bad.json")"
+stop_last
+
 echo "the issue's command line: --temp 0.8 --seed 42 --jinja -np 4"
 start issue -m "$model" --temp 0.8 --seed 42 --jinja -np 4 --port 0
 a=$(curl -sf "$url/v1/completions" -d '{"prompt": "Once", "max_tokens": 12}')
@@ -190,7 +221,16 @@ for await (const ev of rstream) {
   if (ev.type === "response.incomplete" || ev.type === "response.completed") final = ev.response;
 }
 check(rs === resp.output_text && final && final.usage.output_tokens === 5, "responses stream");
-console.log("openai sdk: completions, chat, streaming, models, responses ok");
+// Structured outputs, as the SDK sends a JSON schema.
+const so = await client.chat.completions.create({
+  model: "gpt-4o", messages: [{ role: "user", content: "Is it?" }], max_tokens: 300,
+  temperature: 0, response_format: { type: "json_schema", json_schema: { name: "verdict",
+    strict: true, schema: { type: "object", properties: { answer: { type: "string",
+      enum: ["yes", "no"] } }, required: ["answer"], additionalProperties: false } } } });
+const verdict = JSON.parse(so.choices[0].message.content);
+check(["yes", "no"].includes(verdict.answer) && so.choices[0].finish_reason === "stop",
+      "structured output: " + so.choices[0].message.content);
+console.log("openai sdk: completions, chat, streaming, models, responses, structured output ok");
 JS
     cat >"$sdk/anthropic_check.mjs" <<'JS'
 import Anthropic from "@anthropic-ai/sdk";

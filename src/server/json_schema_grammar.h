@@ -1,0 +1,29 @@
+// JSON Schema -> GBNF: the grammar behind OpenAI "structured outputs" (response_format
+// json_schema) and llama-server's json_schema field.
+//
+// Goal: a grammar whose sentences are JSON texts valid under the schema, for the subset that
+// pydantic and zod emit. Where the grammar cannot say exactly what the schema says it is
+// stricter, never looser: it fixes the property order (required ones first, then optional ones,
+// each in the schema's order), limits whitespace and number digits, and allows no extra
+// properties when `properties` is given without `additionalProperties` (as llama.cpp does).
+// A keyword it cannot honour is refused with its JSON pointer, never silently ignored.
+// Non-goals: `pattern`, bounds on non-integer numbers, `not`, `if`/`then`/`else`, remote refs.
+//
+// Whitespace: after every token, nothing, one space, or one or two newlines followed by up to
+// 20 spaces or tabs (llama.cpp's choice): room to pretty-print, not to ramble.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/status.h"
+
+namespace strata::server {
+
+// GBNF rules (root rule `root`) whose sentences are the JSON texts valid under `schema`, for the
+// subset above; anything else in the schema is refused with an error naming the keyword and its
+// JSON pointer (e.g. "schema/properties/age: 'pattern' is not supported"). The schema is
+// untrusted (an HTTP body): depth, size and $ref cycles are bounded.
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+
+}  // namespace strata::server
