@@ -109,7 +109,8 @@ std::optional<ApiError> read_stop(const Json& b, std::vector<std::string>& out) 
 
 // The grammar of constrained output: a GBNF `grammar` (llama-server), llama-server's
 // `json_schema`, or `response_format` (OpenAI's json_object and json_schema, and llama-server's
-// json_object with a `schema`). At most one of them; the JSON ones become GBNF rules.
+// json_object with a `schema`). At most one of them; the JSON ones become GBNF rules. It
+// replaces the server's default grammar, which `p` holds on entry.
 std::optional<ApiError> read_grammar(const Json& b, GenParams& p) {
   std::string text;
   std::string from;
@@ -155,7 +156,11 @@ std::optional<ApiError> read_grammar(const Json& b, GenParams& p) {
     if (!g.is_ok()) return bad(from + ": " + g.status().message());
     text = std::move(g).value();
   }
-  if (from.empty() || (text.empty() && !object && schema == nullptr)) return std::nullopt;
+  if (from.empty()) return std::nullopt;  // the server's default (--grammar, -j), if any
+  if (text.empty() && !object && schema == nullptr) {  // "grammar": "" lifts the default
+    p.grammar = nullptr;
+    return std::nullopt;
+  }
   Result<std::shared_ptr<const Grammar>> g = Grammar::parse(text);
   if (!g.is_ok()) {
     std::string_view m = g.status().message();

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "engine/grammar.h"
+
 namespace strata::server {
 namespace {
 
@@ -126,6 +128,26 @@ TEST(ServerApi, GrammarsFromEveryField) {
     EXPECT_EQ(e->status, 400);
     EXPECT_NE(e->message.find(words), std::string::npos) << e->message;
   }
+}
+
+// The server's --grammar is every request's unless the request brings its own, or lifts it with
+// an empty grammar.
+TEST(ServerApi, TheDefaultGrammarAndWhatReplacesIt) {
+  RequestDefaults d;
+  d.params.grammar = Grammar::parse("root ::= \"a\"").value();
+  const auto grammar_of = [&](const char* body) {
+    CompletionRequest r;
+    std::optional<ApiError> e =
+        parse_completion(Json::parse(body), Endpoint::kNative, d, 1, nullptr, r);
+    EXPECT_FALSE(e) << body;
+    return r.params.grammar;
+  };
+  EXPECT_EQ(grammar_of(R"({"prompt": "x"})"), d.params.grammar);
+  const auto own = grammar_of(R"({"prompt": "x", "grammar": "root ::= \"b\""})");
+  EXPECT_NE(own, nullptr);
+  EXPECT_NE(own, d.params.grammar);
+  EXPECT_NE(grammar_of(R"({"prompt": "x", "json_schema": {}})"), d.params.grammar);
+  EXPECT_EQ(grammar_of(R"({"prompt": "x", "grammar": ""})"), nullptr);
 }
 
 TEST(ServerApi, ErrorBodyHasOpenAiShape) {

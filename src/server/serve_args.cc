@@ -10,6 +10,8 @@
 
 #include "core/dtype.h"
 #include "engine/engine.h"
+#include "engine/grammar.h"
+#include "server/json_schema_grammar.h"
 #include "server/serve_args_rows.h"
 
 namespace strata::server {
@@ -183,6 +185,22 @@ Status set_load_mode(ServeArgs& a, const std::string& v) {
 Status set_chat_template_file(ServeArgs& a, const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(a.options.chat_template, read_small_file(path));
   return Status::ok();
+}
+
+Status set_default_grammar(ServeArgs& a, const std::string& text, bool schema) {
+  std::string gbnf = text;
+  if (schema) {
+    const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (j.is_discarded()) return invalid_argument("the JSON schema is not JSON");
+    STRATA_ASSIGN_OR_RETURN(gbnf, json_schema_to_gbnf(j));
+  }
+  STRATA_ASSIGN_OR_RETURN(a.options.defaults.grammar, Grammar::parse(gbnf));
+  return Status::ok();
+}
+
+Status set_default_grammar_file(ServeArgs& a, const std::string& path, bool schema) {
+  STRATA_ASSIGN_OR_RETURN(std::string text, read_small_file(path));
+  return set_default_grammar(a, text, schema).with_context(path);
 }
 
 Status set_kwargs(ServeArgs& a, const std::string& v) {

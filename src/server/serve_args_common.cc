@@ -794,12 +794,37 @@ void add_sampling_rows(std::vector<Row>& t) {
        "",
        nullptr,
        set_logit_bias_flag});
-  for (const char* f :
-       {"--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file"}) {
-    refused(t, {f}, K::kValue,
-            "no default grammar for every request; a request carries its own 'grammar', "
-            "'json_schema' or 'response_format'",
-            nullptr, S::kSampling);
+  // The grammar of every request that brings none (docs/server.md, "Constrained output").
+  struct GrammarFlag {
+    std::vector<std::string> names;
+    const char* value;
+    const char* help;
+    bool file, schema;
+  };
+  for (const GrammarFlag& f : std::vector<GrammarFlag>{
+           {{"--grammar"}, "GRAMMAR", "GBNF grammar of requests that give none", false, false},
+           {{"--grammar-file"}, "FNAME", "file of a GBNF grammar (as --grammar)", true, false},
+           {{"-j", "--json-schema"},
+            "SCHEMA",
+            "JSON schema of requests that give none",
+            false,
+            true},
+           {{"-jf", "--json-schema-file"}, "FILE", "file of a JSON schema (as -j)", true, true}}) {
+    t.push_back({f.names,
+                 {},
+                 nullptr,
+                 K::kValue,
+                 f.value,
+                 "",
+                 f.help,
+                 S::kSampling,
+                 E::kApplied,
+                 "",
+                 nullptr,
+                 [file = f.file, schema = f.schema](ServeArgs& a, const std::string& v) {
+                   return file ? set_default_grammar_file(a, v, schema)
+                               : set_default_grammar(a, v, schema);
+                 }});
   }
   t.push_back({{"-bs", "--backend-sampling"},
                {},

@@ -87,6 +87,10 @@ Status set_logit_bias_flag(ServeArgs& a, const std::string& v);
 Status set_load_mode(ServeArgs& a, const std::string& v);
 Status set_chat_template_file(ServeArgs& a, const std::string& path);
 Status set_kwargs(ServeArgs& a, const std::string& v);
+// --grammar / -j (schema: a JSON schema), and their -file forms: the grammar of every request
+// that brings none of its own.
+Status set_default_grammar(ServeArgs& a, const std::string& text, bool schema);
+Status set_default_grammar_file(ServeArgs& a, const std::string& path, bool schema);
 
 // Rows of flags accepted and reported as ignored, or refused, with the reason.
 void ignored(std::vector<Row>& t, std::vector<std::string> names, K kind, const char* note,

@@ -251,6 +251,34 @@ TEST(ServeArgs, OverrideKvAppendsInOrder) {
       << bad.report.status().message();
 }
 
+TEST(ServeArgs, DefaultGrammarsFromTextFilesAndSchemas) {
+  EXPECT_EQ(parse({}).args.options.defaults.grammar, nullptr);
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"--grammar", "root ::= \"yes\" | \"no\""},
+           {"-j", R"({"type": "object", "properties": {"a": {"type": "integer"}}})"},
+           {"--json-schema", "{}"}}) {
+    Parsed p = parse(argv);
+    ASSERT_TRUE(p.report.is_ok()) << argv[0] << ": " << p.report.status().message();
+    EXPECT_NE(p.args.options.defaults.grammar, nullptr) << argv[0];
+  }
+  const std::string path = ::testing::TempDir() + "/strata_default_grammar.gbnf";
+  std::ofstream(path) << "root ::= [a-z]+\n";
+  Parsed file = parse({"--grammar-file", path});
+  ASSERT_TRUE(file.report.is_ok()) << file.report.status().message();
+  EXPECT_NE(file.args.options.defaults.grammar, nullptr);
+  std::remove(path.c_str());
+  for (const auto& [argv, words] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--grammar", "root ::= ["}, "--grammar: "},
+           {{"-j", "{not json"}, "-j: the JSON schema is not JSON"},
+           {{"-j", R"({"type": "string", "pattern": "x"})"}, "pattern"},
+           {{"-jf", "/nonexistent/schema.json"}, "cannot read"}}) {
+    Parsed bad = parse(argv);
+    ASSERT_FALSE(bad.report.is_ok()) << argv[0];
+    EXPECT_NE(bad.report.status().message().find(words), std::string::npos)
+        << bad.report.status().message();
+  }
+}
+
 TEST(ServeArgs, ApiKeysFromListFileAndEnvironment) {
   const std::string file = ::testing::TempDir() + "/strata_api_keys.txt";
   {

@@ -110,7 +110,7 @@ LLAMA_ARG_ROPE_SCALE=0 LLAMA_ARG_MODEL=$model "$strata" serve --port 0 >/dev/nul
 grep -q "LLAMA_ARG_ROPE_SCALE: 0 is outside" "$tmp/r0.err" || fail "LLAMA_ARG_ROPE_SCALE=0: $(cat "$tmp/r0.err")"
 
 echo "constrained output: response_format json_schema and json_object, grammar"
-start grammar -m "$model" -np 2 --port 0
+start grammar -m "$model" -np 2 --port 0 --grammar 'root ::= "ok" | "fine"'
 schema='{"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]},
   "score": {"type": "integer", "minimum": 1, "maximum": 5}}, "required": ["answer", "score"],
   "additionalProperties": false}'
@@ -134,6 +134,11 @@ curl -sf "$url/completion" -d '{"prompt": "Once", "n_predict": 40, "temperature"
   "grammar": "root ::= (\"a\" | \"b\")+ \".\""}' >"$tmp/g.json" || fail "grammar request"
 [ "$(json 'all(ch in "ab." for ch in j["content"]) and (j["stop_type"] != "eos" or j["content"].endswith("."))' "$tmp/g.json")" = True ] ||
   fail "grammar: $(cat "$tmp/g.json")"
+# --grammar is the grammar of requests that bring none.
+curl -sf "$url/completion" -d '{"prompt": "Once", "n_predict": 20, "temperature": 1, "seed": 5}' \
+  >"$tmp/d.json" || fail "default grammar request"
+[ "$(json 'j["content"] in ("ok", "fine")' "$tmp/d.json")" = True ] ||
+  fail "--grammar default: $(cat "$tmp/d.json")"
 code=$(curl -s -o "$tmp/bad.json" -w '%{http_code}' "$url/v1/chat/completions" -d '{"messages":
   [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema":
   {"name": "p", "schema": {"type": "string", "pattern": "[a-z]+"}}}}')
