@@ -371,7 +371,7 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     metrics_.backend_sampled_rows.fetch_add(1, std::memory_order_relaxed);
   } else if (s.grammar) {
     if (Status st = grammar_mask(s); !st) {
-      fail(s, 500, st.message());
+      fail(s, 400, st.message());  // the request's grammar, at a limit or a dead end
       return;
     }
     token = s.sampler->sample_allowed(logits, s.allowed.data());
@@ -463,7 +463,7 @@ const GrammarVocab& PipelineGroup::grammar_vocab() {
 }
 
 Status PipelineGroup::grammar_mask(Slot& s) {
-  STRATA_RETURN_IF_ERROR(s.grammar->allowed(grammar_vocab(), s.allowed).with_context("grammar"));
+  STRATA_RETURN_IF_ERROR(s.grammar->allowed(grammar_vocab(), s.allowed));
   bool any = false;
   for (uint8_t a : s.allowed) any = any || a != 0;
   if (s.grammar->complete()) {
