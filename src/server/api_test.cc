@@ -128,6 +128,16 @@ TEST(ServerApi, GrammarsFromEveryField) {
     EXPECT_EQ(e->status, 400);
     EXPECT_NE(e->message.find(words), std::string::npos) << e->message;
   }
+  // The chat endpoint, where OpenAI's clients send it, refuses the same way.
+  CompletionRequest chat;
+  std::optional<ApiError> e = parse(
+      R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}})",
+      Endpoint::kChat, chat);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("type 'xml' is not text, json_object or json_schema"),
+            std::string::npos)
+      << e->message;
 }
 
 // The server's --grammar is every request's unless the request brings its own, or lifts it with

@@ -247,16 +247,6 @@ std::optional<std::string> read_chat_request(const Json& body, ChatRequest& out)
     if (!p->is_boolean()) return std::string("parse_tool_calls: must be true or false");
     out.parse_tool_calls = p->get<bool>();
   }
-  // Constrained output: the grammar is built by the request parser (api.cc, read_grammar) for
-  // every endpoint; here only the shape of the chat field is checked.
-  if (auto f = body.find("response_format"); f != body.end() && !f->is_null()) {
-    const std::string type = f->is_object() && f->contains("type") && (*f)["type"].is_string()
-                                 ? (*f)["type"].get<std::string>()
-                                 : "";
-    if (type != "text" && type != "json_object" && type != "json_schema") {
-      return "response_format: type '" + type + "' is not text, json_object or json_schema";
-    }
-  }
   return std::nullopt;
 }
 
