@@ -178,6 +178,10 @@ std::optional<std::string> anthropic_to_chat(const Json& body, bool require_max_
     } else {
       return "tool_choice: must be {\"type\": auto | any | none | tool (with a name)}";
     }
+    if (auto it = tc.find("disable_parallel_tool_use"); it != tc.end()) {
+      if (!it->is_boolean()) return "tool_choice.disable_parallel_tool_use: must be a boolean";
+      chat["parallel_tool_calls"] = !it->get<bool>();
+    }
   }
   if (body.contains("thinking") && body["thinking"].is_object()) {
     const std::optional<std::string> type =

@@ -45,6 +45,15 @@ TEST(CompatAnthropic, RequestBecomesAChatRequest) {
   EXPECT_EQ(chat["max_tokens"], 100);
   EXPECT_EQ(chat["stop"], Json::array({"END"}));
   EXPECT_EQ(chat["tool_choice"], "required");
+  EXPECT_FALSE(chat.contains("parallel_tool_calls"));
+  Json single;
+  Json one_call = body;
+  one_call["tool_choice"]["disable_parallel_tool_use"] = true;
+  ASSERT_FALSE(anthropic_to_chat(one_call, true, single).has_value());
+  EXPECT_EQ(single["parallel_tool_calls"], false);
+  one_call["tool_choice"]["disable_parallel_tool_use"] = "yes";
+  EXPECT_NE(anthropic_to_chat(one_call, true, single).value_or("").find("disable_parallel"),
+            std::string::npos);
   EXPECT_EQ(chat["tools"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(chat["tools"][0]["function"]["parameters"]["properties"]["city"]["type"], "string");
   const Json& m = chat["messages"];

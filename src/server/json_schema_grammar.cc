@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
+
 namespace strata::server {
 // A named namespace, not an anonymous one: the unity build puts several .cc files in one unit.
 namespace json_schema_gbnf {
@@ -364,15 +366,39 @@ struct ObjectShape {
 
 class Converter {
  public:
-  explicit Converter(const Json& root) : root_(root) {}
+  explicit Converter(const Json& root) : root_(&root) {}
 
   Result<std::string> run() {
     // Reserved first, so that no schema rule takes the name; schema rules are named "schema-..."
     // after their place (or "ref-..." after their $defs name), which no primitive name starts with.
     STRATA_ASSIGN_OR_RETURN(std::string root, reserve("root"));
     STRATA_RETURN_IF_ERROR(primitive("space").status());
-    STRATA_ASSIGN_OR_RETURN(std::string top, visit(root_, "schema", "schema", 0));
+    STRATA_ASSIGN_OR_RETURN(std::string top, visit(*root_, "schema", "schema", 0));
     STRATA_RETURN_IF_ERROR(define(root, top));
+    return rules_text();
+  }
+
+  // Several documents in one grammar (their $refs each resolved in its own document): document
+  // i's sentences are rule names[i]'s, named after wanted[i] (which must not start like a
+  // primitive's name); no `root` rule.
+  Result<std::string> run_many(const std::vector<const Json*>& docs,
+                               const std::vector<std::string>& wanted,
+                               std::vector<std::string>& names) {
+    STRATA_RETURN_IF_ERROR(primitive("space").status());
+    names.clear();
+    for (size_t i = 0; i < docs.size(); ++i) {
+      root_ = docs[i];
+      ref_rules_.clear();  // "#/$defs/X" means another schema in each document
+      STRATA_ASSIGN_OR_RETURN(std::string name, reserve(wanted[i]));
+      STRATA_ASSIGN_OR_RETURN(std::string top, visit(*root_, "schema", name + "-schema", 0));
+      STRATA_RETURN_IF_ERROR(define(name, top));
+      names.push_back(std::move(name));
+    }
+    return rules_text();
+  }
+
+ private:
+  std::string rules_text() const {
     std::string out;
     out.reserve(bytes_);
     // root first, for a reader; the engine does not care about order.
@@ -385,7 +411,6 @@ class Converter {
     return out;
   }
 
- private:
   // ---- Rules.
 
   static std::string rule_name(std::string_view wanted) {
@@ -633,7 +658,7 @@ class Converter {
       return unsupported(ptr + ": '$ref' " + shown(ref) +
                          " is not supported; only JSON pointers such as \"#/$defs/Name\"");
     }
-    const Json* at = &root_;
+    const Json* at = root_;
     std::string at_ptr = "schema";
     size_t pos = 1;
     while (pos < text.size()) {
@@ -1175,7 +1200,7 @@ class Converter {
     return add_rule(key_name, "\"\\\"\" " + expr + " \"\\\"\" space");
   }
 
-  const Json& root_;
+  const Json* root_;  // the document whose $refs are being resolved
   std::vector<std::pair<std::string, std::string>> rules_;  // name, body; in creation order
   std::unordered_map<std::string, size_t> index_;           // name -> position in rules_
   std::unordered_map<std::string, std::string> by_body_;    // body -> name
@@ -1190,5 +1215,15 @@ class Converter {
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
   return json_schema_gbnf::Converter(schema).run();
 }
+
+Result<std::string> json_schemas_to_gbnf(const std::vector<const nlohmann::ordered_json*>& schemas,
+                                         const std::vector<std::string>& wanted,
+                                         std::vector<std::string>& names) {
+  STRATA_CHECK(!schemas.empty() && schemas.size() == wanted.size(),
+               "json_schemas_to_gbnf: one wanted name per schema");
+  return json_schema_gbnf::Converter(*schemas[0]).run_many(schemas, wanted, names);
+}
+
+std::string gbnf_quoted(std::string_view text) { return json_schema_gbnf::gbnf_literal(text); }
 
 }  // namespace strata::server

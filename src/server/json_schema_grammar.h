@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -25,5 +27,15 @@ namespace strata::server {
 // JSON pointer (e.g. "schema/properties/age: 'pattern' is not supported"). The schema is
 // untrusted (an HTTP body): depth, size and $ref cycles are bounded.
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+
+// Several schemas in one grammar, sharing the primitive rules: schema i's sentences are those of
+// rule names[i] (named after wanted[i], made unique), and each schema's $refs point into itself.
+// No `root` rule: the caller writes one around them (tool calls, server/tool_grammar.h).
+Result<std::string> json_schemas_to_gbnf(const std::vector<const nlohmann::ordered_json*>& schemas,
+                                         const std::vector<std::string>& wanted,
+                                         std::vector<std::string>& names);
+
+// A GBNF literal matching exactly the bytes of `text`.
+std::string gbnf_quoted(std::string_view text);
 
 }  // namespace strata::server

@@ -10,6 +10,7 @@
 
 #include "server/peer.h"
 #include "server/reply.h"
+#include "server/tool_grammar.h"
 
 namespace strata::server {
 namespace {
@@ -65,6 +66,7 @@ ModelDispatcher::ModelDispatcher(ModelServing serving, const Model& model,
       groups_(groups),
       chat_(std::move(chat)),
       tool_format_(tool_call_format_detect(chat_->source())),
+      template_thinks_(chat_->source().find("<think>") != std::string::npos),
       metrics_(metrics),
       created_(static_cast<int64_t>(std::time(nullptr))) {
   max_n_ = groups_.at(0)->n_slots();
@@ -311,6 +313,7 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
     creq.reply.parse_tool_calls = !creq.chat.tools.empty() && creq.chat.parse_tool_calls;
     // A prefilled reply is taken as it comes (llama-server parses no reasoning there either).
     if (serving_.skip_chat_parsing || prefills(creq.chat)) creq.reply = ReplyParseOptions{};
+    if (auto e = force_tool_call(creq, task.params)) return e;
   }
   task.channel = std::make_shared<ResultChannel>();
   ResponseMeta& meta = out.meta;
@@ -320,6 +323,28 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
   meta.n_prompt = static_cast<int32_t>(task.prompt.size());
   meta.n_ctx = n_ctx_slot_;
   if (native_shape(endpoint)) meta.prompt_text = std::move(text);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ModelDispatcher::force_tool_call(const CompletionRequest& creq,
+                                                         GenParams& params) const {
+  const ChatRequest& chat = creq.chat;
+  const bool forced =
+      chat.tool_choice == ToolChoice::kRequired || chat.tool_choice == ToolChoice::kNamed;
+  // The request's own grammar (or json_schema, response_format) is what it asked for.
+  const bool own_grammar =
+      params.grammar != nullptr && params.grammar != serving_.defaults.params.grammar;
+  if (!forced || !creq.reply.parse_tool_calls || own_grammar) return std::nullopt;
+  ToolGrammarOptions o;
+  o.format = creq.reply.tools;
+  o.parallel = chat.parallel_tool_calls;
+  o.thinking_forced_open = creq.reply.thinking_forced_open;
+  o.may_think = template_thinks_;
+  std::optional<std::string> text = tool_call_grammar(chat.tools, o);
+  if (!text) return std::nullopt;  // a format without a grammar here: unconstrained, as before
+  auto g = Grammar::parse(*text);
+  if (!g.is_ok()) return ApiError{400, "tools: their call grammar: " + g.status().message()};
+  params.grammar = std::move(g).value();
   return std::nullopt;
 }
 

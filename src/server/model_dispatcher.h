@@ -122,6 +122,9 @@ class ModelDispatcher : public Dispatcher {
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   void apply_template(const httplib::Request& req, httplib::Response& res);
+  // tool_choice "required" or a named function: the grammar of calls of the request's tools
+  // (server/tool_grammar.h) into params, unless the request brought a grammar of its own.
+  std::optional<ApiError> force_tool_call(const CompletionRequest& creq, GenParams& params) const;
   void props(httplib::Response& res);
   void props_post(const httplib::Request& req, httplib::Response& res);
   void slots(const httplib::Request& req, httplib::Response& res);
@@ -136,6 +139,8 @@ class ModelDispatcher : public Dispatcher {
   std::unique_ptr<ChatFormatter> chat_;
   // How the template's model writes tool calls (from its source; kNone for a named family).
   ToolCallFormat tool_format_ = ToolCallFormat::kNone;
+  // The template knows <think>: a forced tool call may come after a reasoning block.
+  bool template_thinks_ = false;
   Metrics& metrics_;
   int32_t max_n_ = 1;  // the smallest group's slots: one task runs within one group
   int32_t n_ctx_slot_ = 0;

@@ -9,8 +9,8 @@
 // turns successive parses into OpenAI deltas by difference. A tool call is sent whole (id,
 // name and arguments in one delta) when its closing marker or the end of its JSON arrives.
 //
-// Non-goals: constraining generation to the tool schemas (llama.cpp's lazy grammars); the
-// Python-tag built-in tools of Llama 3.1 (their text stays content).
+// Constraining generation to the tools is server/tool_grammar.h's (for tool_choice required).
+// Non-goals: the Python-tag built-in tools of Llama 3.1 (their text stays content).
 #pragma once
 
 #include <cstdint>

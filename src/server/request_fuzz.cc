@@ -22,11 +22,13 @@
 #include <optional>
 #include <string>
 
+#include "engine/grammar.h"
 #include "model/tokenizer.h"
 #include "server/api.h"
 #include "server/compat_anthropic.h"
 #include "server/compat_responses.h"
 #include "server/http_stream.h"
+#include "server/tool_grammar.h"
 
 namespace {
 
@@ -65,6 +67,19 @@ void check_accepted(const CompletionRequest& r, const strata::Tokenizer* tok) {
   require(r.params.n >= 1, "n below 1 accepted");
   require(r.params.logit_bias.size() <= strata::server::kMaxLogitBias, "logit_bias past limit");
   require(r.params.sampling.validate().is_ok(), "invalid sampling accepted");
+  // The grammar a forced tool call would get: built, and parsed or refused within its limits.
+  if (!r.chat.tools.empty()) {
+    using strata::server::ToolCallFormat;
+    for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kFunctionaryV31}) {
+      strata::server::ToolGrammarOptions o;
+      o.format = f;
+      o.may_think = f == ToolCallFormat::kHermes;
+      std::optional<std::string> text = strata::server::tool_call_grammar(r.chat.tools, o);
+      require(text.has_value(), "no tool grammar for a format that has one");
+      auto g = strata::Grammar::parse(*text);
+      require(g.is_ok() || !g.status().message().empty(), "a tool grammar refused silently");
+    }
+  }
   if (tok == nullptr) return;
   for (const strata::server::TokenBias& b : r.params.logit_bias) {
     require(b.token >= 0 && b.token < tok->n_vocab(), "logit_bias token outside the vocabulary");

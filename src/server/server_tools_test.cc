@@ -48,6 +48,10 @@ const Family kGptOss = {
 {%- else %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endif %}
 {%- endfor %}<|start|>assistant)"};
 
+// Models of seeded random weights (no script): unconstrained, what they write is never a call.
+const Family kHermesRandom = {"hermes-random", "Qwen-Qwen2.5-7B-Instruct.jinja", {}};
+const Family kLlama3Random = {"llama3-random", "meta-llama-Llama-3.1-8B-Instruct.jinja", {}};
+
 const char* kTools = R"([{"type": "function", "function": {"name": "get_weather",
     "description": "The weather in a city", "parameters": {"type": "object",
     "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
@@ -72,14 +76,17 @@ class ServerToolsTest : public ::testing::Test {
       std::ofstream(tmpl) << f.template_text;
     }
     if (!fs::exists(tmpl)) return nullptr;
-    const std::string script = (*dir_ / (std::string(f.name) + ".json")).string();
-    std::ofstream(script) << Json(f.script).dump();
     const std::string model = (*dir_ / (std::string(f.name) + ".gguf")).string();
     if (!fs::exists(model)) {
-      EXPECT_EQ(
-          run_command({STRATA_BINARY, "gguf", "gen", "-o", model, "--script", script, "--n-embd",
-                       "320", "--n-vocab", "300", "--n-layer", "1", "--n-ff", "64"}),
-          0);
+      std::vector<std::string> gen = {STRATA_BINARY, "gguf",   "gen",       "-o",  model,
+                                      "--n-embd",    "320",    "--n-vocab", "300", "--n-layer",
+                                      "1",           "--n-ff", "64"};
+      if (!f.script.empty()) {
+        const std::string script = (*dir_ / (std::string(f.name) + ".json")).string();
+        std::ofstream(script) << Json(f.script).dump();
+        gen.insert(gen.end(), {"--script", script});
+      }
+      EXPECT_EQ(run_command(gen), 0);
     }
     std::vector<std::string> args = {"-m", model, "-t", "1", "-c", "4096", "--chat-template-file",
                                      tmpl};
@@ -157,6 +164,68 @@ TEST_F(ServerToolsTest, ChatReturnsToolCallsInEachFormat) {
         post(*s, "/v1/chat/completions",
              chat_body(std::string(R"(, "tool_choice": "none", "tools": )") + kTools));
     EXPECT_EQ(none.body["choices"][0]["message"]["content"], script);
+  }
+}
+
+// tool_choice "required" or a named function constrains generation to calls of the tools
+// (server/tool_grammar.h): a model of random weights, sampled, calls them with arguments valid
+// under their schemas, while the same requests with "auto" get no call at all.
+TEST_F(ServerToolsTest, RequiredToolChoiceForcesCallsOfTheTools) {
+  const std::string tools = R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 12},
+                     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+      "required": ["city"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+      "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}])";
+  const auto expect_valid = [](const Json& call, const std::string& only) {
+    SCOPED_TRACE(call.dump());
+    const std::string name = call["function"]["name"];
+    const Json args = Json::parse(call["function"]["arguments"].get<std::string>());
+    if (!only.empty()) EXPECT_EQ(name, only);
+    if (name == "get_weather") {
+      ASSERT_TRUE(args.contains("city") && args["city"].is_string());
+      const size_t n = args["city"].get<std::string>().size();  // code points <= bytes
+      EXPECT_GE(n, 1u);
+      for (const auto& [k, v] : args.items()) EXPECT_TRUE(k == "city" || k == "days") << k;
+      if (args.contains("days")) {
+        ASSERT_TRUE(args["days"].is_number_integer());
+        EXPECT_GE(args["days"].get<int>(), 1);
+        EXPECT_LE(args["days"].get<int>(), 7);
+      }
+    } else {
+      EXPECT_EQ(name, "get_time");
+      ASSERT_TRUE(args.contains("zone"));
+      EXPECT_TRUE(args["zone"] == "UTC" || args["zone"] == "CET");
+    }
+  };
+  for (const Family* f : {&kHermesRandom, &kLlama3Random}) {
+    SCOPED_TRACE(f->name);
+    SERVE_OR_SKIP(s, *f);
+    int unforced_calls = 0;
+    for (int seed = 1; seed <= 4; ++seed) {
+      SCOPED_TRACE(seed);
+      const std::string common =
+          R"({"messages": [{"role": "user", "content": "Weather in Paris?"}], "temperature": 1,
+              "max_tokens": 600, "parallel_tool_calls": false, "seed": )" +
+          std::to_string(seed) + R"(, "tools": )" + tools;
+      for (const char* choice :
+           {R"("required")", R"({"type": "function", "function": {"name": "get_time"}})"}) {
+        const Reply r =
+            post(*s, "/v1/chat/completions", common + R"(, "tool_choice": )" + choice + "}");
+        ASSERT_EQ(r.status, 200) << r.raw;
+        const Json& choice0 = r.body["choices"][0];
+        EXPECT_EQ(choice0["finish_reason"], "tool_calls") << r.raw;
+        const Json calls = choice0["message"].value("tool_calls", Json::array());
+        ASSERT_EQ(calls.size(), 1u) << r.raw;
+        expect_valid(calls[0], choice[0] == '{' ? "get_time" : std::string());
+      }
+      const Reply a = post(*s, "/v1/chat/completions", common + R"(, "tool_choice": "auto"})");
+      ASSERT_EQ(a.status, 200) << a.raw;
+      unforced_calls += static_cast<int>(
+          a.body["choices"][0]["message"].value("tool_calls", Json::array()).size());
+    }
+    EXPECT_EQ(unforced_calls, 0);
   }
 }
 

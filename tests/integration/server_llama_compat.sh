@@ -317,6 +317,48 @@ console.log("sdk tool calls: openai (collected, streamed, second turn), anthropi
 JS
       (cd "$sdk" && BASE=$url node tools_check.mjs) || fail "tool calls through the SDKs"
       stop_last
+
+      # tool_choice required / any / a named tool: a model of random weights (which never writes
+      # a call unconstrained) must call the tools, with arguments valid under their schemas.
+      "$strata" gguf gen -o "$tmp/random.gguf" --n-embd 320 --n-vocab 300 --n-layer 1 \
+        --n-ff 64 >/dev/null
+      start forced -m "$tmp/random.gguf" --chat-template-file "$qwen_template" --port 0 \
+        --api-key sk-test
+      cat >"$sdk/forced_check.mjs" <<'JS'
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
+const openai = new OpenAI({ baseURL: process.env.BASE + "/v1", apiKey: "sk-test" });
+const zone = { type: "object", properties: { zone: { type: "string", enum: ["UTC", "CET"] } },
+               required: ["zone"], additionalProperties: false };
+const tools = [{ type: "function", function: { name: "get_time", strict: true,
+                 parameters: zone } }];
+const messages = [{ role: "user", content: "Time?" }];
+for (const seed of [1, 2, 3]) {
+  const r = await openai.chat.completions.create({ model: "gpt-4o", messages, tools, seed,
+    tool_choice: "required", parallel_tool_calls: false, temperature: 1, max_tokens: 400 });
+  const call = r.choices[0].message.tool_calls?.[0];
+  check(r.choices[0].finish_reason === "tool_calls" && call?.function.name === "get_time",
+        "openai required: " + JSON.stringify(r.choices[0].message));
+  check(["UTC", "CET"].includes(JSON.parse(call.function.arguments).zone), "openai: arguments");
+  const free = await openai.chat.completions.create({ model: "gpt-4o", messages, tools, seed,
+    temperature: 1, max_tokens: 40 });
+  check(!free.choices[0].message.tool_calls, "auto: a random model calls nothing");
+}
+const anthropic = new Anthropic({ baseURL: process.env.BASE, apiKey: "sk-test" });
+for (const tool_choice of [{ type: "any", disable_parallel_tool_use: true },
+                           { type: "tool", name: "get_time", disable_parallel_tool_use: true }]) {
+  const m = await anthropic.messages.create({ model: "claude-sonnet-4-5", max_tokens: 400,
+    temperature: 1, messages: [{ role: "user", content: "Time?" }], tool_choice,
+    tools: [{ name: "get_time", input_schema: zone }] });
+  const use = m.content.find((b) => b.type === "tool_use");
+  check(m.stop_reason === "tool_use" && ["UTC", "CET"].includes(use?.input.zone),
+        "anthropic " + tool_choice.type + ": " + JSON.stringify(m.content));
+}
+console.log("forced tool calls: openai required, anthropic any and tool ok");
+JS
+      (cd "$sdk" && BASE=$url node forced_check.mjs) || fail "forced tool calls through the SDKs"
+      stop_last
     fi
   fi
 fi
