@@ -1283,4 +1283,55 @@ std::string json_object_grammar() { return "root ::= object\n" + std::string(kJs
 
 std::string json_value_grammar() { return "root ::= value\n" + std::string(kJsonGrammarRules); }
 
+TriggerScan scan_trigger(const GrammarTrigger& t, std::string_view text, size_t& scanned) {
+  constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+  using State = TriggerScan::State;
+  const auto first_text = [&](size_t from) {
+    while (from < text.size() &&
+           (text[from] == ' ' || text[from] == '\n' || text[from] == '\t' || text[from] == '\r')) {
+      ++from;
+    }
+    return from;
+  };
+  // Where words may start: after the reasoning block, if there is one.
+  size_t from = 0;
+  if (t.thinking_forced_open) {
+    const size_t c = text.find(kClose);
+    if (c == std::string_view::npos) return {};
+    from = c + kClose.size();
+  } else if (t.may_think) {
+    const size_t b = first_text(0);
+    if (b == text.size()) return {};
+    if (text.substr(b, kOpen.size()) == kOpen) {
+      const size_t c = text.find(kClose, b + kOpen.size());
+      if (c == std::string_view::npos) return {};
+      from = c + kClose.size();
+    } else if (kOpen.starts_with(text.substr(b))) {
+      return {};  // "<thi" may still become "<think>"
+    }
+  }
+  if (t.at_start) {
+    const size_t b = first_text(from);
+    if (b == text.size()) return {};
+    const std::string_view rest = text.substr(b);
+    bool may_become = false;
+    for (const std::string& w : t.words) {
+      if (rest.starts_with(w)) return {State::kStart, b};
+      may_become = may_become || std::string_view(w).starts_with(rest);
+    }
+    return {may_become ? State::kWait : State::kNever, 0};
+  }
+  size_t longest = 1;
+  for (const std::string& w : t.words) longest = std::max(longest, w.size());
+  // A word that ends in the new text may start up to longest - 1 bytes before it.
+  const size_t begin = std::max(from, scanned > longest - 1 ? scanned - (longest - 1) : 0);
+  size_t best = std::string_view::npos;
+  for (const std::string& w : t.words) {
+    if (!w.empty()) best = std::min(best, text.find(w, begin));
+  }
+  scanned = text.size();
+  if (best == std::string_view::npos) return {};
+  return {State::kStart, best};
+}
+
 }  // namespace strata

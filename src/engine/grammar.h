@@ -4,8 +4,9 @@
 // every hostile input ends in an error that names the problem and where it is, within limits on
 // size, depth, ambiguity and time written beside their values in grammar.cc. Matching is over
 // Unicode code points while tokens are UTF-8 bytes that may split a code point.
-// Non-goals: llama.cpp's lazy grammars and trigger words; token references (<[id]>) in the
-// grammar. JSON schemas become GBNF text elsewhere (server/json_schema_grammar.h).
+// Lazy grammars (llama.cpp's trigger words) are the caller's: scan_trigger says where one starts.
+// Non-goals: token references (<[id]>) in the grammar; trigger patterns (regular expressions).
+// JSON schemas become GBNF text elsewhere (server/json_schema_grammar.h).
 #pragma once
 
 #include <cstdint>
@@ -216,6 +217,32 @@ class GrammarMatcher {
   };
   mutable std::vector<Frame> frames_;
 };
+
+// A lazy grammar's start (llama.cpp's lazy grammars): the text is free until one of `words`
+// appears, and from there on it must be a sentence of the grammar (which begins with the
+// word). Tool calls use it: a reply may be text, but a call, once opened, is well formed.
+struct GrammarTrigger {
+  std::vector<std::string> words;
+  // A word counts only as the reply's first text (after whitespace and any reasoning block).
+  bool at_start = false;
+  // The reply starts inside a reasoning block (the prompt opened <think>): words count only
+  // after its "</think>".
+  bool thinking_forced_open = false;
+  // The reply may start with a "<think>...</think>" block: words inside it do not count.
+  bool may_think = false;
+};
+
+struct TriggerScan {
+  enum class State { kWait, kStart, kNever };
+  State state = State::kWait;
+  size_t at = 0;  // kStart: where the grammar's sentence starts in the text
+};
+
+// Where a lazy grammar starts in `text` (what was generated so far): kWait while it cannot
+// tell yet, kNever when the text can no longer start it (at_start, the first text not a word).
+// `scanned`: how far earlier calls looked (0 at first); updated, so that a long free text is
+// searched once, not once per token.
+TriggerScan scan_trigger(const GrammarTrigger& t, std::string_view text, size_t& scanned);
 
 // llama.cpp's JSON grammar (grammars/json.gbnf): root is any JSON object; `json_value_grammar()`
 // the same with root any JSON value. Written by us as GBNF text, parsed by Grammar::parse.

@@ -2,7 +2,9 @@
 // matcher driven over a small vocabulary by the rest of the input. The input is the grammar
 // text, a 0 byte, and sample bytes: each picks the next token (among those allowed() allows
 // when any are, so that runs go deep into the grammar) and what is left after 200 steps is
-// fed to accept() whole. Build and run with scripts/fuzz.sh.
+// fed to accept() whole. The whole input is also the generated text of a lazy grammar's trigger
+// scan. Build and run with scripts/fuzz.sh.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -33,10 +35,39 @@ strata::GrammarVocab grammar_fuzz_vocab() {
   return strata::GrammarVocab(std::move(pieces), std::move(never));
 }
 
+// A lazy grammar's trigger over the input as generated text, fed in pieces of 1 to 4 bytes:
+// where the scan in pieces starts, a scan of the whole text at once starts too, on a word.
+void fuzz_trigger(std::string_view text) {
+  using strata::TriggerScan;
+  static const strata::GrammarTrigger kTriggers[] = {{{"<tool_call>", "<function="}},
+                                                     {{"{"}, true},
+                                                     {{"ab", "aab"}, false, true},
+                                                     {{"{"}, true, false, true},
+                                                     {{"<tool_call>"}, false, false, true}};
+  for (const strata::GrammarTrigger& t : kTriggers) {
+    size_t scanned = 0, at = 0;
+    TriggerScan step;
+    while (at < text.size()) {
+      at = std::min(text.size(), at + 1 + static_cast<unsigned char>(text[at]) % 4);
+      step = strata::scan_trigger(t, text.substr(0, at), scanned);
+      if (step.state != TriggerScan::State::kWait) break;
+    }
+    size_t fresh = 0;
+    const TriggerScan whole = strata::scan_trigger(t, text.substr(0, at), fresh);
+    if (whole.state != step.state) __builtin_trap();
+    if (step.state != TriggerScan::State::kStart) continue;
+    if (step.at != whole.at || step.at >= at) __builtin_trap();
+    bool on_word = false;
+    for (const std::string& w : t.words) on_word = on_word || text.substr(step.at).starts_with(w);
+    if (!on_word) __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* bytes = reinterpret_cast<const char*>(data);
+  fuzz_trigger(std::string_view(bytes, size));
   const void* zero = std::memchr(data, 0, size);
   const size_t split = zero ? static_cast<const uint8_t*>(zero) - data : size;
   const std::string_view text(bytes, split);

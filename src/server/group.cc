@@ -212,7 +212,10 @@ bool PipelineGroup::assign(Task& task) {
     }
     for (int32_t t : prompt) s.sampler->accept(t);
     s.grammar.reset();
-    if (gp.grammar != nullptr) s.grammar.emplace(gp.grammar);
+    s.lazy = gp.grammar != nullptr && gp.grammar_trigger != nullptr;
+    s.lazy_text.clear();
+    s.lazy_scanned = 0;
+    if (gp.grammar != nullptr && !s.lazy) s.grammar.emplace(gp.grammar);
     s.pending = -1;
     s.n_generated = 0;
     s.utf8 = Utf8Stream();
@@ -400,6 +403,7 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     finish(s, "stop");
     return;
   }
+  if (s.lazy) start_lazy_grammar(s, token);
   Event e;
   e.index = s.choice;
   e.ids.push_back(token);
@@ -444,6 +448,24 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     }
   }
   s.pending = token;
+}
+
+void PipelineGroup::start_lazy_grammar(Slot& s, int32_t token) {
+  const GenParams& gp = s.active->task.params;
+  s.lazy_text += tok_.token_to_piece(token);
+  const TriggerScan scan = scan_trigger(*gp.grammar_trigger, s.lazy_text, s.lazy_scanned);
+  if (scan.state == TriggerScan::State::kWait) return;
+  if (scan.state == TriggerScan::State::kStart) {
+    s.grammar.emplace(gp.grammar);
+    // The trigger word, and what its token wrote after it, are the sentence's first text. A
+    // token that wrote past the word into what the grammar refuses leaves the reply free, as
+    // if the word had not come (the reply parser reads what there is).
+    if (!s.grammar->accept(std::string_view(s.lazy_text).substr(scan.at)).is_ok()) {
+      s.grammar.reset();
+    }
+  }
+  s.lazy = false;
+  s.lazy_text = std::string();
 }
 
 const GrammarVocab& PipelineGroup::grammar_vocab() {
@@ -547,6 +569,8 @@ void PipelineGroup::release(Slot& s) {
   s.followers.clear();
   s.sampler.reset();
   s.grammar.reset();
+  s.lazy = false;
+  s.lazy_text = std::string();
   s.last_used = ++use_clock_;
   load_.fetch_sub(1, std::memory_order_relaxed);
   busy_.fetch_sub(1, std::memory_order_relaxed);

@@ -187,6 +187,9 @@ class PipelineGroup {
   // The slot's token mask from its grammar: what may come next, and the end-of-generation
   // tokens where the text is a whole sentence. An error when nothing can.
   Status grammar_mask(Slot& slot);
+  // A slot whose grammar is lazy: `token` joins its text, and the grammar starts when a trigger
+  // word has come (or is dropped when none can come any more).
+  void start_lazy_grammar(Slot& slot, int32_t token);
 
   std::optional<PromptCache> cache_ram_;  // decode thread only
   std::string suspended_;                 // decode thread only; why, while suspended

@@ -52,6 +52,13 @@ const Family kGptOss = {
 const Family kHermesRandom = {"hermes-random", "Qwen-Qwen2.5-7B-Instruct.jinja", {}};
 const Family kLlama3Random = {"llama3-random", "meta-llama-Llama-3.1-8B-Instruct.jinja", {}};
 
+// A Hermes reply that says something, opens a call, then misspells the tool and its argument.
+const Family kHermesMisspelled = {
+    "hermes-misspelled",
+    "Qwen-Qwen2.5-7B-Instruct.jinja",
+    {"Let me check. ", "<tool_call>", "\n{\"name\": ", "\"get_wether\", ",
+     "\"arguments\": ", "{\"town\": ", "\"Paris\"}}", "\n</tool_call>"}};
+
 const char* kTools = R"([{"type": "function", "function": {"name": "get_weather",
     "description": "The weather in a city", "parameters": {"type": "object",
     "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
@@ -227,6 +234,58 @@ TEST_F(ServerToolsTest, RequiredToolChoiceForcesCallsOfTheTools) {
     }
     EXPECT_EQ(unforced_calls, 0);
   }
+}
+
+// Under tool_choice auto the tools' grammar is lazy: the text before a call's opening is free,
+// and once "<tool_call>" comes, what follows is a call of the tools. So the scripted model's
+// misspelled call becomes a call of get_weather with valid arguments (greedy: the best tokens
+// the grammar allows), its text before stays content, and without tools the script is
+// unchanged.
+TEST_F(ServerToolsTest, AutoToolChoiceConstrainsACallOnceItOpens) {
+  SERVE_OR_SKIP(s, kHermesMisspelled);
+  const std::string tools = R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "minLength": 1,
+      "maxLength": 12}}, "required": ["city"], "additionalProperties": false}}}])";
+  const std::string common = R"({"messages": [{"role": "user", "content": "Weather in Paris?"}],
+      "temperature": 0, "parallel_tool_calls": false, "tools": )" +
+                             tools;
+  const auto expect_weather = [](const Json& message) {
+    const Json calls = message.value("tool_calls", Json::array());
+    ASSERT_EQ(calls.size(), 1u) << message.dump();
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    const Json args = Json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    ASSERT_EQ(args.size(), 1u) << args.dump();
+    ASSERT_TRUE(args["city"].is_string());
+    EXPECT_FALSE(args["city"].get<std::string>().empty());
+  };
+  const Reply a = post(*s, "/v1/chat/completions", common + R"(, "max_tokens": 300})");
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["choices"][0]["finish_reason"], "tool_calls") << a.raw;
+  EXPECT_EQ(a.body["choices"][0]["message"]["content"], "Let me check. ") << a.raw;
+  expect_weather(a.body["choices"][0]["message"]);
+
+  // Streamed: the same call.
+  const Reply st =
+      post(*s, "/v1/chat/completions", common + R"(, "max_tokens": 300, "stream": true})");
+  const StreamedChat sc = collect_chat_stream(st.raw);
+  ASSERT_EQ(sc.calls.size(), 1u) << st.raw;
+  EXPECT_EQ(sc.calls[0]["function"]["arguments"],
+            a.body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]);
+
+  // Required: no text before the call. Off its script the model's logits tie, and greedy takes
+  // the lowest allowed id, a tab: every optional whitespace of the grammar is written in full.
+  const Reply r = post(*s, "/v1/chat/completions",
+                       common + R"(, "tool_choice": "required", "max_tokens": 1500})");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(r.body["choices"][0]["message"]["content"].is_null()) << r.raw;
+  expect_weather(r.body["choices"][0]["message"]);
+
+  // No tools shown: nothing constrains the script.
+  std::string script;
+  for (const std::string& p : kHermesMisspelled.script) script += p;
+  const Reply none =
+      post(*s, "/v1/chat/completions", common + R"(, "max_tokens": 300, "tool_choice": "none"})");
+  EXPECT_EQ(none.body["choices"][0]["message"]["content"], script) << none.raw;
 }
 
 // gpt-oss: the analysis channel is reasoning whether or not the request has tools; the call

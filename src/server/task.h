@@ -18,7 +18,8 @@
 
 namespace strata {
 class Grammar;
-}
+struct GrammarTrigger;
+}  // namespace strata
 
 namespace strata::server {
 
@@ -53,6 +54,9 @@ struct GenParams {
   // tokens the grammar allows are sampled, and the end of generation only where the text is a
   // whole sentence of it. Null: free text.
   std::shared_ptr<const Grammar> grammar;
+  // With `grammar`: it applies only from the first trigger word on (a tool call's opening under
+  // tool_choice auto); the text before is free. Null: from the first token.
+  std::shared_ptr<const GrammarTrigger> grammar_trigger;
 };
 
 // One generated token with what `logprobs` reports.

@@ -97,8 +97,29 @@ std::string gbnf_text_until(std::string_view name, std::string_view end) {
   return out;
 }
 
+std::optional<GrammarTrigger> tool_call_trigger(const ToolGrammarOptions& o) {
+  GrammarTrigger t;
+  t.thinking_forced_open = o.thinking_forced_open;
+  t.may_think = o.may_think;
+  switch (o.format) {
+    case ToolCallFormat::kHermes:
+      t.words = {"<tool_call>"};
+      return t;
+    case ToolCallFormat::kFunctionaryV31:
+      t.words = {"<function="};
+      return t;
+    case ToolCallFormat::kLlama3:  // the reply is calls or text from its first character
+      t.words = {"{"};
+      t.at_start = true;
+      return t;
+    default:
+      return std::nullopt;
+  }
+}
+
 std::optional<std::string> tool_call_grammar(const Json& tools, const ToolGrammarOptions& o) {
   if (!has_grammar(o.format) || !tools.is_array() || tools.empty()) return std::nullopt;
+  if (o.lazy && !tool_call_trigger(o)) return std::nullopt;
   static const Json kNoParameters = Json::parse(R"({"type": "object", "properties": {}})");
   static const Json kAnyObject = Json::parse(R"({"type": "object"})");
   std::vector<std::string> names;
@@ -126,15 +147,17 @@ std::optional<std::string> tool_call_grammar(const Json& tools, const ToolGramma
     call += (i == 0 ? "" : " | ") + call_expr(o.format, names[i], args[i]);
   }
   std::string root = "root ::= ";
-  if (o.thinking_forced_open) {
+  const bool think_first = !o.lazy && o.thinking_forced_open;
+  const bool may_think = !o.lazy && !o.thinking_forced_open && o.may_think;
+  if (think_first) {
     root += "tool-think space ";
-  } else if (o.may_think) {
+  } else if (may_think) {
     root += "( \"<think>\" tool-think space )? ";
   }
   root += "tool-call";
   if (o.parallel) root += " ( " + call_separator(o.format) + " tool-call )*";
   std::string out = root + "\n" + call + "\n" + *rules;
-  if (o.thinking_forced_open || o.may_think) out += gbnf_text_until("tool-think", "</think>");
+  if (think_first || may_think) out += gbnf_text_until("tool-think", "</think>");
   return out;
 }
 

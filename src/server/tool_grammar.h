@@ -3,13 +3,14 @@
 // the syntax of the model's tool-call format, with each tool's arguments valid under its
 // `parameters` schema (server/json_schema_grammar.h). So a reply the client demanded to be a
 // call always parses as one (server/reply_parse.h), instead of being whatever text the model
-// chose.
+// chose. For tool_choice "auto" the same grammar is lazy (engine/grammar.h, GrammarTrigger): the
+// reply is free text until the format's call opening, and from there on calls.
 //
 // Goal: every sentence of the grammar is read back by parse_reply as calls of the tools, and
-// nothing else. Non-goals: tool_choice "auto" (llama.cpp's lazy grammars, which start at a
-// trigger word), and the formats whose markers are control tokens (Mistral's [TOOL_CALLS],
-// DeepSeek R1's, gpt-oss's harmony): a grammar allows only tokens that print text, so there they
-// stay unconstrained, as before.
+// nothing else. Non-goals: the formats whose markers are control tokens (Mistral's
+// [TOOL_CALLS], DeepSeek R1's, gpt-oss's harmony): a grammar allows only tokens that print text,
+// so there they stay unconstrained, as before; and Functionary v3.2 under "auto" (its calls have
+// no opening word: a reply is "all\n" text or "name\n" arguments).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/grammar.h"
 #include "server/reply_parse.h"
 
 namespace strata::server {
@@ -29,6 +31,9 @@ struct ToolGrammarOptions {
   bool thinking_forced_open = false;
   // The chat template knows <think>: an optional "<think>...</think>" block before the calls.
   bool may_think = false;
+  // For a lazy grammar: the sentences start at the call opening (the trigger word), with no
+  // reasoning before them (the trigger skips it).
+  bool lazy = false;
 };
 
 // GBNF rules (root `root`) whose sentences are calls of `tools` (ChatRequest::tools: {"type":
@@ -38,6 +43,10 @@ struct ToolGrammarOptions {
 // validation sees what the model wrote.
 std::optional<std::string> tool_call_grammar(const nlohmann::ordered_json& tools,
                                              const ToolGrammarOptions& o);
+
+// The trigger of o.format's lazy grammar (tool_choice auto): its call opening, found after any
+// reasoning block; nullopt where the format has no lazy grammar here.
+std::optional<GrammarTrigger> tool_call_trigger(const ToolGrammarOptions& o);
 
 // GBNF rules named `name`, `name`-1, ...: any text that does not contain `end`, then `end`
 // (the states of the string matcher of `end` as rules, so that a long text costs no depth).

@@ -48,7 +48,8 @@ struct Case {
 TEST(ToolGrammar, SentencesParseBackAsTheCalls) {
   const std::vector<Case> cases = {
       {ToolCallFormat::kHermes,
-       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Paris\"}}\n</tool_call>",
        {{"get_weather", R"({"city": "Paris"})"}}},
       {ToolCallFormat::kHermes,
        "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\": "
@@ -57,11 +58,14 @@ TEST(ToolGrammar, SentencesParseBackAsTheCalls) {
       {ToolCallFormat::kLlama3,
        R"({"name": "find", "parameters": {"q": "ANY string: the pattern is not honoured"}})",
        {{"find", R"({"q": "ANY string: the pattern is not honoured"})"}}},
-      {ToolCallFormat::kLlama3, R"({"name": "now", "parameters": {}}; {"name": "now", "parameters": {}})",
+      {ToolCallFormat::kLlama3,
+       R"({"name": "now", "parameters": {}}; {"name": "now", "parameters": {}})",
        {{"now", "{}"}, {"now", "{}"}}},
-      {ToolCallFormat::kFunctionaryV31, R"(<function=get_weather>{"city": "Rome"}</function>)",
+      {ToolCallFormat::kFunctionaryV31,
+       R"(<function=get_weather>{"city": "Rome"}</function>)",
        {{"get_weather", R"({"city": "Rome"})"}}},
-      {ToolCallFormat::kFunctionaryV32, "now\n{}>>>get_weather\n{\"city\": \"Rome\", \"days\": 7}",
+      {ToolCallFormat::kFunctionaryV32,
+       "now\n{}>>>get_weather\n{\"city\": \"Rome\", \"days\": 7}",
        {{"now", "{}"}, {"get_weather", R"({"city": "Rome", "days": 7})"}}},
   };
   for (const Case& c : cases) {
@@ -90,17 +94,17 @@ TEST(ToolGrammar, RefusesWhatIsNotACallOfTheTools) {
   ASSERT_NE(g, nullptr);
   const std::string open = "<tool_call>\n{\"name\": ", close = "}\n</tool_call>";
   EXPECT_TRUE(sentence(g, open + "\"get_weather\", \"arguments\": {\"city\": \"x\"}" + close));
-  for (const std::string bad : {
-           open + "\"get_time\", \"arguments\": {}" + close,                      // no such tool
-           open + "\"get_weather\", \"arguments\": {}" + close,                   // city required
-           open + "\"get_weather\", \"arguments\": {\"city\": 3}" + close,        // not a string
-           open + "\"get_weather\", \"arguments\": {\"city\": \"x\", \"days\": 8}" + close,
-           open + "\"get_weather\", \"arguments\": {\"city\": \"x\", \"w\": 1}" + close,
-           open + "\"get_weather\", \"arguments\": {\"city\": \"" + std::string(21, 'a') + "\"}" +
-               close,
-           open + "\"now\", \"arguments\": {\"a\": 1}" + close,  // no parameters: {}
-           "Sure! " + open + "\"now\", \"arguments\": {}" + close,  // text before the call
-           std::string("")}) {
+  for (const std::string bad :
+       {open + "\"get_time\", \"arguments\": {}" + close,                // no such tool
+        open + "\"get_weather\", \"arguments\": {}" + close,             // city required
+        open + "\"get_weather\", \"arguments\": {\"city\": 3}" + close,  // not a string
+        open + "\"get_weather\", \"arguments\": {\"city\": \"x\", \"days\": 8}" + close,
+        open + "\"get_weather\", \"arguments\": {\"city\": \"x\", \"w\": 1}" + close,
+        open + "\"get_weather\", \"arguments\": {\"city\": \"" + std::string(21, 'a') + "\"}" +
+            close,
+        open + "\"now\", \"arguments\": {\"a\": 1}" + close,     // no parameters: {}
+        "Sure! " + open + "\"now\", \"arguments\": {}" + close,  // text before the call
+        std::string("")}) {
     EXPECT_FALSE(sentence(g, bad)) << bad;
   }
   // One call only without parallel calls.
@@ -185,6 +189,106 @@ TEST(ToolGrammar, TextUntilEndsAtTheFirstEnd) {
       const size_t first = s.find(end);
       const bool want = first != std::string::npos && first + end.size() == s.size();
       EXPECT_EQ(sentence(grammar, s), want) << end << " / " << s;
+    }
+  }
+}
+
+// The lazy grammar of tool_choice auto: its sentences start at the call opening, which is the
+// format's trigger word; Functionary v3.2 has none.
+TEST(ToolGrammar, LazyGrammarStartsAtItsTrigger) {
+  for (ToolCallFormat f :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kFunctionaryV31}) {
+    ToolGrammarOptions o;
+    o.format = f;
+    o.lazy = true;
+    o.may_think = true;
+    std::optional<GrammarTrigger> t = tool_call_trigger(o);
+    ASSERT_TRUE(t.has_value());
+    EXPECT_TRUE(t->may_think);
+    auto g = grammar_of(o);
+    const std::string call =
+        f == ToolCallFormat::kHermes
+            ? "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"
+        : f == ToolCallFormat::kLlama3 ? R"({"name": "now", "parameters": {}})"
+                                       : R"(<function=now>{}</function>)";
+    EXPECT_TRUE(sentence(g, call));
+    EXPECT_FALSE(sentence(g, "<think>x</think>" + call));  // the trigger skips reasoning
+    ASSERT_EQ(t->words.size(), 1u);
+    EXPECT_TRUE(call.starts_with(t->words[0]));
+  }
+  ToolGrammarOptions v32;
+  v32.format = ToolCallFormat::kFunctionaryV32;
+  v32.lazy = true;
+  EXPECT_FALSE(tool_call_trigger(v32).has_value());
+  EXPECT_FALSE(tool_call_grammar(kTools, v32).has_value());
+}
+
+TEST(ToolGrammar, TriggerFoundWhereItCounts) {
+  using State = TriggerScan::State;
+  struct Case {
+    GrammarTrigger t;
+    std::string text;
+    State state;
+    size_t at = 0;
+  };
+  GrammarTrigger any{{"<tool_call>"}};
+  GrammarTrigger start{{"{"}, true};
+  GrammarTrigger forced{{"<tool_call>"}, false, true};
+  GrammarTrigger think{{"<tool_call>"}, false, false, true};
+  GrammarTrigger think_start{{"{"}, true, false, true};
+  const std::vector<Case> cases = {
+      {any, "Let me look. <tool_call>\n{", State::kStart, 13},
+      {any, "no call <tool_ca", State::kWait},
+      {start, "  \n{\"name\"", State::kStart, 3},
+      {start, " \n ", State::kWait},
+      {start, "Sure: {", State::kNever},
+      {forced, "<tool_call> is what I need</think>\n<tool_call>", State::kStart, 35},
+      {forced, "<tool_call> is what I need", State::kWait},
+      {think, "<think>use <tool_call></think>\n\n<tool_call>", State::kStart, 32},
+      {think, "<think>use <tool_call>", State::kWait},
+      {think, "\n<thi", State::kWait},
+      {think, "<tool_call>", State::kStart, 0},
+      {think_start, "<think>a { b</think> {", State::kStart, 21},
+      {think_start, "<think>a</think> no", State::kNever},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    size_t scanned = 0;
+    const TriggerScan r = scan_trigger(c.t, c.text, scanned);
+    EXPECT_EQ(r.state, c.state);
+    if (c.state == State::kStart) EXPECT_EQ(r.at, c.at);
+  }
+}
+
+// Fed a token at a time, with the `scanned` hint, the scan finds what one scan of the whole text
+// finds: a word split across tokens included.
+TEST(ToolGrammar, TriggerScanInPiecesEqualsOneScan) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> pieces = {"<",        "tool",    "_call", ">", "<tool_call>",
+                                           "</think>", "<think>", "x",     " ", "\n",
+                                           "{",        "</",      "think>"};
+  for (const GrammarTrigger& t :
+       {GrammarTrigger{{"<tool_call>"}}, GrammarTrigger{{"<tool_call>"}, false, false, true},
+        GrammarTrigger{{"<tool_call>"}, false, true}, GrammarTrigger{{"{"}, true, false, true}}) {
+    for (int trial = 0; trial < 2000; ++trial) {
+      std::string text;
+      size_t scanned = 0;
+      TriggerScan step;
+      while (text.size() < 60) {
+        text += pieces[rng() % pieces.size()];
+        step = scan_trigger(t, text, scanned);
+        if (step.state != TriggerScan::State::kWait) break;
+      }
+      size_t fresh = 0;
+      const TriggerScan whole = scan_trigger(t, text, fresh);
+      ASSERT_EQ(step.state, whole.state) << text;
+      if (whole.state == TriggerScan::State::kStart) {
+        EXPECT_EQ(step.at, whole.at) << text;
+        // The first place it could start: no earlier prefix of the text had it.
+        size_t none = 0;
+        const std::string shorter = text.substr(0, text.size() - 1);
+        EXPECT_NE(scan_trigger(t, shorter, none).state, TriggerScan::State::kStart) << text;
+      }
     }
   }
 }
