@@ -1153,9 +1153,63 @@ void GrammarMatcher::compact() {
   std::sort(stacks_.begin(), stacks_.end());
 }
 
+bool GrammarMatcher::mask_key(std::vector<uint32_t>& key) const {
+  // Past this many words a state is rare enough, and its key costly enough, not to keep.
+  constexpr size_t kMaxKeyWords = 1024;
+  key.clear();
+  key.push_back(partial_.value);
+  key.push_back(partial_.remain | (uint32_t{partial_.next_low} << 8) |
+                (uint32_t{partial_.next_high} << 16));
+  for (uint32_t top : stacks_) {
+    for (uint32_t n = top; n != 0; n = arena_.nodes[n].parent) {
+      if (key.size() >= kMaxKeyWords) return false;
+      key.push_back(arena_.nodes[n].pos);
+    }
+    key.push_back(kNoPos);
+  }
+  return true;
+}
+
 Status GrammarMatcher::allowed(const GrammarVocab& vocab, std::vector<uint8_t>& allowed) const {
+  // Four states cover a string's or a number's repetition beside the structure around it.
+  constexpr size_t kMaskCacheEntries = 4;
+  if (!init_status_.is_ok()) {
+    allowed.assign(vocab.size(), 0);
+    return init_status_;
+  }
+  const bool keyed = mask_key(mask_key_);
+  if (keyed) {
+    for (MaskEntry& e : mask_cache_) {
+      if (e.vocab == &vocab && e.mask.size() == static_cast<size_t>(vocab.size()) &&
+          e.key == mask_key_) {
+        e.used = ++mask_clock_;
+        ++mask_hits_;
+        allowed = e.mask;
+        return Status::ok();
+      }
+    }
+  }
+  STRATA_RETURN_IF_ERROR(allowed_uncached(vocab, allowed));
+  if (keyed) {
+    MaskEntry* slot = nullptr;
+    if (mask_cache_.size() < kMaskCacheEntries) {
+      slot = &mask_cache_.emplace_back();
+    } else {
+      slot = &*std::min_element(
+          mask_cache_.begin(), mask_cache_.end(),
+          [](const MaskEntry& a, const MaskEntry& b) { return a.used < b.used; });
+    }
+    slot->vocab = &vocab;
+    slot->key = mask_key_;
+    slot->mask = allowed;
+    slot->used = ++mask_clock_;
+  }
+  return Status::ok();
+}
+
+Status GrammarMatcher::allowed_uncached(const GrammarVocab& vocab,
+                                        std::vector<uint8_t>& allowed) const {
   allowed.assign(vocab.size(), 0);
-  STRATA_RETURN_IF_ERROR(init_status_);
   const size_t mark = arena_.nodes.size();
   error_ = Status::ok();
   call_work_ = 0;

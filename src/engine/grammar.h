@@ -155,6 +155,8 @@ class GrammarMatcher {
   const Status& status() const { return init_status_; }
   // Parse stacks alive now (for tests and diagnostics).
   size_t n_stacks() const { return stacks_.size(); }
+  // How many allowed() calls were answered from its cache (for tests and diagnostics).
+  size_t mask_cache_hits() const { return mask_hits_; }
 
  private:
   struct Node {
@@ -188,6 +190,7 @@ class GrammarMatcher {
   // grammar refuses them (error_ says why when it is a limit, and `fail_at` where otherwise).
   bool run_bytes(std::string_view bytes, std::vector<uint32_t>& out_stacks,
                  GrammarUtf8Partial& out_partial, size_t& fail_at) const;
+  Status allowed_uncached(const GrammarVocab& vocab, std::vector<uint8_t>& allowed) const;
   Status allowed_from_trie(const GrammarVocab& vocab, std::vector<uint8_t>& allowed) const;
   void compact();
   void begin_pass() const;
@@ -216,6 +219,23 @@ class GrammarMatcher {
     uint32_t arena_mark;
   };
   mutable std::vector<Frame> frames_;
+
+  // allowed()'s answers for the last states it saw, each keyed by the state written out (the
+  // partial code point, then every stack's positions from its top): inside a string or any
+  // repetition the same state comes back after every token, and its mask is then a copy
+  // instead of a walk of the whole vocabulary. Least recently used replaced.
+  struct MaskEntry {
+    const GrammarVocab* vocab = nullptr;
+    std::vector<uint32_t> key;
+    std::vector<uint8_t> mask;
+    uint64_t used = 0;
+  };
+  // The state's key into `key`; false when it is too long to be worth keeping.
+  bool mask_key(std::vector<uint32_t>& key) const;
+  mutable std::vector<MaskEntry> mask_cache_;
+  mutable std::vector<uint32_t> mask_key_;
+  mutable uint64_t mask_clock_ = 0;
+  mutable size_t mask_hits_ = 0;
 };
 
 // A lazy grammar's start (llama.cpp's lazy grammars): the text is free until one of `words`

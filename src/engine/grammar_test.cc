@@ -419,6 +419,35 @@ TEST(GrammarAllowed, AgreesWithAcceptUnicodeClasses) {
   grammar_cross_check(grammar, tv, {"\xe6\x97", "\xa5", "\xce\xb1\xce", "\xb1"});
 }
 
+// allowed() answers a state it has seen from its cache: every answer equals that of a fresh
+// matcher given the same text, and a string's repetition is answered from the cache.
+TEST(GrammarAllowed, CachedMasksEqualFreshOnes) {
+  const GrammarTestVocab tv = grammar_cross_vocab();
+  const GrammarVocab vocab(tv.pieces, tv.never);
+  auto g = must_parse(json_object_grammar());
+  ASSERT_NE(g, nullptr);
+  const std::vector<std::string> text = {
+      "{\"", "a",    "b", "c",  "αβ", "ab",   "\xce", "\xb1", "ab", "\":",  " ",   "1.5e",
+      "3",   ",",    " ", "\"", "x",  "y",    "\\u",  "00e9", "ab", "ab",   "\":", " ",
+      "[",   "1.5e", "3", ",",  " ",  "1.5e", "3",    ",",    " ",  "null", "]",   "}"};
+  GrammarMatcher m(g);
+  std::string so_far;
+  for (size_t step = 0; step <= text.size(); ++step) {
+    std::vector<uint8_t> got, want;
+    ASSERT_TRUE(m.allowed(vocab, got).is_ok());
+    GrammarMatcher fresh(g);
+    ASSERT_TRUE(fresh.accept(so_far).is_ok());
+    ASSERT_TRUE(fresh.allowed(vocab, want).is_ok());
+    EXPECT_EQ(fresh.mask_cache_hits(), 0u);
+    EXPECT_EQ(got, want) << "after '" << so_far << "'";
+    if (step == text.size()) break;
+    ASSERT_TRUE(m.accept(text[step]).is_ok()) << text[step];
+    so_far += text[step];
+  }
+  EXPECT_TRUE(m.complete());
+  EXPECT_GE(m.mask_cache_hits(), 8u);
+}
+
 // ---- Limits ----------------------------------------------------------------------------------
 
 TEST(GrammarLimits, AmbiguityHitsTheStackLimit) {
