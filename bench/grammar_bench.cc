@@ -27,8 +27,8 @@ namespace {
 const GrammarVocab* bench_grammar_vocab() {
   static const std::unique_ptr<GrammarVocab> vocab = []() -> std::unique_ptr<GrammarVocab> {
     const char* env = std::getenv("STRATA_SHARED_DIR");
-    for (std::string dir : {std::string(env ? env : ""), std::string("../shared"),
-                            std::string("../../shared")}) {
+    for (std::string dir :
+         {std::string(env ? env : ""), std::string("../shared"), std::string("../../shared")}) {
       if (dir.empty()) continue;
       Result<GgufFile> f = GgufFile::open(dir + "/tokenizer/ggml-vocab-deepseek-llm.gguf");
       if (!f.is_ok()) continue;

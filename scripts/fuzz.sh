@@ -138,6 +138,7 @@ seed_request() {
   printf '\x05{"model": "m", "instructions": "be brief", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "1"}], "tools": [{"type": "function", "name": "f", "parameters": {}}], "max_output_tokens": 8}' >"$c/seed-responses"
   printf '\x02{"prompt": "x", "grammar": "root ::= (\\"a\\" | [b-d]+)* ws\\nws ::= [ \\t]{0,3}"}' >"$c/seed-grammar"
   printf '\x01{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object", "properties": {"a": {"type": "array", "items": {"$ref": "#/$defs/t"}, "maxItems": 3}, "b": {"enum": [1, "x", null]}}, "required": ["a"], "$defs": {"t": {"type": "string", "minLength": 1}}}}}}' >"$c/seed-schema"
+  printf '\x01{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[A-Z]{2}(-\\\\d+|x?)$"}}, "required": ["c"]}}}], "tool_choice": "required", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "string", "pattern": "a[^\\\\s@]*\\\\.(?:com|org){1,2}"}}}}' >"$c/seed-pattern"
   printf '\x06POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n' >"$c/seed-stream"
 }
 
@@ -150,6 +151,8 @@ dict_request() {
   grep -oh '"[a-z_$]\{2,32\}"' src/server/api.cc src/server/chat_request.cc \
     src/server/compat_anthropic.cc src/server/compat_responses.cc \
     src/server/json_schema_grammar.cc | sort -u
+  # Pieces of patterns (regular expressions), which no field name spells.
+  printf '%s\n' '"(?:"' '"[^"' '"\\\\d"' '"\\\\u00e9"' '"{2,3}"' '"(?="' '"\\\\b"' '"|"'
 }
 
 # gguf: small synthetic models of each architecture and a few block layouts, whole, and the

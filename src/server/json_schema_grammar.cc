@@ -1,6 +1,7 @@
 #include "server/json_schema_grammar.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -93,7 +94,7 @@ constexpr KeywordRow kKeywordRows[] = {
     {"maximum", KeywordRole::kInteger, nullptr},
     {"exclusiveMinimum", KeywordRole::kInteger, nullptr},
     {"exclusiveMaximum", KeywordRole::kInteger, nullptr},
-    {"pattern", KeywordRole::kRefused, "regular expressions are not translated to grammars"},
+    {"pattern", KeywordRole::kString, nullptr},
     {"patternProperties", KeywordRole::kRefused,
      "regular expressions are not translated to grammars"},
     {"multipleOf", KeywordRole::kRefused, nullptr},
@@ -353,6 +354,426 @@ struct Property {
   std::string key;
   const Json* schema;
   std::string pointer;
+};
+
+// ---- Patterns: ECMA-262 regular expressions as GBNF over a string's JSON text.
+
+// Code point ranges, sorted and disjoint once normalised.
+using CodeRanges = std::vector<std::pair<uint32_t, uint32_t>>;
+
+void normalise(CodeRanges& r) {
+  std::sort(r.begin(), r.end());
+  CodeRanges out;
+  for (const auto& [lo, hi] : r) {
+    if (!out.empty() && lo <= out.back().second + 1) {
+      out.back().second = std::max(out.back().second, hi);
+    } else {
+      out.emplace_back(lo, hi);
+    }
+  }
+  r = std::move(out);
+}
+
+CodeRanges complement(const CodeRanges& r) {
+  CodeRanges out;
+  uint32_t next = 0;
+  for (const auto& [lo, hi] : r) {
+    if (lo > next) out.emplace_back(next, lo - 1);
+    next = hi + 1;
+  }
+  if (next <= 0x10FFFF) out.emplace_back(next, 0x10FFFF);
+  return out;
+}
+
+bool holds(const CodeRanges& r, uint32_t cp) {
+  for (const auto& [lo, hi] : r) {
+    if (cp >= lo && cp <= hi) return true;
+  }
+  return false;
+}
+
+// A code point as a member of a GBNF character class.
+std::string class_code_point(uint32_t cp) {
+  static const char kDigits[] = "0123456789ABCDEF";
+  if (cp < 0x80) {
+    const auto c = static_cast<unsigned char>(cp);
+    if (std::isalnum(c)) return std::string(1, static_cast<char>(c));
+    return hex_byte(c);
+  }
+  if (cp <= 0xFFFF) {
+    std::string out = "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += kDigits[(cp >> shift) & 15];
+    return out;
+  }
+  std::string out;  // no \U escape in GBNF: the raw UTF-8 bytes, which the parser reads as one
+  out += static_cast<char>(0xF0 | (cp >> 18));
+  out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+  out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+  out += static_cast<char>(0x80 | (cp & 0x3F));
+  return out;
+}
+
+// One character of a string's JSON text whose value is in `set`: raw where JSON allows it raw,
+// escaped for `"`, `\` and the control characters JSON names (\b \f \n \r \t). The other
+// control characters and DEL are left out: stricter than the pattern, never looser.
+std::string json_char_of(const CodeRanges& set) {
+  CodeRanges raw = set;
+  CodeRanges banned = {{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0x7F, 0x7F}};
+  normalise(banned);
+  CodeRanges allowed_raw = complement(banned);
+  CodeRanges both;
+  for (const auto& [a, b] : raw) {
+    for (const auto& [c, d] : allowed_raw) {
+      const uint32_t lo = std::max(a, c), hi = std::min(b, d);
+      if (lo <= hi) both.emplace_back(lo, hi);
+    }
+  }
+  std::vector<std::string> alts;
+  if (!both.empty()) {
+    std::string cls = "[";
+    for (const auto& [lo, hi] : both) {
+      cls += class_code_point(lo);
+      if (hi != lo) cls += "-" + class_code_point(hi);
+    }
+    alts.push_back(cls + "]");
+  }
+  const std::pair<uint32_t, const char*> kEscapes[] = {
+      {'"', "\"\\\\\\\"\""}, {'\\', "\"\\\\\\\\\""}, {0x08, "\"\\\\b\""}, {0x0C, "\"\\\\f\""},
+      {0x0A, "\"\\\\n\""},   {0x0D, "\"\\\\r\""},    {0x09, "\"\\\\t\""}};
+  for (const auto& [cp, lit] : kEscapes) {
+    if (holds(set, cp)) alts.push_back(lit);
+  }
+  if (alts.empty()) return "";
+  if (alts.size() == 1) return alts[0];
+  return "( " + join(alts, " | ") + " )";
+}
+
+// A JSON Schema `pattern` (ECMA-262 syntax, the subset below) as a GBNF expression over the JSON
+// text of a string's content, with the schema's search semantics: a pattern not anchored by ^
+// (at its start) or $ (at its end) may match anywhere, so any characters may come before or
+// after. Supported: literals and escapes (\xHH, \uHHHH, \t \n \r \f \v \0, escaped
+// punctuation), . (any character but line terminators), classes with ranges and negation, \d \w
+// \s and their negations (ASCII, as ECMA-262 without the u flag; \s with its Unicode spaces),
+// groups (also (?:...)), alternation, and the quantifiers * + ? {n} {n,} {n,m} (lazy forms
+// alike: the same strings). Refused by name: lookaround, backreferences, word boundaries, ^ or $
+// anywhere else, Unicode property escapes, named groups, counts above 1000.
+class PatternConverter {
+ public:
+  PatternConverter(std::string_view re, std::string ptr) : re_(re), ptr_(std::move(ptr)) {}
+
+  // `any` is the rule of one JSON string character (the `char` primitive).
+  Result<std::string> run(const std::string& any) {
+    bool start = false, end = false;
+    std::string_view body = re_;
+    if (!body.empty() && body.front() == '^') {
+      start = true;
+      body.remove_prefix(1);
+    }
+    if (!body.empty() && body.back() == '$') {
+      size_t slashes = 0;
+      for (size_t i = body.size() - 1; i-- > 0 && body[i] == '\\';) ++slashes;
+      if (slashes % 2 == 0) {
+        end = true;
+        body.remove_suffix(1);
+      }
+    }
+    re_ = body;
+    pos_ = 0;
+    STRATA_ASSIGN_OR_RETURN(std::string expr, alternation(0));
+    if (pos_ != re_.size()) return refuse("an unmatched ')'");
+    std::string out = start ? "" : any + "* ";
+    out += "( " + expr + " )";
+    if (!end) out += " " + any + "*";
+    return out;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 24;
+  static constexpr int64_t kMaxCount = 1000;
+
+  Status refuse(const std::string& what) const {
+    return unsupported(ptr_ + "/pattern: " + what + " (at character " + std::to_string(pos_) +
+                       " of " + shown(Json(std::string(re_))) + ") is not supported");
+  }
+  Status invalid(const std::string& what) const {
+    return invalid_argument(ptr_ + "/pattern: " + what + " at character " + std::to_string(pos_) +
+                            " of " + shown(Json(std::string(re_))));
+  }
+  bool at_end() const { return pos_ >= re_.size(); }
+  char peek() const { return re_[pos_]; }
+
+  Result<std::string> alternation(int depth) {
+    if (depth > kMaxDepth) return refuse("groups nested deeper than " + std::to_string(kMaxDepth));
+    std::vector<std::string> alts;
+    while (true) {
+      STRATA_ASSIGN_OR_RETURN(std::string seq, sequence(depth));
+      alts.push_back(seq.empty() ? "\"\"" : seq);
+      if (at_end() || peek() != '|') break;
+      ++pos_;
+    }
+    return alts.size() == 1 ? alts[0] : "( " + join(alts, " | ") + " )";
+  }
+
+  Result<std::string> sequence(int depth) {
+    std::vector<std::string> items;
+    while (!at_end() && peek() != '|' && peek() != ')') {
+      STRATA_ASSIGN_OR_RETURN(std::string a, atom(depth));
+      STRATA_ASSIGN_OR_RETURN(std::string q, quantified(a));
+      if (!q.empty()) items.push_back(q);
+    }
+    return join(items, " ");
+  }
+
+  Result<std::string> quantified(const std::string& a) {
+    if (at_end()) return a;
+    int64_t lo = 1;
+    std::optional<int64_t> hi = 1;
+    const char c = peek();
+    if (c == '*' || c == '+' || c == '?') {
+      ++pos_;
+      lo = c == '+' ? 1 : 0;
+      hi = c == '?' ? std::optional<int64_t>(1) : std::nullopt;
+    } else if (c == '{') {
+      const size_t save = pos_;
+      ++pos_;
+      auto number = [&]() -> std::optional<int64_t> {
+        int64_t v = 0;
+        size_t digits = 0;
+        while (!at_end() && std::isdigit(static_cast<unsigned char>(peek())) && digits < 9) {
+          v = v * 10 + (peek() - '0');
+          ++pos_;
+          ++digits;
+        }
+        return digits == 0 ? std::nullopt : std::optional<int64_t>(v);
+      };
+      std::optional<int64_t> m = number();
+      std::optional<int64_t> n = m;
+      bool ok = m.has_value();
+      if (ok && !at_end() && peek() == ',') {
+        ++pos_;
+        n = number();  // none: no upper bound
+      }
+      ok = ok && !at_end() && peek() == '}';
+      if (!ok) {  // not a quantifier: ECMA-262 (annex B) reads the brace as a literal
+        pos_ = save;
+        return a;
+      }
+      ++pos_;
+      lo = *m;
+      hi = n;
+      if ((hi && *hi > kMaxCount) || lo > kMaxCount) {
+        return refuse("a count above " + std::to_string(kMaxCount));
+      }
+      if (hi && *hi < lo) return invalid("a count {m,n} with n < m");
+    } else {
+      return a;
+    }
+    if (!at_end() && peek() == '?') ++pos_;  // lazy: the same strings
+    if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{')) {
+      if (peek() != '{') return invalid("a quantifier after a quantifier");
+    }
+    if (a.empty()) return std::string();
+    return repeat(a, lo, hi);
+  }
+
+  // One atom: a GBNF atom (a literal, a class, a group) or "" for an empty group.
+  Result<std::string> atom(int depth) {
+    const char c = peek();
+    if (c == '(') {
+      ++pos_;
+      if (!at_end() && peek() == '?') {
+        if (pos_ + 1 < re_.size() && re_[pos_ + 1] == ':') {
+          pos_ += 2;
+        } else {
+          return refuse("lookaround or a named group");
+        }
+      }
+      STRATA_ASSIGN_OR_RETURN(std::string inner, alternation(depth + 1));
+      if (at_end() || peek() != ')') return invalid("an unclosed '('");
+      ++pos_;
+      return "( " + inner + " )";
+    }
+    if (c == '[') return char_class();
+    if (c == '.') {
+      ++pos_;
+      return json_char_of(complement({{0x0A, 0x0A}, {0x0D, 0x0D}, {0x2028, 0x2029}}));
+    }
+    if (c == '^' || c == '$') return refuse("'" + std::string(1, c) + "' inside the pattern");
+    if (c == '*' || c == '+' || c == '?') return invalid("a quantifier with nothing before it");
+    if (c == ')') return invalid("an unmatched ')'");
+    if (c == '\\') {
+      ++pos_;
+      STRATA_ASSIGN_OR_RETURN(CodeRanges set, escape(false));
+      return json_char_of(set);
+    }
+    STRATA_ASSIGN_OR_RETURN(uint32_t cp, code_point());
+    return json_char_of({{cp, cp}});
+  }
+
+  // The UTF-8 code point at pos_ (the schema's text came from JSON: valid UTF-8 unless built by
+  // hand, and then refused).
+  Result<uint32_t> code_point() {
+    const auto b0 = static_cast<unsigned char>(re_[pos_]);
+    const size_t len = b0 < 0x80 ? 1 : b0 >= 0xF0 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC0 ? 2 : 0;
+    if (len == 0 || pos_ + len > re_.size()) return invalid("invalid UTF-8");
+    uint32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1F) : len == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+    for (size_t i = 1; i < len; ++i) {
+      const auto b = static_cast<unsigned char>(re_[pos_ + i]);
+      if ((b & 0xC0) != 0x80) return invalid("invalid UTF-8");
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    pos_ += len;
+    return cp;
+  }
+
+  Result<uint32_t> hex(size_t digits) {
+    if (pos_ + digits > re_.size()) return invalid("a short hexadecimal escape");
+    uint32_t v = 0;
+    for (size_t i = 0; i < digits; ++i) {
+      const char h = re_[pos_ + i];
+      if (!std::isxdigit(static_cast<unsigned char>(h))) {
+        return invalid("a bad hexadecimal escape");
+      }
+      v = v * 16 +
+          static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h))
+                                    ? h - '0'
+                                    : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10);
+    }
+    pos_ += digits;
+    return v;
+  }
+
+  // After a backslash: the set it stands for (one code point, or a class escape).
+  Result<CodeRanges> escape(bool in_class) {
+    if (at_end()) return invalid("a '\\' at the end");
+    const char c = peek();
+    static const CodeRanges kDigit = {{'0', '9'}};
+    static const CodeRanges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+    static const CodeRanges kSpace = {
+        {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+    const auto one = [](uint32_t cp) { return CodeRanges{{cp, cp}}; };
+    switch (c) {
+      case 'd':
+        ++pos_;
+        return kDigit;
+      case 'D':
+        ++pos_;
+        return complement(kDigit);
+      case 'w':
+        ++pos_;
+        return kWord;
+      case 'W':
+        ++pos_;
+        return complement(kWord);
+      case 's':
+        ++pos_;
+        return kSpace;
+      case 'S':
+        ++pos_;
+        return complement(kSpace);
+      case 't':
+        ++pos_;
+        return one(0x09);
+      case 'n':
+        ++pos_;
+        return one(0x0A);
+      case 'r':
+        ++pos_;
+        return one(0x0D);
+      case 'f':
+        ++pos_;
+        return one(0x0C);
+      case 'v':
+        ++pos_;
+        return one(0x0B);
+      case 'x': {
+        ++pos_;
+        STRATA_ASSIGN_OR_RETURN(uint32_t v, hex(2));
+        return one(v);
+      }
+      case 'u': {
+        ++pos_;
+        if (!at_end() && peek() == '{') return refuse("'\\u{...}' (the u flag's escape)");
+        STRATA_ASSIGN_OR_RETURN(uint32_t v, hex(4));
+        return one(v);
+      }
+      case '0':
+        ++pos_;
+        if (!at_end() && std::isdigit(static_cast<unsigned char>(peek()))) {
+          return refuse("an octal escape");
+        }
+        return one(0);
+      case 'b':
+        if (in_class) {
+          ++pos_;
+          return one(0x08);
+        }
+        return refuse("a word boundary '\\b'");
+      default:
+        break;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) return refuse("a backreference");
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      return refuse("the escape '\\" + std::string(1, c) + "'");
+    }
+    STRATA_ASSIGN_OR_RETURN(uint32_t cp, code_point());  // escaped punctuation: itself
+    return one(cp);
+  }
+
+  Result<std::string> char_class() {
+    ++pos_;  // '['
+    bool negate = false;
+    if (!at_end() && peek() == '^') {
+      negate = true;
+      ++pos_;
+    }
+    CodeRanges set;
+    bool first = true;
+    while (true) {
+      if (at_end()) return invalid("an unclosed '['");
+      if (peek() == ']' && !first) {
+        ++pos_;
+        break;
+      }
+      if (peek() == ']' && first) {  // ECMA-262: [] matches nothing, [^] anything
+        ++pos_;
+        break;
+      }
+      first = false;
+      STRATA_ASSIGN_OR_RETURN(CodeRanges lo, class_atom());
+      if (!at_end() && peek() == '-' && pos_ + 1 < re_.size() && re_[pos_ + 1] != ']') {
+        ++pos_;
+        STRATA_ASSIGN_OR_RETURN(CodeRanges hi, class_atom());
+        if (lo.size() != 1 || hi.size() != 1 || lo[0].first != lo[0].second ||
+            hi[0].first != hi[0].second) {
+          return invalid("a range with a class escape at an end");
+        }
+        if (hi[0].first < lo[0].first) return invalid("a range out of order");
+        set.emplace_back(lo[0].first, hi[0].first);
+      } else {
+        set.insert(set.end(), lo.begin(), lo.end());
+      }
+    }
+    normalise(set);
+    if (negate) set = complement(set);
+    const std::string expr = json_char_of(set);
+    if (expr.empty()) return refuse("a class that matches no character a JSON string may hold");
+    return expr;
+  }
+
+  Result<CodeRanges> class_atom() {
+    if (peek() == '\\') {
+      ++pos_;
+      return escape(true);
+    }
+    STRATA_ASSIGN_OR_RETURN(uint32_t cp, code_point());
+    return CodeRanges{{cp, cp}};
+  }
+
+  std::string_view re_;
+  std::string ptr_;
+  size_t pos_ = 0;
 };
 
 struct ObjectShape {
@@ -878,6 +1299,19 @@ class Converter {
   Result<std::string> visit_string(const Json& s, const std::string& ptr, const std::string& name) {
     STRATA_ASSIGN_OR_RETURN(auto min_length, read_count(s, "minLength", ptr));
     STRATA_ASSIGN_OR_RETURN(auto max_length, read_count(s, "maxLength", ptr));
+    if (auto it = s.find("pattern"); it != s.end()) {
+      if (min_length || max_length || s.contains("format")) {
+        return unsupported(ptr +
+                           ": 'pattern' next to 'minLength', 'maxLength' or 'format' is not "
+                           "supported");
+      }
+      if (!it->is_string()) return invalid_argument(ptr + "/pattern: must be a string");
+      STRATA_ASSIGN_OR_RETURN(std::string ch, primitive("char"));
+      STRATA_RETURN_IF_ERROR(primitive("space").status());
+      const std::string text = it->get<std::string>();
+      STRATA_ASSIGN_OR_RETURN(std::string expr, PatternConverter(text, ptr).run(ch));
+      return add_rule(name, "\"\\\"\" " + expr + " \"\\\"\" space");
+    }
     if (auto it = s.find("format"); it != s.end()) {
       if (min_length || max_length) {
         return unsupported(ptr + ": 'format' next to 'minLength' or 'maxLength' is not supported");

@@ -7,7 +7,9 @@
 // each in the schema's order), limits whitespace and number digits, and allows no extra
 // properties when `properties` is given without `additionalProperties` (as llama.cpp does).
 // A keyword it cannot honour is refused with its JSON pointer, never silently ignored.
-// Non-goals: `pattern`, bounds on non-integer numbers, `not`, `if`/`then`/`else`, remote refs.
+// `pattern` is translated for the ECMA-262 subset PatternConverter (json_schema_grammar.cc) lists.
+// Non-goals: bounds on non-integer numbers, `not`, `if`/`then`/`else`, remote refs, lookaround
+// and backreferences in patterns.
 //
 // Whitespace: after every token, nothing, one space, or one or two newlines followed by up to
 // 20 spaces or tabs (llama.cpp's choice): room to pretty-print, not to ramble.

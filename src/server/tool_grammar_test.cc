@@ -20,7 +20,9 @@ const Json kTools = Json::parse(R"([
     "required": ["city"]}}},
   {"type": "function", "function": {"name": "now"}},
   {"type": "function", "function": {"name": "find", "parameters": {"type": "object",
-    "properties": {"q": {"type": "string", "pattern": "^[a-z]+$"}}, "required": ["q"]}}}
+    "properties": {"q": {"type": "string", "format": "email"}}, "required": ["q"]}}},
+  {"type": "function", "function": {"name": "code", "parameters": {"type": "object",
+    "properties": {"c": {"type": "string", "pattern": "^[A-Z]{2}-\\d+$"}}, "required": ["c"]}}}
 ])");
 
 std::shared_ptr<const Grammar> grammar_of(const ToolGrammarOptions& o, const Json& tools = kTools) {
@@ -56,8 +58,11 @@ TEST(ToolGrammar, SentencesParseBackAsTheCalls) {
        "\"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>",
        {{"now", "{}"}, {"get_weather", R"({"city": "Oslo", "days": 3})"}}},
       {ToolCallFormat::kLlama3,
-       R"({"name": "find", "parameters": {"q": "ANY string: the pattern is not honoured"}})",
-       {{"find", R"({"q": "ANY string: the pattern is not honoured"})"}}},
+       R"({"name": "find", "parameters": {"q": "ANY string: the format is not honoured"}})",
+       {{"find", R"({"q": "ANY string: the format is not honoured"})"}}},
+      {ToolCallFormat::kLlama3,
+       R"({"name": "code", "parameters": {"c": "FR-75"}})",
+       {{"code", R"({"c": "FR-75"})"}}},
       {ToolCallFormat::kLlama3,
        R"({"name": "now", "parameters": {}}; {"name": "now", "parameters": {}})",
        {{"now", "{}"}, {"now", "{}"}}},
@@ -102,8 +107,9 @@ TEST(ToolGrammar, RefusesWhatIsNotACallOfTheTools) {
         open + "\"get_weather\", \"arguments\": {\"city\": \"x\", \"w\": 1}" + close,
         open + "\"get_weather\", \"arguments\": {\"city\": \"" + std::string(21, 'a') + "\"}" +
             close,
-        open + "\"now\", \"arguments\": {\"a\": 1}" + close,     // no parameters: {}
-        "Sure! " + open + "\"now\", \"arguments\": {}" + close,  // text before the call
+        open + "\"now\", \"arguments\": {\"a\": 1}" + close,           // no parameters: {}
+        open + "\"code\", \"arguments\": {\"c\": \"fr-75\"}" + close,  // the pattern
+        "Sure! " + open + "\"now\", \"arguments\": {}" + close,        // text before the call
         std::string("")}) {
     EXPECT_FALSE(sentence(g, bad)) << bad;
   }
