@@ -519,7 +519,7 @@ class PatternConverter {
     while (!at_end() && peek() != '|' && peek() != ')') {
       STRATA_ASSIGN_OR_RETURN(std::string a, atom(depth));
       STRATA_ASSIGN_OR_RETURN(std::string q, quantified(a));
-      if (!q.empty()) items.push_back(q);
+      if (!q.empty()) items.push_back(q);  // empty only for {0}: the empty string, exactly
     }
     return join(items, " ");
   }
@@ -572,7 +572,6 @@ class PatternConverter {
     if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{')) {
       if (peek() != '{') return invalid("a quantifier after a quantifier");
     }
-    if (a.empty()) return std::string();
     return repeat(a, lo, hi);
   }
 
@@ -601,13 +600,18 @@ class PatternConverter {
     if (c == '^' || c == '$') return refuse("'" + std::string(1, c) + "' inside the pattern");
     if (c == '*' || c == '+' || c == '?') return invalid("a quantifier with nothing before it");
     if (c == ')') return invalid("an unmatched ')'");
+    CodeRanges set;
     if (c == '\\') {
       ++pos_;
-      STRATA_ASSIGN_OR_RETURN(CodeRanges set, escape(false));
-      return json_char_of(set);
+      STRATA_ASSIGN_OR_RETURN(set, escape(false));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(uint32_t cp, code_point());
+      set = {{cp, cp}};
     }
-    STRATA_ASSIGN_OR_RETURN(uint32_t cp, code_point());
-    return json_char_of({{cp, cp}});
+    // Dropping it would make the grammar looser than the pattern.
+    std::string expr = json_char_of(set);
+    if (expr.empty()) return refuse("a control character the grammar does not write");
+    return expr;
   }
 
   // The UTF-8 code point at pos_ (the schema's text came from JSON: valid UTF-8 unless built by

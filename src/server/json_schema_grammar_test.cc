@@ -355,6 +355,7 @@ TEST(JsonSchemaGrammar, PatternsAgreeWithJsonschema) {
       {"^[-.x]+\\.\\*$", {"-", ".", "x", "*"}, 4, {}},
       {"^\\x41\\u0042[\\x30-\\x32]$", {"A", "B", "0", "2", "3"}, 3, {}},
       {"^(a|)b$", {"a", "b"}, 3, {}},
+      {"^ab{0}c{0,0}(d){0}$", {"a", "b", "c", "d"}, 3, {}},
       {"^a{x}b{2,$", {"a", "{", "x", "}", "b", "2", ","}, 3, {"a{x}b{2,", "a{x}bb"}},
   };
   size_t checked = 0;
@@ -535,6 +536,8 @@ TEST(JsonSchemaGrammar, RefusalsNameThePointer) {
       {R"j({"type":"string","pattern":"*a"})j", ErrorKind::kInvalidArgument,
        "a quantifier with nothing before it"},
       {R"j({"type":"string","pattern":"[z-a]"})j", ErrorKind::kInvalidArgument, "out of order"},
+      {R"j({"type":"string","pattern":"^a\\u0001b$"})j", ErrorKind::kUnsupported,
+       "a control character"},
       {R"j({"type":"string","pattern":"^a$","maxLength":3})j", ErrorKind::kUnsupported,
        "'pattern' next to 'minLength'"},
       {R"({"$ref":"https://example.com/s.json#/$defs/a"})", ErrorKind::kUnsupported,
