@@ -313,7 +313,7 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
     creq.reply.parse_tool_calls = !creq.chat.tools.empty() && creq.chat.parse_tool_calls;
     // A prefilled reply is taken as it comes (llama-server parses no reasoning there either).
     if (serving_.skip_chat_parsing || prefills(creq.chat)) creq.reply = ReplyParseOptions{};
-    if (auto e = tool_grammar(creq, task.params)) return e;
+    tool_grammar(creq, task.params);
   }
   task.channel = std::make_shared<ResultChannel>();
   ResponseMeta& meta = out.meta;
@@ -326,8 +326,7 @@ std::optional<ApiError> ModelDispatcher::prepare(const Json& body, Endpoint endp
   return std::nullopt;
 }
 
-std::optional<ApiError> ModelDispatcher::tool_grammar(const CompletionRequest& creq,
-                                                      GenParams& params) const {
+void ModelDispatcher::tool_grammar(const CompletionRequest& creq, GenParams& params) const {
   const ChatRequest& chat = creq.chat;
   const bool forced =
       chat.tool_choice == ToolChoice::kRequired || chat.tool_choice == ToolChoice::kNamed;
@@ -335,7 +334,7 @@ std::optional<ApiError> ModelDispatcher::tool_grammar(const CompletionRequest& c
   // server-wide default (--grammar) gives way to the tools only where a call is demanded.
   const bool own_grammar =
       params.grammar != nullptr && (params.grammar != serving_.defaults.params.grammar || !forced);
-  if (chat.tools.empty() || !creq.reply.parse_tool_calls || own_grammar) return std::nullopt;
+  if (chat.tools.empty() || !creq.reply.parse_tool_calls || own_grammar) return;
   ToolGrammarOptions o;
   o.format = creq.reply.tools;
   o.parallel = chat.parallel_tool_calls;
@@ -343,14 +342,15 @@ std::optional<ApiError> ModelDispatcher::tool_grammar(const CompletionRequest& c
   o.may_think = template_thinks_;
   o.lazy = !forced;  // auto: free text until a call opens
   std::optional<std::string> text = tool_call_grammar(chat.tools, o);
-  if (!text) return std::nullopt;  // a format without a grammar here: unconstrained, as before
+  if (!text) return;  // a format without a grammar here: unconstrained, as before
   auto g = Grammar::parse(*text);
-  if (!g.is_ok()) return ApiError{400, "tools: their call grammar: " + g.status().message()};
+  // Tools too large for a grammar's limits stay unconstrained, as before, rather than fail a
+  // request that works without one.
+  if (!g.is_ok()) return;
   params.grammar = std::move(g).value();
   if (o.lazy) {
     params.grammar_trigger = std::make_shared<const GrammarTrigger>(*tool_call_trigger(o));
   }
-  return std::nullopt;
 }
 
 PipelineGroup& ModelDispatcher::pick_group(const std::vector<int32_t>& prompt) {

@@ -125,7 +125,7 @@ class ModelDispatcher : public Dispatcher {
   // A chat request with tools: the grammar of calls of its tools (server/tool_grammar.h) into
   // params, from the first token for tool_choice "required" or a named function, lazy (from a
   // call's opening) for "auto"; not where the request brought a grammar of its own.
-  std::optional<ApiError> tool_grammar(const CompletionRequest& creq, GenParams& params) const;
+  void tool_grammar(const CompletionRequest& creq, GenParams& params) const;
   void props(httplib::Response& res);
   void props_post(const httplib::Request& req, httplib::Response& res);
   void slots(const httplib::Request& req, httplib::Response& res);

@@ -288,6 +288,32 @@ TEST_F(ServerToolsTest, AutoToolChoiceConstrainsACallOnceItOpens) {
   EXPECT_EQ(none.body["choices"][0]["message"]["content"], script) << none.raw;
 }
 
+// Tools too large for a grammar (a 1.5 MB name: past the engine's 1 MiB of rules) are served
+// unconstrained, as before, not refused. The template names the Hermes syntax but renders only
+// the messages, so that the prompt stays short.
+TEST_F(ServerToolsTest, ToolsPastTheGrammarLimitsStayUnconstrained) {
+  const Family lean = {
+      "hermes-lean",
+      "hermes-lean (inline)",
+      {},
+      "{#- tools are called in <tool_call> tags -#}{%- for m in messages %}{{ m.content }}"
+      "{%- endfor %}"};
+  SERVE_OR_SKIP(s, lean);
+  const Json tools =
+      Json::array({{{"type", "function"}, {"function", {{"name", std::string(1500000, 'n')}}}}});
+  const std::string call = "<tool_call>\n{\"name\": \"" + std::string(100, 'n');
+  for (const char* choice : {"\"required\"", "\"auto\""}) {
+    const Reply r = post(*s, "/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 16,
+                             "temperature": 0, "tool_choice": )" +
+                             std::string(choice) + R"(, "tools": )" + tools.dump() + "}");
+    ASSERT_EQ(r.status, 200) << choice << " " << r.raw.substr(0, 300);
+    // Free text: under a grammar the reply would spell the call's opening.
+    const std::string content = r.body["choices"][0]["message"].value("content", "");
+    EXPECT_FALSE(call.starts_with(content)) << choice << " " << content;
+  }
+}
+
 // gpt-oss: the analysis channel is reasoning whether or not the request has tools; the call
 // is a call with tools (whole and streamed) and stays content as written without them or with
 // parse_tool_calls false.

@@ -40,7 +40,8 @@ struct ToolGrammarOptions {
 // "function", "function": {"name", "parameters"}} each) in o.format's syntax, or nullopt when
 // that format has no grammar here (above). A tool whose `parameters` the schema converter cannot
 // honour takes any JSON object as its arguments: the call still parses, and the client's own
-// validation sees what the model wrote.
+// validation sees what the model wrote. (Tools whose grammar passes the grammar engine's limits
+// stay unconstrained: the server does not fail a request that works without one.)
 std::optional<std::string> tool_call_grammar(const nlohmann::ordered_json& tools,
                                              const ToolGrammarOptions& o);
 
