@@ -1664,4 +1664,6 @@ Result<std::string> json_schemas_to_gbnf(const std::vector<const nlohmann::order
 
 std::string gbnf_quoted(std::string_view text) { return json_schema_gbnf::gbnf_literal(text); }
 
+std::string gbnf_hex_byte(unsigned char c) { return json_schema_gbnf::hex_byte(c); }
+
 }  // namespace strata::server

@@ -39,5 +39,7 @@ Result<std::string> json_schemas_to_gbnf(const std::vector<const nlohmann::order
 
 // A GBNF literal matching exactly the bytes of `text`.
 std::string gbnf_quoted(std::string_view text);
+// A byte as \xHH, which GBNF reads in literals and character classes alike.
+std::string gbnf_hex_byte(unsigned char c);
 
 }  // namespace strata::server

@@ -11,11 +11,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string hex_member(unsigned char c) {
-  static const char kDigits[] = "0123456789ABCDEF";
-  return std::string("\\x") + kDigits[c >> 4] + kDigits[c & 15];
-}
-
 // The quoted JSON string of a tool's name, as a GBNF literal.
 std::string json_name_literal(const std::string& name) {
   return gbnf_quoted(Json(name).dump(-1, ' ', false, Json::error_handler_t::replace));
@@ -28,37 +23,43 @@ std::string json_call(const std::string& name, std::string_view key, const std::
          " space \":\" space " + args + " \"}\"";
 }
 
-// The call of one tool in the format's syntax, as parse_reply reads it back.
-std::string call_expr(ToolCallFormat f, const std::string& name, const std::string& args) {
-  switch (f) {
-    case ToolCallFormat::kHermes:  // the Qwen and Hermes templates' layout
-      return "\"<tool_call>\\n\" " + json_call(name, "arguments", args) + " \"\\n</tool_call>\"";
-    case ToolCallFormat::kLlama3:
-      return json_call(name, "parameters", args);
-    case ToolCallFormat::kFunctionaryV31:
-      return "\"<function=\" " + gbnf_quoted(name) + " \">\" " + args + " \"</function>\"";
-    case ToolCallFormat::kFunctionaryV32:  // the generation prompt ends with ">>>"
-      return gbnf_quoted(name) + " \"\\n\" " + args;
-    default:
-      return "";
+// How a format writes its calls, as parse_reply reads them back: `before`, then either
+// {"name": NAME, args_key: ARGS} or the name as written, `between` and ARGS; then `after`
+// (GBNF, empty for nothing). A format with a grammar here is a row.
+struct FormatRow {
+  ToolCallFormat format;
+  const char* before;
+  const char* args_key;  // nullptr: the name is written raw
+  const char* between;
+  const char* after;
+  const char* separator;  // GBNF between two calls
+  const char* trigger;    // the opening word of tool_choice auto; nullptr: no lazy grammar
+  bool trigger_at_start;  // the word counts only as the reply's first text
+};
+
+constexpr FormatRow kFormatRows[] = {
+    // The Qwen and Hermes templates' layout.
+    {ToolCallFormat::kHermes, "\"<tool_call>\\n\"", "arguments", "", "\"\\n</tool_call>\"", "space",
+     "<tool_call>", false},
+    // The reply is calls or text from its first character.
+    {ToolCallFormat::kLlama3, "", "parameters", "", "", "\";\" space", "{", true},
+    {ToolCallFormat::kFunctionaryV31, "\"<function=\"", nullptr, "\">\"", "\"</function>\"",
+     "space", "<function=", false},
+    // The generation prompt ends with ">>>"; a call has no opening word.
+    {ToolCallFormat::kFunctionaryV32, "", nullptr, "\"\\n\"", "", "\">>>\"", nullptr, false},
+};
+
+const FormatRow* format_row(ToolCallFormat f) {
+  for (const FormatRow& r : kFormatRows) {
+    if (r.format == f) return &r;
   }
+  return nullptr;
 }
 
-// What comes between two calls.
-std::string call_separator(ToolCallFormat f) {
-  switch (f) {
-    case ToolCallFormat::kLlama3:
-      return "\";\" space";
-    case ToolCallFormat::kFunctionaryV32:
-      return "\">>>\"";
-    default:
-      return "space";
-  }
-}
-
-bool has_grammar(ToolCallFormat f) {
-  return f == ToolCallFormat::kHermes || f == ToolCallFormat::kLlama3 ||
-         f == ToolCallFormat::kFunctionaryV31 || f == ToolCallFormat::kFunctionaryV32;
+std::string call_expr(const FormatRow& f, const std::string& name, const std::string& args) {
+  const std::string call = f.args_key != nullptr ? json_call(name, f.args_key, args)
+                                                 : gbnf_quoted(name) + " " + f.between + " " + args;
+  return std::string(f.before) + " " + call + " " + f.after;
 }
 
 }  // namespace
@@ -83,7 +84,7 @@ std::string gbnf_text_until(std::string_view name, std::string_view end) {
     return i == 0 ? std::string(name) : std::string(name) + "-" + std::to_string(i);
   };
   std::string others = "[^";
-  for (char c : chars) others += hex_member(static_cast<unsigned char>(c));
+  for (char c : chars) others += gbnf_hex_byte(static_cast<unsigned char>(c));
   others += "]";
   std::string out;
   for (size_t i = 0; i < end.size(); ++i) {
@@ -98,28 +99,20 @@ std::string gbnf_text_until(std::string_view name, std::string_view end) {
 }
 
 std::optional<GrammarTrigger> tool_call_trigger(const ToolGrammarOptions& o) {
+  const FormatRow* f = format_row(o.format);
+  if (f == nullptr || f->trigger == nullptr) return std::nullopt;
   GrammarTrigger t;
+  t.words = {f->trigger};
+  t.at_start = f->trigger_at_start;
   t.thinking_forced_open = o.thinking_forced_open;
   t.may_think = o.may_think;
-  switch (o.format) {
-    case ToolCallFormat::kHermes:
-      t.words = {"<tool_call>"};
-      return t;
-    case ToolCallFormat::kFunctionaryV31:
-      t.words = {"<function="};
-      return t;
-    case ToolCallFormat::kLlama3:  // the reply is calls or text from its first character
-      t.words = {"{"};
-      t.at_start = true;
-      return t;
-    default:
-      return std::nullopt;
-  }
+  return t;
 }
 
 std::optional<std::string> tool_call_grammar(const Json& tools, const ToolGrammarOptions& o) {
-  if (!has_grammar(o.format) || !tools.is_array() || tools.empty()) return std::nullopt;
-  if (o.lazy && !tool_call_trigger(o)) return std::nullopt;
+  const FormatRow* f = format_row(o.format);
+  if (f == nullptr || !tools.is_array() || tools.empty()) return std::nullopt;
+  if (o.lazy && f->trigger == nullptr) return std::nullopt;
   static const Json kNoParameters = Json::parse(R"({"type": "object", "properties": {}})");
   static const Json kAnyObject = Json::parse(R"({"type": "object"})");
   std::vector<std::string> names;
@@ -130,21 +123,27 @@ std::optional<std::string> tool_call_grammar(const Json& tools, const ToolGramma
     names.push_back(fn.at("name").get<std::string>());
     const Json* params = &kNoParameters;
     if (auto it = fn.find("parameters"); it != fn.end() && !it->is_null()) params = &*it;
-    // Each schema on its own first: one the converter refuses becomes any object.
-    if (!json_schema_to_gbnf(*params).is_ok()) params = &kAnyObject;
     schemas.push_back(params);
     wanted.push_back("tool-" + std::to_string(schemas.size() - 1) + "-args");
   }
   std::vector<std::string> args;
   Result<std::string> rules = json_schemas_to_gbnf(schemas, wanted, args);
-  if (!rules.is_ok()) {  // the schemas together past a limit: any object for each
-    schemas.assign(schemas.size(), &kAnyObject);
+  if (!rules.is_ok()) {
+    // A schema the converter refuses becomes any object (each is tried on its own to find
+    // which); if they still do not fit together, every one does.
+    for (const Json*& schema : schemas) {
+      if (!json_schema_to_gbnf(*schema).is_ok()) schema = &kAnyObject;
+    }
     rules = json_schemas_to_gbnf(schemas, wanted, args);
+    if (!rules.is_ok()) {
+      schemas.assign(schemas.size(), &kAnyObject);
+      rules = json_schemas_to_gbnf(schemas, wanted, args);
+    }
     STRATA_CHECK(rules.is_ok(), "tool_call_grammar: plain objects must convert");
   }
   std::string call = "tool-call ::= ";
   for (size_t i = 0; i < names.size(); ++i) {
-    call += (i == 0 ? "" : " | ") + call_expr(o.format, names[i], args[i]);
+    call += (i == 0 ? "" : " | ") + call_expr(*f, names[i], args[i]);
   }
   std::string root = "root ::= ";
   const bool think_first = !o.lazy && o.thinking_forced_open;
@@ -155,7 +154,7 @@ std::optional<std::string> tool_call_grammar(const Json& tools, const ToolGramma
     root += "( \"<think>\" tool-think space )? ";
   }
   root += "tool-call";
-  if (o.parallel) root += " ( " + call_separator(o.format) + " tool-call )*";
+  if (o.parallel) root += " ( " + std::string(f->separator) + " tool-call )*";
   std::string out = root + "\n" + call + "\n" + *rules;
   if (think_first || may_think) out += gbnf_text_until("tool-think", "</think>");
   return out;
