@@ -417,13 +417,11 @@ std::string class_code_point(uint32_t cp) {
 // escaped for `"`, `\` and the control characters JSON names (\b \f \n \r \t). The other
 // control characters and DEL are left out: stricter than the pattern, never looser.
 std::string json_char_of(const CodeRanges& set) {
-  CodeRanges raw = set;
-  CodeRanges banned = {{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0x7F, 0x7F}};
-  normalise(banned);
-  CodeRanges allowed_raw = complement(banned);
+  // What JSON writes raw: all but the control characters, `"`, `\\` and DEL.
+  static const CodeRanges kRaw = complement({{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0x7F, 0x7F}});
   CodeRanges both;
-  for (const auto& [a, b] : raw) {
-    for (const auto& [c, d] : allowed_raw) {
+  for (const auto& [a, b] : set) {
+    for (const auto& [c, d] : kRaw) {
       const uint32_t lo = std::max(a, c), hi = std::min(b, d);
       if (lo <= hi) both.emplace_back(lo, hi);
     }
@@ -569,8 +567,8 @@ class PatternConverter {
       return a;
     }
     if (!at_end() && peek() == '?') ++pos_;  // lazy: the same strings
-    if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{')) {
-      if (peek() != '{') return invalid("a quantifier after a quantifier");
+    if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '?')) {
+      return invalid("a quantifier after a quantifier");
     }
     return repeat(a, lo, hi);
   }
@@ -656,66 +654,43 @@ class PatternConverter {
     static const CodeRanges kSpace = {
         {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
         {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+    // The escapes of a set, and of one control character.
+    static const struct {
+      char letter;
+      const CodeRanges* set;
+      bool negated;
+    } kSetEscapes[] = {{'d', &kDigit, false}, {'D', &kDigit, true},  {'w', &kWord, false},
+                       {'W', &kWord, true},   {'s', &kSpace, false}, {'S', &kSpace, true}};
+    static const std::pair<char, uint32_t> kControlEscapes[] = {
+        {'t', 0x09}, {'n', 0x0A}, {'r', 0x0D}, {'f', 0x0C}, {'v', 0x0B}};
     const auto one = [](uint32_t cp) { return CodeRanges{{cp, cp}}; };
-    switch (c) {
-      case 'd':
-        ++pos_;
-        return kDigit;
-      case 'D':
-        ++pos_;
-        return complement(kDigit);
-      case 'w':
-        ++pos_;
-        return kWord;
-      case 'W':
-        ++pos_;
-        return complement(kWord);
-      case 's':
-        ++pos_;
-        return kSpace;
-      case 'S':
-        ++pos_;
-        return complement(kSpace);
-      case 't':
-        ++pos_;
-        return one(0x09);
-      case 'n':
-        ++pos_;
-        return one(0x0A);
-      case 'r':
-        ++pos_;
-        return one(0x0D);
-      case 'f':
-        ++pos_;
-        return one(0x0C);
-      case 'v':
-        ++pos_;
-        return one(0x0B);
-      case 'x': {
-        ++pos_;
-        STRATA_ASSIGN_OR_RETURN(uint32_t v, hex(2));
-        return one(v);
+    for (const auto& e : kSetEscapes) {
+      if (c != e.letter) continue;
+      ++pos_;
+      return e.negated ? complement(*e.set) : *e.set;
+    }
+    for (const auto& [letter, cp] : kControlEscapes) {
+      if (c != letter) continue;
+      ++pos_;
+      return one(cp);
+    }
+    if (c == 'x' || c == 'u') {
+      ++pos_;
+      if (c == 'u' && !at_end() && peek() == '{') return refuse("'\\u{...}' (the u flag's escape)");
+      STRATA_ASSIGN_OR_RETURN(uint32_t v, hex(c == 'x' ? 2 : 4));
+      return one(v);
+    }
+    if (c == '0') {
+      ++pos_;
+      if (!at_end() && std::isdigit(static_cast<unsigned char>(peek()))) {
+        return refuse("an octal escape");
       }
-      case 'u': {
-        ++pos_;
-        if (!at_end() && peek() == '{') return refuse("'\\u{...}' (the u flag's escape)");
-        STRATA_ASSIGN_OR_RETURN(uint32_t v, hex(4));
-        return one(v);
-      }
-      case '0':
-        ++pos_;
-        if (!at_end() && std::isdigit(static_cast<unsigned char>(peek()))) {
-          return refuse("an octal escape");
-        }
-        return one(0);
-      case 'b':
-        if (in_class) {
-          ++pos_;
-          return one(0x08);
-        }
-        return refuse("a word boundary '\\b'");
-      default:
-        break;
+      return one(0);
+    }
+    if (c == 'b') {
+      if (!in_class) return refuse("a word boundary '\\b'");
+      ++pos_;
+      return one(0x08);
     }
     if (std::isdigit(static_cast<unsigned char>(c))) return refuse("a backreference");
     if (std::isalnum(static_cast<unsigned char>(c))) {
@@ -733,18 +708,12 @@ class PatternConverter {
       ++pos_;
     }
     CodeRanges set;
-    bool first = true;
     while (true) {
       if (at_end()) return invalid("an unclosed '['");
-      if (peek() == ']' && !first) {
+      if (peek() == ']') {  // also first: ECMA-262's [] matches nothing, [^] anything
         ++pos_;
         break;
       }
-      if (peek() == ']' && first) {  // ECMA-262: [] matches nothing, [^] anything
-        ++pos_;
-        break;
-      }
-      first = false;
       STRATA_ASSIGN_OR_RETURN(CodeRanges lo, class_atom());
       if (!at_end() && peek() == '-' && pos_ + 1 < re_.size() && re_[pos_ + 1] != ']') {
         ++pos_;
