@@ -212,10 +212,12 @@ bool PipelineGroup::assign(Task& task) {
     }
     for (int32_t t : prompt) s.sampler->accept(t);
     s.grammar.reset();
-    s.lazy = gp.grammar != nullptr && gp.grammar_trigger != nullptr;
-    s.lazy_text.clear();
-    s.lazy_scanned = 0;
-    if (gp.grammar != nullptr && !s.lazy) s.grammar.emplace(gp.grammar);
+    s.lazy.reset();
+    if (gp.grammar != nullptr && gp.grammar_trigger != nullptr) {
+      s.lazy.emplace();
+    } else if (gp.grammar != nullptr) {
+      s.grammar.emplace(gp.grammar);
+    }
     s.pending = -1;
     s.n_generated = 0;
     s.utf8 = Utf8Stream();
@@ -379,7 +381,8 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
     }
     token = s.sampler->sample_allowed(logits, s.allowed.data());
     if (!tok_.is_eog(token)) {
-      if (Status st = s.grammar->accept(tok_.token_to_piece(token)); !st) {
+      // The piece the mask judged (the vocabulary holds every token's), not a new copy.
+      if (Status st = s.grammar->accept(grammar_vocab().piece(token)); !st) {
         fail(s, 500, "grammar: the sampled token was refused: " + st.message());
         return;
       }
@@ -452,20 +455,18 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
 
 void PipelineGroup::start_lazy_grammar(Slot& s, int32_t token) {
   const GenParams& gp = s.active->task.params;
-  s.lazy_text += tok_.token_to_piece(token);
-  const TriggerScan scan = scan_trigger(*gp.grammar_trigger, s.lazy_text, s.lazy_scanned);
+  std::string& text = s.lazy->text;
+  text += tok_.token_to_piece(token);
+  const TriggerScan scan = scan_trigger(*gp.grammar_trigger, text, s.lazy->scanned);
   if (scan.state == TriggerScan::State::kWait) return;
   if (scan.state == TriggerScan::State::kStart) {
     s.grammar.emplace(gp.grammar);
     // The trigger word, and what its token wrote after it, are the sentence's first text. A
     // token that wrote past the word into what the grammar refuses leaves the reply free, as
     // if the word had not come (the reply parser reads what there is).
-    if (!s.grammar->accept(std::string_view(s.lazy_text).substr(scan.at)).is_ok()) {
-      s.grammar.reset();
-    }
+    if (!s.grammar->accept(std::string_view(text).substr(scan.at)).is_ok()) s.grammar.reset();
   }
-  s.lazy = false;
-  s.lazy_text = std::string();
+  s.lazy.reset();
 }
 
 const GrammarVocab& PipelineGroup::grammar_vocab() {
@@ -569,8 +570,7 @@ void PipelineGroup::release(Slot& s) {
   s.followers.clear();
   s.sampler.reset();
   s.grammar.reset();
-  s.lazy = false;
-  s.lazy_text = std::string();
+  s.lazy.reset();
   s.last_used = ++use_clock_;
   load_.fetch_sub(1, std::memory_order_relaxed);
   busy_.fetch_sub(1, std::memory_order_relaxed);

@@ -37,9 +37,11 @@ struct PipelineGroup::Slot {
   std::optional<GrammarMatcher> grammar;  // the request's grammar, where it has one
   // A lazy grammar not yet started: the text generated so far (the grammar vocabulary's
   // pieces), and how far scan_trigger has looked.
-  bool lazy = false;
-  std::string lazy_text;
-  size_t lazy_scanned = 0;
+  struct LazyStart {
+    std::string text;
+    size_t scanned = 0;
+  };
+  std::optional<LazyStart> lazy;
   std::vector<uint8_t> allowed;     // its mask of this step's tokens
   int32_t draw = -1;                // this step's draw on the device (backend sampling), or -1
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
