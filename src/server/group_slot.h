@@ -18,6 +18,12 @@ struct PipelineGroup::Active {
   int32_t n_cached = 0;
 };
 
+// A lazy grammar not yet started (outside Slot: clang needs it complete for optional).
+struct LazyGrammarStart {
+  std::string text;
+  size_t scanned = 0;
+};
+
 struct PipelineGroup::Slot {
   enum class State {
     kIdle,
@@ -37,11 +43,7 @@ struct PipelineGroup::Slot {
   std::optional<GrammarMatcher> grammar;  // the request's grammar, where it has one
   // A lazy grammar not yet started: the text generated so far (the grammar vocabulary's
   // pieces), and how far scan_trigger has looked.
-  struct LazyStart {
-    std::string text;
-    size_t scanned = 0;
-  };
-  std::optional<LazyStart> lazy;
+  std::optional<LazyGrammarStart> lazy;
   std::vector<uint8_t> allowed;     // its mask of this step's tokens
   int32_t draw = -1;                // this step's draw on the device (backend sampling), or -1
   const char* stop_type = "limit";  // why generation ended: eos, word or limit
