@@ -139,11 +139,13 @@ Status sample_settings_validate(const SampleSettings& s) {
 int32_t RowSampler::sample(const float* logits, int32_t n_vocab, const SampleSettings& settings,
                            std::span<const SampleBias> bias,
                            std::span<const SamplePenalty> penalties, float uniform,
-                           const uint8_t* allowed) {
+                           const uint8_t* allowed, const SampleExtra* extra) {
   settings_ = settings;
   penalised_.resize(static_cast<size_t>(n_vocab));
-  penalise(logits, bias, penalties, allowed);
+  penalise(logits, bias, penalties, extra != nullptr ? extra->dry : std::span<const SampleBias>(),
+           allowed);
   if (settings_.temperature <= 0.0f) return argmax_;
+  if (extra != nullptr && extra->chain != nullptr) return sample_extended(*extra, uniform);
   truncate();
   return draw(uniform);
 }
@@ -152,7 +154,8 @@ int32_t RowSampler::sample(const float* logits, int32_t n_vocab, const SampleSet
 // repeat_penalty and a non-positive one multiplied (so both move down for a penalty > 1), then
 // presence is subtracted once and frequency once per occurrence.
 void RowSampler::penalise(const float* logits, std::span<const SampleBias> bias,
-                          std::span<const SamplePenalty> penalties, const uint8_t* allowed) {
+                          std::span<const SamplePenalty> penalties, std::span<const SampleBias> dry,
+                          const uint8_t* allowed) {
   const size_t n = penalised_.size();
   float* pen = penalised_.data();
   for (size_t i = 0; i < n; ++i) pen[i] = sanitise(logits[i]);
@@ -170,6 +173,10 @@ void RowSampler::penalise(const float* logits, std::span<const SampleBias> bias,
       l -= static_cast<float>(p.count) * settings_.frequency_penalty + settings_.presence_penalty;
       l = sanitise(l);  // a repeat_penalty below 1 can overflow
     }
+  }
+  for (const SampleBias& d : dry) {
+    float& l = pen[static_cast<size_t>(d.token)];
+    l = sanitise(l - d.bias);
   }
   if (allowed != nullptr) {
     for (size_t i = 0; i < n; ++i) pen[i] = allowed[i] != 0 ? pen[i] : kNegInf;
@@ -344,6 +351,334 @@ int32_t RowSampler::draw(float uniform) {
     if (acc > target) return candidates_[i].id;
   }
   return last_positive;  // rounding left target at the very top
+}
+
+// --- The extended chain ------------------------------------------------------------------------
+
+namespace {
+
+struct StageName {
+  const char* name;
+  ChainStage stage;
+};
+// llama.cpp's names first (what chain_stage_name gives), then its other spellings and its
+// one-letter codes (common_sampler_types_from_chars).
+constexpr StageName kStageNames[] = {
+    {"top_n_sigma", ChainStage::kTopNSigma},
+    {"top_k", ChainStage::kTopK},
+    {"typ_p", ChainStage::kTypicalP},
+    {"top_p", ChainStage::kTopP},
+    {"min_p", ChainStage::kMinP},
+    {"xtc", ChainStage::kXtc},
+    {"temperature", ChainStage::kTemperature},
+    {"top-n-sigma", ChainStage::kTopNSigma},
+    {"top-k", ChainStage::kTopK},
+    {"typ-p", ChainStage::kTypicalP},
+    {"typical_p", ChainStage::kTypicalP},
+    {"typical-p", ChainStage::kTypicalP},
+    {"typical", ChainStage::kTypicalP},
+    {"top-p", ChainStage::kTopP},
+    {"nucleus", ChainStage::kTopP},
+    {"min-p", ChainStage::kMinP},
+    {"temp", ChainStage::kTemperature},
+    {"s", ChainStage::kTopNSigma},
+    {"k", ChainStage::kTopK},
+    {"y", ChainStage::kTypicalP},
+    {"p", ChainStage::kTopP},
+    {"m", ChainStage::kMinP},
+    {"x", ChainStage::kXtc},
+    {"t", ChainStage::kTemperature},
+};
+
+}  // namespace
+
+bool SampleChain::extended() const {
+  if (top_n_sigma > 0.0f || typical_p < 1.0f || xtc_active() || min_keep > 1 || mirostat != 0) {
+    return true;
+  }
+  // The base chain is top_k, top_p, min_p, temperature in this order; the disabled stages
+  // (top-n-sigma, typical, XTC) may sit anywhere.
+  static const std::vector<ChainStage> kBase = {ChainStage::kTopK, ChainStage::kTopP,
+                                                ChainStage::kMinP, ChainStage::kTemperature};
+  std::vector<ChainStage> active;
+  for (ChainStage s : order) {
+    if (s == ChainStage::kTopK || s == ChainStage::kTopP || s == ChainStage::kMinP ||
+        s == ChainStage::kTemperature) {
+      active.push_back(s);
+    }
+  }
+  return active != kBase;
+}
+
+Status sample_chain_validate(const SampleChain& c) {
+  if (!std::isfinite(c.top_n_sigma)) {
+    return invalid_argument("sampler: top_n_sigma = " + fmt_float(c.top_n_sigma) +
+                            ": must be a finite number (<= 0 disables)");
+  }
+  STRATA_RETURN_IF_ERROR(check_float_range("typical_p", c.typical_p, 0.0f, 1.0f, " (1 disables)"));
+  STRATA_RETURN_IF_ERROR(
+      check_float_range("xtc_probability", c.xtc_probability, 0.0f, 1.0f, " (0 disables)"));
+  STRATA_RETURN_IF_ERROR(
+      check_float_range("xtc_threshold", c.xtc_threshold, 0.0f, 1.0f, " (above 0.5 disables)"));
+  STRATA_RETURN_IF_ERROR(check_int_range("min_keep", c.min_keep, 0, 1 << 20, ""));
+  STRATA_RETURN_IF_ERROR(check_int_range("mirostat", c.mirostat, 0, 2, " (0 disables)"));
+  STRATA_RETURN_IF_ERROR(check_float_range("mirostat_tau", c.mirostat_tau, 0.0f, 100.0f));
+  STRATA_RETURN_IF_ERROR(check_float_range("mirostat_eta", c.mirostat_eta, 0.0f, 10.0f));
+  if (c.order.size() > kChainMaxStages) {
+    return invalid_argument("sampler: samplers: " + std::to_string(c.order.size()) +
+                            " stages, more than " + std::to_string(kChainMaxStages));
+  }
+  return Status::ok();
+}
+
+const char* chain_stage_name(ChainStage s) {
+  for (const StageName& n : kStageNames) {
+    if (n.stage == s) return n.name;
+  }
+  return "?";
+}
+
+std::optional<ChainStage> chain_stage_from_name(std::string_view name) {
+  for (const StageName& n : kStageNames) {
+    if (name == n.name) return n.stage;
+  }
+  return std::nullopt;
+}
+
+int32_t RowSampler::sample_extended(const SampleExtra& extra, float uniform) {
+  const SampleChain& c = *extra.chain;
+  min_keep_ = static_cast<size_t>(std::max(c.min_keep, 1));
+  all_candidates();
+  if (c.mirostat != 0) return mirostat(c, uniform, *extra.mirostat_mu);
+  for (ChainStage stage : c.order) {
+    switch (stage) {
+      case ChainStage::kTopNSigma:
+        stage_top_n_sigma(c.top_n_sigma);
+        break;
+      case ChainStage::kTopK:
+        stage_top_k(settings_.top_k);
+        break;
+      case ChainStage::kTypicalP:
+        stage_typical(c.typical_p);
+        break;
+      case ChainStage::kTopP:
+        stage_top_p(settings_.top_p);
+        break;
+      case ChainStage::kMinP:
+        stage_min_p(settings_.min_p);
+        break;
+      case ChainStage::kXtc:
+        stage_xtc(c, extra.xtc_uniform);
+        break;
+      case ChainStage::kTemperature:
+        for (Candidate& cand : candidates_) cand.logit /= settings_.temperature;
+        break;
+    }
+  }
+  return candidates_[draw_candidates(uniform)].id;
+}
+
+// Every token a draw could pick: the banned (-inf) ones never can. penalise() left at least one
+// finite logit.
+void RowSampler::all_candidates() {
+  candidates_.clear();
+  const float* pen = penalised_.data();
+  for (size_t i = 0; i < penalised_.size(); ++i) {
+    if (pen[i] != kNegInf) candidates_.push_back(Candidate{pen[i], static_cast<int32_t>(i)});
+  }
+  sorted_ = false;
+}
+
+void RowSampler::sort_candidates() {
+  if (sorted_) return;
+  std::sort(candidates_.begin(), candidates_.end(),
+            [](const Candidate& a, const Candidate& b) { return precedes(a, b); });
+  sorted_ = true;
+}
+
+void RowSampler::softmax_candidates() {
+  const size_t n = candidates_.size();
+  float max = kNegInf;
+  for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
+  weights_.resize(n);
+  const double z = exp_shifted(
+      n, [this, max](size_t i) { return candidates_[i].logit - max; }, weights_.data());
+  for (float& w : weights_) w = static_cast<float>(static_cast<double>(w) / z);
+}
+
+void RowSampler::keep(size_t n) {
+  candidates_.resize(std::min(candidates_.size(), std::max(n, min_keep_)));
+}
+
+// llama.cpp's top-n-sigma: drop the logits below max - n * (their standard deviation).
+void RowSampler::stage_top_n_sigma(float n) {
+  if (n <= 0.0f || candidates_.size() <= 1) return;
+  float max = kNegInf;
+  float sum = 0.0f;
+  for (const Candidate& c : candidates_) {
+    max = c.logit > max ? c.logit : max;
+    sum += c.logit;
+  }
+  const float mean = sum / static_cast<float>(candidates_.size());
+  float acc = 0.0f;
+  for (const Candidate& c : candidates_) acc += (c.logit - mean) * (c.logit - mean);
+  const float sd = std::sqrt(acc / static_cast<float>(candidates_.size()));
+  const float floor = max - n * sd;
+  std::erase_if(candidates_, [floor](const Candidate& c) { return c.logit < floor; });
+}
+
+void RowSampler::stage_top_k(int32_t k) {
+  if (k <= 0) return;
+  const size_t n = std::min(candidates_.size(), std::max(static_cast<size_t>(k), min_keep_));
+  auto cmp = [](const Candidate& a, const Candidate& b) { return precedes(a, b); };
+  if (!sorted_ && n * kTopKHeapDivisor < candidates_.size()) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(n),
+                     candidates_.end(), cmp);
+    candidates_.resize(n);
+  }
+  sort_candidates();
+  candidates_.resize(n);
+}
+
+// llama.cpp's locally typical sampling: the tokens whose surprise is nearest the entropy, in
+// that order, until their mass passes p.
+void RowSampler::stage_typical(float p) {
+  if (p >= 1.0f) return;
+  sort_candidates();
+  softmax_candidates();
+  const size_t n = candidates_.size();
+  double entropy = 0.0;
+  for (float w : weights_) {
+    if (w > 0.0f) entropy -= static_cast<double>(w) * std::log(static_cast<double>(w));
+  }
+  std::vector<std::pair<double, size_t>> by_score(n);  // (|surprise - entropy|, position)
+  for (size_t i = 0; i < n; ++i) {
+    const double w = static_cast<double>(weights_[i]);
+    const double score =
+        w > 0.0 ? std::fabs(-std::log(w) - entropy) : std::numeric_limits<double>::infinity();
+    by_score[i] = {score, i};
+  }
+  std::sort(by_score.begin(), by_score.end());  // ties by position: a strict order
+  size_t kept = n;
+  double cum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += static_cast<double>(weights_[by_score[i].second]);
+    if (cum > p && i + 1 >= min_keep_) {
+      kept = i + 1;
+      break;
+    }
+  }
+  std::vector<Candidate> out(kept);
+  for (size_t i = 0; i < kept; ++i) out[i] = candidates_[by_score[i].second];
+  candidates_ = std::move(out);
+  sorted_ = false;
+}
+
+void RowSampler::stage_top_p(float p) {
+  if (p >= 1.0f) return;
+  sort_candidates();
+  softmax_candidates();
+  double cum = 0.0;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    cum += static_cast<double>(weights_[i]);
+    if (cum >= p && i + 1 >= min_keep_) {
+      candidates_.resize(i + 1);
+      return;
+    }
+  }
+}
+
+void RowSampler::stage_min_p(float p) {
+  if (p <= 0.0f) return;
+  float max = kNegInf;
+  for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
+  const float threshold = max + std::log(p);
+  size_t passing = 0;
+  for (const Candidate& c : candidates_) passing += c.logit >= threshold ? 1 : 0;
+  if (passing >= min_keep_) {
+    std::erase_if(candidates_, [threshold](const Candidate& c) { return c.logit < threshold; });
+    return;
+  }
+  sort_candidates();
+  keep(passing);
+}
+
+// llama.cpp's XTC: with probability xtc_probability, drop every token at or above the
+// threshold except the least likely of them.
+void RowSampler::stage_xtc(const SampleChain& c, float chance) {
+  if (!c.xtc_active() || candidates_.size() < 2 || chance > c.xtc_probability) return;
+  sort_candidates();
+  softmax_candidates();
+  size_t last = 0;
+  for (size_t i = 0; i < candidates_.size() && weights_[i] >= c.xtc_threshold; ++i) last = i;
+  if (last == 0 || candidates_.size() - last < min_keep_) return;
+  candidates_.erase(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(last));
+}
+
+// The position in candidates_ that the uniform picks under the softmax of their logits.
+int32_t RowSampler::draw_candidates(float uniform) {
+  const size_t n = candidates_.size();
+  float max = kNegInf;
+  for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
+  weights_.resize(n);
+  const double total = exp_shifted(
+      n, [this, max](size_t i) { return candidates_[i].logit - max; }, weights_.data());
+  const double target = static_cast<double>(uniform) * total;
+  double acc = 0.0;
+  size_t last_positive = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (weights_[i] <= 0.0f) continue;
+    acc += static_cast<double>(weights_[i]);
+    last_positive = i;
+    if (acc > target) return static_cast<int32_t>(i);
+  }
+  return static_cast<int32_t>(last_positive);
+}
+
+// llama.cpp's Mirostat (1) and Mirostat 2.0 (2) after the temperature: truncate to what the
+// target surprise mu allows, draw, and move mu by eta times the draw's surprise less tau.
+int32_t RowSampler::mirostat(const SampleChain& c, float uniform, float& mu) {
+  for (Candidate& cand : candidates_) cand.logit /= settings_.temperature;
+  sort_candidates();
+  if (c.mirostat == 1 && candidates_.size() >= 2) {
+    softmax_candidates();
+    // Zipf's exponent from the m = 100 most likely tokens, then the k that makes the expected
+    // surprise mu.
+    constexpr size_t kM = 100;
+    double sum_tb = 0.0;
+    double sum_tt = 0.0;
+    for (size_t i = 0; i + 1 < kM && i + 1 < candidates_.size(); ++i) {
+      if (weights_[i + 1] <= 0.0f) break;
+      const double t = std::log(static_cast<double>(i + 2) / static_cast<double>(i + 1));
+      const double b = std::log(static_cast<double>(weights_[i]) / weights_[i + 1]);
+      sum_tb += t * b;
+      sum_tt += t * t;
+    }
+    const double s_hat = sum_tt > 0.0 ? sum_tb / sum_tt : 0.0;
+    const double eps = s_hat - 1.0;
+    const double n_vocab = static_cast<double>(penalised_.size());
+    const double k =
+        std::pow(eps * std::pow(2.0, static_cast<double>(mu)) / (1.0 - std::pow(n_vocab, -eps)),
+                 1.0 / s_hat);
+    // A flat or degenerate head (s_hat 0, k NaN or infinite) keeps everything.
+    if (std::isfinite(k) && k < static_cast<double>(candidates_.size())) {
+      candidates_.resize(static_cast<size_t>(std::max(k, 1.0)));
+    }
+  } else if (c.mirostat == 2) {
+    softmax_candidates();
+    size_t kept = 0;
+    while (kept < candidates_.size() && weights_[kept] > 0.0f &&
+           -std::log2(static_cast<double>(weights_[kept])) <= static_cast<double>(mu)) {
+      ++kept;
+    }
+    candidates_.resize(std::max<size_t>(kept, 1));
+  }
+  const int32_t chosen = draw_candidates(uniform);  // leaves the kept tokens' exps in weights_
+  double total = 0.0;
+  for (float w : weights_) total += static_cast<double>(w);
+  const double surprise = -std::log2(static_cast<double>(weights_[chosen]) / total);
+  mu -= c.mirostat_eta * static_cast<float>(surprise - static_cast<double>(c.mirostat_tau));
+  return candidates_[chosen].id;
 }
 
 // --- The op's rows -----------------------------------------------------------------------------

@@ -7,8 +7,9 @@
 //
 // Goals: the same logits and uniform give the same token on every platform and build (a strict
 // total order for every sort, an exp of our own, no std:: distributions, no FMA contraction);
-// no full sort of a 150k vocabulary per token. Non-goals: grammars, DRY, XTC, typical-p,
-// mirostat; drawing random numbers (the caller owns the generator).
+// no full sort of a 150k vocabulary per token where the base chain runs. Non-goals: grammars,
+// DRY's repeat search (engine/dry.h computes its penalties), drawing random numbers (the
+// caller owns the generator).
 //
 // The chain, in llama.cpp's default order:
 //   logit bias -> penalties -> top_k -> top_p -> min_p -> temperature -> dist
@@ -22,7 +23,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -73,6 +76,57 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
+// --- The rest of llama.cpp's chain --------------------------------------------------------------
+//
+// llama-server's other samplers, run on the CPU only (the sample op's rows carry the base chain
+// above): top-n-sigma, locally typical, XTC, Mirostat 1 and 2, min_keep, and the order of the
+// truncation samplers and the temperature (llama-server's `samplers`). With an extended chain
+// the candidates pass through the stages in `order`, each as llama.cpp's sampler of that name
+// does it, then the draw; Mirostat replaces the stages (temperature, then Mirostat), as in
+// llama.cpp. Greedy (temperature 0) is still the first largest penalised logit.
+enum class ChainStage : uint8_t { kTopNSigma, kTopK, kTypicalP, kTopP, kMinP, kXtc, kTemperature };
+inline constexpr size_t kChainMaxStages = 64;
+
+struct SampleChain {
+  float top_n_sigma = -1.0f;     // <= 0: disabled
+  float typical_p = 1.0f;        // 1: disabled
+  float xtc_probability = 0.0f;  // 0: disabled
+  float xtc_threshold = 0.1f;    // above 0.5: disabled
+  int32_t min_keep = 0;          // the fewest tokens a truncation leaves (0: 1)
+  int32_t mirostat = 0;          // 0 off, 1 Mirostat, 2 Mirostat 2.0
+  float mirostat_tau = 5.0f;     // target surprise (bits)
+  float mirostat_eta = 0.1f;     // learning rate
+  std::vector<ChainStage> order = default_order();
+
+  static std::vector<ChainStage> default_order() {
+    return {ChainStage::kTopNSigma, ChainStage::kTopK, ChainStage::kTypicalP,   ChainStage::kTopP,
+            ChainStage::kMinP,      ChainStage::kXtc,  ChainStage::kTemperature};
+  }
+  bool xtc_active() const { return xtc_probability > 0.0f && xtc_threshold <= 0.5f; }
+  // Whether the base chain would sample differently: any of these samplers on, or another
+  // order of the stages the base chain has.
+  bool extended() const;
+};
+
+// As sample_settings_validate, for the chain's fields.
+Status sample_chain_validate(const SampleChain& c);
+// llama.cpp's name of a stage ("top_k", "typ_p", ...), and the stage of a name, also
+// llama.cpp's other spellings ("top-k", "typical_p", "nucleus", ...) and one-letter codes
+// ("k", "y", ...); nullopt for a name that is none.
+const char* chain_stage_name(ChainStage s);
+std::optional<ChainStage> chain_stage_from_name(std::string_view name);
+
+// What an extended chain needs beyond the base chain's inputs.
+struct SampleExtra {
+  const SampleChain* chain = nullptr;
+  // DRY's penalties (engine/dry.h): subtracted after the repetition penalties.
+  std::span<const SampleBias> dry;
+  // XTC acts on this row when this uniform is below xtc_probability.
+  float xtc_uniform = 1.0f;
+  // Mirostat's running target (mu), read and updated; required when chain->mirostat != 0.
+  float* mirostat_mu = nullptr;
+};
+
 // exp(x) for x <= 0 (x must not be positive; NaN and -inf give 0) by a fixed sequence of float
 // operations, so it gives the same bits everywhere, unlike libm; relative error about 1e-7.
 float exp_nonpositive(float x);
@@ -88,9 +142,11 @@ class RowSampler {
   // [0, n_vocab), penalty tokens distinct, uniform in [0, 1).
   // `allowed`, when given (n_vocab bytes), bans every token whose byte is 0 after the bias and
   // penalties, as a logit of -inf (a grammar's mask); at least one must be allowed.
+  // `extra`, when given, runs the extended chain (SampleChain) in place of the truncation.
   int32_t sample(const float* logits, int32_t n_vocab, const SampleSettings& settings,
                  std::span<const SampleBias> bias, std::span<const SamplePenalty> penalties,
-                 float uniform, const uint8_t* allowed = nullptr);
+                 float uniform, const uint8_t* allowed = nullptr,
+                 const SampleExtra* extra = nullptr);
 
   // Of the last sampled row, under the distribution described at the top of this file: a
   // token's log-probability (costs an exp per vocab entry the first time it is asked for), and
@@ -105,16 +161,36 @@ class RowSampler {
   };
 
   void penalise(const float* logits, std::span<const SampleBias> bias,
-                std::span<const SamplePenalty> penalties, const uint8_t* allowed);
+                std::span<const SamplePenalty> penalties, std::span<const SampleBias> dry,
+                const uint8_t* allowed);
   // Leaves in candidates_ the tokens that survive top_k, top_p and min_p.
   void truncate();
   // Leaves in candidates_ the best k tokens, sorted.
   void select_top_k(size_t k);
   int32_t draw(float uniform);
+
+  // The extended chain (SampleExtra): the stages over candidates_, then a draw from what is
+  // left at the logits the stages left.
+  int32_t sample_extended(const SampleExtra& extra, float uniform);
+  int32_t mirostat(const SampleChain& c, float uniform, float& mu);
+  void all_candidates();
+  void sort_candidates();
+  // weights_[i] = the softmax of candidates_ (sorted or not) at their logits.
+  void softmax_candidates();
+  void keep(size_t n);
+  void stage_top_n_sigma(float n);
+  void stage_top_k(int32_t k);
+  void stage_typical(float p);
+  void stage_top_p(float p);
+  void stage_min_p(float p);
+  void stage_xtc(const SampleChain& c, float chance);
+  int32_t draw_candidates(float uniform);
   // log of the softmax normaliser of the penalised logits.
   float log_z() const;
 
   SampleSettings settings_;
+  size_t min_keep_ = 1;           // of the extended chain
+  bool sorted_ = false;           // candidates_ in precedes() order (extended chain)
   std::vector<float> penalised_;  // F32 [n_vocab]
   std::vector<Candidate> candidates_;
   std::vector<float> weights_;  // of candidates_, at the temperature

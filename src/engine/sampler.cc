@@ -1,5 +1,7 @@
 #include "engine/sampler.h"
 
+#include <cmath>
+#include <span>
 #include <string>
 
 #include "core/check.h"
@@ -8,6 +10,24 @@ namespace strata {
 
 Status SamplerParams::validate() const {
   STRATA_RETURN_IF_ERROR(sample_settings_validate(settings()));
+  STRATA_RETURN_IF_ERROR(sample_chain_validate(chain));
+  if (!(std::isfinite(dry_multiplier) && dry_multiplier >= 0.0f)) {
+    return invalid_argument("sampler: dry_multiplier = " + std::to_string(dry_multiplier) +
+                            ": must be a finite number >= 0 (0 disables)");
+  }
+  if (!(std::isfinite(dry_base) && dry_base >= 0.0f && dry_base <= 1e6f)) {
+    return invalid_argument("sampler: dry_base = " + std::to_string(dry_base) +
+                            ": must be in [0, 1e6] (below 1 disables)");
+  }
+  if (dry_allowed_length < 0 || dry_allowed_length > kSamplerMaxRepeatLastN) {
+    return invalid_argument("sampler: dry_allowed_length = " + std::to_string(dry_allowed_length) +
+                            ": must be in [0, " + std::to_string(kSamplerMaxRepeatLastN) + "]");
+  }
+  if (dry_penalty_last_n < -1 || dry_penalty_last_n > kSamplerMaxRepeatLastN) {
+    return invalid_argument("sampler: dry_penalty_last_n = " + std::to_string(dry_penalty_last_n) +
+                            ": must be in [-1, " + std::to_string(kSamplerMaxRepeatLastN) +
+                            "] (0 disables, -1 means all)");
+  }
   if (repeat_last_n < -1 || repeat_last_n > kSamplerMaxRepeatLastN) {
     return invalid_argument("sampler: repeat_last_n = " + std::to_string(repeat_last_n) +
                             ": must be in [-1, " + std::to_string(kSamplerMaxRepeatLastN) +
@@ -44,6 +64,8 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
     : params_(params), settings_(params.settings()), n_vocab_(n_vocab), rng_(params.seed) {
   STRATA_CHECK(params.validate().is_ok(), "sampler parameters must be validated first");
   STRATA_CHECK(n_vocab > 0);
+  host_only_ = params_.chain.extended() || params_.dry_active();
+  mirostat_mu_ = 2.0f * params_.chain.mirostat_tau;
 }
 
 void Sampler::set_logit_bias(std::vector<SampleBias> bias) {
@@ -54,7 +76,15 @@ void Sampler::set_logit_bias(std::vector<SampleBias> bias) {
 }
 
 void Sampler::accept(int32_t token) {
-  if (token < 0 || token >= n_vocab_ || params_.repeat_last_n == 0) return;
+  if (token < 0 || token >= n_vocab_) return;
+  if (params_.dry_active()) {
+    dry_window_.push_back(token);
+    const size_t limit = params_.dry_penalty_last_n > 0
+                             ? static_cast<size_t>(params_.dry_penalty_last_n)
+                             : static_cast<size_t>(kSamplerMaxRepeatLastN);
+    if (dry_window_.size() > limit) dry_window_.pop_front();
+  }
+  if (params_.repeat_last_n == 0) return;
   window_.push_back(token);
   ++counts_[token];
   const size_t limit = params_.repeat_last_n > 0 ? static_cast<size_t>(params_.repeat_last_n)
@@ -76,6 +106,8 @@ void Sampler::penalties(std::vector<SamplePenalty>& out) const {
 void Sampler::reset() {
   window_.clear();
   counts_.clear();
+  dry_window_.clear();
+  mirostat_mu_ = 2.0f * params_.chain.mirostat_tau;
   rng_ = SamplerRng(params_.seed);
   last_token_ = -1;
   last_top_.clear();
@@ -96,8 +128,31 @@ int32_t Sampler::sample_with_uniform(const float* logits, float uniform) {
 int32_t Sampler::sample_masked(const float* logits, float uniform, const uint8_t* allowed) {
   STRATA_CHECK(uniform >= 0.0f && uniform < 1.0f, "uniform must be in [0, 1)");
   penalties(penalties_);
+  if (!host_only_) {
+    last_token_ = row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform, allowed);
+    row_.top(params_.n_probs, last_top_);
+    return last_token_;
+  }
+  SampleExtra extra;
+  extra.chain = &params_.chain;
+  dry_.clear();
+  if (params_.dry_active() && params_.chain.mirostat == 0) {
+    static const DryBreakers kNoBreakers;
+    dry_tokens_.assign(dry_window_.begin(), dry_window_.end());
+    const DryParams dp{params_.dry_multiplier, params_.dry_base, params_.dry_allowed_length};
+    dry_penalties(dry_tokens_, dp, params_.dry_breakers ? *params_.dry_breakers : kNoBreakers,
+                  dry_);
+  }
+  extra.dry = dry_;
+  // XTC's chance: a second number from the stream, drawn only where XTC is on and the draw is
+  // not greedy.
+  if (params_.chain.xtc_active() && settings_.temperature > 0.0f)
+    extra.xtc_uniform = rng_.uniform();
+  extra.mirostat_mu = &mirostat_mu_;
+  // Under Mirostat llama.cpp's chain is the temperature and Mirostat: no penalties, no DRY.
+  if (params_.chain.mirostat != 0) penalties_.clear();
   const int32_t token =
-      row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform, allowed);
+      row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform, allowed, &extra);
   last_token_ = token;
   row_.top(params_.n_probs, last_top_);
   return token;

@@ -4,19 +4,23 @@
 // Goals: the same seed and the same logits give the same tokens on every platform and build
 // (own RNG, the chain's fixed arithmetic); a device that samples a row with the uniform this
 // sampler would have drawn and the entries it would have applied picks the same token (see
-// next_uniform, penalties). Non-goals: DRY, XTC, typical-p, mirostat. A grammar
-// is the caller's: it passes the mask of the tokens the grammar allows (sample_allowed).
+// next_uniform, penalties). The rest of llama.cpp's chain (DRY, XTC, typical, top-n-sigma,
+// Mirostat, another order) runs here only: a sampler using it is host_only(). A grammar is the
+// caller's: it passes the mask of the tokens the grammar allows (sample_allowed).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/rng.h"
 #include "core/sample.h"
 #include "core/status.h"
+#include "engine/dry.h"
 
 namespace strata {
 
@@ -37,6 +41,21 @@ struct SamplerParams {
   float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
   uint64_t seed = 0;               // fixed default: choosing a random seed is the caller's decision
   int32_t n_probs = 0;             // how many top alternatives to report per token
+  // DRY (engine/dry.h), applied after the penalties. On when dry_multiplier > 0, dry_base >= 1
+  // and dry_penalty_last_n != 0; the breakers are dry_breakers() of the strings (null: no
+  // breakers; the server makes them from the strings).
+  float dry_multiplier = 0.0f;
+  float dry_base = 1.75f;
+  int32_t dry_allowed_length = 2;
+  int32_t dry_penalty_last_n = -1;  // tokens of context DRY looks back over; -1: all of them
+  std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
+  std::shared_ptr<const DryBreakers> dry_breakers;
+  // The other samplers and the order of the stages (core/sample.h).
+  SampleChain chain;
+
+  bool dry_active() const {
+    return dry_multiplier > 0.0f && dry_base >= 1.0f && dry_penalty_last_n != 0;
+  }
 
   // Names the field, its value and the allowed range of the first bad field.
   Status validate() const;
@@ -92,6 +111,11 @@ class Sampler {
   const SamplerParams& params() const { return params_; }
   const SampleSettings& settings() const { return settings_; }
   int32_t n_vocab() const { return n_vocab_; }
+  // Whether this sampler needs the CPU: DRY, or a chain the sample op does not run. A device
+  // must not sample for it (StepDraws::add refuses).
+  bool host_only() const { return host_only_; }
+  // Mirostat's running target surprise (mu): 2 tau at the start.
+  float mirostat_mu() const { return mirostat_mu_; }
 
  private:
   int32_t sample_masked(const float* logits, float uniform, const uint8_t* allowed);
@@ -105,6 +129,12 @@ class Sampler {
   // Penalty window: tokens in order and how often each occurs in it.
   std::deque<int32_t> window_;
   std::unordered_map<int32_t, int32_t> counts_;
+
+  bool host_only_ = false;
+  std::deque<int32_t> dry_window_;   // the last dry_penalty_last_n accepted tokens
+  std::vector<int32_t> dry_tokens_;  // scratch: dry_window_ as one span
+  std::vector<SampleBias> dry_;      // scratch: this sample's DRY penalties
+  float mirostat_mu_ = 0.0f;
 
   RowSampler row_;
   std::vector<SamplePenalty> penalties_;  // scratch of sample_with_uniform

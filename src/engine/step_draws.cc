@@ -17,6 +17,7 @@ void StepDraws::clear() {
 }
 
 int32_t StepDraws::add(int32_t output, Sampler& sampler, bool logprobs) {
+  if (sampler.host_only()) return -1;  // the sample op runs the base chain only
   sampler.penalties(penalties_);
   const std::vector<SampleBias>& bias = sampler.logit_bias();
   const int64_t n_entries = static_cast<int64_t>(penalties_.size() + bias.size());

@@ -32,7 +32,8 @@ class StepDraws {
   // for output, in batch order) for the sequence of `sampler`, which draws its uniform now.
   // With `logprobs` the chosen token's log-probability and the sampler's n_probs alternatives
   // come back too. Returns the draw's index, or -1 when the draw needs more than kMaxEntries
-  // entries: nothing was drawn then, and the row is for the CPU (read_logits).
+  // entries or the sampler is host_only(): nothing was drawn then, and the row is for the CPU
+  // (read_logits).
   int32_t add(int32_t output, Sampler& sampler, bool logprobs);
   // The logits of output row `output` come back (Context::logits) for sampling on the CPU.
   void read_logits(int32_t output);
