@@ -393,7 +393,8 @@ constexpr StageName kStageNames[] = {
 }  // namespace
 
 bool SampleChain::extended() const {
-  if (top_n_sigma > 0.0f || typical_p < 1.0f || xtc_active() || min_keep > 1 || mirostat != 0) {
+  if (top_n_sigma > 0.0f || typical_p < 1.0f || xtc_active() || min_keep > 1 || mirostat != 0 ||
+      dynatemp_range > 0.0f) {
     return true;
   }
   // The base chain is top_k, top_p, min_p, temperature in this order; the disabled stages
@@ -424,6 +425,9 @@ Status sample_chain_validate(const SampleChain& c) {
   STRATA_RETURN_IF_ERROR(check_int_range("mirostat", c.mirostat, 0, 2, " (0 disables)"));
   STRATA_RETURN_IF_ERROR(check_float_range("mirostat_tau", c.mirostat_tau, 0.0f, 100.0f));
   STRATA_RETURN_IF_ERROR(check_float_range("mirostat_eta", c.mirostat_eta, 0.0f, 10.0f));
+  STRATA_RETURN_IF_ERROR(
+      check_float_range("dynatemp_range", c.dynatemp_range, -1e6f, 1e6f, " (<= 0 disables)"));
+  STRATA_RETURN_IF_ERROR(check_float_range("dynatemp_exponent", c.dynatemp_exponent, 0.0f, 1e6f));
   if (c.order.size() > kChainMaxStages) {
     return invalid_argument("sampler: samplers: " + std::to_string(c.order.size()) +
                             " stages, more than " + std::to_string(kChainMaxStages));
@@ -471,7 +475,7 @@ int32_t RowSampler::sample_extended(const SampleExtra& extra, float uniform) {
         stage_xtc(c, extra.xtc_uniform);
         break;
       case ChainStage::kTemperature:
-        for (Candidate& cand : candidates_) cand.logit /= settings_.temperature;
+        stage_temperature(c);
         break;
     }
   }
@@ -613,6 +617,31 @@ void RowSampler::stage_xtc(const SampleChain& c, float chance) {
   for (size_t i = 0; i < candidates_.size() && weights_[i] >= c.xtc_threshold; ++i) last = i;
   if (last == 0 || candidates_.size() - last < min_keep_) return;
   candidates_.erase(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(last));
+}
+
+// The temperature, or llama.cpp's dynamic one: between temperature - range (at least 0) and
+// temperature + range by the normalised entropy of the candidates to the exponent.
+void RowSampler::stage_temperature(const SampleChain& c) {
+  float t = settings_.temperature;
+  if (c.dynatemp_range > 0.0f) {
+    if (candidates_.size() <= 1) return;
+    const float lo = std::max(0.0f, t - c.dynatemp_range);
+    const float hi = t + c.dynatemp_range;
+    softmax_candidates();
+    double entropy = 0.0;
+    for (float w : weights_) {
+      if (w > 0.0f) entropy -= static_cast<double>(w) * std::log(static_cast<double>(w));
+    }
+    const double max_entropy = std::log(static_cast<double>(candidates_.size()));
+    t = lo + (hi - lo) * static_cast<float>(std::pow(entropy / max_entropy, c.dynatemp_exponent));
+    // A temperature of 0 keeps the most likely token, as llama.cpp's does.
+    if (t <= 0.0f) {
+      sort_candidates();
+      candidates_.resize(1);
+      return;
+    }
+  }
+  for (Candidate& cand : candidates_) cand.logit /= t;
 }
 
 // The position in candidates_ that the uniform picks under the softmax of their logits.

@@ -79,11 +79,11 @@ struct TokenLogprob {
 // --- The rest of llama.cpp's chain --------------------------------------------------------------
 //
 // llama-server's other samplers, run on the CPU only (the sample op's rows carry the base chain
-// above): top-n-sigma, locally typical, XTC, Mirostat 1 and 2, min_keep, and the order of the
-// truncation samplers and the temperature (llama-server's `samplers`). With an extended chain
-// the candidates pass through the stages in `order`, each as llama.cpp's sampler of that name
-// does it, then the draw; Mirostat replaces the stages (temperature, then Mirostat), as in
-// llama.cpp. Greedy (temperature 0) is still the first largest penalised logit.
+// above): top-n-sigma, locally typical, XTC, Mirostat 1 and 2, dynamic temperature, min_keep,
+// and the order of the truncation samplers and the temperature (llama-server's `samplers`).
+// With an extended chain the candidates pass through the stages in `order`, each as llama.cpp's
+// sampler of that name does it, then the draw; Mirostat replaces the stages (temperature, then
+// Mirostat), as in llama.cpp. Greedy (temperature 0) is still the first largest penalised logit.
 enum class ChainStage : uint8_t { kTopNSigma, kTopK, kTypicalP, kTopP, kMinP, kXtc, kTemperature };
 inline constexpr size_t kChainMaxStages = 64;
 
@@ -96,6 +96,10 @@ struct SampleChain {
   int32_t mirostat = 0;          // 0 off, 1 Mirostat, 2 Mirostat 2.0
   float mirostat_tau = 5.0f;     // target surprise (bits)
   float mirostat_eta = 0.1f;     // learning rate
+  // Dynamic temperature (llama.cpp's temp_ext): the temperature stage uses
+  // temperature +- range, by the candidates' normalised entropy to this power. 0: off.
+  float dynatemp_range = 0.0f;
+  float dynatemp_exponent = 1.0f;
   std::vector<ChainStage> order = default_order();
 
   static std::vector<ChainStage> default_order() {
@@ -184,6 +188,7 @@ class RowSampler {
   void stage_top_p(float p);
   void stage_min_p(float p);
   void stage_xtc(const SampleChain& c, float chance);
+  void stage_temperature(const SampleChain& c);
   int32_t draw_candidates(float uniform);
   // log of the softmax normaliser of the penalised logits.
   float log_z() const;

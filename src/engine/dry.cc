@@ -70,7 +70,8 @@ void dry_penalties(std::span<const int32_t> window, const DryParams& p, const Dr
       const int64_t len = static_cast<int64_t>(it->second.size());
       if (len <= longest || len > i) continue;
       bool match = true;
-      for (int64_t o = 0; o < len && match; ++o) match = it->second[static_cast<size_t>(o)] == r(i - o - 1);
+      for (int64_t o = 0; o < len && match; ++o)
+        match = it->second[static_cast<size_t>(o)] == r(i - o - 1);
       if (match) longest = len;
     }
     if (longest >= 0) {

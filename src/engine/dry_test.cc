@@ -39,7 +39,8 @@ std::map<int32_t, float> naive_dry(const std::vector<int32_t>& w, const DryParam
   std::map<int32_t, int64_t> best;
   for (int64_t j = 0; j + 1 < n; ++j) {
     int64_t len = 0;
-    while (len <= j && w[static_cast<size_t>(j - len)] == w[static_cast<size_t>(n - 1 - len)]) ++len;
+    while (len <= j && w[static_cast<size_t>(j - len)] == w[static_cast<size_t>(n - 1 - len)])
+      ++len;
     len = std::min(len, limit);
     if (len < p.allowed_length) continue;
     const int32_t next = w[static_cast<size_t>(j + 1)];
@@ -59,7 +60,9 @@ std::map<int32_t, float> naive_dry(const std::vector<int32_t>& w, const DryParam
 
 TEST(Dry, PenaltiesEqualTheDefinitionOnRandomWindows) {
   Rng rng(7);
-  auto below = [&rng](int n) { return static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n)); };
+  auto below = [&rng](int n) {
+    return static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n));
+  };
   int penalised = 0;
   for (int round = 0; round < 3000; ++round) {
     const int alphabet = 2 + below(4);

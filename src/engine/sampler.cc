@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <cmath>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -9,7 +10,11 @@
 namespace strata {
 
 Status SamplerParams::validate() const {
-  STRATA_RETURN_IF_ERROR(sample_settings_validate(settings()));
+  SampleSettings given = settings();  // with the penalties as given, used or not
+  given.repeat_penalty = repeat_penalty;
+  given.presence_penalty = presence_penalty;
+  given.frequency_penalty = frequency_penalty;
+  STRATA_RETURN_IF_ERROR(sample_settings_validate(given));
   STRATA_RETURN_IF_ERROR(sample_chain_validate(chain));
   if (!(std::isfinite(dry_multiplier) && dry_multiplier >= 0.0f)) {
     return invalid_argument("sampler: dry_multiplier = " + std::to_string(dry_multiplier) +
@@ -46,10 +51,57 @@ SampleSettings SamplerParams::settings() const {
   s.top_k = top_k;
   s.top_p = top_p;
   s.min_p = min_p;
-  s.repeat_penalty = repeat_penalty;
-  s.presence_penalty = presence_penalty;
-  s.frequency_penalty = frequency_penalty;
+  if (use_penalties) {
+    s.repeat_penalty = repeat_penalty;
+    s.presence_penalty = presence_penalty;
+    s.frequency_penalty = frequency_penalty;
+  } else {
+    s.repeat_penalty = 1.0f;
+    s.presence_penalty = 0.0f;
+    s.frequency_penalty = 0.0f;
+  }
   return s;
+}
+
+Status set_sampler_order(SamplerParams& p, std::span<const std::string> names) {
+  if (names.size() > kChainMaxStages) {
+    return invalid_argument("samplers: " + std::to_string(names.size()) + " names, more than " +
+                            std::to_string(kChainMaxStages));
+  }
+  bool penalties = false;
+  bool dry = false;
+  std::vector<ChainStage> order;
+  for (const std::string& name : names) {
+    if (name == "penalties" || name == "e") {
+      penalties = true;
+    } else if (name == "dry" || name == "d") {
+      dry = true;
+    } else if (std::optional<ChainStage> stage = chain_stage_from_name(name)) {
+      order.push_back(*stage);
+    } else {
+      return invalid_argument("samplers: '" + name.substr(0, 64) +
+                              "' is not a sampler (penalties, dry, top_n_sigma, top_k, typ_p, "
+                              "top_p, min_p, xtc, temperature)");
+    }
+  }
+  p.use_penalties = penalties;
+  p.use_dry = dry;
+  p.chain.order = std::move(order);
+  return Status::ok();
+}
+
+Status set_sampler_order_letters(SamplerParams& p, std::string_view letters) {
+  std::vector<std::string> names;
+  for (char c : letters) names.emplace_back(1, c);
+  return set_sampler_order(p, names);
+}
+
+std::vector<std::string> sampler_order_names(const SamplerParams& p) {
+  std::vector<std::string> out;
+  if (p.use_penalties) out.emplace_back("penalties");
+  if (p.use_dry) out.emplace_back("dry");
+  for (ChainStage s : p.chain.order) out.emplace_back(chain_stage_name(s));
+  return out;
 }
 
 Result<Sampler> Sampler::create(const SamplerParams& params, int32_t n_vocab) {

@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -52,9 +54,13 @@ struct SamplerParams {
   std::shared_ptr<const DryBreakers> dry_breakers;
   // The other samplers and the order of the stages (core/sample.h).
   SampleChain chain;
+  // Whether the sampler list (set_sampler_order) names the penalties and DRY: unnamed, they
+  // are off whatever their parameters say, as in llama.cpp's chain.
+  bool use_penalties = true;
+  bool use_dry = true;
 
   bool dry_active() const {
-    return dry_multiplier > 0.0f && dry_base >= 1.0f && dry_penalty_last_n != 0;
+    return use_dry && dry_multiplier > 0.0f && dry_base >= 1.0f && dry_penalty_last_n != 0;
   }
 
   // Names the field, its value and the allowed range of the first bad field.
@@ -62,6 +68,16 @@ struct SamplerParams {
   // The chain's part of these parameters.
   SampleSettings settings() const;
 };
+
+// llama.cpp's sampler list (llama-server's `samplers`, `--samplers`): the truncation stages and
+// the temperature in the order named (core/sample.h chain_stage_from_name), plus "penalties"
+// and "dry", which run first wherever they are listed and are off when they are not.
+// An unknown name is an error naming it. The letters form ("edkypmxt", `--sampler-seq`) uses
+// llama.cpp's one-letter codes, 'e' penalties and 'd' DRY.
+Status set_sampler_order(SamplerParams& p, std::span<const std::string> names);
+Status set_sampler_order_letters(SamplerParams& p, std::string_view letters);
+// The list that describes p: "penalties" and "dry" where used, then the stages by name.
+std::vector<std::string> sampler_order_names(const SamplerParams& p);
 
 // The sampler's random numbers (core/rng.h): the same seed gives the same draws everywhere.
 using SamplerRng = Rng;

@@ -123,6 +123,16 @@ std::map<int32_t, double> reference(const std::vector<float>& logits, const Conf
       while (last + 1 < p.size() && p[last + 1] >= c.xtc_threshold) ++last;
       if (p[0] < c.xtc_threshold) last = 0;
       if (last > 0 && cand.size() - last >= min_keep) cand.erase(cand.begin(), cand.begin() + last);
+    } else if (stage == ChainStage::kTemperature && c.dynatemp_range > 0) {
+      if (cand.size() <= 1) continue;
+      const double lo = std::max(0.0, double{s.temperature} - c.dynatemp_range);
+      const double hi = double{s.temperature} + c.dynatemp_range;
+      const std::vector<double> p = softmax(cand);
+      double h = 0;
+      for (double v : p) h -= v > 0 ? v * std::log(v) : 0;
+      const double t =
+          lo + (hi - lo) * std::pow(h / std::log(double(cand.size())), c.dynatemp_exponent);
+      for (Cand& x : cand) x.logit /= t;
     } else if (stage == ChainStage::kTemperature) {
       for (Cand& x : cand) x.logit /= s.temperature;
     }
@@ -151,7 +161,8 @@ void expect_matches_reference(const std::vector<float>& logits, const Config& cf
     ++got[t];
   }
   for (const auto& [token, count] : got) {
-    ASSERT_TRUE(want.count(token)) << what << ": token " << token << " is not in the reference's set";
+    ASSERT_TRUE(want.count(token))
+        << what << ": token " << token << " is not in the reference's set";
   }
   for (const auto& [token, p] : want) {
     const double f = static_cast<double>(got.count(token) ? got[token] : 0) / kDraws;
@@ -188,6 +199,13 @@ TEST(SampleChain, EachSamplerAloneMatchesTheReference) {
       cfg.c.top_n_sigma = 0.5f * seed;
       expect_matches_reference(logits, cfg, "top-n-sigma");
     }
+    {
+      Config cfg = base_off();
+      cfg.s.temperature = 0.9f;
+      cfg.c.dynatemp_range = 0.1f * seed;
+      cfg.c.dynatemp_exponent = 0.5f * seed;
+      expect_matches_reference(logits, cfg, "dynamic temperature");
+    }
     for (bool fires : {false, true}) {
       Config cfg = base_off();
       cfg.c.xtc_probability = 0.5f;
@@ -199,9 +217,9 @@ TEST(SampleChain, EachSamplerAloneMatchesTheReference) {
 }
 
 TEST(SampleChain, CombinationsOrdersAndMinKeepMatchTheReference) {
-  const std::vector<ChainStage> temperature_first = {
-      ChainStage::kTemperature, ChainStage::kTopK, ChainStage::kTypicalP, ChainStage::kTopP,
-      ChainStage::kMinP, ChainStage::kXtc};
+  const std::vector<ChainStage> temperature_first = {ChainStage::kTemperature, ChainStage::kTopK,
+                                                     ChainStage::kTypicalP,    ChainStage::kTopP,
+                                                     ChainStage::kMinP,        ChainStage::kXtc};
   const std::vector<ChainStage> twice = {ChainStage::kTopP, ChainStage::kTemperature,
                                          ChainStage::kTopP, ChainStage::kMinP};
   for (uint64_t seed = 10; seed < 16; ++seed) {

@@ -71,6 +71,63 @@ std::optional<ApiError> read_int(const Json& b, const char* key, int64_t lo, int
   return std::nullopt;
 }
 
+// llama-server's other samplers' fields, and `samplers`: names, or llama.cpp's letters.
+std::optional<ApiError> read_sampler_chain(const Json& b, SamplerParams& s) {
+  SampleChain& c = s.chain;
+  if (auto e = read_float(b, "typical_p", c.typical_p)) return e;
+  if (auto e = read_float(b, "top_n_sigma", c.top_n_sigma)) return e;
+  if (auto e = read_float(b, "xtc_probability", c.xtc_probability)) return e;
+  if (auto e = read_float(b, "xtc_threshold", c.xtc_threshold)) return e;
+  if (auto e = read_float(b, "mirostat_tau", c.mirostat_tau)) return e;
+  if (auto e = read_float(b, "mirostat_eta", c.mirostat_eta)) return e;
+  if (auto e = read_float(b, "dynatemp_range", c.dynatemp_range)) return e;
+  if (auto e = read_float(b, "dynatemp_exponent", c.dynatemp_exponent)) return e;
+  int64_t v = c.min_keep;
+  if (auto e = read_int(b, "min_keep", 0, 1 << 20, v)) return e;
+  c.min_keep = static_cast<int32_t>(v);
+  v = c.mirostat;
+  if (auto e = read_int(b, "mirostat", 0, 2, v)) return e;
+  c.mirostat = static_cast<int32_t>(v);
+  if (auto e = read_float(b, "dry_multiplier", s.dry_multiplier)) return e;
+  if (auto e = read_float(b, "dry_base", s.dry_base)) return e;
+  v = s.dry_allowed_length;
+  if (auto e = read_int(b, "dry_allowed_length", 0, kSamplerMaxRepeatLastN, v)) return e;
+  s.dry_allowed_length = static_cast<int32_t>(v);
+  v = s.dry_penalty_last_n;
+  if (auto e = read_int(b, "dry_penalty_last_n", -1, kSamplerMaxRepeatLastN, v)) return e;
+  s.dry_penalty_last_n = static_cast<int32_t>(v);
+  if (auto it = b.find("dry_sequence_breakers"); it != b.end() && !it->is_null()) {
+    if (!it->is_array()) return bad("'dry_sequence_breakers' must be an array of strings");
+    if (it->size() > kDryMaxBreakers) {
+      return bad("'dry_sequence_breakers' has " + std::to_string(it->size()) +
+                 " entries; the limit is " + std::to_string(kDryMaxBreakers));
+    }
+    s.dry_sequence_breakers.clear();
+    for (const Json& x : *it) {
+      if (!x.is_string()) return bad("'dry_sequence_breakers' entries must be strings");
+      s.dry_sequence_breakers.push_back(x.get<std::string>());
+    }
+    s.dry_breakers = nullptr;  // made again from these strings
+  }
+  if (auto it = b.find("samplers"); it != b.end() && !it->is_null()) {
+    Status st;
+    if (it->is_string()) {
+      st = set_sampler_order_letters(s, it->get<std::string>());
+    } else if (it->is_array()) {
+      std::vector<std::string> names;
+      for (const Json& x : *it) {
+        if (!x.is_string()) return bad("'samplers' entries must be strings");
+        names.push_back(x.get<std::string>());
+      }
+      st = set_sampler_order(s, names);
+    } else {
+      return bad("'samplers' must be an array of sampler names or a string of their letters");
+    }
+    if (!st) return bad(st.message());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> read_bool(const Json& b, const char* key, bool& out) {
   auto it = b.find(key);
   if (it == b.end() || it->is_null()) return std::nullopt;
@@ -445,7 +502,15 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   }
   s.n_probs = static_cast<int32_t>(v);
 
+  if (auto e = read_sampler_chain(b, s)) return e;
   if (Status st = s.validate(); !st) return bad(st.message());
+  // DRY's breakers as tokens: a pass over the vocabulary per breaker, so made only where DRY
+  // is on and its breakers are not the ones already made (the server's defaults).
+  if (s.dry_active() && s.dry_breakers == nullptr && tok != nullptr) {
+    Result<std::shared_ptr<const DryBreakers>> made = dry_breakers(s.dry_sequence_breakers, *tok);
+    if (!made) return bad(made.status().message());
+    s.dry_breakers = std::move(*made);
+  }
   if (auto e = read_grammar(b, p)) return e;
   return std::nullopt;
 }
@@ -498,25 +563,35 @@ Json generation_settings_json(const GenParams& p, bool stream, int32_t n_ctx,
           {"n_predict", p.n_predict},
           {"seed", s.seed},
           {"temperature", s.temperature},
-          {"dynatemp_range", 0.0},
-          {"dynatemp_exponent", 1.0},
+          {"dynatemp_range", s.chain.dynatemp_range},
+          {"dynatemp_exponent", s.chain.dynatemp_exponent},
           {"top_k", s.top_k},
           {"top_p", s.top_p},
           {"min_p", s.min_p},
-          {"xtc_probability", 0.0},
-          {"typical_p", 1.0},
+          {"top_n_sigma", s.chain.top_n_sigma},
+          {"xtc_probability", s.chain.xtc_probability},
+          {"xtc_threshold", s.chain.xtc_threshold},
+          {"typical_p", s.chain.typical_p},
           {"repeat_last_n", s.repeat_last_n},
           {"repeat_penalty", s.repeat_penalty},
           {"presence_penalty", s.presence_penalty},
           {"frequency_penalty", s.frequency_penalty},
-          {"mirostat", 0},
+          {"dry_multiplier", s.dry_multiplier},
+          {"dry_base", s.dry_base},
+          {"dry_allowed_length", s.dry_allowed_length},
+          {"dry_penalty_last_n", s.dry_penalty_last_n},
+          {"dry_sequence_breakers", s.dry_sequence_breakers},
+          {"mirostat", s.chain.mirostat},
+          {"mirostat_tau", s.chain.mirostat_tau},
+          {"mirostat_eta", s.chain.mirostat_eta},
+          {"min_keep", s.chain.min_keep},
           {"stop", p.stop},
           {"n_probs", s.n_probs},
           {"ignore_eos", p.ignore_eos},
           {"cache_prompt", p.cache_prompt},
           {"stream", stream},
           {"logit_bias", bias},
-          {"samplers", {"penalties", "top_k", "top_p", "min_p", "temperature"}}};
+          {"samplers", sampler_order_names(s)}};
 }
 
 Json timings_json(int32_t n_prompt, double prompt_ms, int32_t n_predicted, double predicted_ms) {

@@ -30,6 +30,60 @@ TEST(ServerApi, ReadsOpenAiFields) {
   EXPECT_TRUE(r.stream);
 }
 
+// llama-server's other samplers' fields reach the sampler; bad values are refused by name.
+TEST(ServerApi, ReadsLlamaCppSamplerFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse(R"({"prompt": "hi", "typical_p": 0.7, "top_n_sigma": 1.5,
+                        "xtc_probability": 0.4, "xtc_threshold": 0.2, "min_keep": 2,
+                        "mirostat": 1, "mirostat_tau": 4.5, "mirostat_eta": 0.3,
+                        "dry_multiplier": 0.8, "dry_base": 2.0, "dry_allowed_length": 3,
+                        "dry_penalty_last_n": 100, "dry_sequence_breakers": ["a", "b"],
+                        "samplers": ["dry", "temperature", "top_k"]})",
+                     Endpoint::kNative, r));
+  const SamplerParams& s = r.params.sampling;
+  EXPECT_FLOAT_EQ(s.chain.typical_p, 0.7f);
+  EXPECT_FLOAT_EQ(s.chain.top_n_sigma, 1.5f);
+  EXPECT_FLOAT_EQ(s.chain.xtc_probability, 0.4f);
+  EXPECT_FLOAT_EQ(s.chain.xtc_threshold, 0.2f);
+  EXPECT_EQ(s.chain.min_keep, 2);
+  EXPECT_EQ(s.chain.mirostat, 1);
+  EXPECT_FLOAT_EQ(s.chain.mirostat_tau, 4.5f);
+  EXPECT_FLOAT_EQ(s.chain.mirostat_eta, 0.3f);
+  EXPECT_FLOAT_EQ(s.dry_multiplier, 0.8f);
+  EXPECT_FLOAT_EQ(s.dry_base, 2.0f);
+  EXPECT_EQ(s.dry_allowed_length, 3);
+  EXPECT_EQ(s.dry_penalty_last_n, 100);
+  EXPECT_EQ(s.dry_sequence_breakers, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(s.chain.order, (std::vector<ChainStage>{ChainStage::kTemperature, ChainStage::kTopK}));
+  EXPECT_FALSE(s.use_penalties);
+  EXPECT_TRUE(s.use_dry);
+  CompletionRequest letters;
+  ASSERT_FALSE(parse(R"({"prompt": "hi", "samplers": "ekypmxt"})", Endpoint::kNative, letters));
+  EXPECT_EQ(letters.params.sampling.chain.order.size(), 6u);
+  EXPECT_TRUE(letters.params.sampling.use_penalties);
+  EXPECT_FALSE(letters.params.sampling.use_dry);
+
+  struct Bad {
+    const char* body;
+    const char* names;
+  };
+  for (const Bad& b :
+       {Bad{R"({"prompt": "x", "typical_p": 1.5})", "typical_p"},
+        Bad{R"({"prompt": "x", "mirostat": 3})", "mirostat"},
+        Bad{R"({"prompt": "x", "xtc_threshold": -1})", "xtc_threshold"},
+        Bad{R"({"prompt": "x", "dry_multiplier": -1})", "dry_multiplier"},
+        Bad{R"({"prompt": "x", "dry_penalty_last_n": -2})", "dry_penalty_last_n"},
+        Bad{R"({"prompt": "x", "dry_sequence_breakers": "\n"})", "dry_sequence_breakers"},
+        Bad{R"({"prompt": "x", "samplers": ["top_k", "nope"]})", "nope"},
+        Bad{R"({"prompt": "x", "samplers": 5})", "samplers"}}) {
+    CompletionRequest out;
+    std::optional<ApiError> e = parse(b.body, Endpoint::kNative, out);
+    ASSERT_TRUE(e.has_value()) << b.body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find(b.names), std::string::npos) << e->message;
+  }
+}
+
 TEST(ServerApi, NoSeedTakesTheGivenRandomSeed) {
   CompletionRequest r;
   ASSERT_FALSE(parse(R"({"prompt": [1, 2, 3]})", Endpoint::kCompletions, r));

@@ -21,8 +21,10 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/grammar.h"
+#include "engine/sampler.h"
 #include "model/tokenizer.h"
 #include "server/api.h"
 #include "server/compat_anthropic.h"
@@ -83,6 +85,20 @@ void check_accepted(const CompletionRequest& r, const strata::Tokenizer* tok) {
   if (tok == nullptr) return;
   for (const strata::server::TokenBias& b : r.params.logit_bias) {
     require(b.token >= 0 && b.token < tok->n_vocab(), "logit_bias token outside the vocabulary");
+  }
+  // The accepted sampler settings drive the whole chain (DRY's window, Mirostat's mu, the
+  // stages in the request's order) over a few rows of varied logits.
+  strata::Sampler sampler(r.params.sampling, tok->n_vocab());
+  std::vector<float> logits(static_cast<size_t>(tok->n_vocab()));
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < logits.size(); ++i) {
+      logits[i] =
+          static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(step) * 3) % 11) - 5);
+    }
+    const int32_t t = sampler.sample(logits.data());
+    require(t >= 0 && t < tok->n_vocab(), "a sampled token outside the vocabulary");
+    sampler.accept(t);
+    sampler.accept(t);  // repeats, so that DRY has runs to find
   }
 }
 

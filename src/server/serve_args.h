@@ -28,6 +28,8 @@ struct ServeArgs {
   std::optional<bool> strict_batch;
   std::optional<int> poll_batch;
   int prio_batch = 0;
+  // The first --dry-sequence-breaker replaces the default breakers; later ones add to it.
+  bool dry_breakers_given = false;
 };
 
 const std::vector<ArgRow<ServeArgs>>& serve_arg_table();

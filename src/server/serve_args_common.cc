@@ -547,12 +547,42 @@ void add_common_rows(std::vector<Row>& t) {
 
 void add_sampling_rows(std::vector<Row>& t) {
   // --- Sampling defaults
-  refused(t, {"--samplers"}, K::kValue,
-          "strata's chain is fixed: penalties, top_k, top_p, min_p, temperature", nullptr,
-          S::kSampling);
-  refused(t, {"--sampler-seq", "--sampling-seq"}, K::kValue,
-          "strata's chain is fixed: penalties, top_k, top_p, min_p, temperature", nullptr,
-          S::kSampling);
+  t.push_back({{"--samplers"},
+               {},
+               nullptr,
+               K::kValue,
+               "SAMPLERS",
+               "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature",
+               "the samplers in order, separated by ';' (penalties and DRY run first wherever "
+               "listed, and are off where not)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 std::vector<std::string> names;
+                 for (size_t start = 0; start <= v.size();) {
+                   const size_t end = std::min(v.find(';', start), v.size());
+                   if (end > start) names.push_back(v.substr(start, end - start));
+                   start = end + 1;
+                 }
+                 return set_sampler_order(a.options.defaults.sampling, names);
+               }});
+  t.push_back({{"--sampler-seq", "--sampling-seq"},
+               {},
+               nullptr,
+               K::kValue,
+               "SEQUENCE",
+               "edskypmxt",
+               "the samplers in order as letters (e penalties, d dry, s top_n_sigma, k top_k, "
+               "y typ_p, p top_p, m min_p, x xtc, t temperature)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 return set_sampler_order_letters(a.options.defaults.sampling, v);
+               }});
   t.push_back({{"-s", "--seed"},
                {},
                nullptr,
@@ -636,38 +666,60 @@ void add_sampling_rows(std::vector<Row>& t) {
                K::kValue,
                "N",
                "-1",
-               "",
+               "top-n-sigma (<= 0: off)",
                S::kSampling,
                E::kApplied,
                "",
                nullptr,
-               only_disabled("top-n-sigma", -1)});
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.top_n_sigma), -1e6, 1e6)});
   t.push_back({{"--xtc-probability"},
                {},
                nullptr,
                K::kValue,
                "N",
                "0",
-               "",
+               "XTC probability (0: off)",
                S::kSampling,
                E::kApplied,
                "",
                nullptr,
-               only_disabled("XTC", 0)});
-  ignored(t, {"--xtc-threshold"}, K::kValue,
-          "strata has no XTC sampler (--xtc-probability stays 0)", nullptr, S::kSampling);
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.xtc_probability), 0, 1)});
+  t.push_back({{"--xtc-threshold"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.1",
+               "XTC threshold (above 0.5: off)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.xtc_threshold), 0, 1)});
   t.push_back({{"--typical", "--typical-p"},
                {},
                nullptr,
                K::kValue,
                "N",
                "1",
-               "",
+               "locally typical sampling, p (1: off)",
                S::kSampling,
                E::kApplied,
                "",
                nullptr,
-               only_disabled("locally typical", 1)});
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.typical_p), 0, 1)});
+  t.push_back({{"--min-keep"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0",
+               "the fewest tokens a truncation sampler leaves (0: 1)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.defaults.sampling.chain.min_keep), 0, 1 << 20)});
   t.push_back(
       {{"--repeat-last-n"},
        {},
@@ -723,16 +775,77 @@ void add_sampling_rows(std::vector<Row>& t) {
                K::kValue,
                "N",
                "0",
-               "",
+               "DRY multiplier (0: off)",
                S::kSampling,
                E::kApplied,
                "",
                nullptr,
-               only_disabled("DRY", 0)});
-  for (const char* f :
-       {"--dry-base", "--dry-allowed-length", "--dry-penalty-last-n", "--dry-sequence-breaker"}) {
-    ignored(t, {f}, K::kValue, kNoDry, nullptr, S::kSampling);
-  }
+               float_to(STRATA_FIELD(options.defaults.sampling.dry_multiplier), 0, 1e6)});
+  t.push_back({{"--dry-base"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "1.75",
+               "DRY base",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.dry_base), 0, 1e6)});
+  t.push_back({{"--dry-allowed-length"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "2",
+               "DRY: repeats up to this long are free",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.defaults.sampling.dry_allowed_length), 0,
+                      kSamplerMaxRepeatLastN)});
+  t.push_back({{"--dry-penalty-last-n"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "-1",
+               "DRY: tokens to look back over (0: off, -1: the context)",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.defaults.sampling.dry_penalty_last_n), -1,
+                      kSamplerMaxRepeatLastN)});
+  t.push_back({{"--dry-sequence-breaker"},
+               {},
+               nullptr,
+               K::kValue,
+               "STRING",
+               "",
+               "a DRY sequence breaker (repeatable); the first replaces the defaults "
+               "(newline, colon, double quote, asterisk); 'none' for none",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 std::vector<std::string>& b = a.options.defaults.sampling.dry_sequence_breakers;
+                 if (!a.dry_breakers_given) b.clear();
+                 a.dry_breakers_given = true;
+                 if (v == "none") {
+                   b.clear();
+                 } else {
+                   b.push_back(v);
+                 }
+                 if (b.size() > kDryMaxBreakers) {
+                   return invalid_argument("more than " + std::to_string(kDryMaxBreakers) +
+                                           " DRY sequence breakers");
+                 }
+                 return Status::ok();
+               }});
   t.push_back({{"--adaptive-target"},
                {},
                nullptr,
@@ -758,29 +871,60 @@ void add_sampling_rows(std::vector<Row>& t) {
                K::kValue,
                "N",
                "0",
-               "",
+               "dynamic temperature range (0: off)",
                S::kSampling,
                E::kApplied,
                "",
                nullptr,
-               only_disabled("dynamic temperature", 0)});
-  ignored(t, {"--dynatemp-exp"}, K::kValue, "strata has no dynamic temperature", nullptr,
-          S::kSampling);
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_range), -1e6, 1e6)});
+  t.push_back({{"--dynatemp-exp"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "1",
+               "dynamic temperature exponent",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_exponent), 0, 1e6)});
   t.push_back({{"--mirostat"},
                {},
                nullptr,
                K::kValue,
                "N",
                "0",
-               "",
+               "Mirostat (0: off, 1: Mirostat, 2: Mirostat 2.0)",
                S::kSampling,
                E::kApplied,
                "",
                nullptr,
-               only_disabled("Mirostat", 0)});
-  ignored(t, {"--mirostat-lr"}, K::kValue, "strata has no Mirostat sampler", nullptr, S::kSampling);
-  ignored(t, {"--mirostat-ent"}, K::kValue, "strata has no Mirostat sampler", nullptr,
-          S::kSampling);
+               int_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat), 0, 2)});
+  t.push_back({{"--mirostat-lr"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "0.1",
+               "Mirostat learning rate, eta",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat_eta), 0, 10)});
+  t.push_back({{"--mirostat-ent"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "5",
+               "Mirostat target entropy, tau",
+               S::kSampling,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat_tau), 0, 100)});
   t.push_back(
       {{"-l", "--logit-bias"},
        {},

@@ -110,7 +110,6 @@ inline constexpr const char* kNoPin =
 inline constexpr const char* kNoSpec = "strata has no speculative decoding";
 inline constexpr const char* kDownload =
     "strata loads local GGUF files only: download the file, pass -m";
-inline constexpr const char* kNoDry = "strata has no DRY sampler (--dry-multiplier must stay 0)";
 inline constexpr const char* kEngine = "the engine part is not in this build";
 
 }  // namespace strata::server::serve_rows

@@ -163,12 +163,79 @@ TEST(ServeArgs, UnknownAndRefusedFlagsAreErrors) {
   EXPECT_NE(missing.report.status().message().find("needs a value"), std::string::npos);
 }
 
-TEST(ServeArgs, SamplersStrataLacksTakeOnlyTheirDisabledValue) {
-  EXPECT_TRUE(parse({"--mirostat", "0", "--typical", "1.0", "--top-nsigma", "-1"}).report.is_ok());
-  Parsed m = parse({"--mirostat", "2"});
-  ASSERT_FALSE(m.report.is_ok());
-  EXPECT_NE(m.report.status().message().find("Mirostat"), std::string::npos);
-  EXPECT_FALSE(parse({"--dry-multiplier", "0.8"}).report.is_ok());
+TEST(ServeArgs, LlamaCppSamplersSetTheDefaults) {
+  Parsed p = parse({"--mirostat",
+                    "2",
+                    "--mirostat-lr",
+                    "0.2",
+                    "--mirostat-ent",
+                    "4",
+                    "--typical",
+                    "0.9",
+                    "--top-nsigma",
+                    "1.5",
+                    "--xtc-probability",
+                    "0.5",
+                    "--xtc-threshold",
+                    "0.2",
+                    "--min-keep",
+                    "3",
+                    "--dry-multiplier",
+                    "0.8",
+                    "--dry-base",
+                    "2",
+                    "--dry-allowed-length",
+                    "3",
+                    "--dry-penalty-last-n",
+                    "128",
+                    "--dry-sequence-breaker",
+                    "END",
+                    "--dry-sequence-breaker",
+                    "\n\n",
+                    "--dynatemp-range",
+                    "0.3",
+                    "--dynatemp-exp",
+                    "2"});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  const SamplerParams& s = p.args.options.defaults.sampling;
+  EXPECT_EQ(s.chain.mirostat, 2);
+  EXPECT_FLOAT_EQ(s.chain.mirostat_eta, 0.2f);
+  EXPECT_FLOAT_EQ(s.chain.mirostat_tau, 4.0f);
+  EXPECT_FLOAT_EQ(s.chain.typical_p, 0.9f);
+  EXPECT_FLOAT_EQ(s.chain.top_n_sigma, 1.5f);
+  EXPECT_FLOAT_EQ(s.chain.xtc_probability, 0.5f);
+  EXPECT_FLOAT_EQ(s.chain.xtc_threshold, 0.2f);
+  EXPECT_EQ(s.chain.min_keep, 3);
+  EXPECT_FLOAT_EQ(s.chain.dynatemp_range, 0.3f);
+  EXPECT_FLOAT_EQ(s.chain.dynatemp_exponent, 2.0f);
+  EXPECT_FLOAT_EQ(s.dry_multiplier, 0.8f);
+  EXPECT_FLOAT_EQ(s.dry_base, 2.0f);
+  EXPECT_EQ(s.dry_allowed_length, 3);
+  EXPECT_EQ(s.dry_penalty_last_n, 128);
+  // The first breaker replaces the defaults, later ones add to it (the text as given).
+  EXPECT_EQ(s.dry_sequence_breakers, (std::vector<std::string>{"END", "\n\n"}));
+  Parsed none = parse({"--dry-sequence-breaker", "none"});
+  ASSERT_TRUE(none.report.is_ok());
+  EXPECT_TRUE(none.args.options.defaults.sampling.dry_sequence_breakers.empty());
+
+  Parsed order = parse({"--samplers", "top_k;temperature;min_p", "--repeat-penalty", "1.2"});
+  ASSERT_TRUE(order.report.is_ok()) << order.report.status().message();
+  const SamplerParams& o = order.args.options.defaults.sampling;
+  EXPECT_EQ(o.chain.order, (std::vector<ChainStage>{ChainStage::kTopK, ChainStage::kTemperature,
+                                                    ChainStage::kMinP}));
+  EXPECT_TRUE(o.chain.extended());
+  EXPECT_FALSE(o.use_penalties);  // not listed: off, whatever --repeat-penalty says
+  EXPECT_FLOAT_EQ(o.settings().repeat_penalty, 1.0f);
+  EXPECT_FALSE(o.use_dry);
+  Parsed seq = parse({"--sampler-seq", "ekt"});
+  ASSERT_TRUE(seq.report.is_ok());
+  EXPECT_EQ(seq.args.options.defaults.sampling.chain.order,
+            (std::vector<ChainStage>{ChainStage::kTopK, ChainStage::kTemperature}));
+  Parsed bad = parse({"--samplers", "top_k;bogus"});
+  ASSERT_FALSE(bad.report.is_ok());
+  EXPECT_NE(bad.report.status().message().find("'bogus' is not a sampler"), std::string::npos);
+  EXPECT_FALSE(parse({"--mirostat", "3"}).report.is_ok());
+  EXPECT_FALSE(parse({"--xtc-probability", "1.5"}).report.is_ok());
 }
 
 TEST(ServeArgs, GpuLayersCountsAutoAndAll) {

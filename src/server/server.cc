@@ -228,6 +228,11 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   serving.aliases = o.aliases;
   serving.tags = o.tags;
   serving.defaults.params = o.defaults;
+  // DRY's default breakers as tokens, once: a request that keeps them does not pay a pass
+  // over the vocabulary per breaker.
+  STRATA_ASSIGN_OR_RETURN(
+      serving.defaults.params.sampling.dry_breakers,
+      dry_breakers(o.defaults.sampling.dry_sequence_breakers, model.tokenizer()));
   serving.defaults.seeded = o.default_seeded;
   STRATA_ASSIGN_OR_RETURN(serving.defaults.reasoning,
                           reasoning_format_from_name(o.reasoning_format));

@@ -179,5 +179,97 @@ TEST_F(BackendSamplingTest, RowsTheDeviceCannotTakeFallBackAndAreCounted) {
   EXPECT_EQ(s.stop(), 0);
 }
 
+// llama.cpp's other samplers run on the CPU only: with --backend-sampling their rows fall back,
+// and give what the server without it gives.
+TEST_F(BackendSamplingTest, ExtendedSamplersFallBackToTheCpuWithTheSameResult) {
+  auto body = [](const std::string& prompt, Json extra) {
+    Json b = {{"prompt", prompt}, {"max_tokens", 10}, {"ignore_eos", true}, {"seed", 21}};
+    b.update(extra);
+    return b;
+  };
+  const std::vector<Json> reqs = {
+      body("dry", {{"temperature", 0}, {"dry_multiplier", 2.0}, {"dry_allowed_length", 1}}),
+      body("xtc", {{"temperature", 1.0}, {"xtc_probability", 0.7}, {"xtc_threshold", 0.01}}),
+      body("typical", {{"temperature", 0.9}, {"typical_p", 0.6}, {"top_k", 0}}),
+      body("mirostat", {{"temperature", 0.8}, {"mirostat", 2}, {"mirostat_tau", 4.0}}),
+      body("order", {{"temperature", 1.3}, {"samplers", {"temperature", "top_k", "min_p"}}}),
+  };
+  std::vector<std::string> want;
+  {
+    ServerProcess s(args({}), {}, log("extended_cpu.err"));
+    ASSERT_GT(s.port(), 0);
+    want = choices_of(s, reqs);
+    EXPECT_EQ(s.stop(), 0);
+  }
+  ServerProcess s(args({"--backend-sampling"}), {}, log("extended.err"));
+  ASSERT_GT(s.port(), 0);
+  const std::vector<std::string> got = choices_of(s, reqs);
+  EXPECT_EQ(got, want);
+  auto m = metrics(s);
+  EXPECT_EQ(m["strata_backend_sampling_fallback_rows_total"], 10 * reqs.size());
+  EXPECT_EQ(m["strata_backend_sampling_rows_total"], 0);
+  EXPECT_EQ(s.stop(), 0);
+}
+
+constexpr size_t kDryRun = 3;  // DRY's allowed_length 2, plus the new token
+
+// DRY with a multiplier far above the logits' spread and no breakers: no generated token
+// completes a run of allowed_length + 1 tokens that the prompt or the reply already holds.
+// Greedy without DRY, on this random model, does repeat such runs (checked, so the property
+// is not vacuous).
+TEST_F(BackendSamplingTest, DryKeepsGreedyFromRepeatingRuns) {
+  ServerProcess s(args({}), {}, log("dry.err"));
+  ASSERT_GT(s.port(), 0);
+  auto tokens = [&](Json extra) {
+    Json b = {{"prompt", "one two one two one two"},
+              {"n_predict", 64},
+              {"ignore_eos", true},
+              {"temperature", 0},
+              {"return_tokens", true},
+              {"cache_prompt", false}};
+    b.update(extra);
+    Reply r = post(s, "/completion", b.dump());
+    EXPECT_EQ(r.status, 200) << r.raw;
+    Reply t = post(s, "/tokenize", Json{{"content", b["prompt"]}}.dump());
+    std::vector<int> seq = t.body["tokens"].get<std::vector<int>>();
+    const size_t n_prompt = seq.size();
+    for (const Json& id : r.body["tokens"]) seq.push_back(id.get<int>());
+    return std::make_pair(seq, n_prompt);
+  };
+  auto repeats = [](const std::vector<int>& seq, size_t n_prompt) {
+    int found = 0;
+    for (size_t end = std::max(n_prompt, kDryRun); end < seq.size(); ++end) {
+      for (size_t j = kDryRun - 1; j < end; ++j) {
+        if (std::equal(seq.begin() + (end + 1 - kDryRun), seq.begin() + end + 1,
+                       seq.begin() + (j + 1 - kDryRun))) {
+          ++found;
+          break;
+        }
+      }
+    }
+    return found;
+  };
+  auto [plain, n_prompt] = tokens(Json::object());
+  EXPECT_GT(repeats(plain, n_prompt), 0) << "greedy alone never repeated: the test tests nothing";
+  auto [dry, n_prompt2] = tokens({{"dry_multiplier", 1000.0},
+                                  {"dry_allowed_length", 2},
+                                  {"dry_penalty_last_n", -1},
+                                  {"dry_sequence_breakers", Json::array()}});
+  ASSERT_EQ(dry.size(), n_prompt2 + 64);
+  EXPECT_EQ(repeats(dry, n_prompt2), 0);
+  // What /props reports is what the flags set.
+  EXPECT_EQ(s.stop(), 0);
+  ServerProcess p(
+      args({"--dry-multiplier", "0.5", "--samplers", "dry;top_k;temperature", "--mirostat", "2"}),
+      {}, log("props.err"));
+  ASSERT_GT(p.port(), 0);
+  Reply props = get(p, "/props");
+  const Json& g = props.body["default_generation_settings"]["params"];
+  EXPECT_EQ(g["dry_multiplier"], 0.5) << props.raw;
+  EXPECT_EQ(g["mirostat"], 2);
+  EXPECT_EQ(g["samplers"], (Json{"dry", "top_k", "temperature"}));
+  EXPECT_EQ(p.stop(), 0);
+}
+
 }  // namespace
 }  // namespace strata::server::itest

@@ -189,7 +189,9 @@ TEST_F(ServerToolsTest, RequiredToolChoiceForcesCallsOfTheTools) {
     SCOPED_TRACE(call.dump());
     const std::string name = call["function"]["name"];
     const Json args = Json::parse(call["function"]["arguments"].get<std::string>());
-    if (!only.empty()) EXPECT_EQ(name, only);
+    if (!only.empty()) {
+      EXPECT_EQ(name, only);
+    }
     if (name == "get_weather") {
       ASSERT_TRUE(args.contains("city") && args["city"].is_string());
       const size_t n = args["city"].get<std::string>().size();  // code points <= bytes

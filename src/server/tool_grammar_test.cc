@@ -99,7 +99,7 @@ TEST(ToolGrammar, RefusesWhatIsNotACallOfTheTools) {
   ASSERT_NE(g, nullptr);
   const std::string open = "<tool_call>\n{\"name\": ", close = "}\n</tool_call>";
   EXPECT_TRUE(sentence(g, open + "\"get_weather\", \"arguments\": {\"city\": \"x\"}" + close));
-  for (const std::string bad :
+  for (const std::string& bad :
        {open + "\"get_time\", \"arguments\": {}" + close,                // no such tool
         open + "\"get_weather\", \"arguments\": {}" + close,             // city required
         open + "\"get_weather\", \"arguments\": {\"city\": 3}" + close,  // not a string
@@ -262,7 +262,9 @@ TEST(ToolGrammar, TriggerFoundWhereItCounts) {
     size_t scanned = 0;
     const TriggerScan r = scan_trigger(c.t, c.text, scanned);
     EXPECT_EQ(r.state, c.state);
-    if (c.state == State::kStart) EXPECT_EQ(r.at, c.at);
+    if (c.state == State::kStart) {
+      EXPECT_EQ(r.at, c.at);
+    }
   }
 }
 
