@@ -452,7 +452,10 @@ std::optional<ChainStage> chain_stage_from_name(std::string_view name) {
 int32_t RowSampler::sample_extended(const SampleExtra& extra, float uniform) {
   const SampleChain& c = *extra.chain;
   min_keep_ = static_cast<size_t>(std::max(c.min_keep, 1));
-  all_candidates();
+  // The candidates start as every token, not yet listed: a top_k first (the default order with
+  // top-n-sigma off) picks its k from the logits in one pass instead.
+  whole_ = true;
+  sorted_ = false;
   if (c.mirostat != 0) return mirostat(c, uniform, *extra.mirostat_mu);
   for (ChainStage stage : c.order) {
     switch (stage) {
@@ -479,12 +482,15 @@ int32_t RowSampler::sample_extended(const SampleExtra& extra, float uniform) {
         break;
     }
   }
+  all_candidates();
   return candidates_[draw_candidates(uniform)].id;
 }
 
-// Every token a draw could pick: the banned (-inf) ones never can. penalise() left at least one
-// finite logit.
+// Lists every token a draw could pick, if the candidates are still the whole vocabulary: the
+// banned (-inf) ones never can. penalise() left at least one finite logit.
 void RowSampler::all_candidates() {
+  if (!whole_) return;
+  whole_ = false;
   candidates_.clear();
   const float* pen = penalised_.data();
   for (size_t i = 0; i < penalised_.size(); ++i) {
@@ -516,7 +522,9 @@ void RowSampler::keep(size_t n) {
 
 // llama.cpp's top-n-sigma: drop the logits below max - n * (their standard deviation).
 void RowSampler::stage_top_n_sigma(float n) {
-  if (n <= 0.0f || candidates_.size() <= 1) return;
+  if (n <= 0.0f) return;
+  all_candidates();
+  if (candidates_.size() <= 1) return;
   float max = kNegInf;
   float sum = 0.0f;
   for (const Candidate& c : candidates_) {
@@ -533,6 +541,14 @@ void RowSampler::stage_top_n_sigma(float n) {
 
 void RowSampler::stage_top_k(int32_t k) {
   if (k <= 0) return;
+  if (whole_) {
+    // The base chain's selection from the logits, less the banned tokens it may have taken.
+    select_top_k(std::min(penalised_.size(), std::max(static_cast<size_t>(k), min_keep_)));
+    while (candidates_.size() > 1 && candidates_.back().logit == kNegInf) candidates_.pop_back();
+    whole_ = false;
+    sorted_ = true;
+    return;
+  }
   const size_t n = std::min(candidates_.size(), std::max(static_cast<size_t>(k), min_keep_));
   auto cmp = [](const Candidate& a, const Candidate& b) { return precedes(a, b); };
   if (!sorted_ && n * kTopKHeapDivisor < candidates_.size()) {
@@ -548,6 +564,7 @@ void RowSampler::stage_top_k(int32_t k) {
 // that order, until their mass passes p.
 void RowSampler::stage_typical(float p) {
   if (p >= 1.0f) return;
+  all_candidates();
   sort_candidates();
   softmax_candidates();
   const size_t n = candidates_.size();
@@ -580,6 +597,7 @@ void RowSampler::stage_typical(float p) {
 
 void RowSampler::stage_top_p(float p) {
   if (p >= 1.0f) return;
+  all_candidates();
   sort_candidates();
   softmax_candidates();
   double cum = 0.0;
@@ -594,6 +612,7 @@ void RowSampler::stage_top_p(float p) {
 
 void RowSampler::stage_min_p(float p) {
   if (p <= 0.0f) return;
+  all_candidates();
   float max = kNegInf;
   for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
   const float threshold = max + std::log(p);
@@ -610,7 +629,9 @@ void RowSampler::stage_min_p(float p) {
 // llama.cpp's XTC: with probability xtc_probability, drop every token at or above the
 // threshold except the least likely of them.
 void RowSampler::stage_xtc(const SampleChain& c, float chance) {
-  if (!c.xtc_active() || candidates_.size() < 2 || chance > c.xtc_probability) return;
+  if (!c.xtc_active() || chance > c.xtc_probability) return;
+  all_candidates();
+  if (candidates_.size() < 2) return;
   sort_candidates();
   softmax_candidates();
   size_t last = 0;
@@ -622,6 +643,7 @@ void RowSampler::stage_xtc(const SampleChain& c, float chance) {
 // The temperature, or llama.cpp's dynamic one: between temperature - range (at least 0) and
 // temperature + range by the normalised entropy of the candidates to the exponent.
 void RowSampler::stage_temperature(const SampleChain& c) {
+  all_candidates();
   float t = settings_.temperature;
   if (c.dynatemp_range > 0.0f) {
     if (candidates_.size() <= 1) return;
@@ -667,19 +689,33 @@ int32_t RowSampler::draw_candidates(float uniform) {
 // llama.cpp's Mirostat (1) and Mirostat 2.0 (2) after the temperature: truncate to what the
 // target surprise mu allows, draw, and move mu by eta times the draw's surprise less tau.
 int32_t RowSampler::mirostat(const SampleChain& c, float uniform, float& mu) {
+  all_candidates();
   for (Candidate& cand : candidates_) cand.logit /= settings_.temperature;
-  sort_candidates();
+  auto cmp = [](const Candidate& a, const Candidate& b) { return precedes(a, b); };
   if (c.mirostat == 1 && candidates_.size() >= 2) {
-    softmax_candidates();
     // Zipf's exponent from the m = 100 most likely tokens, then the k that makes the expected
-    // surprise mu.
+    // surprise mu. Only those m are sorted; the softmax is the whole vocabulary's.
     constexpr size_t kM = 100;
+    float max = kNegInf;
+    for (const Candidate& cand : candidates_) max = cand.logit > max ? cand.logit : max;
+    weights_.resize(candidates_.size());
+    const double z = exp_shifted(
+        candidates_.size(), [this, max](size_t i) { return candidates_[i].logit - max; },
+        weights_.data());
+    const size_t m = std::min(kM, candidates_.size());
+    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(m - 1),
+                     candidates_.end(), cmp);
+    std::sort(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(m), cmp);
+    std::vector<float> head(m);  // the m best tokens' probabilities
+    for (size_t i = 0; i < m; ++i) {
+      head[i] = static_cast<float>(static_cast<double>(exp_inline(candidates_[i].logit - max)) / z);
+    }
     double sum_tb = 0.0;
     double sum_tt = 0.0;
-    for (size_t i = 0; i + 1 < kM && i + 1 < candidates_.size(); ++i) {
-      if (weights_[i + 1] <= 0.0f) break;
+    for (size_t i = 0; i + 1 < m; ++i) {
+      if (head[i + 1] <= 0.0f) break;
       const double t = std::log(static_cast<double>(i + 2) / static_cast<double>(i + 1));
-      const double b = std::log(static_cast<double>(weights_[i]) / weights_[i + 1]);
+      const double b = std::log(static_cast<double>(head[i]) / head[i + 1]);
       sum_tb += t * b;
       sum_tt += t * t;
     }
@@ -691,17 +727,28 @@ int32_t RowSampler::mirostat(const SampleChain& c, float uniform, float& mu) {
                  1.0 / s_hat);
     // A flat or degenerate head (s_hat 0, k NaN or infinite) keeps everything.
     if (std::isfinite(k) && k < static_cast<double>(candidates_.size())) {
-      candidates_.resize(static_cast<size_t>(std::max(k, 1.0)));
+      const size_t keep = static_cast<size_t>(std::max(k, 1.0));
+      std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(keep),
+                       candidates_.end(), cmp);
+      candidates_.resize(keep);
     }
   } else if (c.mirostat == 2) {
+    // The tokens whose surprise is at most mu: a filter (surprise falls as the logit rises),
+    // then only those are sorted.
     softmax_candidates();
     size_t kept = 0;
-    while (kept < candidates_.size() && weights_[kept] > 0.0f &&
-           -std::log2(static_cast<double>(weights_[kept])) <= static_cast<double>(mu)) {
-      ++kept;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      const double w = static_cast<double>(weights_[i]);
+      if (w > 0.0 && -std::log2(w) <= static_cast<double>(mu)) candidates_[kept++] = candidates_[i];
     }
-    candidates_.resize(std::max<size_t>(kept, 1));
+    if (kept == 0) {
+      candidates_[0] = *std::min_element(candidates_.begin(), candidates_.end(), cmp);
+      kept = 1;
+    }
+    candidates_.resize(kept);
   }
+  sorted_ = false;
+  sort_candidates();  // the draw walks them most likely first, as llama.cpp's
   const int32_t chosen = draw_candidates(uniform);  // leaves the kept tokens' exps in weights_
   double total = 0.0;
   for (float w : weights_) total += static_cast<double>(w);

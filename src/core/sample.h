@@ -196,6 +196,7 @@ class RowSampler {
   SampleSettings settings_;
   size_t min_keep_ = 1;           // of the extended chain
   bool sorted_ = false;           // candidates_ in precedes() order (extended chain)
+  bool whole_ = false;            // the candidates are every finite token, not listed yet
   std::vector<float> penalised_;  // F32 [n_vocab]
   std::vector<Candidate> candidates_;
   std::vector<float> weights_;  // of candidates_, at the temperature
