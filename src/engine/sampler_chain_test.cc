@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -170,6 +171,27 @@ void expect_matches_reference(const std::vector<float>& logits, const Config& cf
   }
 }
 
+// Mirostat's picks over kDraws evenly spaced uniforms, each draw from mu0; `each` sees the
+// token and mu after the draw.
+std::map<int32_t, int> mirostat_picks(const std::vector<float>& logits, const Config& cfg,
+                                      float mu0,
+                                      const std::function<void(int32_t, float)>& each = {}) {
+  RowSampler row;
+  SampleExtra extra;
+  extra.chain = &cfg.c;
+  std::map<int32_t, int> got;
+  for (int i = 0; i < kDraws; ++i) {
+    float mu = mu0;
+    extra.mirostat_mu = &mu;
+    const float u = (static_cast<float>(i) + 0.5f) / kDraws;
+    const int32_t t = row.sample(logits.data(), static_cast<int32_t>(logits.size()), cfg.s, {}, {},
+                                 u, nullptr, &extra);
+    ++got[t];
+    if (each) each(t, mu);
+  }
+  return got;
+}
+
 std::vector<float> random_row(uint64_t seed, int n, float scale) {
   Rng rng(seed);
   std::vector<float> l(static_cast<size_t>(n));
@@ -299,21 +321,10 @@ TEST(SampleChain, Mirostat2TruncatesAtMuAndUpdatesIt) {
     std::map<int32_t, double> want;
     for (size_t i = 0; i < cand.size(); ++i) want[cand[i].id] = q[i];
 
-    RowSampler row;
-    SampleExtra extra;
-    extra.chain = &cfg.c;
-    std::map<int32_t, int> got;
-    for (int i = 0; i < kDraws; ++i) {
-      float mu = mu0;
-      extra.mirostat_mu = &mu;
-      const float u = (static_cast<float>(i) + 0.5f) / kDraws;
-      const int32_t t = row.sample(logits.data(), static_cast<int32_t>(logits.size()), cfg.s, {},
-                                   {}, u, nullptr, &extra);
+    std::map<int32_t, int> got = mirostat_picks(logits, cfg, mu0, [&](int32_t t, float mu) {
       ASSERT_TRUE(want.count(t)) << "token " << t << " has a surprise above mu";
-      ++got[t];
-      const double expected_mu = mu0 - 0.1 * (-std::log2(want[t]) - 3.0);
-      ASSERT_NEAR(mu, expected_mu, 1e-4);
-    }
+      ASSERT_NEAR(mu, mu0 - 0.1 * (-std::log2(want[t]) - 3.0), 1e-4);
+    });
     for (const auto& [token, prob] : want) {
       EXPECT_NEAR(static_cast<double>(got[token]) / kDraws, prob, 1.5 / kDraws + 1e-4);
     }
@@ -349,16 +360,7 @@ TEST(SampleChain, Mirostat1KeepsTheKItsEstimateGives) {
     cand.resize(std::clamp<size_t>(static_cast<size_t>(std::max(k, 1.0)), 1, cand.size()));
     const std::vector<double> q = softmax(cand);
 
-    RowSampler row;
-    SampleExtra extra;
-    extra.chain = &cfg.c;
-    std::map<int32_t, int> got;
-    for (int i = 0; i < kDraws; ++i) {
-      float mu = mu0;
-      extra.mirostat_mu = &mu;
-      const float u = (static_cast<float>(i) + 0.5f) / kDraws;
-      ++got[row.sample(logits.data(), 2000, cfg.s, {}, {}, u, nullptr, &extra)];
-    }
+    std::map<int32_t, int> got = mirostat_picks(logits, cfg, mu0);
     EXPECT_EQ(got.size(), cand.size()) << "k = " << k;
     EXPECT_LT(cand.size(), 1000u) << "a k that keeps most of the vocabulary tests little";
     for (size_t i = 0; i < cand.size(); ++i) {

@@ -546,6 +546,22 @@ void add_common_rows(std::vector<Row>& t) {
 }
 
 void add_sampling_rows(std::vector<Row>& t) {
+  // A sampling flag with a value, applied by `set`.
+  const auto value_row = [&t](std::vector<std::string> names, const char* value,
+                              const char* default_value, const char* help, Setter set) {
+    t.push_back({std::move(names),
+                 {},
+                 nullptr,
+                 K::kValue,
+                 value,
+                 default_value,
+                 help,
+                 S::kSampling,
+                 E::kApplied,
+                 "",
+                 nullptr,
+                 std::move(set)});
+  };
   // --- Sampling defaults
   t.push_back({{"--samplers"},
                {},
@@ -660,66 +676,16 @@ void add_sampling_rows(std::vector<Row>& t) {
                "",
                nullptr,
                float_to(STRATA_FIELD(options.defaults.sampling.min_p), 0, 1)});
-  t.push_back({{"--top-nsigma", "--top-n-sigma"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "-1",
-               "top-n-sigma (<= 0: off)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.top_n_sigma), -1e6, 1e6)});
-  t.push_back({{"--xtc-probability"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0",
-               "XTC probability (0: off)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.xtc_probability), 0, 1)});
-  t.push_back({{"--xtc-threshold"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0.1",
-               "XTC threshold (above 0.5: off)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.xtc_threshold), 0, 1)});
-  t.push_back({{"--typical", "--typical-p"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "1",
-               "locally typical sampling, p (1: off)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.typical_p), 0, 1)});
-  t.push_back({{"--min-keep"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0",
-               "the fewest tokens a truncation sampler leaves (0: 1)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               int_to(STRATA_FIELD(options.defaults.sampling.chain.min_keep), 0, 1 << 20)});
+  value_row({"--top-nsigma", "--top-n-sigma"}, "N", "-1", "top-n-sigma (<= 0: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.top_n_sigma), -1e6, 1e6));
+  value_row({"--xtc-probability"}, "N", "0", "XTC probability (0: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.xtc_probability), 0, 1));
+  value_row({"--xtc-threshold"}, "N", "0.1", "XTC threshold (above 0.5: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.xtc_threshold), 0, 1));
+  value_row({"--typical", "--typical-p"}, "N", "1", "locally typical sampling, p (1: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.typical_p), 0, 1));
+  value_row({"--min-keep"}, "N", "0", "the fewest tokens a truncation sampler leaves (0: 1)",
+            int_to(STRATA_FIELD(options.defaults.sampling.chain.min_keep), 0, 1 << 20));
   t.push_back(
       {{"--repeat-last-n"},
        {},
@@ -769,30 +735,10 @@ void add_sampling_rows(std::vector<Row>& t) {
                "",
                nullptr,
                float_to(STRATA_FIELD(options.defaults.sampling.frequency_penalty), -1e6, 1e6)});
-  t.push_back({{"--dry-multiplier"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0",
-               "DRY multiplier (0: off)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.dry_multiplier), 0, 1e6)});
-  t.push_back({{"--dry-base"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "1.75",
-               "DRY base",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.dry_base), 0, 1e6)});
+  value_row({"--dry-multiplier"}, "N", "0", "DRY multiplier (0: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.dry_multiplier), 0, 1e6));
+  value_row({"--dry-base"}, "N", "1.75", "DRY base",
+            float_to(STRATA_FIELD(options.defaults.sampling.dry_base), 0, 1e6));
   t.push_back({{"--dry-allowed-length"},
                {},
                nullptr,
@@ -865,66 +811,16 @@ void add_sampling_rows(std::vector<Row>& t) {
                }});
   ignored(t, {"--adaptive-decay"}, K::kValue, "strata has no adaptive-p sampler", nullptr,
           S::kSampling);
-  t.push_back({{"--dynatemp-range"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0",
-               "dynamic temperature range (0: off)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_range), -1e6, 1e6)});
-  t.push_back({{"--dynatemp-exp"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "1",
-               "dynamic temperature exponent",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_exponent), 0, 1e6)});
-  t.push_back({{"--mirostat"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0",
-               "Mirostat (0: off, 1: Mirostat, 2: Mirostat 2.0)",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               int_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat), 0, 2)});
-  t.push_back({{"--mirostat-lr"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "0.1",
-               "Mirostat learning rate, eta",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat_eta), 0, 10)});
-  t.push_back({{"--mirostat-ent"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "5",
-               "Mirostat target entropy, tau",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               float_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat_tau), 0, 100)});
+  value_row({"--dynatemp-range"}, "N", "0", "dynamic temperature range (0: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_range), -1e6, 1e6));
+  value_row({"--dynatemp-exp"}, "N", "1", "dynamic temperature exponent",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_exponent), 0, 1e6));
+  value_row({"--mirostat"}, "N", "0", "Mirostat (0: off, 1: Mirostat, 2: Mirostat 2.0)",
+            int_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat), 0, 2));
+  value_row({"--mirostat-lr"}, "N", "0.1", "Mirostat learning rate, eta",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat_eta), 0, 10));
+  value_row({"--mirostat-ent"}, "N", "5", "Mirostat target entropy, tau",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.mirostat_tau), 0, 100));
   t.push_back(
       {{"-l", "--logit-bias"},
        {},
