@@ -565,7 +565,6 @@ void RowSampler::stage_top_k(int32_t k) {
 void RowSampler::stage_typical(float p) {
   if (p >= 1.0f) return;
   all_candidates();
-  sort_candidates();
   softmax_candidates();
   const size_t n = candidates_.size();
   double entropy = 0.0;
@@ -579,15 +578,24 @@ void RowSampler::stage_typical(float p) {
         w > 0.0 ? std::fabs(-std::log(w) - entropy) : std::numeric_limits<double>::infinity();
     by_score[i] = {score, i};
   }
-  std::sort(by_score.begin(), by_score.end());  // ties by position: a strict order
+  // Sorted by score (ties by position: a strict order) in growing chunks, each the best of what
+  // is left, until the mass passes p: a whole vocabulary's sort only where p needs it.
   size_t kept = n;
   double cum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    cum += static_cast<double>(weights_[by_score[i].second]);
-    if (cum > p && i + 1 >= min_keep_) {
-      kept = i + 1;
-      break;
+  for (size_t done = 0, chunk = 64; done < n && kept == n; chunk *= 4) {
+    const size_t end = std::min(n, done + chunk);
+    const auto first = by_score.begin() + static_cast<ptrdiff_t>(done);
+    const auto last = by_score.begin() + static_cast<ptrdiff_t>(end);
+    if (end < n) std::nth_element(first, last, by_score.end());
+    std::sort(first, last);
+    for (size_t i = done; i < end; ++i) {
+      cum += static_cast<double>(weights_[by_score[i].second]);
+      if (cum > p && i + 1 >= min_keep_) {
+        kept = i + 1;
+        break;
+      }
     }
+    done = end;
   }
   std::vector<Candidate> out(kept);
   for (size_t i = 0; i < kept; ++i) out[i] = candidates_[by_score[i].second];
