@@ -1,5 +1,9 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/utf8.h"
@@ -40,6 +44,48 @@ Result<SamplerParams> sampler_params(const Flags& flags) {
   p.presence_penalty = static_cast<float>(presence);
   p.frequency_penalty = static_cast<float>(freq);
   p.seed = static_cast<uint64_t>(seed);
+  // llama-cli's other samplers (docs/server.md, "Samplers").
+  const auto to_float = [&flags](const char* name, float& field) -> Status {
+    STRATA_ASSIGN_OR_RETURN(double v, flags.get_double(name, field));
+    field = static_cast<float>(v);
+    return Status::ok();
+  };
+  const auto to_int = [&flags](const char* name, int32_t& field, int64_t lo) -> Status {
+    STRATA_ASSIGN_OR_RETURN(int64_t v, flags.get_int(name, field, lo, kSamplerMaxRepeatLastN));
+    field = static_cast<int32_t>(v);
+    return Status::ok();
+  };
+  SampleChain& c = p.chain;
+  STRATA_RETURN_IF_ERROR(to_float("--typical", c.typical_p));
+  STRATA_RETURN_IF_ERROR(to_float("--top-nsigma", c.top_n_sigma));
+  STRATA_RETURN_IF_ERROR(to_float("--xtc-probability", c.xtc_probability));
+  STRATA_RETURN_IF_ERROR(to_float("--xtc-threshold", c.xtc_threshold));
+  STRATA_RETURN_IF_ERROR(to_float("--mirostat-lr", c.mirostat_eta));
+  STRATA_RETURN_IF_ERROR(to_float("--mirostat-ent", c.mirostat_tau));
+  STRATA_RETURN_IF_ERROR(to_float("--dynatemp-range", c.dynatemp_range));
+  STRATA_RETURN_IF_ERROR(to_float("--dynatemp-exp", c.dynatemp_exponent));
+  STRATA_RETURN_IF_ERROR(to_int("--mirostat", c.mirostat, 0));
+  STRATA_RETURN_IF_ERROR(to_int("--min-keep", c.min_keep, 0));
+  STRATA_RETURN_IF_ERROR(to_float("--dry-multiplier", p.dry_multiplier));
+  STRATA_RETURN_IF_ERROR(to_float("--dry-base", p.dry_base));
+  STRATA_RETURN_IF_ERROR(to_int("--dry-allowed-length", p.dry_allowed_length, 0));
+  STRATA_RETURN_IF_ERROR(to_int("--dry-penalty-last-n", p.dry_penalty_last_n, -1));
+  if (std::optional<std::string> b = flags.get("--dry-sequence-breaker")) {
+    p.dry_sequence_breakers.clear();
+    if (*b != "none") p.dry_sequence_breakers.push_back(*b);
+  }
+  if (std::optional<std::string> v = flags.get("--samplers")) {
+    std::vector<std::string> names;
+    for (size_t start = 0; start <= v->size();) {
+      const size_t end = std::min(v->find(';', start), v->size());
+      if (end > start) names.push_back(v->substr(start, end - start));
+      start = end + 1;
+    }
+    STRATA_RETURN_IF_ERROR(set_sampler_order(p, names));
+  }
+  if (std::optional<std::string> v = flags.get("--sampler-seq")) {
+    STRATA_RETURN_IF_ERROR(set_sampler_order_letters(p, *v));
+  }
   STRATA_RETURN_IF_ERROR(p.validate());
   return p;
 }
@@ -75,6 +121,14 @@ constexpr const char* kHelp =
     "      --top-k K --top-p P --min-p P          truncation (defaults 40, 0.95, 0.05)\n"
     "      --repeat-penalty R --repeat-last-n N  (defaults 1.0, 64)\n"
     "      --presence-penalty P --frequency-penalty P\n"
+    "      --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
+    "      --dry-sequence-breaker S (one, or none)  DRY (default off)\n"
+    "      --typical P --top-nsigma N --xtc-probability P --xtc-threshold T --min-keep N\n"
+    "      --mirostat 1|2 --mirostat-lr ETA --mirostat-ent TAU\n"
+    "      --dynatemp-range R --dynatemp-exp E\n"
+    "      --samplers a;b;c, --sampler-seq LETTERS  the samplers and their order, as\n"
+    "                          llama-cli's (default penalties;dry;top_n_sigma;top_k;typ_p;\n"
+    "                          top_p;min_p;xtc;temperature)\n"
     "      --seed S            sampling seed (default 0): same seed, same text\n"
     "      --backend-sampling  sample on the device of the last stage (a worker sends back\n"
     "                          the token, not the logits); the same tokens as the CPU\n"
@@ -86,9 +140,34 @@ constexpr const char* kHelp =
 
 int cmd_run(const Args& args) {
   std::vector<std::string> with_value = model_flags();
-  with_value.insert(with_value.end(), {"-p|--prompt", "-n|--n-predict", "--temp", "--top-k",
-                                       "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
-                                       "--presence-penalty", "--frequency-penalty", "--seed"});
+  with_value.insert(with_value.end(), {"-p|--prompt",
+                                       "-n|--n-predict",
+                                       "--temp",
+                                       "--top-k",
+                                       "--top-p",
+                                       "--min-p",
+                                       "--repeat-penalty",
+                                       "--repeat-last-n",
+                                       "--presence-penalty",
+                                       "--frequency-penalty",
+                                       "--seed",
+                                       "--typical",
+                                       "--top-nsigma",
+                                       "--xtc-probability",
+                                       "--xtc-threshold",
+                                       "--mirostat",
+                                       "--mirostat-lr",
+                                       "--mirostat-ent",
+                                       "--dynatemp-range",
+                                       "--dynatemp-exp",
+                                       "--min-keep",
+                                       "--dry-multiplier",
+                                       "--dry-base",
+                                       "--dry-allowed-length",
+                                       "--dry-penalty-last-n",
+                                       "--dry-sequence-breaker",
+                                       "--samplers",
+                                       "--sampler-seq"});
   std::vector<std::string> switches = model_switches();
   switches.insert(switches.end(),
                   {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids", "--backend-sampling"});
@@ -118,6 +197,11 @@ int cmd_run(const Args& args) {
     return fail("run", out_of_range("prompt (" + std::to_string(ids.size()) + " tokens) + -n " +
                                     std::to_string(*n_predict) + " exceeds the context of " +
                                     std::to_string(ctx.params().n_ctx) + " (raise -c)"));
+  }
+  if (sp->dry_active()) {
+    auto breakers = dry_breakers(sp->dry_sequence_breakers, tok);
+    if (!breakers) return fail("run", breakers.status());
+    sp->dry_breakers = std::move(*breakers);
   }
   Sampler sampler(*sp, static_cast<int32_t>(ctx.n_vocab()));
   for (int32_t id : ids) sampler.accept(id);

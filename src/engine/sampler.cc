@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
@@ -8,6 +9,16 @@
 #include "core/check.h"
 
 namespace strata {
+
+namespace {
+
+std::string float_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  return buf;
+}
+
+}  // namespace
 
 Status SamplerParams::validate() const {
   SampleSettings given = settings();  // with the penalties as given, used or not
@@ -17,11 +28,11 @@ Status SamplerParams::validate() const {
   STRATA_RETURN_IF_ERROR(sample_settings_validate(given));
   STRATA_RETURN_IF_ERROR(sample_chain_validate(chain));
   if (!(std::isfinite(dry_multiplier) && dry_multiplier >= 0.0f)) {
-    return invalid_argument("sampler: dry_multiplier = " + std::to_string(dry_multiplier) +
+    return invalid_argument("sampler: dry_multiplier = " + float_text(dry_multiplier) +
                             ": must be a finite number >= 0 (0 disables)");
   }
   if (!(std::isfinite(dry_base) && dry_base >= 0.0f && dry_base <= 1e6f)) {
-    return invalid_argument("sampler: dry_base = " + std::to_string(dry_base) +
+    return invalid_argument("sampler: dry_base = " + float_text(dry_base) +
                             ": must be in [0, 1e6] (below 1 disables)");
   }
   if (dry_allowed_length < 0 || dry_allowed_length > kSamplerMaxRepeatLastN) {

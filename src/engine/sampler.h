@@ -130,8 +130,6 @@ class Sampler {
   // Whether this sampler needs the CPU: DRY, or a chain the sample op does not run. A device
   // must not sample for it (StepDraws::add refuses).
   bool host_only() const { return host_only_; }
-  // Mirostat's running target surprise (mu): 2 tau at the start.
-  float mirostat_mu() const { return mirostat_mu_; }
 
  private:
   int32_t sample_masked(const float* logits, float uniform, const uint8_t* allowed);

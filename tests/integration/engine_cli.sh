@@ -58,6 +58,29 @@ s3=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min
 [ "$s1" = "$s2" ] || { echo "FAIL: same seed gave different text"; exit 1; }
 [ "$s1" != "$s3" ] || { echo "FAIL: different seeds gave the same text"; exit 1; }
 
+# llama-cli's other samplers: seeded runs repeat, and each changes the text of the plain run.
+for extra in "--typical 0.5" "--xtc-probability 1 --xtc-threshold 0.01" "--mirostat 2"; do
+  # shellcheck disable=SC2086
+  x1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos $extra 2>/dev/null | md5sum)
+  # shellcheck disable=SC2086
+  x2=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos -t 1 $extra 2>/dev/null | md5sum)
+  [ "$x1" = "$x2" ] || { echo "FAIL: $extra: the same seed gave different text"; exit 1; }
+  [ "$x1" != "$s1" ] || { echo "FAIL: $extra changed nothing"; exit 1; }
+done
+# DRY moves greedy off the runs it repeats (this model's greedy text repeats pairs).
+g1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 0 --ignore-eos 2>/dev/null | md5sum)
+g2=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 0 --ignore-eos --dry-multiplier 5 --dry-allowed-length 1 2>/dev/null | md5sum)
+[ "$g1" != "$g2" ] || { echo "FAIL: DRY changed nothing"; exit 1; }
+# The order: min-p after a temperature of 1.5 keeps more tokens than before it.
+q1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0.3 --seed 5 --ignore-eos 2>/dev/null | md5sum)
+q2=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0.3 --seed 5 --ignore-eos --samplers "temperature;min_p" 2>/dev/null | md5sum)
+[ "$q1" != "$q2" ] || { echo "FAIL: --samplers changed nothing"; exit 1; }
+if "$strata" run -m "$m" -p hi -n 1 --samplers "top_k;bogus" 2>"$tmp/err.txt"; then
+  echo "FAIL: an unknown sampler was accepted"; exit 1
+fi
+grep -q "'bogus' is not a sampler" "$tmp/err.txt" || {
+  echo "FAIL: unclear sampler error: $(cat "$tmp/err.txt")"; exit 1; }
+
 # llama.cpp's rope flags: a model without rope metadata, given Qwen's YaRN command line, answers
 # as the same weights with that YaRN in the file; without the flags, otherwise.
 for r in "" "--rope-scaling yarn --rope-factor 4 --rope-orig-ctx 16"; do
