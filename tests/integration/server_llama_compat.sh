@@ -242,7 +242,20 @@ const so = await client.chat.completions.create({
 const verdict = JSON.parse(so.choices[0].message.content);
 check(["yes", "no"].includes(verdict.answer) && so.choices[0].finish_reason === "stop",
       "structured output: " + so.choices[0].message.content);
-console.log("openai sdk: completions, chat, streaming, models, responses, structured output ok");
+// llama-server's own sampler fields, sent beside the SDK's, are taken; a value out of range is
+// a 400 the SDK raises, naming the field.
+const dry = await client.chat.completions.create({
+  model: "gpt-4o", messages: [{ role: "user", content: "hi" }], max_tokens: 5, temperature: 0.7,
+  seed: 3, dry_multiplier: 0.8, dry_sequence_breakers: ["\n"], xtc_probability: 0.5,
+  typical_p: 0.9, samplers: ["penalties", "dry", "top_k", "typ_p", "xtc", "temperature"] });
+check(dry.usage.completion_tokens === 5, "llama-server sampler fields");
+let named = "";
+try {
+  await client.chat.completions.create({
+    model: "gpt-4o", messages: [{ role: "user", content: "hi" }], max_tokens: 5, mirostat: 7 });
+} catch (e) { named = e.status === 400 ? String(e.message) : "status " + e.status; }
+check(named.includes("mirostat"), "an out-of-range sampler field: " + named);
+console.log("openai sdk: completions, chat, streaming, models, responses, structured output, samplers ok");
 JS
     cat >"$sdk/anthropic_check.mjs" <<'JS'
 import Anthropic from "@anthropic-ai/sdk";
