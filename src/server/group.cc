@@ -456,7 +456,7 @@ void PipelineGroup::sample_slot(Slot& s, const float* logits) {
 void PipelineGroup::start_lazy_grammar(Slot& s, int32_t token) {
   const GenParams& gp = s.active->task.params;
   std::string& text = s.lazy->text;
-  text += tok_.token_to_piece(token);
+  text += grammar_vocab().piece(token);  // the vocabulary's copy: no string per token
   const TriggerScan scan = scan_trigger(*gp.grammar_trigger, text, s.lazy->scanned);
   if (scan.state == TriggerScan::State::kWait) return;
   if (scan.state == TriggerScan::State::kStart) {
