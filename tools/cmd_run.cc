@@ -75,13 +75,7 @@ Result<SamplerParams> sampler_params(const Flags& flags) {
     if (*b != "none") p.dry_sequence_breakers.push_back(*b);
   }
   if (std::optional<std::string> v = flags.get("--samplers")) {
-    std::vector<std::string> names;
-    for (size_t start = 0; start <= v->size();) {
-      const size_t end = std::min(v->find(';', start), v->size());
-      if (end > start) names.push_back(v->substr(start, end - start));
-      start = end + 1;
-    }
-    STRATA_RETURN_IF_ERROR(set_sampler_order(p, names));
+    STRATA_RETURN_IF_ERROR(set_sampler_order_list(p, *v));
   }
   if (std::optional<std::string> v = flags.get("--sampler-seq")) {
     STRATA_RETURN_IF_ERROR(set_sampler_order_letters(p, *v));

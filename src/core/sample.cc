@@ -506,10 +506,15 @@ void RowSampler::sort_candidates() {
   sorted_ = true;
 }
 
-void RowSampler::softmax_candidates() {
-  const size_t n = candidates_.size();
+float RowSampler::candidates_max() const {
   float max = kNegInf;
   for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
+  return max;
+}
+
+void RowSampler::softmax_candidates() {
+  const size_t n = candidates_.size();
+  const float max = candidates_max();
   weights_.resize(n);
   const double z = exp_shifted(
       n, [this, max](size_t i) { return candidates_[i].logit - max; }, weights_.data());
@@ -621,8 +626,7 @@ void RowSampler::stage_top_p(float p) {
 void RowSampler::stage_min_p(float p) {
   if (p <= 0.0f) return;
   all_candidates();
-  float max = kNegInf;
-  for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
+  const float max = candidates_max();
   const float threshold = max + std::log(p);
   size_t passing = 0;
   for (const Candidate& c : candidates_) passing += c.logit >= threshold ? 1 : 0;
@@ -677,8 +681,7 @@ void RowSampler::stage_temperature(const SampleChain& c) {
 // The position in candidates_ that the uniform picks under the softmax of their logits.
 int32_t RowSampler::draw_candidates(float uniform) {
   const size_t n = candidates_.size();
-  float max = kNegInf;
-  for (const Candidate& c : candidates_) max = c.logit > max ? c.logit : max;
+  const float max = candidates_max();
   weights_.resize(n);
   const double total = exp_shifted(
       n, [this, max](size_t i) { return candidates_[i].logit - max; }, weights_.data());
@@ -704,8 +707,7 @@ int32_t RowSampler::mirostat(const SampleChain& c, float uniform, float& mu) {
     // Zipf's exponent from the m = 100 most likely tokens, then the k that makes the expected
     // surprise mu. Only those m are sorted; the softmax is the whole vocabulary's.
     constexpr size_t kM = 100;
-    float max = kNegInf;
-    for (const Candidate& cand : candidates_) max = cand.logit > max ? cand.logit : max;
+    const float max = candidates_max();
     weights_.resize(candidates_.size());
     const double z = exp_shifted(
         candidates_.size(), [this, max](size_t i) { return candidates_[i].logit - max; },

@@ -179,6 +179,7 @@ class RowSampler {
   int32_t mirostat(const SampleChain& c, float uniform, float& mu);
   void all_candidates();
   void sort_candidates();
+  float candidates_max() const;
   // weights_[i] = the softmax of candidates_ (sorted or not) at their logits.
   void softmax_candidates();
   void keep(size_t n);

@@ -157,7 +157,7 @@ TEST(Dry, BreakersBecomeTokenSequencesAsInLlamaCpp) {
 
 // Through the Sampler: DRY moves greedy off the token that would extend a repeat, and only
 // the tokens accepted into its window count.
-TEST(Dry, SamplerAppliesDryAfterThePenaltiesAndIsHostOnly) {
+TEST(Dry, SamplerAppliesDryAndIsHostOnly) {
   SamplerParams p;
   p.temperature = 0.0f;
   p.dry_multiplier = 1.0f;

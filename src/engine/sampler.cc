@@ -1,5 +1,6 @@
 #include "engine/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -62,7 +63,7 @@ SampleSettings SamplerParams::settings() const {
   s.top_k = top_k;
   s.top_p = top_p;
   s.min_p = min_p;
-  if (use_penalties) {
+  if (penalties_used()) {
     s.repeat_penalty = repeat_penalty;
     s.presence_penalty = presence_penalty;
     s.frequency_penalty = frequency_penalty;
@@ -99,6 +100,16 @@ Status set_sampler_order(SamplerParams& p, std::span<const std::string> names) {
   p.use_dry = dry;
   p.chain.order = std::move(order);
   return Status::ok();
+}
+
+Status set_sampler_order_list(SamplerParams& p, std::string_view list) {
+  std::vector<std::string> names;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t end = std::min(list.find(';', start), list.size());
+    if (end > start) names.emplace_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return set_sampler_order(p, names);
 }
 
 Status set_sampler_order_letters(SamplerParams& p, std::string_view letters) {
@@ -199,7 +210,7 @@ int32_t Sampler::sample_masked(const float* logits, float uniform, const uint8_t
   SampleExtra extra;
   extra.chain = &params_.chain;
   dry_.clear();
-  if (params_.dry_active() && params_.chain.mirostat == 0) {
+  if (params_.dry_active()) {
     static const DryBreakers kNoBreakers;
     dry_tokens_.assign(dry_window_.begin(), dry_window_.end());
     const DryParams dp{params_.dry_multiplier, params_.dry_base, params_.dry_allowed_length};
@@ -212,8 +223,6 @@ int32_t Sampler::sample_masked(const float* logits, float uniform, const uint8_t
   if (params_.chain.xtc_active() && settings_.temperature > 0.0f)
     extra.xtc_uniform = rng_.uniform();
   extra.mirostat_mu = &mirostat_mu_;
-  // Under Mirostat llama.cpp's chain is the temperature and Mirostat: no penalties, no DRY.
-  if (params_.chain.mirostat != 0) penalties_.clear();
   const int32_t token =
       row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform, allowed, &extra);
   last_token_ = token;

@@ -59,8 +59,11 @@ struct SamplerParams {
   bool use_penalties = true;
   bool use_dry = true;
 
+  // Under Mirostat llama.cpp's chain is the temperature and Mirostat: no penalties, no DRY.
+  bool penalties_used() const { return use_penalties && chain.mirostat == 0; }
   bool dry_active() const {
-    return use_dry && dry_multiplier > 0.0f && dry_base >= 1.0f && dry_penalty_last_n != 0;
+    return use_dry && chain.mirostat == 0 && dry_multiplier > 0.0f && dry_base >= 1.0f &&
+           dry_penalty_last_n != 0;
   }
 
   // Names the field, its value and the allowed range of the first bad field.
@@ -75,6 +78,8 @@ struct SamplerParams {
 // An unknown name is an error naming it. The letters form ("edkypmxt", `--sampler-seq`) uses
 // llama.cpp's one-letter codes, 'e' penalties and 'd' DRY.
 Status set_sampler_order(SamplerParams& p, std::span<const std::string> names);
+// The names separated by ';' (`--samplers`), empty names skipped.
+Status set_sampler_order_list(SamplerParams& p, std::string_view list);
 Status set_sampler_order_letters(SamplerParams& p, std::string_view letters);
 // The list that describes p: "penalties" and "dry" where used, then the stages by name.
 std::vector<std::string> sampler_order_names(const SamplerParams& p);

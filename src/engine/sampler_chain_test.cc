@@ -369,9 +369,9 @@ TEST(SampleChain, Mirostat1KeepsTheKItsEstimateGives) {
   }
 }
 
-// Through the Sampler: an extended chain is host-only, greedy stays the argmax, and XTC's
-// chance is a second number from the stream only when XTC is on.
-TEST(SampleChain, SamplerRunsTheChainAndDrawsXtcChanceFromItsStream) {
+// Through the Sampler: an extended chain is host-only, greedy stays the argmax, XTC fires on
+// the sampler's own chance, and bad settings are refused by name.
+TEST(SampleChain, SamplerRunsTheExtendedChain) {
   SamplerParams p;
   p.temperature = 0.0f;
   p.chain.typical_p = 0.5f;
@@ -393,6 +393,14 @@ TEST(SampleChain, SamplerRunsTheChainAndDrawsXtcChanceFromItsStream) {
   // With XTC always firing and a threshold that every likely token passes, the most likely
   // token is never picked.
   for (int i = 0; i < 200; ++i) EXPECT_NE(b.sample(logits.data()), argmax);
+  // Under Mirostat the chain has no penalties and no DRY, whatever their settings.
+  SamplerParams miro = base;
+  miro.chain.mirostat = 2;
+  miro.repeat_penalty = 1.5f;
+  miro.dry_multiplier = 0.8f;
+  EXPECT_FLOAT_EQ(miro.settings().repeat_penalty, 1.0f);
+  EXPECT_FALSE(miro.dry_active());
+  EXPECT_TRUE(Sampler(miro, 50).host_only());
   SamplerParams bad = base;
   bad.chain.xtc_probability = 1.5f;
   EXPECT_NE(bad.validate().message().find("xtc_probability"), std::string::npos);

@@ -71,6 +71,15 @@ std::optional<ApiError> read_int(const Json& b, const char* key, int64_t lo, int
   return std::nullopt;
 }
 
+// read_int into an int32_t field (lo and hi within int32_t's range).
+std::optional<ApiError> read_int32(const Json& b, const char* key, int64_t lo, int64_t hi,
+                                   int32_t& out) {
+  int64_t v = out;
+  if (auto e = read_int(b, key, lo, hi, v)) return e;
+  out = static_cast<int32_t>(v);
+  return std::nullopt;
+}
+
 // llama-server's other samplers' fields, and `samplers`: names, or llama.cpp's letters.
 std::optional<ApiError> read_sampler_chain(const Json& b, SamplerParams& s) {
   SampleChain& c = s.chain;
@@ -82,20 +91,18 @@ std::optional<ApiError> read_sampler_chain(const Json& b, SamplerParams& s) {
   if (auto e = read_float(b, "mirostat_eta", c.mirostat_eta)) return e;
   if (auto e = read_float(b, "dynatemp_range", c.dynatemp_range)) return e;
   if (auto e = read_float(b, "dynatemp_exponent", c.dynatemp_exponent)) return e;
-  int64_t v = c.min_keep;
-  if (auto e = read_int(b, "min_keep", 0, 1 << 20, v)) return e;
-  c.min_keep = static_cast<int32_t>(v);
-  v = c.mirostat;
-  if (auto e = read_int(b, "mirostat", 0, 2, v)) return e;
-  c.mirostat = static_cast<int32_t>(v);
+  if (auto e = read_int32(b, "min_keep", 0, 1 << 20, c.min_keep)) return e;
+  if (auto e = read_int32(b, "mirostat", 0, 2, c.mirostat)) return e;
   if (auto e = read_float(b, "dry_multiplier", s.dry_multiplier)) return e;
   if (auto e = read_float(b, "dry_base", s.dry_base)) return e;
-  v = s.dry_allowed_length;
-  if (auto e = read_int(b, "dry_allowed_length", 0, kSamplerMaxRepeatLastN, v)) return e;
-  s.dry_allowed_length = static_cast<int32_t>(v);
-  v = s.dry_penalty_last_n;
-  if (auto e = read_int(b, "dry_penalty_last_n", -1, kSamplerMaxRepeatLastN, v)) return e;
-  s.dry_penalty_last_n = static_cast<int32_t>(v);
+  if (auto e =
+          read_int32(b, "dry_allowed_length", 0, kSamplerMaxRepeatLastN, s.dry_allowed_length)) {
+    return e;
+  }
+  if (auto e =
+          read_int32(b, "dry_penalty_last_n", -1, kSamplerMaxRepeatLastN, s.dry_penalty_last_n)) {
+    return e;
+  }
   if (auto it = b.find("dry_sequence_breakers"); it != b.end() && !it->is_null()) {
     if (!it->is_array()) return bad("'dry_sequence_breakers' must be an array of strings");
     if (it->size() > kDryMaxBreakers) {
@@ -424,15 +431,13 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   if (auto e = read_float(b, "repeat_penalty", s.repeat_penalty)) return e;
   if (auto e = read_float(b, "presence_penalty", s.presence_penalty)) return e;
   if (auto e = read_float(b, "frequency_penalty", s.frequency_penalty)) return e;
-  int64_t v = s.top_k;
-  if (auto e = read_int(b, "top_k", -1, INT32_MAX, v)) return e;
-  s.top_k = static_cast<int32_t>(v);
-  v = s.repeat_last_n;
-  if (auto e = read_int(b, "repeat_last_n", -1, kSamplerMaxRepeatLastN, v)) return e;
-  s.repeat_last_n = static_cast<int32_t>(v);
+  if (auto e = read_int32(b, "top_k", -1, INT32_MAX, s.top_k)) return e;
+  if (auto e = read_int32(b, "repeat_last_n", -1, kSamplerMaxRepeatLastN, s.repeat_last_n)) {
+    return e;
+  }
   // -1 (llama-server's "random") or no seed: the server's --seed, else a fresh seed per
   // request, as OpenAI clients expect.
-  v = -1;
+  int64_t v = -1;
   if (auto e = read_int(b, "seed", -1, INT64_MAX, v)) return e;
   if (v >= 0) {
     out.seeded = true;
@@ -454,9 +459,8 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   p.n_predict = static_cast<int32_t>(v);
 
   if (!native_shape(endpoint)) {
-    v = 1;
-    if (auto e = read_int(b, "n", 1, 1024, v)) return e;
-    p.n = static_cast<int32_t>(v);
+    p.n = 1;
+    if (auto e = read_int32(b, "n", 1, 1024, p.n)) return e;
   }
   if (auto e = read_stop(b, p.stop)) return e;
   if (auto e = read_bool(b, "ignore_eos", p.ignore_eos)) return e;

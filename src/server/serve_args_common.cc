@@ -576,13 +576,7 @@ void add_sampling_rows(std::vector<Row>& t) {
                "",
                nullptr,
                [](ServeArgs& a, const std::string& v) -> Status {
-                 std::vector<std::string> names;
-                 for (size_t start = 0; start <= v.size();) {
-                   const size_t end = std::min(v.find(';', start), v.size());
-                   if (end > start) names.push_back(v.substr(start, end - start));
-                   start = end + 1;
-                 }
-                 return set_sampler_order(a.options.defaults.sampling, names);
+                 return set_sampler_order_list(a.options.defaults.sampling, v);
                }});
   t.push_back({{"--sampler-seq", "--sampling-seq"},
                {},
