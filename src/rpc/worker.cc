@@ -161,7 +161,12 @@ struct Worker::Impl {
       : options(o), listener(std::move(l)), budget(limit), pool(o.n_threads) {}
 
   void log(const std::string& line) const {
-    if (options.log) std::fprintf(stderr, "strata worker: %s\n", line.c_str());
+    if (!options.log) return;
+    if (options.log_to) {
+      options.log_to(line);
+    } else {
+      std::fprintf(stderr, "strata worker: %s\n", line.c_str());
+    }
   }
   void accept_loop();
   void serve(Transport& t);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,9 @@ struct WorkerOptions {
   OpSet hide_ops;
   DTypeSet hide_weight_dtypes;
   bool log = true;  // one line per connection on stderr
+  // Where those lines go instead of stderr, when set (tests that report why a connection ended).
+  // Called from the connections' threads, several at once.
+  std::function<void(const std::string&)> log_to;
   int handshake_timeout_ms = 10000;
   // A session that sends nothing for this long is closed and its buffers freed, so that a
   // client that vanished without closing (a dead machine, a cut network) does not pin memory.
