@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/utf8.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "engine/step_draws.h"
 #include "flags.h"
 #include "loader.h"
@@ -84,6 +85,31 @@ Result<SamplerParams> sampler_params(const Flags& flags) {
   return p;
 }
 
+// llama-cli's speculative decoding flags (the ones strata runs).
+Result<SpecParams> spec_params(const Flags& flags) {
+  SpecParams p;
+  if (flags.has("-md")) p.type = SpecType::kDraft;
+  if (std::optional<std::string> v = flags.get("--spec-type")) {
+    STRATA_ASSIGN_OR_RETURN(p.type, spec_type_from_name(*v));
+  }
+  if (p.type == SpecType::kDraft && !flags.has("-md")) {
+    return invalid_argument("--spec-type draft-simple needs a draft model (-md FILE)");
+  }
+  const auto to_int = [&flags](const char* name, int32_t& field, int64_t lo, int64_t hi) {
+    Result<int64_t> v = flags.get_int(name, field, lo, hi);
+    if (v) field = static_cast<int32_t>(*v);
+    return v.status();
+  };
+  STRATA_RETURN_IF_ERROR(to_int("--spec-draft-n-max", p.n_max, 1, kSpecMaxDraft));
+  STRATA_RETURN_IF_ERROR(to_int("--spec-draft-n-min", p.n_min, 0, kSpecMaxDraft));
+  STRATA_RETURN_IF_ERROR(to_int("--spec-ngram-simple-size-n", p.ngram_n, 1, 1024));
+  STRATA_RETURN_IF_ERROR(to_int("--spec-ngram-simple-size-m", p.ngram_m, 1, kSpecMaxDraft));
+  STRATA_ASSIGN_OR_RETURN(double p_min, flags.get_double("--spec-draft-p-min", p.p_min));
+  p.p_min = static_cast<float>(p_min);
+  STRATA_RETURN_IF_ERROR(p.validate());
+  return p;
+}
+
 constexpr const char* kHelp =
     "usage: strata run -m FILE -p PROMPT [-n N] [options]\n"
     "Generates text from a prompt, streaming it to stdout; timings go to stderr.\n\n"
@@ -126,6 +152,17 @@ constexpr const char* kHelp =
     "      --seed S            sampling seed (default 0): same seed, same text\n"
     "      --backend-sampling  sample on the device of the last stage (a worker sends back\n"
     "                          the token, not the logits); the same tokens as the CPU\n"
+    "                          (a step that checks a draft samples on the CPU)\n"
+    "  -md, --model-draft FILE  draft model for speculative decoding (its vocabulary must\n"
+    "                          be the model's; it runs on the local CPU)\n"
+    "      --spec-type none|draft-simple|ngram-simple  speculative decoding (default:\n"
+    "                          draft-simple with -md, else none); the text is the same\n"
+    "                          as without it, greedy or seeded, only faster or slower\n"
+    "      --spec-draft-n-max N  longest draft (default 3)\n"
+    "      --spec-draft-n-min N  shorter drafts are not checked (default 0)\n"
+    "      --spec-draft-p-min P  the draft model stops below this probability (default 0)\n"
+    "      --spec-ngram-simple-size-n N  n-gram looked up in the text (default 12)\n"
+    "      --spec-ngram-simple-size-m M  most tokens drafted after it (default 48)\n"
     "      --no-bos            do not add BOS even where the model asks for it\n"
     "      --ignore-eos        keep generating past end-of-text tokens\n"
     "      --print-ids         print the generated token ids on stderr at the end\n";
@@ -161,7 +198,14 @@ int cmd_run(const Args& args) {
                                        "--dry-penalty-last-n",
                                        "--dry-sequence-breaker",
                                        "--samplers",
-                                       "--sampler-seq"});
+                                       "--sampler-seq",
+                                       "-md|--model-draft|--spec-draft-model",
+                                       "--spec-type",
+                                       "--spec-draft-n-max|--draft-max|--draft-n|--draft",
+                                       "--spec-draft-n-min|--draft-min|--draft-n-min",
+                                       "--spec-draft-p-min|--draft-p-min",
+                                       "--spec-ngram-simple-size-n",
+                                       "--spec-ngram-simple-size-m"});
   std::vector<std::string> switches = model_switches();
   switches.insert(switches.end(),
                   {"-h|--help", "--no-bos", "--ignore-eos", "--print-ids", "--backend-sampling"});
@@ -175,6 +219,8 @@ int cmd_run(const Args& args) {
   if (!n_predict) return fail("run", n_predict.status());
   auto sp = sampler_params(flags);
   if (!sp) return fail("run", sp.status());
+  auto spec = spec_params(flags);
+  if (!spec) return fail("run", spec.status());
   const std::string prompt = flags.get_or("-p", "");
 
   const auto t_load = Clock::now();
@@ -219,6 +265,25 @@ int cmd_run(const Args& args) {
     return d >= 0 ? draws.token(d) : sampler.sample(ctx.logits(0));
   };
 
+  // The draft model: on the local CPU, a context as large as the model's.
+  std::unique_ptr<DraftModel> draft_model;
+  if (spec->type == SpecType::kDraft) {
+    auto o = load_options(flags);
+    if (!o) return fail("run", o.status());
+    o->model_path = *flags.get("-md");
+    o->rpc.clear();
+    o->devices.reset();
+    o->tensor_split.clear();
+    o->n_gpu_layers.reset();
+    o->n_ctx = ctx.params().n_ctx;
+    o->min_ctx = 0;
+    auto d = server::load_model(*o, 1);
+    if (!d) return fail("run", d.status().with_context("draft model " + o->model_path));
+    auto dm = DraftModel::create(std::move(d->engine), std::move(d->context), ctx.model());
+    if (!dm) return fail("run", dm.status());
+    draft_model = std::move(*dm);
+  }
+
   Batch batch;
   for (size_t i = 0; i < ids.size(); ++i) {
     batch.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
@@ -230,23 +295,75 @@ int cmd_run(const Args& args) {
 
   Utf8Stream utf8;
   std::vector<int32_t> generated;
+  std::vector<int32_t> history = ids;  // the sequence's tokens: the prompt and what was kept
   const bool ignore_eos = flags.has("--ignore-eos");
-  const auto t_gen = Clock::now();
-  int64_t n_decoded = 0;
-  for (int64_t i = 0; i < *n_predict; ++i) {
-    const int32_t next = *sampled;
-    sampler.accept(next);
-    generated.push_back(next);
-    if (tok.is_eog(next) && !ignore_eos) break;
-    const std::string text = utf8.push(tok.token_to_piece(next));
+  // Keeps a sampled token; false once generation is over.
+  auto keep = [&](int32_t t) {
+    sampler.accept(t);
+    generated.push_back(t);
+    history.push_back(t);
+    if (tok.is_eog(t) && !ignore_eos) return false;
+    const std::string text = utf8.push(tok.token_to_piece(t));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-    if (i + 1 == *n_predict) break;
-    batch.clear();
-    batch.add(next, ctx.seq_len(0), 0, true);
-    sampled = decode_and_sample(batch);
-    if (!sampled) return fail("run", sampled.status());
-    ++n_decoded;
+    return static_cast<int64_t>(generated.size()) < *n_predict;
+  };
+  // A draft to check after the sequence's last token (kept, not decoded yet).
+  auto make_draft = [&]() -> Result<std::vector<int32_t>> {
+    // Not past -n: the step keeps at most the draft and one more token.
+    const int64_t left = *n_predict - static_cast<int64_t>(generated.size()) - 1;
+    const int64_t room = ctx.params().n_ctx - static_cast<int64_t>(history.size());
+    const auto most = static_cast<int32_t>(std::min<int64_t>({spec->n_max, left, room}));
+    std::vector<int32_t> d;
+    if (most <= 0) return d;
+    if (spec->type == SpecType::kNgram) {
+      d = ngram_draft(history, spec->ngram_n, std::min(spec->ngram_m, most));
+    } else if (spec->type == SpecType::kDraft) {
+      STRATA_ASSIGN_OR_RETURN(d, draft_model->draft(history, most, spec->p_min));
+    }
+    if (static_cast<int32_t>(d.size()) < spec->n_min) d.clear();
+    return d;
+  };
+  SpecStats stats;
+  const auto t_gen = Clock::now();
+  int64_t n_decoded = 0;
+  if (*n_predict > 0 && keep(*sampled)) {
+    for (;;) {
+      const int32_t last = history.back();
+      const auto at = static_cast<int32_t>(history.size() - 1);
+      Result<std::vector<int32_t>> draft = make_draft();
+      if (!draft) return fail("run", draft.status());
+      batch.clear();
+      batch.add(last, at, 0, true);
+      if (draft->empty()) {
+        sampled = decode_and_sample(batch);
+        if (!sampled) return fail("run", sampled.status());
+        ++n_decoded;
+        if (!keep(*sampled)) break;
+        continue;
+      }
+      // The draft checked in one step: row i holds the logits after draft[0..i).
+      for (size_t i = 0; i < draft->size(); ++i) {
+        batch.add((*draft)[i], at + 1 + static_cast<int32_t>(i), 0, true);
+      }
+      if (Status s = ctx.decode(batch); !s) return fail("run", s);
+      ++stats.n_drafts;
+      stats.n_drafted += static_cast<int64_t>(draft->size());
+      bool going = true;
+      size_t accepted = 0;
+      for (size_t i = 0; going; ++i) {
+        const int32_t t = sampler.sample(ctx.logits(static_cast<int64_t>(i)));
+        ++n_decoded;
+        going = keep(t);
+        if (i == draft->size() || t != (*draft)[i]) break;
+        ++accepted;
+      }
+      stats.n_accepted += static_cast<int64_t>(accepted);
+      if (!going) break;
+      // The cache keeps the last token and the accepted draft; the token sampled after them
+      // is decoded by the next step.
+      ctx.seq_truncate(0, at + 1 + static_cast<int32_t>(accepted));
+    }
   }
   const std::string rest = utf8.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -265,6 +382,12 @@ int cmd_run(const Args& args) {
                load_ms, ids.size(), prompt_ms, ids.size() * 1000.0 / std::max(prompt_ms, 1e-3),
                generated.size(), gen_ms,
                n_decoded > 0 ? n_decoded * 1000.0 / std::max(gen_ms, 1e-3) : 0.0);
+  if (spec->type != SpecType::kNone) {
+    std::fprintf(stderr, "speculative: %lld drafts, %lld tokens drafted, %lld accepted (%.1f%%)\n",
+                 static_cast<long long>(stats.n_drafts), static_cast<long long>(stats.n_drafted),
+                 static_cast<long long>(stats.n_accepted),
+                 stats.n_drafted > 0 ? 100.0 * stats.n_accepted / stats.n_drafted : 0.0);
+  }
   return 0;
 }
 

@@ -41,15 +41,16 @@ struct Experts {
 };
 
 // A batch: x [k, x_m, tokens] with a gap after each column and each token, ids [n_used, tokens].
-struct Batch {
+struct RoutedBatch {
   int64_t x_m, n_used, tokens;
   size_t x_slot, x_tok;  // strides in floats
   std::vector<float> x;
   std::vector<int32_t> ids;
 };
 
-Batch make_batch(const Experts& w, int64_t n_used, int64_t tokens, bool per_slot, uint64_t seed) {
-  Batch b;
+RoutedBatch make_batch(const Experts& w, int64_t n_used, int64_t tokens, bool per_slot,
+                       uint64_t seed) {
+  RoutedBatch b;
   b.x_m = per_slot ? n_used : 1;
   b.n_used = n_used;
   b.tokens = tokens;
@@ -65,12 +66,12 @@ Batch make_batch(const Experts& w, int64_t n_used, int64_t tokens, bool per_slot
 
 // Y [n, n_used, tokens] with a gap of one float after each column and two after each token.
 constexpr float kGap = -12345.0f;
-std::vector<float> gapped_output(const Experts& w, const Batch& b) {
+std::vector<float> gapped_output(const Experts& w, const RoutedBatch& b) {
   const size_t y_tok = (static_cast<size_t>(w.n) + 1) * static_cast<size_t>(b.n_used) + 2;
   return std::vector<float>(y_tok * static_cast<size_t>(b.tokens), kGap);
 }
 
-MatmulIdArgs id_args(const Experts& w, const Batch& b, std::vector<float>& y,
+MatmulIdArgs id_args(const Experts& w, const RoutedBatch& b, std::vector<float>& y,
                      size_t scratch_limit) {
   const size_t y_slot = static_cast<size_t>(w.n) + 1;
   MatmulIdArgs a;
@@ -95,7 +96,7 @@ MatmulIdArgs id_args(const Experts& w, const Batch& b, std::vector<float>& y,
   return a;
 }
 
-std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const Batch& b,
+std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const RoutedBatch& b,
                                  size_t scratch_limit = 0) {
   std::vector<float> y = gapped_output(w, b);
   matmul_id(pool, id_args(w, b, y, scratch_limit));
@@ -103,7 +104,7 @@ std::vector<float> run_matmul_id(ThreadPool& pool, const Experts& w, const Batch
 }
 
 // The same layout, one matmul with m = 1 per pair on one thread.
-std::vector<float> per_pair(const Experts& w, const Batch& b) {
+std::vector<float> per_pair(const Experts& w, const RoutedBatch& b) {
   ThreadPool one(1);
   const size_t y_slot = static_cast<size_t>(w.n) + 1;
   const size_t y_tok = y_slot * static_cast<size_t>(b.n_used) + 2;
@@ -126,7 +127,7 @@ TEST(MatmulId, EveryDTypeIsaAndThreadCountMatchesOneMatmulPerPair) {
     if (!dtype_info(traits.dtype).has_kernels || dtype_is_layout(traits.dtype)) continue;
     const Experts w(traits.dtype, 256, 40, 6, 100);
     for (bool per_slot : {false, true}) {
-      const Batch b = make_batch(w, 3, 5, per_slot, 7);
+      const RoutedBatch b = make_batch(w, 3, 5, per_slot, 7);
       for (Isa isa : isas()) {
         IsaScope scope(isa);
         const std::vector<float> want = per_pair(w, b);
@@ -146,7 +147,7 @@ TEST(MatmulId, EveryDTypeIsaAndThreadCountMatchesOneMatmulPerPair) {
 TEST(MatmulId, ManyTokensAndRepeatedExpertsOnTheMatmulDTypesOfModels) {
   for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
     const Experts w(t, 512, 96, 8, 3);
-    Batch b = make_batch(w, 4, 24, t == DType::kQ6_K || t == DType::kF16, 9);
+    RoutedBatch b = make_batch(w, 4, 24, t == DType::kQ6_K || t == DType::kF16, 9);
     b.ids[1] = b.ids[0];
     for (Isa isa : isas()) {
       IsaScope scope(isa);
@@ -163,7 +164,7 @@ TEST(MatmulId, ManyTokensAndRepeatedExpertsOnTheMatmulDTypesOfModels) {
 TEST(MatmulId, ScratchSlicesChangeNoBit) {
   const Experts w(DType::kQ8_0, 128, 24, 5, 21);
   for (bool per_slot : {false, true}) {
-    const Batch b = make_batch(w, 2, 9, per_slot, 4);
+    const RoutedBatch b = make_batch(w, 2, 9, per_slot, 4);
     ThreadPool pool(2);
     const std::vector<float> whole = run_matmul_id(pool, w, b);
     EXPECT_TRUE(bitwise_equal(whole, per_pair(w, b)));
@@ -178,12 +179,12 @@ TEST(MatmulId, ScratchSlicesChangeNoBit) {
 // A token's outputs are the same bits alone, in a batch, and on any thread count.
 TEST(MatmulId, ATokensOutputsDoNotDependOnItsBatch) {
   const Experts w(DType::kQ4_K, 256, 64, 16, 5);
-  const Batch batch = make_batch(w, 4, 12, false, 6);
+  const RoutedBatch batch = make_batch(w, 4, 12, false, 6);
   const size_t y_tok = (static_cast<size_t>(w.n) + 1) * 4 + 2;
   ThreadPool three(3), one(1);
   const std::vector<float> all = run_matmul_id(three, w, batch);
   for (int64_t t = 0; t < batch.tokens; ++t) {
-    Batch alone = batch;
+    RoutedBatch alone = batch;
     alone.tokens = 1;
     alone.x.assign(batch.x.begin() + t * batch.x_tok, batch.x.begin() + (t + 1) * batch.x_tok);
     alone.ids.assign(batch.ids.begin() + t * 4, batch.ids.begin() + (t + 1) * 4);
@@ -198,7 +199,7 @@ TEST(MatmulId, SeveralMatricesInOneCallAreEachTheirOwnCall) {
   for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16, DType::kMXFP4}) {
     const Experts gate(t, 256, 48, 6, 11), up(t, 256, 48, 6, 12), third(t, 256, 80, 6, 13);
     for (bool per_slot : {false, true}) {
-      const Batch b = make_batch(gate, 3, 7, per_slot, 14);
+      const RoutedBatch b = make_batch(gate, 3, 7, per_slot, 14);
       for (Isa isa : isas()) {
         IsaScope scope(isa);
         ThreadPool one(1);
@@ -234,13 +235,13 @@ TEST(MatmulId, SeveralMatricesInOneCallAreEachTheirOwnCall) {
 // reads, and every scratch slicing gives the bits of X made first and then multiplied.
 TEST(MatmulId, AProducerOfXMakesEachColumnOnceBeforeAnyOutputIsWritten) {
   const Experts w(DType::kQ8_0, 128, 24, 5, 31);
-  const Batch b = make_batch(w, 2, 9, true, 32);
+  const RoutedBatch b = make_batch(w, 2, 9, true, 32);
   const int64_t n_pairs = b.n_used * b.tokens;
   const auto offset = [&b](int64_t p) {
     return (p / b.n_used) * b.x_tok + (p % b.n_used) * b.x_slot;
   };
   // The producer's input: the batch's values; its output x[i] = 2 * in[i] + 1.
-  Batch made = b;
+  RoutedBatch made = b;
   for (int64_t p = 0; p < n_pairs; ++p) {
     for (int64_t i = 0; i < w.k; ++i) made.x[offset(p) + i] = 2 * b.x[offset(p) + i] + 1;
   }
@@ -254,7 +255,7 @@ TEST(MatmulId, AProducerOfXMakesEachColumnOnceBeforeAnyOutputIsWritten) {
       std::vector<float> y = gapped_output(w, b);
       std::vector<float> in_and_y(std::max(b.x.size(), y.size()));
       std::copy(b.x.begin(), b.x.end(), in_and_y.begin());
-      Batch x = b;
+      RoutedBatch x = b;
       std::fill(x.x.begin(), x.x.end(), std::numeric_limits<float>::quiet_NaN());
       MatmulIdArgs a = id_args(w, x, y, limit);
       a.y = in_and_y.data();

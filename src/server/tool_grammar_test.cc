@@ -40,7 +40,7 @@ bool sentence(const std::shared_ptr<const Grammar>& g, std::string_view text) {
   return m.accept(text).is_ok() && m.complete();
 }
 
-struct Case {
+struct SentenceCase {
   ToolCallFormat format;
   const char* text;
   std::vector<std::pair<const char*, const char*>> calls;  // name, arguments
@@ -48,7 +48,7 @@ struct Case {
 
 // Each accepted text reads back, through the format's own parser, as exactly its calls.
 TEST(ToolGrammar, SentencesParseBackAsTheCalls) {
-  const std::vector<Case> cases = {
+  const std::vector<SentenceCase> cases = {
       {ToolCallFormat::kHermes,
        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
        "\"Paris\"}}\n</tool_call>",
@@ -73,7 +73,7 @@ TEST(ToolGrammar, SentencesParseBackAsTheCalls) {
        "now\n{}>>>get_weather\n{\"city\": \"Rome\", \"days\": 7}",
        {{"now", "{}"}, {"get_weather", R"({"city": "Rome", "days": 7})"}}},
   };
-  for (const Case& c : cases) {
+  for (const SentenceCase& c : cases) {
     SCOPED_TRACE(c.text);
     ToolGrammarOptions o;
     o.format = c.format;

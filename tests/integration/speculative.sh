@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Speculative decoding through `strata run`: with a draft model (the target's weights in f16,
+# which agrees with its q8_0 target on most tokens; a smaller model of other weights, which
+# agrees on almost none) or with n-grams of the text, the text is byte-identical to decoding
+# without a draft, greedy and seeded with penalties, on the CPU and over a worker. Each run
+# must show drafts checked (its "speculative:" line), and the runs together both accepted and
+# refused drafted tokens, so that both ways out of a check ran. A draft model of another
+# vocabulary, an unknown --spec-type and draft-simple without a model are refused by name.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=rpc_common.bash
+source "$here/rpc_common.bash"
+rpc_setup "$1" "$2"
+
+shape=(--n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 2 --n-ff 1024 --n-vocab 512)
+"$strata" gguf gen -o "$tmp/target.gguf" "${shape[@]}" --dtype q8_0 --seed 4 >/dev/null
+"$strata" gguf gen -o "$tmp/same.gguf" "${shape[@]}" --dtype f16 --seed 4 >/dev/null
+"$strata" gguf gen -o "$tmp/small.gguf" --n-embd 128 --n-layer 1 --n-head 4 --n-head-kv 2 \
+  --n-ff 256 --n-vocab 512 --dtype q8_0 --seed 5 >/dev/null
+"$strata" gguf gen -o "$tmp/other.gguf" --n-embd 128 --n-layer 1 --n-head 4 --n-head-kv 2 \
+  --n-ff 256 --n-vocab 260 --dtype q8_0 --seed 5 >/dev/null
+
+accepted_total=0
+refused_total=0
+# gen NAME SAMPLING plain|spec [RUN OPTIONS...]: the text's md5 in $text; with spec, the
+# drafts' counts are checked and added up.
+gen() {
+  local name=$1 sampling=$2 kind=$3
+  shift 3
+  # shellcheck disable=SC2086
+  text=$("$strata" run -m "$tmp/target.gguf" -p "Hello world, once more" -n 64 --ignore-eos \
+    -t 2 $sampling "$@" 2>"$tmp/err" | md5sum | cut -c1-8) || {
+    cat "$tmp/err"
+    fail "$name: strata run failed"
+  }
+  local line
+  line=$(grep "^speculative:" "$tmp/err" || true)
+  if [ "$kind" = spec ]; then
+    [ -n "$line" ] || fail "$name: no speculative line"
+    local drafted accepted
+    drafted=$(echo "$line" | sed -n 's/.* \([0-9]*\) tokens drafted.*/\1/p')
+    accepted=$(echo "$line" | sed -n 's/.* \([0-9]*\) accepted.*/\1/p')
+    [ "${drafted:-0}" -gt 0 ] || fail "$name: nothing was drafted ($line)"
+    accepted_total=$((accepted_total + accepted))
+    refused_total=$((refused_total + drafted - accepted))
+    echo "  $name: $text ($line)"
+  else
+    echo "  $name: $text"
+  fi
+}
+
+for sampling in "--temp 0" "--temp 0.3 --top-k 0 --top-p 1 --min-p 0 --repeat-penalty 1.3 --seed 7"; do
+  echo "sampling: $sampling"
+  gen plain "$sampling" plain
+  want=$text
+  gen "draft f16" "$sampling" spec -md "$tmp/same.gguf"
+  [ "$text" = "$want" ] || fail "the f16 draft changed the text"
+  gen "draft f16, 6 tokens" "$sampling" spec -md "$tmp/same.gguf" --spec-draft-n-max 6
+  [ "$text" = "$want" ] || fail "the f16 draft of 6 tokens changed the text"
+  gen "draft small" "$sampling" spec -md "$tmp/small.gguf" --spec-draft-n-max 4
+  [ "$text" = "$want" ] || fail "the small draft changed the text"
+  gen "ngram" "$sampling" spec --spec-type ngram-simple --spec-ngram-simple-size-n 1
+  [ "$text" = "$want" ] || fail "n-gram drafts changed the text"
+done
+echo "drafted tokens: $accepted_total accepted, $refused_total refused"
+[ "$accepted_total" -gt 0 ] || fail "no drafted token was ever accepted"
+[ "$refused_total" -gt 0 ] || fail "no drafted token was ever refused"
+
+# Over a worker: the target's layers split between it and the CPU, the draft on the CPU.
+start_worker w
+gen "plain, split" "--temp 0" plain --rpc "$addr"
+want=$text
+gen "draft f16, split" "--temp 0" spec --rpc "$addr" -md "$tmp/same.gguf"
+[ "$text" = "$want" ] || fail "the draft changed the text of the split"
+
+# Refusals, by name.
+refused() {  # WHAT PATTERN RUN OPTIONS...
+  local what=$1 pattern=$2
+  shift 2
+  if "$strata" run -m "$tmp/target.gguf" -p "Hello" -n 4 "$@" >/dev/null 2>"$tmp/err"; then
+    fail "$what was not refused"
+  fi
+  grep -q -- "$pattern" "$tmp/err" || {
+    cat "$tmp/err"
+    fail "$what: the message does not say '$pattern'"
+  }
+  echo "refused: $what: $(tail -n 1 "$tmp/err")"
+}
+refused "a draft of another vocabulary" "not the same vocabulary" -md "$tmp/other.gguf"
+refused "an unknown type" "'draft-eagle3'" --spec-type draft-eagle3
+refused "draft-simple without a model" "needs a draft model" --spec-type draft-simple
+refused "a draft of 300 tokens" "300" --spec-type ngram-simple --spec-draft-n-max 300
+echo "PASS"
