@@ -34,8 +34,7 @@ Status SpecParams::validate() const {
   if (!(p_min >= 0.0f && p_min <= 1.0f)) {
     char text[64];
     std::snprintf(text, sizeof(text), "%g", p_min);
-    return invalid_argument(std::string("spec draft p_min is ") + text +
-                            "; it must be in [0, 1]");
+    return invalid_argument(std::string("spec draft p_min is ") + text + "; it must be in [0, 1]");
   }
   return Status::ok();
 }
@@ -65,8 +64,8 @@ Result<std::unique_ptr<DraftModel>> DraftModel::create(std::unique_ptr<Engine> e
   const Tokenizer& t = target.tokenizer();
   if (std::abs(d.n_vocab() - t.n_vocab()) > kSpecMaxVocabDifference) {
     return invalid_argument("the draft model's vocabulary has " + std::to_string(d.n_vocab()) +
-                            " tokens, the model's " + std::to_string(t.n_vocab()) +
-                            " (at most " + std::to_string(kSpecMaxVocabDifference) +
+                            " tokens, the model's " + std::to_string(t.n_vocab()) + " (at most " +
+                            std::to_string(kSpecMaxVocabDifference) +
                             " apart): not the same vocabulary");
   }
   const int32_t n = std::min(d.n_vocab(), t.n_vocab());

@@ -38,9 +38,9 @@ inline constexpr int32_t kSpecMaxDraft = 256;
 
 struct SpecParams {
   SpecType type = SpecType::kNone;
-  int32_t n_max = 3;    // the longest draft (llama-server's default)
-  int32_t n_min = 0;    // a shorter draft is not checked (the step decodes one token)
-  float p_min = 0.0f;   // a draft model stops drafting at a token it gives less than this
+  int32_t n_max = 3;     // the longest draft (llama-server's default)
+  int32_t n_min = 0;     // a shorter draft is not checked (the step decodes one token)
+  float p_min = 0.0f;    // a draft model stops drafting at a token it gives less than this
   int32_t ngram_n = 12;  // ngram-simple: the n-gram looked up
   int32_t ngram_m = 48;  // ngram-simple: the most tokens taken after it
 
@@ -67,14 +67,12 @@ class DraftModel {
   // Up to n_max tokens that continue `history` (the sequence's tokens, the last one included),
   // chosen greedily by the draft model. Stops early before a token whose probability is below
   // p_min, or one the target's vocabulary does not have.
-  Result<std::vector<int32_t>> draft(std::span<const int32_t> history, int32_t n_max,
-                                     float p_min);
+  Result<std::vector<int32_t>> draft(std::span<const int32_t> history, int32_t n_max, float p_min);
 
   const Context& context() const { return *ctx_; }
 
  private:
-  DraftModel(std::unique_ptr<Engine> engine, std::unique_ptr<Context> context,
-             int32_t target_vocab)
+  DraftModel(std::unique_ptr<Engine> engine, std::unique_ptr<Context> context, int32_t target_vocab)
       : engine_(std::move(engine)), ctx_(std::move(context)), target_vocab_(target_vocab) {}
 
   std::unique_ptr<Engine> engine_;

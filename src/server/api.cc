@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/grammar.h"
+#include "engine/speculative.h"
 #include "server/json_schema_grammar.h"
 
 namespace strata::server {
@@ -470,6 +471,9 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   v = 0;
   if (auto e = read_int(b, "t_max_predict_ms", 0, INT32_MAX, v)) return e;
   p.t_max_predict_ms = v;
+  // llama-server's per-request draft lengths (speculative decoding, where the server has it on).
+  if (auto e = read_int32(b, "speculative.n_max", 0, kSpecMaxDraft, p.spec_n_max)) return e;
+  if (auto e = read_int32(b, "speculative.n_min", 0, kSpecMaxDraft, p.spec_n_min)) return e;
   if (auto it = b.find("response_fields"); it != b.end() && !it->is_null()) {
     if (!it->is_array() || it->size() > 256) {
       return bad("'response_fields' must be an array of at most 256 field names");

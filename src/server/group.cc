@@ -265,12 +265,27 @@ void PipelineGroup::step() {
     s->draw = -1;
     s->n_in_batch = 0;
     if (s->state != Slot::State::kIdle) ++n_busy;
+    s->draft.clear();
     if (s->state != Slot::State::kGenerate) continue;
     batch_.add(s->pending, static_cast<int32_t>(s->cache.size()), s->id, true);
     s->row = rows++;
     s->n_in_batch = 1;
   }
   int64_t budget = std::max<int64_t>(0, params_.n_batch - batch_.size());
+  // Drafts (speculative decoding) before prompt chunks: a slot that generates is the one a
+  // client is waiting on token by token.
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kGenerate || budget == 0) continue;
+    make_draft(*s, budget);
+    s->draft_row = rows;
+    const auto at = static_cast<int32_t>(s->cache.size()) + 1;
+    for (size_t i = 0; i < s->draft.size(); ++i) {
+      batch_.add(s->draft[i], at + static_cast<int32_t>(i), s->id, true);
+    }
+    rows += static_cast<int64_t>(s->draft.size());
+    s->n_in_batch += static_cast<int32_t>(s->draft.size());
+    budget -= static_cast<int64_t>(s->draft.size());
+  }
   for (auto& s : slots_) {
     if (s->state != Slot::State::kPrompt || budget == 0) continue;
     const std::vector<int32_t>& prompt = s->active->task.prompt;
@@ -333,9 +348,59 @@ void PipelineGroup::step() {
       s->followers.clear();
       s->state = Slot::State::kGenerate;
     }
-    sample_slot(*s, logits);
+    if (s->draft.empty()) {
+      sample_slot(*s, logits);
+    } else {
+      check_draft(*s);
+    }
+  }
+  // A slot released before its draft was checked (a choice of a task that another choice
+  // failed) still holds the draft's KV: it goes, so that every slot's KV is its tokens.
+  for (auto& s : slots_) {
+    if (s->draft.empty()) continue;
+    ctx_->seq_truncate(s->id, static_cast<int32_t>(s->cache.size()));
+    s->draft.clear();
   }
   kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);
+}
+
+void PipelineGroup::make_draft(Slot& s, int64_t budget) {
+  const SpecParams& sp = params_.spec;
+  if (sp.type != SpecType::kNgram) return;
+  const GenParams& gp = s.active->task.params;
+  int64_t most = gp.spec_n_max >= 0 ? gp.spec_n_max : sp.n_max;
+  most = std::min(most, budget);
+  // Not past n_predict: the step keeps at most the draft and one more token.
+  if (gp.n_predict >= 0) most = std::min<int64_t>(most, gp.n_predict - s.n_generated - 1);
+  // Within the slot: every token the step keeps fits it, so that a draft neither takes cells
+  // of the other slots' share nor meets a context shift (sample_slot shifts only once the
+  // slot is full, which this leaves to a later step).
+  most = std::min<int64_t>(most, params_.n_ctx_slot - static_cast<int64_t>(s.cache.size()) - 2);
+  if (most <= 0) return;
+  // The slot's tokens and the pending one, without a copy.
+  s.cache.push_back(s.pending);
+  s.draft =
+      ngram_draft(s.cache, sp.ngram_n, static_cast<int32_t>(std::min<int64_t>(sp.ngram_m, most)));
+  s.cache.pop_back();
+  const int32_t n_min = gp.spec_n_min >= 0 ? gp.spec_n_min : sp.n_min;
+  if (static_cast<int32_t>(s.draft.size()) < n_min) s.draft.clear();
+}
+
+void PipelineGroup::check_draft(Slot& s) {
+  size_t accepted = 0;
+  for (size_t i = 0;; ++i) {
+    sample_slot(s, ctx_->logits(i == 0 ? s.row : s.draft_row + static_cast<int64_t>(i) - 1));
+    if (s.state != Slot::State::kGenerate) break;  // finished (its cache is what it kept)
+    if (i == s.draft.size() || s.pending != s.draft[i]) break;
+    s.cache.push_back(s.draft[i]);
+    ++accepted;
+  }
+  // The KV of the draft past what was kept goes (finishing touches only the slot's tokens).
+  ctx_->seq_truncate(s.id, static_cast<int32_t>(s.cache.size()));
+  metrics_.spec_drafts.fetch_add(1, std::memory_order_relaxed);
+  metrics_.spec_draft_tokens.fetch_add(s.draft.size(), std::memory_order_relaxed);
+  metrics_.spec_accepted_tokens.fetch_add(accepted, std::memory_order_relaxed);
+  s.draft.clear();
 }
 
 // The slots that sample after this step: every slot with an output row, and the followers of
@@ -345,6 +410,13 @@ void PipelineGroup::add_draws() {
   draws_.clear();
   auto add = [&](Slot& s, int64_t row) {
     if (s.active->task.params.n_predict == 0) return;  // finishes without sampling
+    if (!s.draft.empty()) {  // a draft's rows are sampled in turn, on the CPU
+      draws_.read_logits(static_cast<int32_t>(row));
+      for (size_t i = 0; i < s.draft.size(); ++i) {
+        draws_.read_logits(static_cast<int32_t>(s.draft_row + static_cast<int64_t>(i)));
+      }
+      return;
+    }
     if (s.grammar) {  // its mask is made on the CPU, from the logits
       draws_.read_logits(static_cast<int32_t>(row));
       return;

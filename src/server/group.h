@@ -23,6 +23,7 @@
 #include "engine/grammar.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "engine/step_draws.h"
 #include "model/tokenizer.h"
 #include "server/metrics.h"
@@ -58,6 +59,9 @@ struct GroupParams {
   // which alone are read back. The engine must have been created with
   // EngineOptions::backend_sampling.
   bool backend_sampling = false;
+  // Speculative decoding (--spec-type): each generating slot's step checks a draft of its next
+  // tokens (engine/speculative.h); the text is the same as without.
+  SpecParams spec;
 };
 
 // What a slot file action did (/slots/{id}?action=save|restore|erase).
@@ -146,6 +150,11 @@ class PipelineGroup {
   void add_draws();
   // The slot's next token: its draw's, or sampled from `logits` on the CPU.
   void sample_slot(Slot& slot, const float* logits);
+  // Speculative decoding: the draft a generating slot's step checks (at most `budget` tokens),
+  // and the check after the decode: the rows sampled in turn, the draft kept up to the first
+  // token that differs, the KV past what is kept dropped.
+  void make_draft(Slot& slot, int64_t budget);
+  void check_draft(Slot& slot);
   void finish(Slot& slot, const std::string& reason);
   void fail(Slot& slot, int http_status, const std::string& message);
   void release(Slot& slot);

@@ -51,6 +51,8 @@ struct PipelineGroup::Slot {
   bool truncated = false;           // the context was shifted during this request
   bool seen_newline = false;        // a newline has been sent (t_max_predict_ms)
   int32_t pending = -1;             // sampled, not yet in the KV
+  std::vector<int32_t> draft;       // this step's draft, decoded after `pending`
+  int64_t draft_row = -1;           // the output row of its first token
   int32_t n_generated = 0;
   int64_t row = -1;  // output row in the current batch
   int32_t n_in_batch = 0;

@@ -105,6 +105,12 @@ std::string Metrics::render(const Gauges& g) const {
   counter("strata_backend_sampling_fallback_rows_total",
           "Rows sampled on the CPU under --backend-sampling: the device could not take them.",
           backend_sampling_fallback_rows);
+  counter("strata_spec_drafts_total", "Slot steps that checked a draft (speculative decoding).",
+          spec_drafts);
+  counter("strata_spec_draft_tokens_total", "Tokens drafted for speculative decoding.",
+          spec_draft_tokens);
+  counter("strata_spec_accepted_tokens_total", "Drafted tokens the model kept.",
+          spec_accepted_tokens);
   ttft_seconds.render(out, "strata_time_to_first_token_seconds",
                       "Time from request arrival to its first generated token.");
   tpot_seconds.render(out, "strata_time_per_output_token_seconds",

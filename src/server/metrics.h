@@ -71,6 +71,11 @@ class Metrics {
   // instead because the device could not take them (their logits were read back).
   std::atomic<uint64_t> backend_sampled_rows{0};
   std::atomic<uint64_t> backend_sampling_fallback_rows{0};
+  // Speculative decoding: steps of a slot that checked a draft, the tokens drafted in them,
+  // and the drafted tokens kept.
+  std::atomic<uint64_t> spec_drafts{0};
+  std::atomic<uint64_t> spec_draft_tokens{0};
+  std::atomic<uint64_t> spec_accepted_tokens{0};
   // Summed over finished requests: arrival to first token, first token to last (microseconds).
   std::atomic<uint64_t> prompt_us{0};
   std::atomic<uint64_t> predicted_us{0};

@@ -346,6 +346,14 @@ void ModelDispatcher::metrics(Response& res) {
   prom(out, "llamacpp:n_decode_total", "counter", "Total number of decode calls.", steps);
   prom(out, "llamacpp:n_busy_slots_per_decode", "gauge",
        "Average number of busy slots per decode call.", metrics_.busy_slots.mean());
+  prom(out, "llamacpp:spec_decode_num_drafts_total", "counter",
+       "Total speculative decoding verification steps.",
+       static_cast<double>(metrics_.spec_drafts.load()));
+  prom(out, "llamacpp:spec_decode_num_draft_tokens_total", "counter",
+       "Total draft tokens generated.", static_cast<double>(metrics_.spec_draft_tokens.load()));
+  prom(out, "llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+       "Total draft tokens accepted by the target model.",
+       static_cast<double>(metrics_.spec_accepted_tokens.load()));
   render_group_metrics(out, per_group);
   res.set_content(out, "text/plain; version=0.0.4");
 }

@@ -107,7 +107,8 @@ void add_server_rows(std::vector<Row>& t);    // llama-server's own, then strata
 inline constexpr const char* kNoGpu = "a GPU setting; strata's devices are the CPU and RPC workers";
 inline constexpr const char* kNoPin =
     "strata places no memory by NUMA node; pin the threads with --cpu-mask or --cpu-range";
-inline constexpr const char* kNoSpec = "strata has no speculative decoding";
+inline constexpr const char* kNoSpec =
+    "strata's server drafts from n-grams only (--spec-type ngram-simple)";
 inline constexpr const char* kDownload =
     "strata loads local GGUF files only: download the file, pass -m";
 inline constexpr const char* kEngine = "the engine part is not in this build";

@@ -1,3 +1,4 @@
+#include "engine/speculative.h"
 #include "server/serve_args_rows.h"
 
 namespace strata::server::serve_rows {
@@ -639,19 +640,14 @@ void add_server_rows(std::vector<Row>& t) {
            {"--spec-draft-poll-batch", "--poll-batch-draft"},
            {"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"},
            {"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"},
-           {"--spec-draft-n-max"},
-           {"--spec-draft-n-min"},
            {"--spec-draft-p-split", "--draft-p-split"},
            {"--spec-draft-p-min", "--draft-p-min"},
            {"--spec-draft-device", "-devd", "--device-draft"},
            {"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"},
            {"--spec-draft-model", "-md", "--model-draft"},
-           {"--spec-type"},
            {"--spec-ngram-mod-n-min"},
            {"--spec-ngram-mod-n-max"},
            {"--spec-ngram-mod-n-match"},
-           {"--spec-ngram-simple-size-n"},
-           {"--spec-ngram-simple-size-m"},
            {"--spec-ngram-simple-min-hits"},
            {"--spec-ngram-map-k-size-n"},
            {"--spec-ngram-map-k-size-m"},
@@ -659,13 +655,81 @@ void add_server_rows(std::vector<Row>& t) {
            {"--spec-ngram-map-k4v-size-n"},
            {"--spec-ngram-map-k4v-size-m"},
            {"--spec-ngram-map-k4v-min-hits"},
-           {"--draft", "--draft-n", "--draft-max"},
-           {"--draft-min", "--draft-n-min"},
            {"--spec-ngram-size-n"},
            {"--spec-ngram-size-m"},
            {"--spec-ngram-min-hits"}}) {
     ignored(t, std::move(names), K::kValue, kNoSpec, nullptr, S::kServer);
   }
+  // Speculative decoding: n-gram drafts (engine/speculative.h).
+  t.push_back({{"--spec-type"},
+               {},
+               "LLAMA_ARG_SPEC_TYPE",
+               K::kValue,
+               "none|ngram-simple",
+               "none",
+               "speculative decoding: ngram-simple drafts what followed the text's last n tokens "
+               "where they appeared before; the text is the same as without",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               [](ServeArgs& a, const std::string& v) -> Status {
+                 STRATA_ASSIGN_OR_RETURN(a.options.spec.type, spec_type_from_name(v));
+                 if (a.options.spec.type == SpecType::kDraft) {
+                   return unsupported(
+                       "draft-simple (a draft model) is not served yet; "
+                       "ngram-simple is");
+                 }
+                 return Status::ok();
+               }});
+  t.push_back({{"--spec-draft-n-max", "--draft", "--draft-n", "--draft-max"},
+               {},
+               "LLAMA_ARG_SPEC_DRAFT_N_MAX",
+               K::kValue,
+               "N",
+               "3",
+               "most tokens drafted for a step",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.spec.n_max), 1, kSpecMaxDraft)});
+  t.push_back({{"--spec-draft-n-min", "--draft-min", "--draft-n-min"},
+               {},
+               "LLAMA_ARG_SPEC_DRAFT_N_MIN",
+               K::kValue,
+               "N",
+               "0",
+               "a shorter draft is not checked",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.spec.n_min), 0, kSpecMaxDraft)});
+  t.push_back({{"--spec-ngram-simple-size-n"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "12",
+               "ngram-simple: the n-gram looked up",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.spec.ngram_n), 1, 1024)});
+  t.push_back({{"--spec-ngram-simple-size-m"},
+               {},
+               nullptr,
+               K::kValue,
+               "M",
+               "48",
+               "ngram-simple: most tokens drafted after it (and at most --spec-draft-n-max)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.spec.ngram_m), 1, kSpecMaxDraft)});
   ignored(t, {"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, K::kSwitch, kNoSpec, nullptr,
           S::kServer);
   ignored(t, {"--spec-draft-backend-sampling"}, K::kSwitch, kNoSpec, nullptr, S::kServer,

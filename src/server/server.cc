@@ -113,6 +113,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   if (o.n_slots < 1) return invalid_argument("-np must be at least 1");
   if (o.n_groups < 1) return invalid_argument("--pipeline-groups must be at least 1");
   STRATA_RETURN_IF_ERROR(o.defaults.sampling.validate());
+  STRATA_RETURN_IF_ERROR(o.spec.validate());
   for (const TokenBias& b : o.defaults.logit_bias) {
     if (b.token < 0) return invalid_argument("--logit-bias: a token id is negative");
   }
@@ -198,6 +199,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     gp.cache_similarity = o.slot_prompt_similarity;
     gp.context_shift = o.context_shift;
     gp.backend_sampling = o.backend_sampling;
+    gp.spec = o.spec;
     gp.n_keep = o.n_keep;
     gp.render_special = o.special;
     // --cache-ram is for the whole server: each group gets its slots' share.

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/speculative.h"
 #include "server/http.h"
 #include "server/log.h"
 #include "server/model_load.h"
@@ -67,6 +68,7 @@ struct ServerOptions {
   int64_t sleep_idle_seconds = -1;  // free the model after this idle time; -1: never
   bool context_shift = false;       // discard the oldest tokens of a full sequence
   bool backend_sampling = false;    // sample on the last stage's device (StepDraws)
+  SpecParams spec;                  // speculative decoding (--spec-type ngram-simple)
   int32_t n_keep = 0;               // tokens of the prompt a context shift keeps
   std::optional<bool> kv_unified;   // one KV pool for all slots (unset: per slot)
 

@@ -57,6 +57,10 @@ struct GenParams {
   // With `grammar`: it applies only from the first trigger word on (a tool call's opening under
   // tool_choice auto); the text before is free. Null: from the first token.
   std::shared_ptr<const GrammarTrigger> grammar_trigger;
+  // llama-server's speculative.n_max and speculative.n_min: this request's longest and
+  // shortest draft (-1: the server's --spec-draft-n-max / -n-min). 0 drafts nothing.
+  int32_t spec_n_max = -1;
+  int32_t spec_n_min = -1;
 };
 
 // One generated token with what `logprobs` reports.

@@ -73,6 +73,46 @@ want=$text
 gen "draft f16, split" "--temp 0" spec --rpc "$addr" -md "$tmp/same.gguf"
 [ "$text" = "$want" ] || fail "the draft changed the text of the split"
 
+# The server: llama-server's flags, its request field and its counters. Two requests at once
+# on two slots, greedy and seeded, streamed and not: the same texts with n-gram drafts on.
+content() {  # BODY: the completion's text (streamed or not), as JSON
+  curl -sf "$url/completion" -d "$1" | python3 -c '
+import json, sys
+t = sys.stdin.read()
+if t.startswith("data"):
+    print(json.dumps("".join(json.loads(l[6:]).get("content", "")
+                             for l in t.splitlines() if l.startswith("data: {"))))
+else:
+    print(json.dumps(json.loads(t)["content"]))'
+}
+bodies=('{"prompt": "Hello world, once more", "n_predict": 48, "temperature": 0, "ignore_eos": true}'
+  '{"prompt": "Hello world, once more", "n_predict": 48, "temperature": 0.3, "top_k": 0, "top_p": 1, "min_p": 0, "repeat_penalty": 1.3, "seed": 7, "ignore_eos": true, "stream": true}'
+  '{"prompt": "Once upon a time", "n_predict": 48, "temperature": 0, "ignore_eos": true, "speculative.n_max": 5}')
+serve_texts() {  # OPTIONS...: the texts of the bodies, served two at a time, in $tmp/texts
+  start_server -m "$tmp/target.gguf" -np 2 -t 2 --metrics "$@"
+  local i pids=()
+  for i in "${!bodies[@]}"; do
+    content "${bodies[$i]}" >"$tmp/text.$i" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"  # not the server's
+  for i in "${!bodies[@]}"; do cat "$tmp/text.$i"; done >"$tmp/texts"
+}
+serve_texts
+stop_server
+cp "$tmp/texts" "$tmp/texts.plain"
+serve_texts --spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-draft-n-max 4
+curl -sf "$url/metrics" >"$tmp/metrics"
+stop_server
+cmp -s "$tmp/texts" "$tmp/texts.plain" || {
+  diff "$tmp/texts.plain" "$tmp/texts" | head
+  fail "the server's texts changed with n-gram drafts"
+}
+grep "^llamacpp:spec_decode" "$tmp/metrics"
+drafted=$(sed -n 's/^llamacpp:spec_decode_num_draft_tokens_total \([0-9]*\).*/\1/p' "$tmp/metrics")
+[ "${drafted:-0}" -gt 0 ] || fail "the server drafted nothing"
+echo "server: the same $(wc -l <"$tmp/texts") texts with drafts on"
+
 # Refusals, by name.
 refused() {  # WHAT PATTERN RUN OPTIONS...
   local what=$1 pattern=$2
