@@ -14,8 +14,8 @@ namespace strata::server {
 namespace {
 
 using group_testing::collect;
-using group_testing::GroupOutput;
 using group_testing::greedy_task;
+using group_testing::GroupOutput;
 
 std::string spec_model() {
   SynthParams p;
@@ -29,18 +29,7 @@ std::string spec_model() {
 }
 
 std::unique_ptr<Engine> engine_for(bool backend_sampling) {
-  auto model = Model::open(spec_model());
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  std::vector<std::unique_ptr<Device>> d;
-  CpuDeviceOptions o;
-  o.n_threads = 2;
-  d.push_back(cpu_device_new(o));
-  EngineOptions eo;
-  eo.context_shift = true;
-  eo.backend_sampling = backend_sampling;
-  auto e = Engine::create(std::move(model).value(), std::move(d), eo);
-  EXPECT_TRUE(e.is_ok()) << e.status().message();
-  return std::move(e).value();
+  return group_testing::cpu_engine(spec_model(), backend_sampling);
 }
 
 std::vector<int32_t> prompt_of(int seed, int len) {

@@ -14,8 +14,9 @@
 
 namespace strata::server::group_testing {
 
-// The model at `path` on a 2-thread CPU device, with context shift allowed.
-inline std::unique_ptr<Engine> cpu_engine(const std::string& path) {
+// The model at `path` on a 2-thread CPU device, with context shift allowed (and backend
+// sampling, when asked).
+inline std::unique_ptr<Engine> cpu_engine(const std::string& path, bool backend_sampling = false) {
   auto model = Model::open(path);
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   std::vector<std::unique_ptr<Device>> d;
@@ -24,6 +25,7 @@ inline std::unique_ptr<Engine> cpu_engine(const std::string& path) {
   d.push_back(cpu_device_new(o));
   EngineOptions eo;
   eo.context_shift = true;
+  eo.backend_sampling = backend_sampling;
   auto e = Engine::create(std::move(model).value(), std::move(d), eo);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   return std::move(e).value();
