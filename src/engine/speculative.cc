@@ -57,7 +57,7 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> history, int32_t n, in
   return {};
 }
 
-Result<std::unique_ptr<DraftModel>> DraftModel::create(std::unique_ptr<Engine> engine,
+Result<std::unique_ptr<DraftModel>> DraftModel::create(std::shared_ptr<const Engine> engine,
                                                        std::unique_ptr<Context> context,
                                                        const Model& target) {
   const Tokenizer& d = context->model().tokenizer();
@@ -86,45 +86,69 @@ Result<std::unique_ptr<DraftModel>> DraftModel::create(std::unique_ptr<Engine> e
 
 Result<std::vector<int32_t>> DraftModel::draft(std::span<const int32_t> history, int32_t n_max,
                                                float p_min) {
-  std::vector<int32_t> out;
-  if (history.empty() || n_max <= 0) return out;
+  const DraftRequest r{0, history, n_max, p_min};
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> out,
+                          draft(std::span<const DraftRequest>(&r, 1)));
+  return std::move(out[0]);
+}
+
+Result<std::vector<std::vector<int32_t>>> DraftModel::draft(
+    std::span<const DraftRequest> requests) {
   Context& ctx = *ctx_;
-  const int64_t room = ctx.params().n_ctx - static_cast<int64_t>(history.size());
-  n_max = static_cast<int32_t>(std::min<int64_t>(n_max, room));
-  if (n_max <= 0) return out;
-  // What the cache already holds of the history; the last token is decoded again in any case,
-  // for its logits.
-  const std::vector<int32_t>& held = ctx.seq_tokens(0);
-  size_t common = 0;
-  const size_t most = std::min(held.size(), history.size() - 1);
-  while (common < most && held[common] == history[common]) ++common;
-  ctx.seq_truncate(0, static_cast<int32_t>(common));
-  const size_t n_batch = static_cast<size_t>(std::max<int64_t>(1, ctx.params().n_batch));
-  Batch b;
-  for (size_t at = common; at < history.size(); at += n_batch) {
-    b.clear();
-    const size_t end = std::min(history.size(), at + n_batch);
-    for (size_t i = at; i < end; ++i) {
-      b.add(history[i], static_cast<int32_t>(i), 0, i + 1 == history.size());
+  std::vector<std::vector<int32_t>> out(requests.size());
+  std::vector<int32_t> most(requests.size(), 0);
+  std::vector<size_t> going;  // the requests still drafting, in their rows' order
+  const int64_t room = ctx.params().n_ctx_seq > 0 ? ctx.params().n_ctx_seq : ctx.params().n_ctx;
+  batch_.clear();
+  for (size_t k = 0; k < requests.size(); ++k) {
+    const DraftRequest& r = requests[k];
+    if (r.history.empty() || r.n_max <= 0) continue;
+    if (r.seq < 0 || r.seq >= ctx.params().n_seq) {
+      return invalid_argument("draft sequence " + std::to_string(r.seq) + " is outside [0, " +
+                              std::to_string(ctx.params().n_seq) + ")");
     }
-    STRATA_RETURN_IF_ERROR(ctx.decode(b));
+    most[k] = static_cast<int32_t>(
+        std::min<int64_t>(r.n_max, room - static_cast<int64_t>(r.history.size())));
+    if (most[k] <= 0) continue;
+    // What the cache already holds of the history; the last token is decoded again in any
+    // case, for its logits.
+    const std::vector<int32_t>& held = ctx.seq_tokens(r.seq);
+    size_t common = 0;
+    const size_t upto = std::min(held.size(), r.history.size() - 1);
+    while (common < upto && held[common] == r.history[common]) ++common;
+    ctx.seq_truncate(r.seq, static_cast<int32_t>(common));
+    for (size_t i = common; i < r.history.size(); ++i) {
+      batch_.add(r.history[i], static_cast<int32_t>(i), r.seq, i + 1 == r.history.size());
+    }
+    going.push_back(k);
   }
   const int64_t n_vocab = ctx.n_vocab();
-  for (;;) {
-    const float* l = ctx.logits(0);
-    int32_t best = 0;
-    for (int64_t i = 1; i < n_vocab; ++i) best = l[i] > l[best] ? static_cast<int32_t>(i) : best;
-    if (best >= target_vocab_) break;
-    if (p_min > 0.0f) {
-      double sum = 0.0;
-      for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(l[i] - l[best]));
-      if (1.0 / sum < p_min) break;
+  while (!going.empty()) {
+    STRATA_RETURN_IF_ERROR(ctx.decode(batch_));
+    batch_.clear();
+    std::vector<size_t> next;
+    for (size_t row = 0; row < going.size(); ++row) {
+      const size_t k = going[row];
+      const float* l = ctx.logits(static_cast<int64_t>(row));
+      int32_t best = 0;
+      for (int64_t i = 1; i < n_vocab; ++i) {
+        best = l[i] > l[best] ? static_cast<int32_t>(i) : best;
+      }
+      if (best >= target_vocab_) continue;
+      if (requests[k].p_min > 0.0f) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < n_vocab; ++i) {
+          sum += std::exp(static_cast<double>(l[i] - l[best]));
+        }
+        if (1.0 / sum < requests[k].p_min) continue;
+      }
+      out[k].push_back(best);
+      if (static_cast<int32_t>(out[k].size()) >= most[k]) continue;
+      const int32_t seq = requests[k].seq;
+      batch_.add(best, ctx.seq_len(seq), seq, true);
+      next.push_back(k);
     }
-    out.push_back(best);
-    if (static_cast<int32_t>(out.size()) >= n_max) break;
-    b.clear();
-    b.add(best, ctx.seq_len(0), 0, true);
-    STRATA_RETURN_IF_ERROR(ctx.decode(b));
+    going.swap(next);
   }
   return out;
 }

@@ -53,31 +53,45 @@ struct SpecParams {
 // end of the history. Empty when there is none (or the history holds n tokens or fewer).
 std::vector<int32_t> ngram_draft(std::span<const int32_t> history, int32_t n, int32_t m);
 
-// A draft model: its own engine and context (one sequence), kept in step with the sequence it
-// drafts for by decoding only what its cache lacks of each history it is given.
+// One sequence's request to a draft model.
+struct DraftRequest {
+  int32_t seq = 0;                   // the draft context's sequence that follows it
+  std::span<const int32_t> history;  // the sequence's tokens, the last one included
+  int32_t n_max = 0;
+  float p_min = 0.0f;
+};
+
+// A draft model: its engine (shared by the contexts of a server's pipeline groups) and a
+// context whose sequences follow the sequences it drafts for, kept in step by decoding only
+// what each lacks of the history it is given.
 class DraftModel {
  public:
   // The draft's vocabulary must be the target's: token texts equal over the smaller one, sizes
   // apart by at most 128 (llama.cpp's tolerance for added tokens); else an error naming the first
   // token that differs.
-  static Result<std::unique_ptr<DraftModel>> create(std::unique_ptr<Engine> engine,
+  static Result<std::unique_ptr<DraftModel>> create(std::shared_ptr<const Engine> engine,
                                                     std::unique_ptr<Context> context,
                                                     const Model& target);
 
   // Up to n_max tokens that continue `history` (the sequence's tokens, the last one included),
   // chosen greedily by the draft model. Stops early before a token whose probability is below
-  // p_min, or one the target's vocabulary does not have.
+  // p_min, or one the target's vocabulary does not have. Sequence 0.
   Result<std::vector<int32_t>> draft(std::span<const int32_t> history, int32_t n_max, float p_min);
+  // The drafts of several sequences, decoded together: one batch to catch up, then one per
+  // drafted position. Each draft is what draft() would give that sequence alone.
+  Result<std::vector<std::vector<int32_t>>> draft(std::span<const DraftRequest> requests);
 
   const Context& context() const { return *ctx_; }
 
  private:
-  DraftModel(std::unique_ptr<Engine> engine, std::unique_ptr<Context> context, int32_t target_vocab)
+  DraftModel(std::shared_ptr<const Engine> engine, std::unique_ptr<Context> context,
+             int32_t target_vocab)
       : engine_(std::move(engine)), ctx_(std::move(context)), target_vocab_(target_vocab) {}
 
-  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<const Engine> engine_;
   std::unique_ptr<Context> ctx_;
   int32_t target_vocab_;
+  Batch batch_;
 };
 
 // What the drafts of a run came to (llama-server's spec_decode counters).

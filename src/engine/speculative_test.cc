@@ -69,7 +69,7 @@ struct Opened {
   std::unique_ptr<Context> ctx;
 };
 
-Opened open_synth(const std::string& path) {
+Opened open_synth(const std::string& path, int32_t n_seq = 1) {
   auto model = Model::open(path);
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   CpuDeviceOptions o;
@@ -82,6 +82,7 @@ Opened open_synth(const std::string& path) {
   ContextParams cp;
   cp.n_ctx = 128;
   cp.n_batch = 7;  // histories longer than a micro-batch
+  cp.n_seq = n_seq;
   auto ctx = Context::create(**engine, cp);
   EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
   return {std::move(engine).value(), std::move(ctx).value()};
@@ -158,6 +159,44 @@ TEST(DraftModel, DraftsWhatItsGreedyDecodingSaysWhateverItsCacheHeld) {
     stopped_early += want.size() < 6 ? 1 : 0;
   }
   EXPECT_GT(stopped_early, 0) << "p_min never cut a draft: the bound does not test it";
+}
+
+// Several sequences drafted together: each draft is what that sequence alone gets, whatever
+// the others hold, ask for or stop at.
+TEST(DraftModel, SequencesDraftedTogetherDraftAsAlone) {
+  const std::string target_path = testing::synth_file("spec_target", draft_synth(1));
+  const std::string draft_path = testing::synth_file("spec_draft", draft_synth(2));
+  Opened target = open_synth(target_path);
+  Opened d = open_synth(draft_path, 3);
+  auto dm = DraftModel::create(std::move(d.engine), std::move(d.ctx), target.engine->model());
+  ASSERT_TRUE(dm.is_ok()) << dm.status().message();
+  std::vector<V> h(3);
+  for (int i = 0; i < 19; ++i) h[0].push_back(3 + (i * 37) % 300);
+  for (int i = 0; i < 4; ++i) h[1].push_back(11 + (i * 13) % 300);
+  h[2] = V(h[0].begin(), h[0].begin() + 10);  // shares a prefix with sequence 0's
+  const int32_t n_max[3] = {5, 2, 7};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<DraftRequest> r;
+    for (int32_t k = 0; k < 3; ++k) r.push_back({k, h[static_cast<size_t>(k)], n_max[k], 0.0f});
+    auto got = (*dm)->draft(r);
+    ASSERT_TRUE(got.is_ok()) << got.status().message();
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ((*got)[k], reference_draft(draft_path, h[k], n_max[k], 0.0f))
+          << "round " << round << ", sequence " << k;
+      // The next round's history keeps the draft's first token, and one token of its own.
+      h[k].push_back((*got)[k][0]);
+      h[k].push_back(static_cast<int32_t>(40 + k + static_cast<size_t>(round)));
+    }
+  }
+  std::vector<DraftRequest> none = {{0, h[0], 0, 0.0f}};
+  auto empty = (*dm)->draft(none);
+  ASSERT_TRUE(empty.is_ok());
+  EXPECT_TRUE((*empty)[0].empty());
+  std::vector<DraftRequest> outside = {{3, h[0], 2, 0.0f}};
+  auto refused = (*dm)->draft(outside);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("draft sequence 3 is outside [0, 3)"),
+            std::string::npos);
 }
 
 TEST(DraftModel, AnotherVocabularyIsRefusedByToken) {

@@ -474,6 +474,10 @@ std::optional<ApiError> parse_completion(const Json& b, Endpoint endpoint,
   // llama-server's per-request draft lengths (speculative decoding, where the server has it on).
   if (auto e = read_int32(b, "speculative.n_max", 0, kSpecMaxDraft, p.spec_n_max)) return e;
   if (auto e = read_int32(b, "speculative.n_min", 0, kSpecMaxDraft, p.spec_n_min)) return e;
+  if (auto e = read_float(b, "speculative.p_min", p.spec_p_min)) return e;
+  if (p.spec_p_min != -1.0f && !(p.spec_p_min >= 0.0f && p.spec_p_min <= 1.0f)) {
+    return bad("'speculative.p_min' must be in [0, 1]");
+  }
   if (auto it = b.find("response_fields"); it != b.end() && !it->is_null()) {
     if (!it->is_array() || it->size() > 256) {
       return bad("'response_fields' must be an array of at most 256 field names");

@@ -274,9 +274,9 @@ void PipelineGroup::step() {
   int64_t budget = std::max<int64_t>(0, params_.n_batch - batch_.size());
   // Drafts (speculative decoding) before prompt chunks: a slot that generates is the one a
   // client is waiting on token by token.
+  make_drafts(budget);
   for (auto& s : slots_) {
-    if (s->state != Slot::State::kGenerate || budget == 0) continue;
-    make_draft(*s, budget);
+    if (s->draft.empty()) continue;
     s->draft_row = rows;
     const auto at = static_cast<int32_t>(s->cache.size()) + 1;
     for (size_t i = 0; i < s->draft.size(); ++i) {
@@ -284,7 +284,6 @@ void PipelineGroup::step() {
     }
     rows += static_cast<int64_t>(s->draft.size());
     s->n_in_batch += static_cast<int32_t>(s->draft.size());
-    budget -= static_cast<int64_t>(s->draft.size());
   }
   for (auto& s : slots_) {
     if (s->state != Slot::State::kPrompt || budget == 0) continue;
@@ -364,26 +363,61 @@ void PipelineGroup::step() {
   kv_used_.store(ctx_->kv_used(), std::memory_order_relaxed);
 }
 
-void PipelineGroup::make_draft(Slot& s, int64_t budget) {
-  const SpecParams& sp = params_.spec;
-  if (sp.type != SpecType::kNgram) return;
+int64_t PipelineGroup::draft_limit(const Slot& s) const {
   const GenParams& gp = s.active->task.params;
-  int64_t most = gp.spec_n_max >= 0 ? gp.spec_n_max : sp.n_max;
-  most = std::min(most, budget);
+  int64_t most = gp.spec_n_max >= 0 ? gp.spec_n_max : params_.spec.n_max;
   // Not past n_predict: the step keeps at most the draft and one more token.
   if (gp.n_predict >= 0) most = std::min<int64_t>(most, gp.n_predict - s.n_generated - 1);
   // Within the slot: every token the step keeps fits it, so that a draft neither takes cells
   // of the other slots' share nor meets a context shift (sample_slot shifts only once the
   // slot is full, which this leaves to a later step).
-  most = std::min<int64_t>(most, params_.n_ctx_slot - static_cast<int64_t>(s.cache.size()) - 2);
-  if (most <= 0) return;
-  // The slot's tokens and the pending one, without a copy.
-  s.cache.push_back(s.pending);
-  s.draft =
-      ngram_draft(s.cache, sp.ngram_n, static_cast<int32_t>(std::min<int64_t>(sp.ngram_m, most)));
-  s.cache.pop_back();
-  const int32_t n_min = gp.spec_n_min >= 0 ? gp.spec_n_min : sp.n_min;
-  if (static_cast<int32_t>(s.draft.size()) < n_min) s.draft.clear();
+  return std::min<int64_t>(most, params_.n_ctx_slot - static_cast<int64_t>(s.cache.size()) - 2);
+}
+
+void PipelineGroup::make_drafts(int64_t& budget) {
+  const SpecParams& sp = params_.spec;
+  if (sp.type == SpecType::kNone) return;
+  // A draft model drafts for every slot in one batch per position.
+  std::vector<Slot*> asking;
+  std::vector<DraftRequest> requests;
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kGenerate || budget == 0) continue;
+    const int64_t most = std::min(draft_limit(*s), budget);
+    if (most <= 0) continue;
+    s->cache.push_back(s->pending);  // the slot's tokens and the pending one
+    if (sp.type == SpecType::kNgram) {
+      s->draft = ngram_draft(s->cache, sp.ngram_n,
+                             static_cast<int32_t>(std::min<int64_t>(sp.ngram_m, most)));
+      s->cache.pop_back();
+      budget -= static_cast<int64_t>(s->draft.size());
+    } else if (params_.draft != nullptr) {
+      const GenParams& gp = s->active->task.params;
+      asking.push_back(s.get());
+      requests.push_back({s->id,
+                          {},
+                          static_cast<int32_t>(most),
+                          gp.spec_p_min >= 0.0f ? gp.spec_p_min : sp.p_min});
+      budget -= most;
+    } else {
+      s->cache.pop_back();
+    }
+  }
+  if (!asking.empty()) {
+    for (size_t i = 0; i < asking.size(); ++i) requests[i].history = asking[i]->cache;
+    Result<std::vector<std::vector<int32_t>>> drafts = params_.draft->draft(requests);
+    for (size_t i = 0; i < asking.size(); ++i) {
+      asking[i]->cache.pop_back();
+      // A draft model that fails costs this step its drafts, nothing else.
+      if (drafts.is_ok()) asking[i]->draft = std::move((*drafts)[i]);
+    }
+    if (!drafts.is_ok()) metrics_.spec_draft_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (auto& s : slots_) {
+    if (s->draft.empty()) continue;
+    const GenParams& gp = s->active->task.params;
+    const int32_t n_min = gp.spec_n_min >= 0 ? gp.spec_n_min : sp.n_min;
+    if (static_cast<int32_t>(s->draft.size()) < n_min) s->draft.clear();
+  }
 }
 
 void PipelineGroup::check_draft(Slot& s) {

@@ -62,6 +62,8 @@ struct GroupParams {
   // Speculative decoding (--spec-type): each generating slot's step checks a draft of its next
   // tokens (engine/speculative.h); the text is the same as without.
   SpecParams spec;
+  // draft-simple: the group's draft model, its context's sequences those of the slots.
+  std::shared_ptr<DraftModel> draft;
 };
 
 // What a slot file action did (/slots/{id}?action=save|restore|erase).
@@ -150,10 +152,13 @@ class PipelineGroup {
   void add_draws();
   // The slot's next token: its draw's, or sampled from `logits` on the CPU.
   void sample_slot(Slot& slot, const float* logits);
-  // Speculative decoding: the draft a generating slot's step checks (at most `budget` tokens),
+  // Speculative decoding: the drafts the generating slots' step checks (from `budget`, which
+  // they take from),
   // and the check after the decode: the rows sampled in turn, the draft kept up to the first
   // token that differs, the KV past what is kept dropped.
-  void make_draft(Slot& slot, int64_t budget);
+  // The most tokens a slot's draft may hold this step (before the step's budget).
+  int64_t draft_limit(const Slot& slot) const;
+  void make_drafts(int64_t& budget);
   void check_draft(Slot& slot);
   void finish(Slot& slot, const std::string& reason);
   void fail(Slot& slot, int http_status, const std::string& message);

@@ -1,6 +1,7 @@
-// Speculative decoding in a pipeline group: with n-gram drafts on, every request gets the same
-// tokens as with them off (greedy and seeded, several requests at once, choices of one prompt,
-// context shift, backend sampling), and the drafts were checked: some kept, some refused.
+// Speculative decoding in a pipeline group: with n-gram or draft-model drafts on, every request
+// gets the same tokens as with them off (greedy and seeded, several requests at once, choices
+// of one prompt, context shift, backend sampling), and the drafts were checked: some kept, some
+// refused.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -17,15 +18,15 @@ using group_testing::collect;
 using group_testing::greedy_task;
 using group_testing::GroupOutput;
 
-std::string spec_model() {
+std::string spec_model(DType dtype = DType::kQ8_0) {
   SynthParams p;
   p.n_embd = 256;
   p.n_layer = 2;
   p.n_ff = 512;
   p.n_vocab = 320;
-  p.dtype = DType::kQ8_0;
+  p.dtype = dtype;
   p.seed = 4;
-  return testing::synth_file("group_spec", p);
+  return testing::synth_file("group_spec_" + std::string(dtype_name(dtype)), p);
 }
 
 std::unique_ptr<Engine> engine_for(bool backend_sampling) {
@@ -102,6 +103,21 @@ std::vector<GroupOutput> serve(const Engine& e, const GroupParams& p) {
   return out;
 }
 
+// A draft model for the group: the target's weights in f16 (it agrees with the q8_0 target on
+// most greedy tokens), a context of the group's slots.
+std::shared_ptr<DraftModel> draft_model_for(const Engine& target, const GroupParams& p) {
+  std::shared_ptr<const Engine> e = group_testing::cpu_engine(spec_model(DType::kF16));
+  ContextParams cp;
+  cp.n_ctx = static_cast<int64_t>(p.n_slots) * p.n_ctx_slot;
+  cp.n_seq = p.n_slots;
+  cp.n_ctx_seq = p.n_ctx_slot;
+  auto ctx = Context::create(*e, cp);
+  EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
+  auto d = DraftModel::create(e, std::move(ctx).value(), target.model());
+  EXPECT_TRUE(d.is_ok()) << d.status().message();
+  return std::move(d).value();
+}
+
 void expect_same_with_drafts(bool backend_sampling) {
   std::unique_ptr<Engine> e = engine_for(backend_sampling);
   GroupParams p;
@@ -114,17 +130,21 @@ void expect_same_with_drafts(bool backend_sampling) {
   ASSERT_EQ(want.size(), 5u);
   for (const GroupOutput& w : want) ASSERT_FALSE(w.tokens.empty());
   EXPECT_EQ(want[4].tokens.size(), 70u);
-  for (int32_t n_max : {3, 6}) {
-    SCOPED_TRACE("n_max " + std::to_string(n_max));
-    GroupParams s = p;
-    s.spec.type = SpecType::kNgram;
-    s.spec.ngram_n = 1;
-    s.spec.n_max = n_max;
-    const std::vector<GroupOutput> got = serve(*e, s);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
-      EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "request " << i;
+  for (const SpecType type : {SpecType::kNgram, SpecType::kDraft}) {
+    for (int32_t n_max : {3, 6}) {
+      SCOPED_TRACE("n_max " + std::to_string(n_max) +
+                   (type == SpecType::kDraft ? ", draft model" : ", n-grams"));
+      GroupParams s = p;
+      s.spec.type = type;
+      s.spec.ngram_n = 1;
+      s.spec.n_max = n_max;
+      if (type == SpecType::kDraft) s.draft = draft_model_for(*e, s);
+      const std::vector<GroupOutput> got = serve(*e, s);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+        EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "request " << i;
+      }
     }
   }
 }

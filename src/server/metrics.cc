@@ -111,6 +111,8 @@ std::string Metrics::render(const Gauges& g) const {
           spec_draft_tokens);
   counter("strata_spec_accepted_tokens_total", "Drafted tokens the model kept.",
           spec_accepted_tokens);
+  counter("strata_spec_draft_errors_total",
+          "Steps whose draft model failed (they checked no drafts).", spec_draft_errors);
   ttft_seconds.render(out, "strata_time_to_first_token_seconds",
                       "Time from request arrival to its first generated token.");
   tpot_seconds.render(out, "strata_time_per_output_token_seconds",

@@ -76,6 +76,7 @@ class Metrics {
   std::atomic<uint64_t> spec_drafts{0};
   std::atomic<uint64_t> spec_draft_tokens{0};
   std::atomic<uint64_t> spec_accepted_tokens{0};
+  std::atomic<uint64_t> spec_draft_errors{0};  // steps whose draft model failed (no drafts)
   // Summed over finished requests: arrival to first token, first token to last (microseconds).
   std::atomic<uint64_t> prompt_us{0};
   std::atomic<uint64_t> predicted_us{0};

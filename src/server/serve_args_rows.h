@@ -108,7 +108,7 @@ inline constexpr const char* kNoGpu = "a GPU setting; strata's devices are the C
 inline constexpr const char* kNoPin =
     "strata places no memory by NUMA node; pin the threads with --cpu-mask or --cpu-range";
 inline constexpr const char* kNoSpec =
-    "strata's server drafts from n-grams only (--spec-type ngram-simple)";
+    "strata's server drafts with -md's model on the local CPU, or from n-grams";
 inline constexpr const char* kDownload =
     "strata loads local GGUF files only: download the file, pass -m";
 inline constexpr const char* kEngine = "the engine part is not in this build";

@@ -641,10 +641,8 @@ void add_server_rows(std::vector<Row>& t) {
            {"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"},
            {"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"},
            {"--spec-draft-p-split", "--draft-p-split"},
-           {"--spec-draft-p-min", "--draft-p-min"},
            {"--spec-draft-device", "-devd", "--device-draft"},
            {"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"},
-           {"--spec-draft-model", "-md", "--model-draft"},
            {"--spec-ngram-mod-n-min"},
            {"--spec-ngram-mod-n-max"},
            {"--spec-ngram-mod-n-match"},
@@ -665,23 +663,45 @@ void add_server_rows(std::vector<Row>& t) {
                {},
                "LLAMA_ARG_SPEC_TYPE",
                K::kValue,
-               "none|ngram-simple",
+               "none|draft-simple|ngram-simple",
                "none",
-               "speculative decoding: ngram-simple drafts what followed the text's last n tokens "
-               "where they appeared before; the text is the same as without",
+               "speculative decoding: draft-simple drafts with -md's model (the default with "
+               "-md), ngram-simple what followed the text's last n tokens where they appeared "
+               "before; the text is the same as without",
                S::kServer,
                E::kApplied,
                "",
                nullptr,
                [](ServeArgs& a, const std::string& v) -> Status {
                  STRATA_ASSIGN_OR_RETURN(a.options.spec.type, spec_type_from_name(v));
-                 if (a.options.spec.type == SpecType::kDraft) {
-                   return unsupported(
-                       "draft-simple (a draft model) is not served yet; "
-                       "ngram-simple is");
-                 }
+                 a.options.spec_type_set = true;
                  return Status::ok();
                }});
+  t.push_back({{"-md", "--spec-draft-model", "--model-draft"},
+               {},
+               "LLAMA_ARG_SPEC_DRAFT_MODEL",
+               K::kValue,
+               "FNAME",
+               "",
+               "draft model for speculative decoding (its vocabulary must be the model's; it "
+               "runs on the local CPU)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               string_to(STRATA_FIELD(options.draft_model))});
+  t.push_back({{"--spec-draft-p-min", "--draft-p-min"},
+               {},
+               "LLAMA_ARG_SPEC_DRAFT_P_MIN",
+               K::kValue,
+               "P",
+               "0",
+               "the draft model stops drafting at a token it gives less than this probability",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               float_to(STRATA_FIELD(options.spec.p_min), 0, 1)});
   t.push_back({{"--spec-draft-n-max", "--draft", "--draft-n", "--draft-max"},
                {},
                "LLAMA_ARG_SPEC_DRAFT_N_MAX",

@@ -114,6 +114,11 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   if (o.n_groups < 1) return invalid_argument("--pipeline-groups must be at least 1");
   STRATA_RETURN_IF_ERROR(o.defaults.sampling.validate());
   STRATA_RETURN_IF_ERROR(o.spec.validate());
+  SpecParams spec = o.spec;
+  if (!o.draft_model.empty() && !o.spec_type_set) spec.type = SpecType::kDraft;
+  if (spec.type == SpecType::kDraft && o.draft_model.empty()) {
+    return invalid_argument("--spec-type draft-simple needs a draft model (-md FNAME)");
+  }
   for (const TokenBias& b : o.defaults.logit_bias) {
     if (b.token < 0) return invalid_argument("--logit-bias: a token id is negative");
   }
@@ -176,6 +181,23 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     }
   }
+  // The draft model (draft-simple): on the local CPU, one engine; each group's context of it
+  // has the group's sequences and runs on the group's thread pools, between its steps.
+  std::shared_ptr<const Engine> draft_engine;
+  if (spec.type == SpecType::kDraft) {
+    LoadOptions dl;
+    dl.model_path = o.draft_model;
+    dl.n_threads = o.load.n_threads;
+    dl.n_ctx = base.n_ctx;
+    dl.n_batch = base.n_batch;
+    dl.kv_dtype = base.kv_dtype;
+    dl.use_mmap = o.load.use_mmap;
+    dl.n_contexts = n_groups;
+    dl.make_context = false;
+    Result<Loaded> d = load_model(dl, o.n_slots);
+    if (!d) return d.status().with_context("draft model " + o.draft_model);
+    draft_engine = std::move(d->engine);
+  }
   for (int32_t g = 0; g < n_groups; ++g) {
     STRATA_ASSIGN_OR_RETURN(StreamPools pools,
                             group_pools(g, decode_threads, batch_threads, o.log.get(), p->pools));
@@ -199,7 +221,12 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
     gp.cache_similarity = o.slot_prompt_similarity;
     gp.context_shift = o.context_shift;
     gp.backend_sampling = o.backend_sampling;
-    gp.spec = o.spec;
+    gp.spec = spec;
+    if (draft_engine) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Context> dctx, Context::create(*draft_engine, cp));
+      STRATA_ASSIGN_OR_RETURN(
+          gp.draft, DraftModel::create(draft_engine, std::move(dctx), p->loaded.engine->model()));
+    }
     gp.n_keep = o.n_keep;
     gp.render_special = o.special;
     // --cache-ram is for the whole server: each group gets its slots' share.

@@ -68,7 +68,9 @@ struct ServerOptions {
   int64_t sleep_idle_seconds = -1;  // free the model after this idle time; -1: never
   bool context_shift = false;       // discard the oldest tokens of a full sequence
   bool backend_sampling = false;    // sample on the last stage's device (StepDraws)
-  SpecParams spec;                  // speculative decoding (--spec-type ngram-simple)
+  SpecParams spec;                  // speculative decoding (--spec-type)
+  bool spec_type_set = false;       // --spec-type was given (else -md means draft-simple)
+  std::string draft_model;          // -md: the draft model's file
   int32_t n_keep = 0;               // tokens of the prompt a context shift keeps
   std::optional<bool> kv_unified;   // one KV pool for all slots (unset: per slot)
 

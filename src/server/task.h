@@ -61,6 +61,7 @@ struct GenParams {
   // shortest draft (-1: the server's --spec-draft-n-max / -n-min). 0 drafts nothing.
   int32_t spec_n_max = -1;
   int32_t spec_n_min = -1;
+  float spec_p_min = -1.0f;  // speculative.p_min (-1: --spec-draft-p-min)
 };
 
 // One generated token with what `logprobs` reports.

@@ -111,7 +111,19 @@ cmp -s "$tmp/texts" "$tmp/texts.plain" || {
 grep "^llamacpp:spec_decode" "$tmp/metrics"
 drafted=$(sed -n 's/^llamacpp:spec_decode_num_draft_tokens_total \([0-9]*\).*/\1/p' "$tmp/metrics")
 [ "${drafted:-0}" -gt 0 ] || fail "the server drafted nothing"
-echo "server: the same $(wc -l <"$tmp/texts") texts with drafts on"
+echo "server: the same $(wc -l <"$tmp/texts") texts with n-gram drafts"
+# -md alone means draft-simple, as in llama-server.
+serve_texts -md "$tmp/same.gguf" --spec-draft-n-max 3
+curl -sf "$url/metrics" >"$tmp/metrics"
+stop_server
+cmp -s "$tmp/texts" "$tmp/texts.plain" || {
+  diff "$tmp/texts.plain" "$tmp/texts" | head
+  fail "the server's texts changed with a draft model"
+}
+grep "^llamacpp:spec_decode" "$tmp/metrics"
+accepted=$(sed -n 's/^llamacpp:spec_decode_num_accepted_tokens_total \([0-9]*\).*/\1/p' "$tmp/metrics")
+[ "${accepted:-0}" -gt 0 ] || fail "the server's draft model had no token accepted"
+echo "server: the same $(wc -l <"$tmp/texts") texts with a draft model"
 
 # Refusals, by name.
 refused() {  # WHAT PATTERN RUN OPTIONS...
@@ -130,4 +142,12 @@ refused "a draft of another vocabulary" "not the same vocabulary" -md "$tmp/othe
 refused "an unknown type" "'draft-eagle3'" --spec-type draft-eagle3
 refused "draft-simple without a model" "needs a draft model" --spec-type draft-simple
 refused "a draft of 300 tokens" "300" --spec-type ngram-simple --spec-draft-n-max 300
+if "$strata" serve -m "$tmp/target.gguf" --port 0 -md "$tmp/other.gguf" >/dev/null 2>"$tmp/err"; then
+  fail "the server took a draft model of another vocabulary"
+fi
+grep -q "not the same vocabulary" "$tmp/err" || {
+  cat "$tmp/err"
+  fail "the server's refusal of the draft model does not say why"
+}
+echo "refused: serve: $(tail -n 1 "$tmp/err")"
 echo "PASS"
