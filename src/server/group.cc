@@ -377,6 +377,12 @@ int64_t PipelineGroup::draft_limit(const Slot& s) const {
 void PipelineGroup::make_drafts(int64_t& budget) {
   const SpecParams& sp = params_.spec;
   if (sp.type == SpecType::kNone) return;
+  // A draft shorter than n_min is not checked.
+  auto keep_if_long = [&sp](Slot& s) {
+    const GenParams& gp = s.active->task.params;
+    const int32_t n_min = gp.spec_n_min >= 0 ? gp.spec_n_min : sp.n_min;
+    if (static_cast<int32_t>(s.draft.size()) < n_min) s.draft.clear();
+  };
   // A draft model drafts for every slot in one batch per position.
   std::vector<Slot*> asking;
   std::vector<DraftRequest> requests;
@@ -389,6 +395,7 @@ void PipelineGroup::make_drafts(int64_t& budget) {
       s->draft = ngram_draft(s->cache, sp.ngram_n,
                              static_cast<int32_t>(std::min<int64_t>(sp.ngram_m, most)));
       s->cache.pop_back();
+      keep_if_long(*s);
       budget -= static_cast<int64_t>(s->draft.size());
     } else if (params_.draft != nullptr) {
       const GenParams& gp = s->active->task.params;
@@ -409,14 +416,11 @@ void PipelineGroup::make_drafts(int64_t& budget) {
       asking[i]->cache.pop_back();
       // A draft model that fails costs this step its drafts, nothing else.
       if (drafts.is_ok()) asking[i]->draft = std::move((*drafts)[i]);
+      keep_if_long(*asking[i]);
+      // What a shorter draft left of its share goes back to the prompts.
+      budget += requests[i].n_max - static_cast<int64_t>(asking[i]->draft.size());
     }
     if (!drafts.is_ok()) metrics_.spec_draft_errors.fetch_add(1, std::memory_order_relaxed);
-  }
-  for (auto& s : slots_) {
-    if (s->draft.empty()) continue;
-    const GenParams& gp = s->active->task.params;
-    const int32_t n_min = gp.spec_n_min >= 0 ? gp.spec_n_min : sp.n_min;
-    if (static_cast<int32_t>(s->draft.size()) < n_min) s->draft.clear();
   }
 }
 
