@@ -277,6 +277,10 @@ int cmd_run(const Args& args) {
     o->n_gpu_layers.reset();
     o->n_ctx = ctx.params().n_ctx;
     o->min_ctx = 0;
+    // The model's metadata and rope overrides are the model's, not the draft's.
+    o->kv_overrides.clear();
+    o->rope = RopeOverrides{};
+    o->backend_sampling = false;
     auto d = server::load_model(*o, 1);
     if (!d) return fail("run", d.status().with_context("draft model " + o->model_path));
     auto dm = DraftModel::create(std::move(d->engine), std::move(d->context), ctx.model());
