@@ -101,29 +101,27 @@ serve_texts() {  # OPTIONS...: the texts of the bodies, served two at a time, in
 serve_texts
 stop_server
 cp "$tmp/texts" "$tmp/texts.plain"
-serve_texts --spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-draft-n-max 4
-curl -sf "$url/metrics" >"$tmp/metrics"
-stop_server
-cmp -s "$tmp/texts" "$tmp/texts.plain" || {
-  diff "$tmp/texts.plain" "$tmp/texts" | head
-  fail "the server's texts changed with n-gram drafts"
+# served_same WHAT COUNTER OPTIONS...: the texts served with OPTIONS are the plain ones, and the
+# llamacpp:spec_decode_num_COUNTER_total counter is above 0.
+served_same() {
+  local what=$1 counter=$2 n
+  shift 2
+  serve_texts "$@"
+  curl -sf "$url/metrics" >"$tmp/metrics"
+  stop_server
+  cmp -s "$tmp/texts" "$tmp/texts.plain" || {
+    diff "$tmp/texts.plain" "$tmp/texts" | head
+    fail "the server's texts changed with $what"
+  }
+  grep "^llamacpp:spec_decode" "$tmp/metrics"
+  n=$(sed -n "s/^llamacpp:spec_decode_num_${counter}_total \\([0-9]*\\).*/\\1/p" "$tmp/metrics")
+  [ "${n:-0}" -gt 0 ] || fail "with $what the server's $counter counter is 0"
+  echo "server: the same $(wc -l <"$tmp/texts") texts with $what"
 }
-grep "^llamacpp:spec_decode" "$tmp/metrics"
-drafted=$(sed -n 's/^llamacpp:spec_decode_num_draft_tokens_total \([0-9]*\).*/\1/p' "$tmp/metrics")
-[ "${drafted:-0}" -gt 0 ] || fail "the server drafted nothing"
-echo "server: the same $(wc -l <"$tmp/texts") texts with n-gram drafts"
+served_same "n-gram drafts" draft_tokens --spec-type ngram-simple --spec-ngram-simple-size-n 1 \
+  --spec-draft-n-max 4
 # -md alone means draft-simple, as in llama-server.
-serve_texts -md "$tmp/same.gguf" --spec-draft-n-max 3
-curl -sf "$url/metrics" >"$tmp/metrics"
-stop_server
-cmp -s "$tmp/texts" "$tmp/texts.plain" || {
-  diff "$tmp/texts.plain" "$tmp/texts" | head
-  fail "the server's texts changed with a draft model"
-}
-grep "^llamacpp:spec_decode" "$tmp/metrics"
-accepted=$(sed -n 's/^llamacpp:spec_decode_num_accepted_tokens_total \([0-9]*\).*/\1/p' "$tmp/metrics")
-[ "${accepted:-0}" -gt 0 ] || fail "the server's draft model had no token accepted"
-echo "server: the same $(wc -l <"$tmp/texts") texts with a draft model"
+served_same "a draft model" accepted_tokens -md "$tmp/same.gguf" --spec-draft-n-max 3
 
 # Refusals, by name.
 refused() {  # WHAT PATTERN RUN OPTIONS...
