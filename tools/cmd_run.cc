@@ -65,6 +65,8 @@ Result<SamplerParams> sampler_params(const Flags& flags) {
   STRATA_RETURN_IF_ERROR(to_float("--mirostat-ent", c.mirostat_tau));
   STRATA_RETURN_IF_ERROR(to_float("--dynatemp-range", c.dynatemp_range));
   STRATA_RETURN_IF_ERROR(to_float("--dynatemp-exp", c.dynatemp_exponent));
+  STRATA_RETURN_IF_ERROR(to_float("--adaptive-target", c.adaptive_target));
+  STRATA_RETURN_IF_ERROR(to_float("--adaptive-decay", c.adaptive_decay));
   STRATA_RETURN_IF_ERROR(to_int("--mirostat", c.mirostat, 0));
   STRATA_RETURN_IF_ERROR(to_int("--min-keep", c.min_keep, 0));
   STRATA_RETURN_IF_ERROR(to_float("--dry-multiplier", p.dry_multiplier));
@@ -146,6 +148,8 @@ constexpr const char* kHelp =
     "      --typical P --top-nsigma N --xtc-probability P --xtc-threshold T --min-keep N\n"
     "      --mirostat 1|2 --mirostat-lr ETA --mirostat-ent TAU\n"
     "      --dynatemp-range R --dynatemp-exp E\n"
+    "      --adaptive-target T --adaptive-decay D  adaptive-p, where --samplers lists\n"
+    "                          adaptive_p (default target -1: off; decay 0.9)\n"
     "      --samplers a;b;c, --sampler-seq LETTERS  the samplers and their order, as\n"
     "                          llama-cli's (default penalties;dry;top_n_sigma;top_k;typ_p;\n"
     "                          top_p;min_p;xtc;temperature)\n"
@@ -191,6 +195,8 @@ int cmd_run(const Args& args) {
                                        "--mirostat-ent",
                                        "--dynatemp-range",
                                        "--dynatemp-exp",
+                                       "--adaptive-target",
+                                       "--adaptive-decay",
                                        "--min-keep",
                                        "--dry-multiplier",
                                        "--dry-base",

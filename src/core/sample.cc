@@ -394,7 +394,7 @@ constexpr StageName kStageNames[] = {
 
 bool SampleChain::extended() const {
   if (top_n_sigma > 0.0f || typical_p < 1.0f || xtc_active() || min_keep > 1 || mirostat != 0 ||
-      dynatemp_range > 0.0f) {
+      dynatemp_range > 0.0f || adaptive_active()) {
     return true;
   }
   // The base chain is top_k, top_p, min_p, temperature in this order; the disabled stages
@@ -428,6 +428,11 @@ Status sample_chain_validate(const SampleChain& c) {
   STRATA_RETURN_IF_ERROR(
       check_float_range("dynatemp_range", c.dynatemp_range, -1e6f, 1e6f, " (<= 0 disables)"));
   STRATA_RETURN_IF_ERROR(check_float_range("dynatemp_exponent", c.dynatemp_exponent, 0.0f, 1e6f));
+  if (!std::isfinite(c.adaptive_target) || c.adaptive_target > 1.0f) {
+    return invalid_argument("sampler: adaptive_target = " + fmt_float(c.adaptive_target) +
+                            ": must be in [0, 1] (negative disables)");
+  }
+  STRATA_RETURN_IF_ERROR(check_float_range("adaptive_decay", c.adaptive_decay, 0.0f, 0.99f));
   if (c.order.size() > kChainMaxStages) {
     return invalid_argument("sampler: samplers: " + std::to_string(c.order.size()) +
                             " stages, more than " + std::to_string(kChainMaxStages));
@@ -483,7 +488,40 @@ int32_t RowSampler::sample_extended(const SampleExtra& extra, float uniform) {
     }
   }
   all_candidates();
+  if (c.adaptive_active()) return adaptive_p(c, uniform, *extra.adaptive);
   return candidates_[draw_candidates(uniform)].id;
+}
+
+AdaptivePState AdaptivePState::primed(const SampleChain& c) {
+  AdaptivePState s;
+  if (c.adaptive_target < 0.0f) return s;
+  s.weighted_sum = c.adaptive_target / (1.0f - c.adaptive_decay);
+  s.total_weight = 1.0f / (1.0f - c.adaptive_decay);
+  return s;
+}
+
+// llama.cpp's adaptive-p over what the stages left: the candidates' probabilities at their
+// logits, each turned into a logit by its distance from the adapted target, the draw under the
+// softmax of those, and the chosen token's first probability into the running mean.
+int32_t RowSampler::adaptive_p(const SampleChain& c, float uniform, AdaptivePState& state) {
+  // Its shape: the width of the favoured band, the logit at its centre, how fast it falls.
+  constexpr float kInvWidth = 1.0f / 0.3f, kPeak = 5.0f, kSharpness = 10.0f;
+  softmax_candidates();
+  std::vector<float>& probs = adaptive_probs_;
+  probs.assign(weights_.begin(), weights_.end());
+  const float target = std::min(c.adaptive_target, 1.0f);
+  const float adapted = std::clamp(
+      state.total_weight == 0.0f ? target : 2.0f * target - state.weighted_sum / state.total_weight,
+      0.0f, 1.0f);
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    if (candidates_[i].logit == kNegInf) continue;
+    const float d = std::fabs((probs[i] - adapted) * kInvWidth);
+    candidates_[i].logit = kPeak - kSharpness * d * d / (1.0f + d);
+  }
+  const int32_t at = draw_candidates(uniform);
+  state.weighted_sum = probs[static_cast<size_t>(at)] + c.adaptive_decay * state.weighted_sum;
+  state.total_weight = 1.0f + c.adaptive_decay * state.total_weight;
+  return candidates_[static_cast<size_t>(at)].id;
 }
 
 // Lists every token a draw could pick, if the candidates are still the whole vocabulary: the

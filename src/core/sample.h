@@ -100,6 +100,14 @@ struct SampleChain {
   // temperature +- range, by the candidates' normalised entropy to this power. 0: off.
   float dynatemp_range = 0.0f;
   float dynatemp_exponent = 1.0f;
+  // llama.cpp's adaptive-p, which draws in place of the plain draw when the sampler list names
+  // it (`adaptive_p`, wherever) and the target is not negative: the candidates' probabilities
+  // p become logits 5 - 10 d^2 / (1 + d), d = |p - t| / 0.3, around a target t that moves
+  // against the running mean of the chosen tokens' probabilities (t = 2 target - mean, in [0,
+  // 1]; the mean decays by adaptive_decay a token). Under Mirostat it does not run.
+  bool adaptive_p = false;
+  float adaptive_target = -1.0f;  // in [0, 1]; negative: the plain draw
+  float adaptive_decay = 0.9f;    // in [0, 0.99]
   std::vector<ChainStage> order = default_order();
 
   static std::vector<ChainStage> default_order() {
@@ -107,6 +115,7 @@ struct SampleChain {
             ChainStage::kMinP,      ChainStage::kXtc,  ChainStage::kTemperature};
   }
   bool xtc_active() const { return xtc_probability > 0.0f && xtc_threshold <= 0.5f; }
+  bool adaptive_active() const { return adaptive_p && adaptive_target >= 0.0f && mirostat == 0; }
   // Whether the base chain would sample differently: any of these samplers on, or another
   // order of the stages the base chain has.
   bool extended() const;
@@ -120,6 +129,16 @@ Status sample_chain_validate(const SampleChain& c);
 const char* chain_stage_name(ChainStage s);
 std::optional<ChainStage> chain_stage_from_name(std::string_view name);
 
+// Adaptive-p's running mean of the chosen tokens' probabilities (before its transform): a sum
+// and a total weight, each decayed by adaptive_decay per token. It starts as if the target had
+// been met forever (llama.cpp's priming): target / (1 - decay) and 1 / (1 - decay).
+struct AdaptivePState {
+  float weighted_sum = 0.0f;
+  float total_weight = 0.0f;
+
+  static AdaptivePState primed(const SampleChain& c);
+};
+
 // What an extended chain needs beyond the base chain's inputs.
 struct SampleExtra {
   const SampleChain* chain = nullptr;
@@ -129,6 +148,8 @@ struct SampleExtra {
   float xtc_uniform = 1.0f;
   // Mirostat's running target (mu), read and updated; required when chain->mirostat != 0.
   float* mirostat_mu = nullptr;
+  // Adaptive-p's running mean, read and updated; required when chain->adaptive_active().
+  AdaptivePState* adaptive = nullptr;
 };
 
 // exp(x) for x <= 0 (x must not be positive; NaN and -inf give 0) by a fixed sequence of float
@@ -177,6 +198,7 @@ class RowSampler {
   // left at the logits the stages left.
   int32_t sample_extended(const SampleExtra& extra, float uniform);
   int32_t mirostat(const SampleChain& c, float uniform, float& mu);
+  int32_t adaptive_p(const SampleChain& c, float uniform, AdaptivePState& state);
   void all_candidates();
   void sort_candidates();
   float candidates_max() const;
@@ -200,7 +222,8 @@ class RowSampler {
   bool whole_ = false;            // the candidates are every finite token, not listed yet
   std::vector<float> penalised_;  // F32 [n_vocab]
   std::vector<Candidate> candidates_;
-  std::vector<float> weights_;  // of candidates_, at the temperature
+  std::vector<float> weights_;         // of candidates_, at the temperature
+  std::vector<float> adaptive_probs_;  // adaptive_p's scratch: the candidates' probabilities
   float max_logit_ = 0.0f;
   int32_t argmax_ = 0;
   // Computed on demand by log_z(): exp(penalised - max_logit_) by id, and its sum.

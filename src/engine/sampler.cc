@@ -82,22 +82,26 @@ Status set_sampler_order(SamplerParams& p, std::span<const std::string> names) {
   }
   bool penalties = false;
   bool dry = false;
+  bool adaptive = false;
   std::vector<ChainStage> order;
   for (const std::string& name : names) {
     if (name == "penalties" || name == "e") {
       penalties = true;
     } else if (name == "dry" || name == "d") {
       dry = true;
+    } else if (name == "adaptive_p" || name == "a") {
+      adaptive = true;
     } else if (std::optional<ChainStage> stage = chain_stage_from_name(name)) {
       order.push_back(*stage);
     } else {
       return invalid_argument("samplers: '" + name.substr(0, 64) +
                               "' is not a sampler (penalties, dry, top_n_sigma, top_k, typ_p, "
-                              "top_p, min_p, xtc, temperature)");
+                              "top_p, min_p, xtc, temperature, adaptive_p)");
     }
   }
   p.use_penalties = penalties;
   p.use_dry = dry;
+  p.chain.adaptive_p = adaptive;
   p.chain.order = std::move(order);
   return Status::ok();
 }
@@ -123,6 +127,7 @@ std::vector<std::string> sampler_order_names(const SamplerParams& p) {
   if (p.use_penalties) out.emplace_back("penalties");
   if (p.use_dry) out.emplace_back("dry");
   for (ChainStage s : p.chain.order) out.emplace_back(chain_stage_name(s));
+  if (p.chain.adaptive_p) out.emplace_back("adaptive_p");
   return out;
 }
 
@@ -140,6 +145,7 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab)
   STRATA_CHECK(n_vocab > 0);
   host_only_ = params_.chain.extended() || params_.dry_active();
   mirostat_mu_ = 2.0f * params_.chain.mirostat_tau;
+  adaptive_ = AdaptivePState::primed(params_.chain);
 }
 
 void Sampler::set_logit_bias(std::vector<SampleBias> bias) {
@@ -182,6 +188,7 @@ void Sampler::reset() {
   counts_.clear();
   dry_window_.clear();
   mirostat_mu_ = 2.0f * params_.chain.mirostat_tau;
+  adaptive_ = AdaptivePState::primed(params_.chain);
   rng_ = SamplerRng(params_.seed);
   last_token_ = -1;
   last_top_.clear();
@@ -223,6 +230,7 @@ int32_t Sampler::sample_masked(const float* logits, float uniform, const uint8_t
   if (params_.chain.xtc_active() && settings_.temperature > 0.0f)
     extra.xtc_uniform = rng_.uniform();
   extra.mirostat_mu = &mirostat_mu_;
+  extra.adaptive = &adaptive_;
   const int32_t token =
       row_.sample(logits, n_vocab_, settings_, bias_, penalties_, uniform, allowed, &extra);
   last_token_ = token;

@@ -74,14 +74,16 @@ struct SamplerParams {
 
 // llama.cpp's sampler list (llama-server's `samplers`, `--samplers`): the truncation stages and
 // the temperature in the order named (core/sample.h chain_stage_from_name), plus "penalties"
-// and "dry", which run first wherever they are listed and are off when they are not.
+// and "dry", which run first wherever they are listed and are off when they are not, and
+// "adaptive_p", which draws in place of the plain draw wherever it is listed.
 // An unknown name is an error naming it. The letters form ("edkypmxt", `--sampler-seq`) uses
 // llama.cpp's one-letter codes, 'e' penalties and 'd' DRY.
 Status set_sampler_order(SamplerParams& p, std::span<const std::string> names);
 // The names separated by ';' (`--samplers`), empty names skipped.
 Status set_sampler_order_list(SamplerParams& p, std::string_view list);
 Status set_sampler_order_letters(SamplerParams& p, std::string_view letters);
-// The list that describes p: "penalties" and "dry" where used, then the stages by name.
+// The list that describes p: "penalties" and "dry" where used, then the stages by name, then
+// "adaptive_p" where listed.
 std::vector<std::string> sampler_order_names(const SamplerParams& p);
 
 // The sampler's random numbers (core/rng.h): the same seed gives the same draws everywhere.
@@ -154,6 +156,7 @@ class Sampler {
   std::vector<int32_t> dry_tokens_;  // scratch: dry_window_ as one span
   std::vector<SampleBias> dry_;      // scratch: this sample's DRY penalties
   float mirostat_mu_ = 0.0f;
+  AdaptivePState adaptive_;
 
   RowSampler row_;
   std::vector<SamplePenalty> penalties_;  // scratch of sample_with_uniform

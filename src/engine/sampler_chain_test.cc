@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
@@ -407,6 +408,134 @@ TEST(SampleChain, SamplerRunsTheExtendedChain) {
   bad = base;
   bad.chain.mirostat = 3;
   EXPECT_NE(bad.validate().message().find("mirostat"), std::string::npos);
+}
+
+// Adaptive-p after top_k and the temperature: the candidates' probabilities p become logits
+// 5 - 10 d^2 / (1 + d), d = |p - t| / 0.3, t = clamp(2 target - weighted_sum / total_weight);
+// the draw follows their softmax, and the mean takes the pick's p: weighted_sum = p + decay *
+// weighted_sum, total_weight = 1 + decay * total_weight.
+TEST(SampleChain, AdaptivePDrawsByDistanceFromTheAdaptedTargetAndUpdatesItsMean) {
+  for (uint64_t seed = 40; seed < 44; ++seed) {
+    const std::vector<float> logits = random_row(seed, 300, 10.0f);
+    Config cfg = base_off();
+    cfg.s.temperature = 0.9f;
+    cfg.s.top_k = 40;
+    cfg.c.adaptive_p = true;
+    cfg.c.adaptive_target = 0.05f * static_cast<float>(seed - 39);
+    cfg.c.adaptive_decay = 0.8f;
+    // A running mean of 0.3 and of 0.02: targets below and above the target.
+    for (const AdaptivePState start : {AdaptivePState{1.5f, 5.0f}, AdaptivePState{0.1f, 5.0f}}) {
+      std::vector<Cand> cand;
+      for (size_t i = 0; i < logits.size(); ++i)
+        cand.push_back({static_cast<int32_t>(i), logits[i]});
+      sort_desc(cand);
+      cand.resize(40);
+      for (Cand& c : cand) c.logit /= cfg.s.temperature;
+      const std::vector<double> p = softmax(cand);
+      const double adapted = std::clamp(
+          2.0 * cfg.c.adaptive_target - start.weighted_sum / start.total_weight, 0.0, 1.0);
+      std::map<int32_t, double> p_of;
+      std::vector<Cand> moved = cand;
+      for (size_t i = 0; i < cand.size(); ++i) {
+        const double d = std::fabs(p[i] - adapted) / 0.3;
+        moved[i].logit = 5.0 - 10.0 * d * d / (1.0 + d);
+        p_of[cand[i].id] = p[i];
+      }
+      const std::vector<double> q = softmax(moved);
+      std::map<int32_t, double> want;
+      for (size_t i = 0; i < moved.size(); ++i) want[moved[i].id] = q[i];
+
+      RowSampler row;
+      SampleExtra extra;
+      extra.chain = &cfg.c;
+      std::map<int32_t, int> got;
+      for (int i = 0; i < kDraws; ++i) {
+        AdaptivePState state = start;
+        extra.adaptive = &state;
+        const float u = (static_cast<float>(i) + 0.5f) / kDraws;
+        const int32_t t = row.sample(logits.data(), static_cast<int32_t>(logits.size()), cfg.s, {},
+                                     {}, u, nullptr, &extra);
+        ASSERT_TRUE(want.count(t)) << "token " << t << " is not one top_k keeps";
+        ++got[t];
+        ASSERT_NEAR(state.weighted_sum, p_of[t] + 0.8 * start.weighted_sum, 1e-5);
+        ASSERT_NEAR(state.total_weight, 1.0 + 0.8 * start.total_weight, 1e-5);
+      }
+      for (const auto& [token, prob] : want) {
+        EXPECT_NEAR(static_cast<double>(got[token]) / kDraws, prob, 1.5 / kDraws + 1e-4)
+            << "seed " << seed << " token " << token;
+      }
+    }
+  }
+}
+
+// Through the Sampler: adaptive-p runs where the list names it and the target is not negative,
+// on the CPU; its mean starts primed and restarts with reset(); it moves the chosen tokens'
+// probabilities toward the target; its settings are refused by name out of range.
+TEST(SampleChain, SamplerRunsAdaptivePWhereListed) {
+  // One token of probability 0.43, five of 0.07, 194 of 0.002.
+  std::vector<float> logits(200, 0.0f);
+  logits[7] = 6.0f;
+  for (int i = 20; i < 25; ++i) logits[static_cast<size_t>(i)] = 4.2f;
+  SamplerParams base;
+  base.seed = 5;
+  base.temperature = 1.0f;
+  base.top_k = 0;
+  base.top_p = 1.0f;
+  base.min_p = 0.0f;
+  const std::vector<std::string> listed = {"top_n_sigma", "top_k", "typ_p",       "top_p",
+                                           "min_p",       "xtc",   "temperature", "adaptive_p"};
+  SamplerParams off = base;
+  ASSERT_TRUE(set_sampler_order(off, listed).is_ok());
+  EXPECT_TRUE(off.chain.adaptive_p);
+  EXPECT_EQ(sampler_order_names(off).back(), "adaptive_p");
+  // Listed with a negative target: the plain draw, on the device path, the same tokens.
+  Sampler plain(base, 200), negative(off, 200);
+  EXPECT_FALSE(negative.host_only());
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(plain.sample(logits.data()), negative.sample(logits.data()));
+
+  SamplerParams on = off;
+  on.chain.adaptive_target = 0.1f;
+  on.chain.adaptive_decay = 0.5f;
+  EXPECT_TRUE(Sampler(on, 200).host_only());
+  SamplerParams unlisted = on;
+  ASSERT_TRUE(set_sampler_order(unlisted, std::vector<std::string>{"k", "t"}).is_ok());
+  EXPECT_FALSE(unlisted.chain.adaptive_p);
+  ASSERT_TRUE(set_sampler_order_letters(unlisted, "skypmxta").is_ok());
+  EXPECT_TRUE(unlisted.chain.adaptive_p);
+
+  // Over 2000 draws the plain draw picks token 7 about 43% of the time; adaptive-p aiming at
+  // 0.1 prefers the others.
+  const auto share_of_7 = [&](Sampler& s) {
+    int n = 0;
+    for (int i = 0; i < 2000; ++i) n += s.sample(logits.data()) == 7 ? 1 : 0;
+    return n / 2000.0;
+  };
+  Sampler a(on, 200), b(on, 200);
+  Sampler p2(base, 200);
+  const double plain_share = share_of_7(p2);
+  const double adaptive_share = share_of_7(a);
+  EXPECT_GT(plain_share, 0.35);
+  EXPECT_LT(adaptive_share, 0.1);
+  // The same seed gives the same tokens; reset() starts the mean and the stream again.
+  std::vector<int32_t> first, second, again;
+  for (int i = 0; i < 50; ++i) first.push_back(b.sample(logits.data()));
+  b.reset();
+  for (int i = 0; i < 50; ++i) second.push_back(b.sample(logits.data()));
+  Sampler c(on, 200);
+  for (int i = 0; i < 50; ++i) again.push_back(c.sample(logits.data()));
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first, again);
+
+  SamplerParams bad = on;
+  bad.chain.adaptive_target = 1.5f;
+  EXPECT_NE(bad.validate().message().find("adaptive_target"), std::string::npos);
+  bad = on;
+  bad.chain.adaptive_decay = 0.995f;
+  EXPECT_NE(bad.validate().message().find("adaptive_decay"), std::string::npos);
+  bad = on;
+  bad.chain.adaptive_target = NAN;
+  EXPECT_NE(bad.validate().message().find("adaptive_target"), std::string::npos);
 }
 
 }  // namespace

@@ -92,6 +92,8 @@ std::optional<ApiError> read_sampler_chain(const Json& b, SamplerParams& s) {
   if (auto e = read_float(b, "mirostat_eta", c.mirostat_eta)) return e;
   if (auto e = read_float(b, "dynatemp_range", c.dynatemp_range)) return e;
   if (auto e = read_float(b, "dynatemp_exponent", c.dynatemp_exponent)) return e;
+  if (auto e = read_float(b, "adaptive_target", c.adaptive_target)) return e;
+  if (auto e = read_float(b, "adaptive_decay", c.adaptive_decay)) return e;
   if (auto e = read_int32(b, "min_keep", 0, 1 << 20, c.min_keep)) return e;
   if (auto e = read_int32(b, "mirostat", 0, 2, c.mirostat)) return e;
   if (auto e = read_float(b, "dry_multiplier", s.dry_multiplier)) return e;
@@ -597,6 +599,8 @@ Json generation_settings_json(const GenParams& p, bool stream, int32_t n_ctx,
           {"mirostat_tau", s.chain.mirostat_tau},
           {"mirostat_eta", s.chain.mirostat_eta},
           {"min_keep", s.chain.min_keep},
+          {"adaptive_target", s.chain.adaptive_target},
+          {"adaptive_decay", s.chain.adaptive_decay},
           {"stop", p.stop},
           {"n_probs", s.n_probs},
           {"ignore_eos", p.ignore_eos},

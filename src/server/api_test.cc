@@ -62,6 +62,13 @@ TEST(ServerApi, ReadsLlamaCppSamplerFields) {
   EXPECT_EQ(letters.params.sampling.chain.order.size(), 6u);
   EXPECT_TRUE(letters.params.sampling.use_penalties);
   EXPECT_FALSE(letters.params.sampling.use_dry);
+  CompletionRequest adaptive;
+  ASSERT_FALSE(parse(R"({"prompt": "hi", "adaptive_target": 0.25, "adaptive_decay": 0.6,
+                        "samplers": ["top_k", "temperature", "adaptive_p"]})",
+                     Endpoint::kNative, adaptive));
+  EXPECT_FLOAT_EQ(adaptive.params.sampling.chain.adaptive_target, 0.25f);
+  EXPECT_FLOAT_EQ(adaptive.params.sampling.chain.adaptive_decay, 0.6f);
+  EXPECT_TRUE(adaptive.params.sampling.chain.adaptive_active());
 
   struct Bad {
     const char* body;
@@ -70,6 +77,8 @@ TEST(ServerApi, ReadsLlamaCppSamplerFields) {
   for (const Bad& b :
        {Bad{R"({"prompt": "x", "typical_p": 1.5})", "typical_p"},
         Bad{R"({"prompt": "x", "mirostat": 3})", "mirostat"},
+        Bad{R"({"prompt": "x", "adaptive_decay": 1})", "adaptive_decay"},
+        Bad{R"({"prompt": "x", "adaptive_target": 2})", "adaptive_target"},
         Bad{R"({"prompt": "x", "xtc_threshold": -1})", "xtc_threshold"},
         Bad{R"({"prompt": "x", "dry_multiplier": -1})", "dry_multiplier"},
         Bad{R"({"prompt": "x", "dry_penalty_last_n": -2})", "dry_penalty_last_n"},

@@ -786,25 +786,13 @@ void add_sampling_rows(std::vector<Row>& t) {
                  }
                  return Status::ok();
                }});
-  t.push_back({{"--adaptive-target"},
-               {},
-               nullptr,
-               K::kValue,
-               "N",
-               "-1",
-               "",
-               S::kSampling,
-               E::kApplied,
-               "",
-               nullptr,
-               [](ServeArgs&, const std::string& v) -> Status {
-                 STRATA_ASSIGN_OR_RETURN(double x, parse_arg_double(v, -1e9, 1e9));
-                 if (x < 0) return Status::ok();
-                 return invalid_argument(
-                     "strata has no adaptive-p sampler; only a negative value is accepted");
-               }});
-  ignored(t, {"--adaptive-decay"}, K::kValue, "strata has no adaptive-p sampler", nullptr,
-          S::kSampling);
+  value_row({"--adaptive-target"}, "N", "-1",
+            "adaptive-p: draw tokens near this probability, where --samplers lists adaptive_p "
+            "(negative: off)",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.adaptive_target), -1e9, 1));
+  value_row({"--adaptive-decay"}, "N", "0.9",
+            "adaptive-p: decay of the running mean the target moves against",
+            float_to(STRATA_FIELD(options.defaults.sampling.chain.adaptive_decay), 0, 0.99));
   value_row({"--dynatemp-range"}, "N", "0", "dynamic temperature range (0: off)",
             float_to(STRATA_FIELD(options.defaults.sampling.chain.dynatemp_range), -1e6, 1e6));
   value_row({"--dynatemp-exp"}, "N", "1", "dynamic temperature exponent",

@@ -236,6 +236,19 @@ TEST(ServeArgs, LlamaCppSamplersSetTheDefaults) {
   EXPECT_NE(bad.report.status().message().find("'bogus' is not a sampler"), std::string::npos);
   EXPECT_FALSE(parse({"--mirostat", "3"}).report.is_ok());
   EXPECT_FALSE(parse({"--xtc-probability", "1.5"}).report.is_ok());
+  // Adaptive-p: its flags set the defaults; the list names it.
+  Parsed adaptive = parse({"--adaptive-target", "0.3", "--adaptive-decay", "0.5", "--samplers",
+                           "top_k;temperature;adaptive_p"});
+  ASSERT_TRUE(adaptive.report.is_ok()) << adaptive.report.status().message();
+  const SampleChain& ac = adaptive.args.options.defaults.sampling.chain;
+  EXPECT_FLOAT_EQ(ac.adaptive_target, 0.3f);
+  EXPECT_FLOAT_EQ(ac.adaptive_decay, 0.5f);
+  EXPECT_TRUE(ac.adaptive_p);
+  EXPECT_TRUE(ac.adaptive_active());
+  Parsed decay = parse({"--adaptive-decay", "0.995"});
+  ASSERT_FALSE(decay.report.is_ok());
+  EXPECT_NE(decay.report.status().message().find("--adaptive-decay"), std::string::npos);
+  EXPECT_FALSE(parse({"--adaptive-target", "1.5"}).report.is_ok());
 }
 
 TEST(ServeArgs, GpuLayersCountsAutoAndAll) {

@@ -59,7 +59,8 @@ s3=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min
 [ "$s1" != "$s3" ] || { echo "FAIL: different seeds gave the same text"; exit 1; }
 
 # llama-cli's other samplers: seeded runs repeat, and each changes the text of the plain run.
-for extra in "--typical 0.5" "--xtc-probability 1 --xtc-threshold 0.01" "--mirostat 2"; do
+for extra in "--typical 0.5" "--xtc-probability 1 --xtc-threshold 0.01" "--mirostat 2" \
+  "--adaptive-target 0.1 --samplers top_k;top_p;min_p;temperature;adaptive_p"; do
   # shellcheck disable=SC2086
   x1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos $extra 2>/dev/null | md5sum)
   # shellcheck disable=SC2086
@@ -67,6 +68,10 @@ for extra in "--typical 0.5" "--xtc-probability 1 --xtc-threshold 0.01" "--miros
   [ "$x1" = "$x2" ] || { echo "FAIL: $extra: the same seed gave different text"; exit 1; }
   [ "$x1" != "$s1" ] || { echo "FAIL: $extra changed nothing"; exit 1; }
 done
+# adaptive_p listed without a target is the plain draw.
+a0=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos \
+  --samplers "top_k;top_p;min_p;temperature;adaptive_p" 2>/dev/null | md5sum)
+[ "$a0" = "$s1" ] || { echo "FAIL: adaptive_p without a target changed the text"; exit 1; }
 # DRY moves greedy off the runs it repeats (this model's greedy text repeats pairs).
 g1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 0 --ignore-eos 2>/dev/null | md5sum)
 g2=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 0 --ignore-eos --dry-multiplier 5 --dry-allowed-length 1 2>/dev/null | md5sum)
