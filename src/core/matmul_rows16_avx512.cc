@@ -49,23 +49,45 @@ inline __m512i byte_words(__m512i v, int i) {
   return _mm512_shuffle_epi8(v, _mm512_load_si512(kByteWords[i].data()));
 }
 
+// pshufb masks giving each 32-bit lane bytes 2h and 2h + 1 of that lane, zero-extended, in its
+// low and high 16-bit word.
+constexpr std::array<std::array<uint8_t, 64>, 2> make_pair_words() {
+  std::array<std::array<uint8_t, 64>, 2> m{};
+  for (int h = 0; h < 2; ++h) {
+    for (int b = 0; b < 64; ++b) {
+      m[h][b] =
+          b % 2 == 0 ? static_cast<uint8_t>(b % 16 / 4 * 4 + 2 * h + b % 4 / 2) : uint8_t{0x80};
+    }
+  }
+  return m;
+}
+alignas(64) constexpr auto kPairWords = make_pair_words();
+
+inline __m512i pair_words(__m512i v, int h) {
+  return _mm512_shuffle_epi8(v, _mm512_load_si512(kPairWords[h].data()));
+}
+
 // (a & mask) | (b & ~mask), per bit.
 inline __m512i select(__m512i mask, __m512i a, __m512i b) {
   return _mm512_ternarylogic_epi32(mask, a, b, 0xca);
 }
 
-// Sub-block s's 6-bit scale (min = false) or min of every row, in both words of its lane, from
-// the three words of the rows' scale bytes (kscale_min's bit operations, 16 rows at once).
-inline __m512i scale_min_words(const __m512i* sc, int s, bool min) {
-  const __m512i low6 = _mm512_set1_epi16(0x3f);
-  const __m512i low4 = _mm512_set1_epi16(0x0f);
-  if (s < 4) return _mm512_and_si512(byte_words(sc[min ? 1 : 0], s), low6);
-  // Low 4 bits from a nibble of bytes 8..11, the top 2 from bits 6..7 of byte s - 4 (scales)
-  // or s (mins).
-  const __m512i nib = byte_words(sc[2], s - 4);
-  const __m512i low = min ? _mm512_srli_epi16(nib, 4) : nib;
-  const __m512i top = _mm512_srli_epi16(byte_words(sc[min ? 1 : 0], s - 4), 2);
-  return select(low4, low, top);
+// The 6-bit scales and mins of every row (kscale_min's bit operations, 16 rows at once), from
+// the three words of the rows' scale bytes: byte i of lane r of scale03 is row r's scale i, of
+// scale47 its scale 4 + i; min03 and min47 likewise.
+struct ScalesMins {
+  __m512i scale03, scale47, min03, min47;
+};
+inline ScalesMins scales_mins(const __m512i* sc) {
+  const __m512i m6 = _mm512_set1_epi8(0x3f), m4 = _mm512_set1_epi8(0x0f);
+  // Scales and mins 4..7: the low 4 bits from the nibbles of bytes 8..11, the top 2 from bits
+  // 6..7 of bytes 0..3 (scales) or 4..7 (mins), moved to bits 4..5 by a 32-bit shift (what it
+  // brings in from the next byte lands in bits 6..7, masked off).
+  return {
+      _mm512_and_si512(sc[0], m6),
+      _mm512_and_si512(select(m4, sc[2], _mm512_srli_epi32(sc[0], 2)), m6),
+      _mm512_and_si512(sc[1], m6),
+      _mm512_and_si512(select(m4, _mm512_srli_epi32(sc[2], 4), _mm512_srli_epi32(sc[1], 2)), m6)};
 }
 
 // Each row's 8 float lanes summed in avx2::hsum's order, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 +
@@ -100,14 +122,15 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     const Q4KRows16& wb = w[b];
     __m512i sc[3];
     for (int i = 0; i < 3; ++i) sc[i] = _mm512_loadu_si512(wb.scales[i]);
+    const ScalesMins sm = scales_mins(sc);
     // Step j's pair of scales: sub-block 2j's in the low word of each lane, 2j + 1's in the high.
-    __m512i pair[4], low_scales = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-      const __m512i low = scale_min_words(sc, 2 * j, false);
-      pair[j] = select(_mm512_set1_epi32(0xffff), low, scale_min_words(sc, 2 * j + 1, false));
-      low_scales = _mm512_add_epi32(low_scales, _mm512_and_si512(low, _mm512_set1_epi32(0xffff)));
-    }
-    // Every low sum comes biased by 8192 (below): the lanes start without it.
+    const __m512i pair[4] = {pair_words(sm.scale03, 0), pair_words(sm.scale03, 1),
+                             pair_words(sm.scale47, 0), pair_words(sm.scale47, 1)};
+    // Every low sum comes biased by 8192 (below): the lanes start without it. The scales of the
+    // even sub-blocks, summed by one multiply-add of each scale register against bytes 1, 0.
+    const __m512i even = _mm512_set1_epi32(0x00010001);
+    const __m512i low_scales = _mm512_dpbusd_epi32(
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), sm.scale03, even), sm.scale47, even);
     const __m512i unbias =
         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(low_scales, 13));
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
@@ -137,7 +160,7 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
           lanes[c] = _mm512_dpwssd_epi32(lanes[c], sums, pair[j]);
         }
       }
-      const __m512i mins = scale_min_words(sc, g, true);
+      const __m512i mins = byte_words(g < 4 ? sm.min03 : sm.min47, g % 4);
       for (int c = 0; c < C; ++c) {
         const __m512i pm = _mm512_madd_epi16(mins, broadcast32(x[c][b].bsums + 2 * g));
         acc[c][g] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(lanes[c]), acc[c][g]);
