@@ -13,6 +13,7 @@ int cmd_gguf(const Args& args);
 int cmd_run(const Args& args);
 int cmd_tokenize(const Args& args);
 int cmd_logits(const Args& args);
+int cmd_embed(const Args& args);
 int cmd_perplexity(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_serve(const Args& args);

@@ -16,6 +16,7 @@ constexpr Command kCommands[] = {
     {"run", strata::tools::cmd_run, "generate text from a prompt"},
     {"tokenize", strata::tools::cmd_tokenize, "print the token ids of a text"},
     {"logits", strata::tools::cmd_logits, "write the logits of every position of a sequence"},
+    {"embed", strata::tools::cmd_embed, "embeddings of texts (pooled final hidden states)"},
     {"perplexity", strata::tools::cmd_perplexity, "perplexity of a model over a text file"},
     {"bench", strata::tools::cmd_bench, "prompt and decode speed at several batch sizes"},
     {"serve", strata::tools::cmd_serve, "OpenAI-compatible HTTP server"},

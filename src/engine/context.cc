@@ -66,6 +66,7 @@ Result<std::unique_ptr<Context>> Context::create(const Engine& engine, const Con
   STRATA_RETURN_IF_ERROR(kv_dtype_check(p.kv_dtype, engine.model().hparams()));
   auto ctx = std::unique_ptr<Context>(new Context(engine, p));
   ctx->n_vocab_ = engine.model().hparams().n_vocab;
+  ctx->out_width_ = p.embeddings ? engine.model().hparams().n_embd : ctx->n_vocab_;
   ctx->can_sample_ =
       engine.stages().back().device->caps().ops.test(static_cast<uint32_t>(Op::kSample));
   for (const Stage& s : engine.stages()) {
@@ -216,6 +217,9 @@ Status Context::decode(const Batch& batch, StepDraws* draws) {
   }
   int64_t total_outputs = 0;
   for (uint8_t o : batch.output) total_outputs += o ? 1 : 0;
+  if (draws != nullptr && params_.embeddings) {
+    return invalid_argument("a context of embeddings has no logits to sample or read");
+  }
   if (draws != nullptr) {
     auto check_row = [&](int32_t o) {
       if (o >= 0 && o < total_outputs) return Status::ok();
@@ -230,7 +234,7 @@ Status Context::decode(const Batch& batch, StepDraws* draws) {
     }
     draws->prepare_results();
   }
-  logits_.resize(static_cast<size_t>(total_outputs * n_vocab_));
+  logits_.resize(static_cast<size_t>(total_outputs * out_width_));
   n_outputs_ = 0;
   for (int64_t b = 0; b < n; b += params_.n_batch) {
     Status s = decode_ubatch(batch, b, std::min(n, b + params_.n_batch), draws);
@@ -364,7 +368,7 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     IoLayout l;
     const uint64_t out_bytes =
         st.last
-            ? device_align_up(4 * static_cast<uint64_t>(hp.n_vocab * std::max<int64_t>(n_out, 1)))
+            ? device_align_up(4 * static_cast<uint64_t>(out_width_ * std::max<int64_t>(n_out, 1)))
             : hidden_bytes;
     l.in_bytes = st.last ? sample_end : blob;
     l.hidden_off = l.in_bytes;
@@ -403,8 +407,9 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     t.tok = make_tensor(io, parts[4].offset, DType::kI32, 2, T);
     t.out_rows = make_tensor(io, parts[5].offset, DType::kI32, std::max<int64_t>(n_out, 1));
     t.hidden_in = make_tensor(io, hidden_off, DType::kF32, hp.n_embd, T);
-    t.out = st.last ? make_tensor(io, out_off, DType::kF32, hp.n_vocab, std::max<int64_t>(n_out, 1))
+    t.out = st.last ? make_tensor(io, out_off, DType::kF32, out_width_, std::max<int64_t>(n_out, 1))
                     : make_tensor(io, out_off, DType::kF32, hp.n_embd, T);
+    t.embeddings = st.last && params_.embeddings;
     t.k_cache = rt.k_cache;
     t.v_cache = rt.v_cache;
     for (int kind = 0; kind < 2; ++kind) {
@@ -464,8 +469,8 @@ Status Context::decode_ubatch(const Batch& batch, int64_t begin, int64_t end, St
     rt.stream->compute(graph);
     if (st.last && draws == nullptr) {
       if (n_out > 0) {
-        rt.stream->get_tensor(t.out, logits_.data() + n_outputs_ * n_vocab_,
-                              4 * static_cast<size_t>(n_out * n_vocab_));
+        rt.stream->get_tensor(t.out, logits_.data() + n_outputs_ * out_width_,
+                              4 * static_cast<size_t>(n_out * out_width_));
       }
     } else if (st.last) {
       // Only the draws' results, and the logits of the rows sampled on the CPU (a run of

@@ -28,6 +28,10 @@ struct ContextParams {
   // The context's own CPU thread pools (borrowed; they outlive the context); none: the CPU
   // device's pool, shared with the device's other streams.
   StreamPools pools;
+  // Each output row is the token's final hidden state after the output norm (n_embd floats,
+  // embeddings(i)) instead of its logits; the last stage skips the output projection. No
+  // backend sampling (decode refuses draws).
+  bool embeddings = false;
 };
 
 class Context {
@@ -43,7 +47,9 @@ class Context {
 
   // Logits of the i-th token that asked for output in the last decode, in batch order. After a
   // decode with draws, only the rows named by StepDraws::read_logits hold their logits.
-  const float* logits(int64_t i) const { return logits_.data() + i * n_vocab_; }
+  const float* logits(int64_t i) const { return logits_.data() + i * out_width_; }
+  // With ContextParams::embeddings: the i-th output's hidden state, n_embd floats.
+  const float* embeddings(int64_t i) const { return logits_.data() + i * out_width_; }
   int64_t n_outputs() const { return n_outputs_; }
   int64_t n_vocab() const { return n_vocab_; }
 
@@ -101,6 +107,7 @@ class Context {
   ContextParams params_;
   KvCells cells_;
   int64_t n_vocab_ = 0;
+  int64_t out_width_ = 0;  // floats per output row: n_vocab, or n_embd for embeddings
   std::vector<std::unique_ptr<StageRuntime>> stages_;
   std::vector<float> logits_;
   int64_t n_outputs_ = 0;

@@ -57,6 +57,10 @@ void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights&
     x = b.node(Op::kGetRows, b.scratch(DType::kF32, hp.n_embd, io.n_outputs),
                {x, b.external(io.out_rows)});
   }
+  if (io.embeddings) {
+    b.node(Op::kRmsNorm, out, {x, g.weight(model.output_norm())}, {}, {hp.rms_eps});
+    return;
+  }
   const int32_t normed = g.rms_norm(x, model.output_norm());
   b.node(Op::kMulMat, out, {g.weight(model.output()), normed});
   if (hp.final_softcap > 0) b.node(Op::kSoftcap, out, {out}, {}, {hp.final_softcap});

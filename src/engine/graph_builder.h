@@ -28,6 +28,9 @@ struct StageTensors {
   TensorRef out_rows;     // I32 [n_outputs]             (last stage, when n_outputs < n_tokens)
   TensorRef hidden_in;    // F32 [n_embd, n_tokens]      (stages after the first)
   TensorRef out;          // F32 [n_embd, n_tokens] hidden, or [n_vocab, n_outputs] logits
+  // The last stage writes the output rows' final hidden state (after the output norm), F32
+  // [n_embd, n_outputs], in place of their logits: embeddings. No draws then.
+  bool embeddings = false;
   std::vector<TensorRef> k_cache, v_cache;  // per layer of the stage: kv_cache_tensor
   // F32 [n_rot / 2] rope rate tables per rope kind, and their magnitudes, when
   // Model::rope_uses_tables().
@@ -65,7 +68,7 @@ void build_stage_shift_graph(GraphBuilder& b, const Model& model, int64_t layer_
 
 // Appends the stage's nodes to `b`. Layers [layer_begin, layer_end); the first stage starts
 // with the embedding lookup, the last ends with the output norm and projection (and, with
-// draws, the sample op).
+// draws, the sample op), or with the output norm alone (io.embeddings).
 void build_stage_graph(GraphBuilder& b, const Model& model, const DeviceWeights& w,
                        int64_t layer_begin, int64_t layer_end, bool first, bool last,
                        const StageTensors& io);

@@ -323,6 +323,7 @@ Result<Loaded> load_model(std::unique_ptr<Model> model, const LoadOptions& optio
   cp.n_seq = n_seq;
   cp.n_ctx_seq = eo.n_ctx / std::max<int64_t>(n_seq, 1);  // what one sequence may use
   cp.kv_dtype = options.kv_dtype;
+  cp.embeddings = options.embeddings;
   STRATA_ASSIGN_OR_RETURN(out.context, Context::create(*out.engine, cp));
   return out;
 }

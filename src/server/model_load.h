@@ -47,6 +47,8 @@ struct LoadOptions {
   int32_t n_contexts = 1;
   // Make the context for n_seq sequences (with one context); false: the caller makes its own.
   bool make_context = true;
+  // That context's outputs are embeddings (ContextParams::embeddings), not logits.
+  bool embeddings = false;
   // The CPU's memory for the plan and its buffers, in bytes; 0: what the machine has free
   // (MemAvailable, under this process's cgroup limit).
   uint64_t cpu_memory_limit = 0;

@@ -116,6 +116,31 @@ echo "override-kv: add_bos false '$o1' | --no-bos '$o2' | neither '$o3'"
 [ "$o1" = "$o2" ] || { echo "FAIL: --override-kv add_bos_token=false is not --no-bos"; exit 1; }
 [ "$o1" != "$o3" ] || { echo "FAIL: BOS changed nothing: the check shows nothing"; exit 1; }
 
+# Embeddings: each text of a batch gets the vector it gets alone, at any thread count; the
+# default normalisation gives unit vectors; bad options are refused by name.
+"$strata" embed -m "$m" -p "$(printf 'Hello world\nthe second text\nthird')" --pooling mean -t 2 \
+  2>/dev/null >"$tmp/e3.txt"
+for i in 0 1 2; do
+  text=$(printf 'Hello world\nthe second text\nthird' | sed -n "$((i + 1))p")
+  alone=$("$strata" embed -m "$m" -p "$text" --pooling mean -t 1 2>/dev/null | cut -d: -f2)
+  together=$(sed -n "$((i + 1))p" "$tmp/e3.txt" | cut -d: -f2)
+  [ -n "$alone" ] && [ "$alone" = "$together" ] || {
+    echo "FAIL: text $i embedded alone differs from it among others"; exit 1; }
+done
+/usr/bin/python3 - "$tmp/e3.txt" <<'PY' || { echo "FAIL: embeddings are not unit vectors"; exit 1; }
+import sys, math
+norms = [math.sqrt(sum(float(x) ** 2 for x in l.split(":")[1].split())) for l in open(sys.argv[1])]
+print("embedding norms", ["%.6f" % n for n in norms])
+sys.exit(0 if len(norms) == 3 and all(abs(n - 1) < 1e-5 for n in norms) else 1)
+PY
+for bad in "--pooling rank" "--embd-output-format xml" "--ids 1 -p x"; do
+  # shellcheck disable=SC2086
+  if "$strata" embed -m "$m" -p hi $bad 2>"$tmp/err.txt" >/dev/null; then
+    echo "FAIL: embed accepted $bad"; exit 1
+  fi
+  echo "embed $bad: $(cat "$tmp/err.txt")"
+done
+
 "$strata" gguf info "$m" >"$tmp/info.txt"
 grep -q "blk.3.ffn_down.weight" "$tmp/info.txt" || { echo "FAIL: gguf info lacks tensors"; exit 1; }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Logits of synthetic f32 models of every architecture and rope variant against the numpy
+# Logits and embeddings of synthetic f32 models of every architecture and rope variant against the numpy
 # reference (tests/reference/llama_ref.py: its own GGUF parser and maths in float64, sharing
 # no code with strata). The reference rounds K and V to f16 as strata's cache stores them, so
 # what remains is float32 accumulation: 1e-3 of the largest logit is ample for these shapes
@@ -44,7 +44,11 @@ cases=(
 # 48 positions: enough for the rope variants to move the logits by O(1) (measured: a model
 # read without its scaling is 0.4 .. 2.7 off), far beyond the tolerance.
 ids=$(seq -s ' ' 5 5 240)
+# Embeddings (strata embed): the final hidden state after the output norm, pooled, against the
+# reference's; each case takes the next pooling.
+poolings=(none mean cls last)
 fail=0
+i=0
 for c in "${cases[@]}"; do
   name=${c%%|*}
   flags=${c#*|}
@@ -66,6 +70,20 @@ d, scale = np.abs(a - b).max(), np.abs(b).max()
 print("%-16s max |strata - reference| = %.2e of %.2f" % (sys.argv[1], d, scale))
 sys.exit(0 if a.shape == b.shape and d <= 1e-3 * scale else 1)
 PY
+  pool=${poolings[$((i % 4))]}
+  i=$((i + 1))
+  "$strata" embed -m "$m" --ids "$ids" --pooling "$pool" --embd-normalize -1 \
+    --embd-output-format raw -o "$tmp/se.bin" -t 2 2>/dev/null
+  /usr/bin/python3 "$here/../reference/llama_ref.py" "$m" --ids "$ids" --f16-kv \
+    --embd "$tmp/re.bin" --pooling "$pool" 2>/dev/null || { fail=1; continue; }
+  /usr/bin/python3 - "$name" "$pool" "$tmp/se.bin" "$tmp/re.bin" <<'PY' || fail=1
+import sys, numpy as np
+a, b = np.fromfile(sys.argv[3], "<f4"), np.fromfile(sys.argv[4], "<f4")
+d, scale = (np.abs(a - b).max(), np.abs(b).max()) if a.shape == b.shape else (np.inf, 0)
+print("%-16s embeddings (%s pooling) max |strata - reference| = %.2e of %.2f"
+      % (sys.argv[1], sys.argv[2], d, scale))
+sys.exit(0 if a.shape == b.shape and d <= 1e-3 * scale else 1)
+PY
 done
-[ $fail = 0 ] || { echo "FAIL: logits differ from the numpy reference"; exit 1; }
+[ $fail = 0 ] || { echo "FAIL: logits or embeddings differ from the numpy reference"; exit 1; }
 echo ok

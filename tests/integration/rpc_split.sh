@@ -3,7 +3,7 @@
 # hand the hidden state to each other, or pass it through this host with STRATA_RPC_HANDOFF=0),
 # the CPU and one worker (either order), the CPU between two workers, over the Unix seqpacket
 # transport, and over UCX (its TCP and its shared memory) when this strata has it; the
-# synthetic model, and stories260K when present.
+# synthetic model, and stories260K when present. Embeddings too.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/rpc_common.bash"
@@ -96,6 +96,22 @@ for m in "${models[@]}"; do
   [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 differs"
   got=$(STRATA_RPC_NO_ASYNC_COPY=1 greedy split -m "$m" -n 48 -t 1 --rpc "$A,$U,$B" --device RPC0,RPC1,RPC2)
   [ "$got" = "$ref" ] || fail "$(basename "$m") with STRATA_RPC_NO_ASYNC_COPY=1 over three workers differs"
+done
+
+# Embeddings over workers: the same bytes as on this machine (the last stage, a worker or the
+# CPU after one, ends at the output norm).
+embed() {
+  "$strata" embed -m "$model" -p "$(printf 'Once upon a time\nthere was')" --pooling mean \
+    -t 1 "$@" --embd-output-format raw -o "$tmp/emb.bin" 2>"$tmp/emb.err" ||
+    { cat "$tmp/emb.err"; fail "strata embed $* failed"; }
+  md5sum <"$tmp/emb.bin" | cut -d' ' -f1
+}
+emb_ref=$(embed)
+for config in "--rpc $A,$B --device RPC0,RPC1" "--rpc $A --device CPU,RPC0" \
+  "--rpc $A --device RPC0,CPU --tensor-split 3,1"; do
+  # shellcheck disable=SC2086
+  [ "$(embed $config)" = "$emb_ref" ] || fail "embeddings with $config differ from one machine"
+  echo "same embeddings: $config"
 done
 
 # Bad device lists and a split that does not fit are refused with what is wrong.

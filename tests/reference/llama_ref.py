@@ -316,7 +316,7 @@ class Model:
             g, up = h @ w("ffn_gate.weight").T, h @ w("ffn_up.weight").T
         return (g / (1 + np.exp(-g)) * up) @ w("ffn_down.weight").T
 
-    def forward(self, ids):
+    def forward(self, ids, hidden=False):
         T = len(ids)
         pos = np.arange(T, dtype=np.float64)
         x = self.embd[ids] * self.embd_scale
@@ -333,6 +333,8 @@ class Model:
             if gemma:
                 f = self.norm(f, w("post_ffw_norm.weight"))
             x = x + f
+        if hidden:
+            return self.norm(x, self.t["output_norm.weight"])
         logits = self.norm(x, self.t["output_norm.weight"]) @ self.out.T
         if self.final_softcap:
             logits = np.tanh(logits / self.final_softcap) * self.final_softcap
@@ -348,6 +350,9 @@ def main():
     ap.add_argument("--n-ctx", type=int, help="context size (picks LongRoPE's factors)")
     ap.add_argument("--f16-kv", action="store_true", help="round K and V to f16, as the cache does")
     ap.add_argument("--min-margin", type=float, default=0.0)
+    ap.add_argument("--embd", help="write the final hidden state after the output norm, pooled "
+                    "(none, mean, cls, last), as float32 to this file")
+    ap.add_argument("--pooling", default="none")
     a = ap.parse_args()
     m = Model(a.model, n_ctx=a.n_ctx, f16_kv=a.f16_kv)
     ids = [int(x) for x in a.ids.split()]
@@ -356,6 +361,11 @@ def main():
         with open(a.logits, "wb") as f:
             f.write(struct.pack("<II", logits.shape[0], logits.shape[1]))
             f.write(logits.tobytes())
+    if a.embd:
+        h = m.forward(ids, hidden=True)
+        pooled = {"none": h, "mean": h.mean(axis=0), "cls": h[0], "last": h[-1]}[a.pooling]
+        with open(a.embd, "wb") as f:
+            f.write(np.asarray(pooled, dtype="<f4").tobytes())
     if a.generate:
         seq = list(ids)
         for _ in range(a.generate):
