@@ -2,7 +2,6 @@
 // one sequence of one batch; its vector is the final hidden state after the output norm, pooled
 // as the model says (or --pooling) and normalised (--embd-normalize).
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,22 +18,6 @@ namespace {
 
 // Most texts one call embeds: each is a sequence of the context.
 constexpr size_t kMaxTexts = 256;
-
-Result<std::vector<int32_t>> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::istringstream in(text);
-  std::string word;
-  while (in >> word) {
-    char* end = nullptr;
-    const long v = std::strtol(word.c_str(), &end, 10);
-    if (*end != '\0' || v < 0 || v > INT32_MAX) {
-      return invalid_argument("--ids: '" + word + "' is not a token id");
-    }
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  if (ids.empty()) return invalid_argument("--ids is empty");
-  return ids;
-}
 
 std::vector<std::string> split_texts(const std::string& prompt, const std::string& sep) {
   std::vector<std::string> out;
@@ -100,7 +83,7 @@ int cmd_embed(const Args& args) {
   if (!file) return fail("embed", file.status());
   std::vector<std::vector<int32_t>> seqs;
   if (ids_text) {
-    Result<std::vector<int32_t>> ids = parse_ids(*ids_text);
+    Result<std::vector<int32_t>> ids = parse_token_ids(*ids_text);
     if (!ids) return fail("embed", ids.status());
     seqs.push_back(std::move(ids).value());
   } else {
@@ -132,7 +115,8 @@ int cmd_embed(const Args& args) {
   if (const auto name = flags.get("--pooling")) {
     const std::optional<Pooling> p = pooling_from_name(*name);
     if (!p) {
-      return fail("embed", invalid_argument("--pooling '" + *name + "': one of none, mean, cls, last"));
+      return fail("embed",
+                  invalid_argument("--pooling '" + *name + "': one of none, mean, cls, last"));
     }
     pooling = *p;
   } else {

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <sstream>
 
 #include "commands.h"
 #include "flags.h"
@@ -24,18 +23,9 @@ int cmd_logits(const Args& args) {
   const auto ids_text = flags.get("--ids");
   const auto out_path = flags.get("-o");
   if (!ids_text || !out_path) return fail("logits", invalid_argument("--ids and -o are required"));
-  std::vector<int32_t> ids;
-  std::istringstream in(*ids_text);
-  std::string word;
-  while (in >> word) {
-    char* end = nullptr;
-    const long v = std::strtol(word.c_str(), &end, 10);
-    if (*end != '\0' || v < 0 || v > INT32_MAX) {
-      return fail("logits", invalid_argument("--ids: '" + word + "' is not a token id"));
-    }
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  if (ids.empty()) return fail("logits", invalid_argument("--ids is empty"));
+  Result<std::vector<int32_t>> parsed = parse_token_ids(*ids_text);
+  if (!parsed) return fail("logits", parsed.status());
+  const std::vector<int32_t> ids = std::move(parsed).value();
 
   auto loaded = load_model(flags, 1, static_cast<int64_t>(ids.size()));
   if (!loaded) return fail("logits", loaded.status());

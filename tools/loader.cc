@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 
 namespace strata::tools {
@@ -83,6 +85,22 @@ Result<Loaded> load_model(const Flags& flags, int32_t n_seq, int64_t min_ctx) {
   ProgressBar bar("loading " + o.model_path);
   o.progress = [&bar](uint64_t done, uint64_t total) { bar.update(done, total); };
   return server::load_model(o, n_seq);
+}
+
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    char* end = nullptr;
+    const long v = std::strtol(word.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX) {
+      return invalid_argument("--ids: '" + word + "' is not a token id");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (ids.empty()) return invalid_argument("--ids is empty");
+  return ids;
 }
 
 ProgressBar::~ProgressBar() {

@@ -26,6 +26,10 @@ Result<server::LoadOptions> load_options(const Flags& flags);
 // (default: the training context, at most 4096) for n_seq sequences.
 Result<Loaded> load_model(const Flags& flags, int32_t n_seq, int64_t min_ctx = 0);
 
+// "1 403 407" -> the ids; a word that is not a non-negative 32-bit integer, or none at all, is
+// an error naming --ids.
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text);
+
 // A progress bar on stderr (only when stderr is a terminal).
 class ProgressBar {
  public:

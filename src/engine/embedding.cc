@@ -14,8 +14,10 @@ struct PoolingName {
   Pooling pooling;
   const char* name;
 };
-constexpr PoolingName kPoolingNames[] = {
-    {Pooling::kNone, "none"}, {Pooling::kMean, "mean"}, {Pooling::kCls, "cls"}, {Pooling::kLast, "last"}};
+constexpr PoolingName kPoolingNames[] = {{Pooling::kNone, "none"},
+                                         {Pooling::kMean, "mean"},
+                                         {Pooling::kCls, "cls"},
+                                         {Pooling::kLast, "last"}};
 
 }  // namespace
 

@@ -9,10 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.h"
 #include "engine/context.h"
-#include "engine/engine.h"
 #include "model/gguf.h"
+#include "unit/cpu_engine.h"
 #include "unit/synth_file.h"
 
 namespace strata {
@@ -100,25 +99,17 @@ TEST(Embedding, ContextRowsAreWhatTheLogitsProject) {
   const std::vector<int32_t> ids = {1, 17, 33, 5, 90, 12};
   std::vector<std::vector<float>> logits, hidden;
   for (bool embeddings : {false, true}) {
-    auto model = Model::open(path);
-    ASSERT_TRUE(model.is_ok());
-    CpuDeviceOptions o;
-    o.n_threads = 2;
-    o.name = "CPU";
-    std::vector<std::unique_ptr<Device>> devices;
-    devices.push_back(cpu_device_new(o));
-    auto engine = Engine::create(std::move(model).value(), std::move(devices), EngineOptions{});
-    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    const std::unique_ptr<Engine> engine = testing::cpu_engine(path, 2);
     ContextParams cp;
     cp.n_ctx = 64;
     cp.embeddings = embeddings;
-    auto ctx = Context::create(**engine, cp);
+    auto ctx = Context::create(*engine, cp);
     ASSERT_TRUE(ctx.is_ok()) << ctx.status().message();
     Batch b;
     for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, i % 2 == 1);
     ASSERT_TRUE((*ctx)->decode(b).is_ok());
     ASSERT_EQ((*ctx)->n_outputs(), 3);
-    const Model& m = (*engine)->model();
+    const Model& m = engine->model();
     const int64_t width = embeddings ? m.hparams().n_embd : m.hparams().n_vocab;
     for (int64_t r = 0; r < 3; ++r) {
       const float* row = embeddings ? (*ctx)->embeddings(r) : (*ctx)->logits(r);

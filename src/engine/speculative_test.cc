@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu_backend.h"
+#include "unit/cpu_engine.h"
 #include "unit/synth_file.h"
 
 namespace strata {
@@ -70,22 +70,14 @@ struct Opened {
 };
 
 Opened open_synth(const std::string& path, int32_t n_seq = 1) {
-  auto model = Model::open(path);
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  CpuDeviceOptions o;
-  o.n_threads = 1;
-  o.name = "CPU";
-  std::vector<std::unique_ptr<Device>> devices;
-  devices.push_back(cpu_device_new(o));
-  auto engine = Engine::create(std::move(model).value(), std::move(devices), EngineOptions{});
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  std::unique_ptr<Engine> engine = testing::cpu_engine(path, 1);
   ContextParams cp;
   cp.n_ctx = 128;
   cp.n_batch = 7;  // histories longer than a micro-batch
   cp.n_seq = n_seq;
-  auto ctx = Context::create(**engine, cp);
+  auto ctx = Context::create(*engine, cp);
   EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
-  return {std::move(engine).value(), std::move(ctx).value()};
+  return {std::move(engine), std::move(ctx).value()};
 }
 
 // The draft model's greedy continuation from an empty cache, stopping as DraftModel does; the

@@ -9,26 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.h"
 #include "server/group.h"
+#include "unit/cpu_engine.h"
 
 namespace strata::server::group_testing {
 
 // The model at `path` on a 2-thread CPU device, with context shift allowed (and backend
 // sampling, when asked).
 inline std::unique_ptr<Engine> cpu_engine(const std::string& path, bool backend_sampling = false) {
-  auto model = Model::open(path);
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  std::vector<std::unique_ptr<Device>> d;
-  CpuDeviceOptions o;
-  o.n_threads = 2;
-  d.push_back(cpu_device_new(o));
   EngineOptions eo;
   eo.context_shift = true;
   eo.backend_sampling = backend_sampling;
-  auto e = Engine::create(std::move(model).value(), std::move(d), eo);
-  EXPECT_TRUE(e.is_ok()) << e.status().message();
-  return std::move(e).value();
+  return testing::cpu_engine(path, 2, eo);
 }
 
 // A started group of p.n_slots slots of p.n_ctx_slot positions each; stopped at the end.
