@@ -125,6 +125,13 @@ std::vector<Route> ModelDispatcher::routes() {
       {M::kPost, "/v1/responses/input_tokens", A::kKeyed, count(1)},
       {M::kPost, "/v1/chat/completions/input_tokens", A::kKeyed, count(2)},
   };
+  for (const char* path : {"/v1/embeddings", "/embeddings", "/embedding"}) {
+    r.push_back({M::kPost, path, A::kKeyed, [](const Request&, Response& res) {
+                   send_error(res, ApiError{501,
+                                            "this server does not serve embeddings: start it with "
+                                            "--embedding"});
+                 }});
+  }
   if (!serving_.aip_predict_route.empty()) {
     r.push_back({M::kGet, serving_.aip_health_route, A::kPublic, no_req(&ModelDispatcher::health)});
     r.push_back(

@@ -367,11 +367,26 @@ std::vector<Route> RouterDispatcher::routes() {
       {M::kGet, "/props", A::kKeyed, on(&RouterDispatcher::props)},
   };
   // Everything a model serves: by "model" in the body (POST) or ?model= (GET).
-  for (const char* path : {"/completion", "/completions", "/v1/completions", "/chat/completions",
-                           "/v1/chat/completions", "/infill", "/tokenize", "/detokenize",
-                           "/apply-template", "/props", R"(/slots/(-?\d+))", "/lora-adapters",
-                           "/v1/messages", "/v1/responses", "/v1/messages/count_tokens",
-                           "/v1/responses/input_tokens", "/v1/chat/completions/input_tokens"}) {
+  for (const char* path : {"/completion",
+                           "/completions",
+                           "/v1/completions",
+                           "/chat/completions",
+                           "/v1/chat/completions",
+                           "/infill",
+                           "/tokenize",
+                           "/detokenize",
+                           "/apply-template",
+                           "/props",
+                           R"(/slots/(-?\d+))",
+                           "/lora-adapters",
+                           "/v1/messages",
+                           "/v1/responses",
+                           "/v1/messages/count_tokens",
+                           "/v1/responses/input_tokens",
+                           "/v1/chat/completions/input_tokens",
+                           "/v1/embeddings",
+                           "/embeddings",
+                           "/embedding"}) {
     r.push_back({M::kPost, path, A::kKeyed, on(&RouterDispatcher::proxy_post)});
   }
   for (const char* path : {"/slots", "/metrics", "/lora-adapters"}) {

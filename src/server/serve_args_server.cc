@@ -90,8 +90,18 @@ void add_server_rows(std::vector<Row>& t) {
                "",
                nullptr,
                bool_to(STRATA_FIELD(options.spm_infill))});
-  ignored(t, {"--pooling"}, K::kValue, "strata serves no embeddings", "LLAMA_ARG_POOLING",
-          S::kServer);
+  t.push_back({{"--pooling"},
+               {},
+               "LLAMA_ARG_POOLING",
+               K::kValue,
+               "{none,mean,cls,last}",
+               "",
+               "with --embedding: the pooling of embeddings (default: the model's)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               string_to(STRATA_FIELD(options.pooling))});
   t.push_back({{"-np", "--parallel"},
                {},
                "LLAMA_ARG_N_PARALLEL",
@@ -158,7 +168,19 @@ void add_server_rows(std::vector<Row>& t) {
                  a.options.tags = split_commas(v);
                  return Status::ok();
                }});
-  ignored(t, {"--embd-normalize"}, K::kValue, "strata serves no embeddings", nullptr, S::kServer);
+  t.push_back({{"--embd-normalize"},
+               {},
+               nullptr,
+               K::kValue,
+               "N",
+               "2",
+               "with --embedding: normalisation of pooled embeddings (-1 none, 0 max absolute, "
+               "1 taxicab, 2 euclidean, >2 p-norm)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               int_to(STRATA_FIELD(options.embd_normalize), -1, 64)});
   t.push_back({{"--host"},
                {},
                "LLAMA_ARG_HOST",
@@ -258,8 +280,18 @@ void add_server_rows(std::vector<Row>& t) {
           S::kServer, {"-no-ag", "--no-agent"}, "false");
   ignored(t, {"--ui", "--webui"}, K::kSwitch, "strata has no web UI", "LLAMA_ARG_UI", S::kServer,
           {"--no-ui", "--no-webui"}, "false");
-  refused(t, {"--embedding", "--embeddings"}, K::kSwitch, "strata serves no embeddings",
-          "LLAMA_ARG_EMBEDDINGS", S::kServer, {}, "false");
+  t.push_back({{"--embedding", "--embeddings"},
+               {},
+               "LLAMA_ARG_EMBEDDINGS",
+               K::kSwitch,
+               "",
+               "off",
+               "serve embeddings only (/v1/embeddings, /embeddings, /embedding)",
+               S::kServer,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(options.embeddings))});
   refused(t, {"--rerank", "--reranking"}, K::kSwitch, "strata serves no reranking",
           "LLAMA_ARG_RERANKING", S::kServer, {}, "false");
   t.push_back({{"--api-key"},

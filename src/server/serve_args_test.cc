@@ -251,6 +251,19 @@ TEST(ServeArgs, LlamaCppSamplersSetTheDefaults) {
   EXPECT_FALSE(parse({"--adaptive-target", "1.5"}).report.is_ok());
 }
 
+TEST(ServeArgs, EmbeddingFlags) {
+  Parsed p = parse({"--embeddings", "--pooling", "last", "--embd-normalize", "-1"});
+  ASSERT_TRUE(p.report.is_ok()) << p.report.status().message();
+  EXPECT_TRUE(p.args.options.embeddings);
+  EXPECT_EQ(p.args.options.pooling, "last");
+  EXPECT_EQ(p.args.options.embd_normalize, -1);
+  Parsed plain = parse({});
+  ASSERT_TRUE(plain.report.is_ok());
+  EXPECT_FALSE(plain.args.options.embeddings);
+  EXPECT_EQ(plain.args.options.embd_normalize, 2);
+  EXPECT_FALSE(parse({"--embd-normalize", "-2"}).report.is_ok());
+}
+
 TEST(ServeArgs, GpuLayersCountsAutoAndAll) {
   Parsed n = parse({"-ngl", "99", "--rpc", "h:1,h:2"});
   ASSERT_TRUE(n.report.is_ok());

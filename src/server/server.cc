@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "server/chat_format.h"
+#include "server/embed_dispatcher.h"
 #include "server/group.h"
 #include "server/group_services.h"
 #include "server/metrics.h"
@@ -28,7 +29,8 @@ struct Server::Parts {
   std::unique_ptr<IdleSleeper> sleeper;
   std::unique_ptr<WorkerRecovery> recovery;
   std::unique_ptr<ModelDispatcher> dispatcher;
-  std::unique_ptr<RouterDispatcher> router;  // router mode, instead of all the above
+  std::unique_ptr<RouterDispatcher> router;    // router mode, instead of all the above
+  std::unique_ptr<EmbeddingDispatcher> embed;  // --embedding: with loaded, workers and metrics
   std::unique_ptr<HttpServer> http;
   int32_t n_slots = 0;
   int64_t n_ctx_slot = 0;
@@ -40,6 +42,7 @@ struct Server::Parts {
     sleeper.reset();
     if (dispatcher) dispatcher->stop();
     if (router) router->stop();
+    if (embed) embed->stop();
   }
 };
 
@@ -108,8 +111,48 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerOptions& o) {
   return std::unique_ptr<Server>(new Server(std::move(p)));
 }
 
+// --embedding: one context of embeddings for -np sequences of the -c cells; no pipeline groups.
+Result<std::unique_ptr<Server>> Server::create_embeddings(const ServerOptions& o) {
+  if (o.n_groups > 1) return invalid_argument("--embedding serves with one pipeline group");
+  if (!o.draft_model.empty()) return invalid_argument("--embedding takes no draft model");
+  if (o.embd_normalize < -1) return invalid_argument("--embd-normalize must be -1 or more");
+  auto p = std::make_unique<Parts>();
+  p->n_slots = o.n_slots;
+  LoadOptions load = o.load;
+  load.embeddings = true;
+  STRATA_ASSIGN_OR_RETURN(p->loaded, load_model(load, o.n_slots));
+  p->fit_note = p->loaded.fit_note;
+  p->n_ctx_slot = p->loaded.n_ctx;
+  const Model& model = p->loaded.engine->model();
+  EmbeddingServing serving;
+  if (o.pooling.empty()) {
+    STRATA_ASSIGN_OR_RETURN(serving.pooling, model_pooling(model));
+  } else if (const std::optional<Pooling> pooling = pooling_from_name(o.pooling)) {
+    serving.pooling = *pooling;
+  } else {
+    return invalid_argument("--pooling '" + o.pooling + "': one of none, mean, cls, last" +
+                            (o.pooling == "rank" ? " (rank needs a classifier head)" : ""));
+  }
+  serving.embd_normalize = o.embd_normalize;
+  const size_t slash = o.load.model_path.find_last_of('/');
+  serving.model_name = !o.aliases.empty()           ? o.aliases[0]
+                       : slash == std::string::npos ? o.load.model_path
+                                                    : o.load.model_path.substr(slash + 1);
+  STRATA_ASSIGN_OR_RETURN(const ReconnectPolicy reconnect, ReconnectPolicy::from_env());
+  p->workers = std::make_unique<RemoteWorkers>(*p->loaded.engine, reconnect);
+  if (!p->workers->empty()) {
+    serving.backend_status = [w = p->workers.get()] { return w->status(); };
+  }
+  p->embed = std::make_unique<EmbeddingDispatcher>(std::move(serving), std::move(p->loaded.context),
+                                                   p->metrics);
+  p->http = std::make_unique<HttpServer>(o.http, *p->embed, o.log.get());
+  return std::unique_ptr<Server>(new Server(std::move(p)));
+}
+
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& o) {
   if (o.router.enabled()) return create_router(o);
+  if (o.n_slots < 1) return invalid_argument("-np must be at least 1");
+  if (o.embeddings) return create_embeddings(o);
   if (o.n_slots < 1) return invalid_argument("-np must be at least 1");
   if (o.n_groups < 1) return invalid_argument("--pipeline-groups must be at least 1");
   STRATA_RETURN_IF_ERROR(o.defaults.sampling.validate());
@@ -308,6 +351,7 @@ bool Server::listen() {
   const bool ok = parts_->http->listen();
   if (parts_->dispatcher) parts_->dispatcher->stop();
   if (parts_->router) parts_->router->stop();
+  if (parts_->embed) parts_->embed->stop();
   return ok;
 }
 
@@ -315,6 +359,10 @@ void Server::stop() { parts_->http->stop(); }
 
 std::string Server::summary() const {
   if (parts_->router) return "router of " + std::to_string(parts_->router->n_models()) + " models";
+  if (parts_->embed) {
+    return "embeddings, " + std::to_string(parts_->n_slots) + " sequences of " +
+           std::to_string(parts_->n_ctx_slot) + " cells";
+  }
   return std::to_string(parts_->n_slots) + " slots, " + std::to_string(parts_->groups.size()) +
          " pipeline groups, " + std::to_string(parts_->n_ctx_slot) + " cells per slot" +
          (parts_->fit_note.empty() ? "" : "; " + parts_->fit_note);

@@ -71,8 +71,13 @@ struct ServerOptions {
   SpecParams spec;                  // speculative decoding (--spec-type)
   bool spec_type_set = false;       // --spec-type was given (else -md means draft-simple)
   std::string draft_model;          // -md: the draft model's file
-  int32_t n_keep = 0;               // tokens of the prompt a context shift keeps
-  std::optional<bool> kv_unified;   // one KV pool for all slots (unset: per slot)
+  // --embedding: serve embeddings only (server/embed_dispatcher.h), pooled by --pooling (unset:
+  // the model's) and normalised by --embd-normalize unless a request says otherwise.
+  bool embeddings = false;
+  std::string pooling;
+  int32_t embd_normalize = 2;
+  int32_t n_keep = 0;              // tokens of the prompt a context shift keeps
+  std::optional<bool> kv_unified;  // one KV pool for all slots (unset: per slot)
 
   // Vertex AI prediction routes (AIP_MODE=PREDICTION, AIP_HEALTH_ROUTE, AIP_PREDICT_ROUTE);
   // empty: off.
@@ -105,6 +110,7 @@ class Server {
  private:
   struct Parts;
   static Result<std::unique_ptr<Server>> create_router(const ServerOptions& options);
+  static Result<std::unique_ptr<Server>> create_embeddings(const ServerOptions& options);
   explicit Server(std::unique_ptr<Parts> parts);
   std::unique_ptr<Parts> parts_;
 };
