@@ -125,31 +125,11 @@ int cmd_embed(const Args& args) {
     pooling = *p;
   }
 
-  // Every token is an output: mean and none need them all; cls and last one each.
-  Batch batch;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    for (size_t i = 0; i < seqs[s].size(); ++i) {
-      const bool out = pooling == Pooling::kNone || pooling == Pooling::kMean ||
-                       (pooling == Pooling::kCls && i == 0) ||
-                       (pooling == Pooling::kLast && i + 1 == seqs[s].size());
-      batch.add(seqs[s][i], static_cast<int32_t>(i), static_cast<int32_t>(s), out);
-    }
-  }
-  if (Status s = ctx.decode(batch); !s) return fail("embed", s);
+  Result<std::vector<std::vector<float>>> embedded =
+      embed_inputs(ctx, seqs, pooling, static_cast<int>(*norm));
+  if (!embedded) return fail("embed", embedded.status());
+  const std::vector<std::vector<float>>& vectors = *embedded;
   const int64_t n_embd = model.hparams().n_embd;
-  std::vector<std::vector<float>> vectors;
-  int64_t row = 0;
-  for (const auto& seq : seqs) {
-    const int64_t rows = pooling == Pooling::kCls || pooling == Pooling::kLast
-                             ? 1
-                             : static_cast<int64_t>(seq.size());
-    // cls and last asked for their one row only.
-    std::vector<float> v = pool_rows(ctx.embeddings(row), rows, n_embd,
-                                     pooling == Pooling::kMean ? Pooling::kMean : Pooling::kNone);
-    row += rows;
-    normalize_embeddings(v, n_embd, static_cast<int>(*norm));
-    vectors.push_back(std::move(v));
-  }
 
   if (format == "raw") {
     FILE* f = std::fopen(out_path->c_str(), "wb");

@@ -92,4 +92,54 @@ void normalize_embeddings(std::vector<float>& v, int64_t n, int norm) {
   }
 }
 
+Result<std::vector<std::vector<float>>> embed_inputs(
+    Context& ctx, const std::vector<std::vector<int32_t>>& inputs, Pooling pooling, int normalize) {
+  const int64_t n_ctx = ctx.params().n_ctx;
+  const auto n_seq = static_cast<size_t>(ctx.params().n_seq);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].empty()) return invalid_argument("input " + std::to_string(i) + " has no tokens");
+    if (static_cast<int64_t>(inputs[i].size()) > n_ctx) {
+      return invalid_argument("input " + std::to_string(i) + " has " +
+                              std::to_string(inputs[i].size()) + " tokens; the context holds " +
+                              std::to_string(n_ctx));
+    }
+  }
+  const int64_t n_embd = ctx.model().hparams().n_embd;
+  const bool one_row = pooling == Pooling::kCls || pooling == Pooling::kLast;
+  std::vector<std::vector<float>> out;
+  for (size_t first = 0; first < inputs.size();) {
+    size_t end = first;
+    int64_t cells = 0;
+    while (end < inputs.size() && end - first < n_seq &&
+           cells + static_cast<int64_t>(inputs[end].size()) <= n_ctx) {
+      cells += static_cast<int64_t>(inputs[end].size());
+      ++end;
+    }
+    ctx.clear();
+    Batch batch;
+    for (size_t s = first; s < end; ++s) {
+      const std::vector<int32_t>& ids = inputs[s];
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const bool row = !one_row || (pooling == Pooling::kCls ? i == 0 : i + 1 == ids.size());
+        batch.add(ids[i], static_cast<int32_t>(i), static_cast<int32_t>(s - first), row);
+      }
+    }
+    const Status s = ctx.decode(batch);
+    ctx.clear();
+    if (!s.is_ok()) return s;
+    int64_t row = 0;
+    for (size_t k = first; k < end; ++k) {
+      // cls and last asked for their one row only.
+      const int64_t rows = one_row ? 1 : static_cast<int64_t>(inputs[k].size());
+      std::vector<float> v = pool_rows(ctx.embeddings(row), rows, n_embd,
+                                       pooling == Pooling::kMean ? Pooling::kMean : Pooling::kNone);
+      row += rows;
+      normalize_embeddings(v, n_embd, normalize);
+      out.push_back(std::move(v));
+    }
+    first = end;
+  }
+  return out;
+}
+
 }  // namespace strata

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/context.h"
 #include "model/model.h"
 
 namespace strata {
@@ -37,5 +38,13 @@ std::vector<float> pool_rows(const float* rows, int64_t n_tokens, int64_t n_embd
 // that the largest magnitude is 32760 (int16's range), 1 taxicab, 2 euclidean (the default),
 // p > 2 the p-norm. A vector of norm 0 becomes zeros.
 void normalize_embeddings(std::vector<float>& v, int64_t n, int norm);
+
+// Each input (token ids) as a sequence of `ctx`, a context of embeddings (ContextParams::
+// embeddings), emptied before and after: as many inputs a decode as the context has sequences
+// and cells, only the rows the pooling needs asked for. Returns each input's vector (pooling
+// none: its every token's, one after the other), normalised by `normalize`. An input longer
+// than the context is an error naming both; so is an empty one.
+Result<std::vector<std::vector<float>>> embed_inputs(
+    Context& ctx, const std::vector<std::vector<int32_t>>& inputs, Pooling pooling, int normalize);
 
 }  // namespace strata

@@ -135,5 +135,40 @@ TEST(Embedding, ContextRowsAreWhatTheLogitsProject) {
   }
 }
 
+// Inputs decoded a few at a time (2 sequences, 16 cells) give each the vector it gets alone in a
+// context of its own; an input longer than the context, or empty, is refused by number.
+TEST(Embedding, InputsInChunksEmbedAsAlone) {
+  const std::string path = testing::synth_file("embedding_model", small_model());
+  const std::unique_ptr<Engine> engine = testing::cpu_engine(path, 2);
+  const auto context = [&](int64_t n_ctx, int32_t n_seq) {
+    ContextParams cp;
+    cp.n_ctx = n_ctx;
+    cp.n_seq = n_seq;
+    cp.embeddings = true;
+    auto ctx = Context::create(*engine, cp);
+    EXPECT_TRUE(ctx.is_ok()) << ctx.status().message();
+    return std::move(ctx).value();
+  };
+  const std::vector<std::vector<int32_t>> inputs = {
+      {1, 5, 9}, {2, 4, 6, 8, 10, 12, 14}, {7}, {3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, {11, 13}};
+  const std::unique_ptr<Context> small = context(16, 2);
+  for (Pooling p : {Pooling::kMean, Pooling::kCls, Pooling::kLast, Pooling::kNone}) {
+    auto together = embed_inputs(*small, inputs, p, 2);
+    ASSERT_TRUE(together.is_ok()) << together.status().message();
+    ASSERT_EQ(together->size(), inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::unique_ptr<Context> own = context(16, 1);
+      auto alone = embed_inputs(*own, {inputs[i]}, p, 2);
+      ASSERT_TRUE(alone.is_ok());
+      EXPECT_EQ((*together)[i], (*alone)[0]) << pooling_name(p) << " input " << i;
+    }
+  }
+  auto too_long = embed_inputs(*small, {inputs[0], std::vector<int32_t>(17, 1)}, Pooling::kMean, 2);
+  ASSERT_FALSE(too_long.is_ok());
+  EXPECT_NE(too_long.status().message().find("input 1 has 17 tokens; the context holds 16"),
+            std::string::npos);
+  EXPECT_FALSE(embed_inputs(*small, {{}}, Pooling::kMean, 2).is_ok());
+}
+
 }  // namespace
 }  // namespace strata

@@ -145,57 +145,15 @@ std::vector<Route> EmbeddingDispatcher::routes() {
 
 Result<std::vector<std::vector<float>>> EmbeddingDispatcher::embed(
     const std::vector<std::vector<int32_t>>& inputs, int normalize) {
-  const int64_t n_ctx = ctx_->params().n_ctx;
-  const int32_t n_seq = ctx_->params().n_seq;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (static_cast<int64_t>(inputs[i].size()) > n_ctx) {
-      return invalid_argument("input " + std::to_string(i) + " has " +
-                              std::to_string(inputs[i].size()) + " tokens; the context holds " +
-                              std::to_string(n_ctx) + " (-c)");
-    }
-  }
-  const Pooling pooling = serving_.pooling;
-  const int64_t n_embd = ctx_->model().hparams().n_embd;
-  std::vector<std::vector<float>> out;
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_) return unavailable("the server is stopping");
-  // As many inputs a decode as there are sequences and cells.
-  for (size_t first = 0; first < inputs.size();) {
-    size_t end = first;
-    int64_t cells = 0;
-    while (end < inputs.size() && end - first < static_cast<size_t>(n_seq) &&
-           cells + static_cast<int64_t>(inputs[end].size()) <= n_ctx) {
-      cells += static_cast<int64_t>(inputs[end].size());
-      ++end;
-    }
-    ctx_->clear();
-    Batch batch;
-    for (size_t s = first; s < end; ++s) {
-      const std::vector<int32_t>& ids = inputs[s];
-      for (size_t i = 0; i < ids.size(); ++i) {
-        const bool row = pooling == Pooling::kNone || pooling == Pooling::kMean ||
-                         (pooling == Pooling::kCls && i == 0) ||
-                         (pooling == Pooling::kLast && i + 1 == ids.size());
-        batch.add(ids[i], static_cast<int32_t>(i), static_cast<int32_t>(s - first), row);
-      }
-    }
-    Status s = ctx_->decode(batch);
-    ctx_->clear();
-    if (!s.is_ok()) return s;
-    int64_t row = 0;
-    for (size_t k = first; k < end; ++k) {
-      const int64_t rows = pooling == Pooling::kCls || pooling == Pooling::kLast
-                               ? 1
-                               : static_cast<int64_t>(inputs[k].size());
-      std::vector<float> v = pool_rows(ctx_->embeddings(row), rows, n_embd,
-                                       pooling == Pooling::kMean ? Pooling::kMean : Pooling::kNone);
-      row += rows;
-      // Pooling none gives every token's vector as it is, as llama-server does.
-      if (pooling != Pooling::kNone) normalize_embeddings(v, n_embd, normalize);
-      out.push_back(std::move(v));
-    }
-    metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(cells), std::memory_order_relaxed);
-    first = end;
+  // Pooling none gives every token's vector as it is, as llama-server does.
+  const Pooling pooling = serving_.pooling;
+  auto out = embed_inputs(*ctx_, inputs, pooling, pooling == Pooling::kNone ? -1 : normalize);
+  if (out) {
+    int64_t n = 0;
+    for (const auto& ids : inputs) n += static_cast<int64_t>(ids.size());
+    metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   }
   return out;
 }
