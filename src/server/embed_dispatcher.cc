@@ -145,17 +145,66 @@ std::vector<Route> EmbeddingDispatcher::routes() {
 
 Result<std::vector<std::vector<float>>> EmbeddingDispatcher::embed(
     const std::vector<std::vector<int32_t>>& inputs, int normalize) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_) return unavailable("the server is stopping");
-  // Pooling none gives every token's vector as it is, as llama-server does.
-  const Pooling pooling = serving_.pooling;
-  auto out = embed_inputs(*ctx_, inputs, pooling, pooling == Pooling::kNone ? -1 : normalize);
-  if (out) {
-    int64_t n = 0;
-    for (const auto& ids : inputs) n += static_cast<int64_t>(ids.size());
-    metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  // An input too long fails its own request here, never a step shared with others.
+  const int64_t n_ctx = ctx_->params().n_ctx;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (static_cast<int64_t>(inputs[i].size()) > n_ctx) {
+      return invalid_argument("input " + std::to_string(i) + " has " +
+                              std::to_string(inputs[i].size()) + " tokens; the context holds " +
+                              std::to_string(n_ctx) + " (-c)");
+    }
   }
-  return out;
+  Job job{&inputs, normalize};
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopped_) return unavailable("the server is stopping");
+  queue_.push_back(&job);
+  while (!job.done) {
+    if (running_) {
+      done_.wait(lock);
+      continue;
+    }
+    running_ = true;
+    std::vector<Job*> jobs;
+    jobs.swap(queue_);
+    lock.unlock();
+    run_jobs(jobs);
+    lock.lock();
+    for (Job* j : jobs) j->done = true;
+    running_ = false;
+    done_.notify_all();
+  }
+  return std::move(job.result);
+}
+
+// One step for the jobs' inputs together (a vector does not depend on the inputs beside it),
+// then each job's vectors normalised as it asked; pooling none gives every token's vector as it
+// is, as llama-server does.
+void EmbeddingDispatcher::run_jobs(const std::vector<Job*>& jobs) {
+  std::vector<std::vector<int32_t>> all;
+  int64_t n_tokens = 0;
+  for (const Job* j : jobs) {
+    for (const auto& ids : *j->inputs) {
+      all.push_back(ids);
+      n_tokens += static_cast<int64_t>(ids.size());
+    }
+  }
+  auto vectors = embed_inputs(*ctx_, all, serving_.pooling, -1);
+  if (!vectors) {
+    for (Job* j : jobs) j->result = vectors.status();
+    return;
+  }
+  metrics_.prompt_tokens.fetch_add(static_cast<uint64_t>(n_tokens), std::memory_order_relaxed);
+  const int64_t n_embd = ctx_->model().hparams().n_embd;
+  size_t at = 0;
+  for (Job* j : jobs) {
+    std::vector<std::vector<float>> mine;
+    for (size_t i = 0; i < j->inputs->size(); ++i) {
+      std::vector<float>& v = (*vectors)[at++];
+      if (serving_.pooling != Pooling::kNone) normalize_embeddings(v, n_embd, j->normalize);
+      mine.push_back(std::move(v));
+    }
+    j->result = std::move(mine);
+  }
 }
 
 void EmbeddingDispatcher::embeddings(const Request& req, Response& res, bool openai) {

@@ -2,13 +2,14 @@
 // flag: /v1/embeddings (OpenAI's), /embeddings and /embedding (llama.cpp's own), beside
 // /health, /models and /tokenize; the generation endpoints answer 501.
 //
-// One context of embeddings (engine/context.h) holds -np sequences of the -c cells; a request's
-// inputs are decoded together, as many as fit, and pooled and normalised as engine/embedding.h
-// says. Requests take the context in turn. Every request body is untrusted: its inputs, their
-// count and length are checked before anything is decoded, and a refused one is a 400 naming
-// the field and the limit.
+// One context of embeddings (engine/context.h) holds -np sequences of the -c cells; the inputs
+// of the requests that arrive while a step runs are decoded together in the next, as many a
+// decode as fit, and pooled and normalised as engine/embedding.h says. Every request body is
+// untrusted: its inputs, their count and length are checked before anything is decoded, and a
+// refused one is a 400 naming the field and the limit.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,11 +48,24 @@ class EmbeddingDispatcher : public Dispatcher {
                                                 int normalize);
   void embeddings(const httplib::Request& req, httplib::Response& res, bool openai);
 
+  // A request waiting for its vectors. The first request to find no step running runs one for
+  // every request queued by then, and hands each its vectors.
+  struct Job {
+    const std::vector<std::vector<int32_t>>* inputs;
+    int normalize;
+    Result<std::vector<std::vector<float>>> result = unavailable("not run");
+    bool done = false;
+  };
+  void run_jobs(const std::vector<Job*>& jobs);
+
   EmbeddingServing serving_;
-  std::mutex mu_;  // the context, one request at a time
-  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Context> ctx_;  // used by the running step's thread only
   const Tokenizer& tok_;
   Metrics& metrics_;
+  std::mutex mu_;  // what follows
+  std::condition_variable done_;
+  std::vector<Job*> queue_;
+  bool running_ = false;
   bool stopped_ = false;
 };
 
