@@ -224,7 +224,12 @@ void EmbeddingDispatcher::embeddings(const Request& req, Response& res, bool ope
   if (auto e = read_inputs(*in, field, tok_, inputs)) return send_error(res, *e);
   int normalize = serving_.embd_normalize;
   if (auto it = body.find("embd_normalize"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > 64) {
+    // An unsigned value past int64_t's range would wrap: judge it as unsigned.
+    const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= 64
+                          : it->is_number_integer()
+                              ? it->get<int64_t>() >= -1 && it->get<int64_t>() <= 64
+                              : false;
+    if (!in_range) {
       return send_error(res, ApiError{400, "'embd_normalize' must be an integer in [-1, 64]"});
     }
     normalize = static_cast<int>(it->get<int64_t>());
@@ -240,8 +245,11 @@ void EmbeddingDispatcher::embeddings(const Request& req, Response& res, bool ope
   Result<std::vector<std::vector<float>>> vectors = embed(inputs, normalize);
   if (!vectors) {
     metrics_.requests_failed.fetch_add(1, std::memory_order_relaxed);
-    const bool bad = vectors.status().kind() == ErrorKind::kInvalidArgument;
-    return send_error(res, ApiError{bad ? 400 : 500, vectors.status().message()});
+    const ErrorKind kind = vectors.status().kind();
+    return send_error(res, ApiError{kind == ErrorKind::kInvalidArgument ? 400
+                                    : kind == ErrorKind::kUnavailable   ? 503
+                                                                        : 500,
+                                    vectors.status().message()});
   }
   int64_t n_tokens = 0;
   for (const auto& ids : inputs) n_tokens += static_cast<int64_t>(ids.size());

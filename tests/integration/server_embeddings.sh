@@ -97,7 +97,8 @@ PY
 # Refusals by name; generation is not served.
 for bad in '{"input": []}|holds no input' '{"input": [100000]}|outside the vocabulary' \
   '{"input": "x", "encoding_format": "hex"}|encoding_format' '{"input": 5}|must be a string' \
-  '{"input": "x", "embd_normalize": "2"}|embd_normalize'; do
+  '{"input": "x", "embd_normalize": "2"}|embd_normalize' \
+  '{"input": "x", "embd_normalize": 18446744073709551615}|embd_normalize'; do
   body=${bad%%|*}
   want=${bad#*|}
   post /v1/embeddings "$body" >/dev/null
