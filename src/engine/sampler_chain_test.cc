@@ -172,25 +172,41 @@ void expect_matches_reference(const std::vector<float>& logits, const Config& cf
   }
 }
 
-// Mirostat's picks over kDraws evenly spaced uniforms, each draw from mu0; `each` sees the
-// token and mu after the draw.
-std::map<int32_t, int> mirostat_picks(const std::vector<float>& logits, const Config& cfg,
-                                      float mu0,
-                                      const std::function<void(int32_t, float)>& each = {}) {
+// The picks of a chain with state (Mirostat's mu, adaptive-p's mean) over kDraws evenly spaced
+// uniforms, each draw from the same starting state: `start` puts the state back and points
+// `extra` at it before each draw; `each` sees the token after it.
+std::map<int32_t, int> stateful_picks(const std::vector<float>& logits, const Config& cfg,
+                                      const std::function<void(SampleExtra&)>& start,
+                                      const std::function<void(int32_t)>& each) {
   RowSampler row;
   SampleExtra extra;
   extra.chain = &cfg.c;
   std::map<int32_t, int> got;
   for (int i = 0; i < kDraws; ++i) {
-    float mu = mu0;
-    extra.mirostat_mu = &mu;
+    start(extra);
     const float u = (static_cast<float>(i) + 0.5f) / kDraws;
     const int32_t t = row.sample(logits.data(), static_cast<int32_t>(logits.size()), cfg.s, {}, {},
                                  u, nullptr, &extra);
     ++got[t];
-    if (each) each(t, mu);
+    each(t);
   }
   return got;
+}
+
+// Mirostat's picks, each draw from mu0; `each` sees the token and mu after the draw.
+std::map<int32_t, int> mirostat_picks(const std::vector<float>& logits, const Config& cfg,
+                                      float mu0,
+                                      const std::function<void(int32_t, float)>& each = {}) {
+  float mu = mu0;
+  return stateful_picks(
+      logits, cfg,
+      [&](SampleExtra& e) {
+        mu = mu0;
+        e.mirostat_mu = &mu;
+      },
+      [&](int32_t t) {
+        if (each) each(t, mu);
+      });
 }
 
 std::vector<float> random_row(uint64_t seed, int n, float scale) {
@@ -445,21 +461,18 @@ TEST(SampleChain, AdaptivePDrawsByDistanceFromTheAdaptedTargetAndUpdatesItsMean)
       std::map<int32_t, double> want;
       for (size_t i = 0; i < moved.size(); ++i) want[moved[i].id] = q[i];
 
-      RowSampler row;
-      SampleExtra extra;
-      extra.chain = &cfg.c;
-      std::map<int32_t, int> got;
-      for (int i = 0; i < kDraws; ++i) {
-        AdaptivePState state = start;
-        extra.adaptive = &state;
-        const float u = (static_cast<float>(i) + 0.5f) / kDraws;
-        const int32_t t = row.sample(logits.data(), static_cast<int32_t>(logits.size()), cfg.s, {},
-                                     {}, u, nullptr, &extra);
-        ASSERT_TRUE(want.count(t)) << "token " << t << " is not one top_k keeps";
-        ++got[t];
-        ASSERT_NEAR(state.weighted_sum, p_of[t] + 0.8 * start.weighted_sum, 1e-5);
-        ASSERT_NEAR(state.total_weight, 1.0 + 0.8 * start.total_weight, 1e-5);
-      }
+      AdaptivePState state;
+      std::map<int32_t, int> got = stateful_picks(
+          logits, cfg,
+          [&](SampleExtra& e) {
+            state = start;
+            e.adaptive = &state;
+          },
+          [&](int32_t t) {
+            ASSERT_TRUE(want.count(t)) << "token " << t << " is not one top_k keeps";
+            ASSERT_NEAR(state.weighted_sum, p_of[t] + 0.8 * start.weighted_sum, 1e-5);
+            ASSERT_NEAR(state.total_weight, 1.0 + 0.8 * start.total_weight, 1e-5);
+          });
       for (const auto& [token, prob] : want) {
         EXPECT_NEAR(static_cast<double>(got[token]) / kDraws, prob, 1.5 / kDraws + 1e-4)
             << "seed " << seed << " token " << token;
