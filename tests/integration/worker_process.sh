@@ -12,6 +12,11 @@ fi
 tmp=$(mktemp -d)
 pid=
 cleanup() {
+  rc=$?
+  if [ "$rc" -ne 0 ]; then  # whatever step failed, the worker's own account of it
+    echo "worker_process: failed (exit $rc); the worker's stdout and stderr:"
+    cat "$tmp/out.txt" "$tmp/err.txt" 2>/dev/null || true
+  fi
   [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
   rm -rf "$tmp"
 }
