@@ -389,8 +389,8 @@ int cmd_bench(const Args& args) {
         "sequence. Columns: N_KV = B*(PP+TG) KV cells; T_PP the prompts' time and S_PP =\n"
         "B*PP/T_PP; T_TG the generation time and S_TG = B*TG/T_TG; T = T_PP+T_TG and S =\n"
         "N_KV/T. One run per row after a warm-up, or with -r N the run of least T of N.\n"
-        "Both modes name the kernels' instruction set ('isa', which STRATA_ISA=scalar|avx2\n"
-        "lowers).\n");
+        "Both modes name the kernels' instruction set ('isa', which\n"
+        "STRATA_ISA=scalar|avx2|avxvnni|avx512 lowers).\n");
     return 0;
   }
   const bool batched = flags.has("--pp") || flags.has("--tg") || flags.has("--pl");

@@ -18,38 +18,62 @@ bool has_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
+
+// AVX-VNNI from CPUID leaf 7, sub-leaf 1 (EAX bit 4); clang 14 does not know "avxvnni" either.
+// The OS's saving of the ymm registers is already known from the AVX2 check.
+bool has_avx_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && (a & (1u << 4)) != 0;
+}
 #endif
 
-Isa detect() {
+// Bit i: the CPU supports level i.
+unsigned detect() {
+  unsigned levels = 1u << static_cast<int>(Isa::kScalar);
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c()) {
-    return Isa::kScalar;
+    return levels;
   }
+  levels |= 1u << static_cast<int>(Isa::kAvx2);
+  if (has_avx_vnni()) levels |= 1u << static_cast<int>(Isa::kAvxVnni);
   // The AVX-512 kernels also use AVX2 code (the activation quantisers, the final sums).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vnni")) {
-    return Isa::kAvx512;
+    levels |= 1u << static_cast<int>(Isa::kAvx512);
   }
-  return Isa::kAvx2;
 #endif
+  return levels;
+}
+
+unsigned supported_levels() {
+  static const unsigned levels = detect();
+  return levels;
+}
+
+// The highest supported level at or below `isa`.
+Isa clamp(Isa isa) {
+  for (int level = static_cast<int>(isa); level > 0; --level) {
+    if (isa_supported(static_cast<Isa>(level))) return static_cast<Isa>(level);
+  }
   return Isa::kScalar;
 }
 
 Isa initial() {
-  Isa best = detect();
-  // STRATA_ISA=scalar|avx2|avx512 lowers the choice (for A/B runs); it never raises it.
+  Isa best = isa_best_supported();
+  // STRATA_ISA=scalar|avx2|avxvnni|avx512 lowers the choice (for A/B runs); it never raises it.
   if (const char* env = std::getenv("STRATA_ISA")) {
     bool known = false;
     for (int level = 0; level < kIsaLevels; ++level) {
       if (std::strcmp(env, isa_name(static_cast<Isa>(level))) == 0) {
         known = true;
-        if (static_cast<Isa>(level) < best) best = static_cast<Isa>(level);
+        if (static_cast<Isa>(level) < best) best = clamp(static_cast<Isa>(level));
       }
     }
     if (!known) {
-      std::fprintf(stderr, "STRATA_ISA=%s is not one of scalar, avx2, avx512: ignored\n", env);
+      std::fprintf(stderr, "STRATA_ISA=%s is not one of scalar, avx2, avxvnni, avx512: ignored\n",
+                   env);
     }
   }
   return best;
@@ -62,17 +86,13 @@ std::atomic<Isa>& active() {
 
 }  // namespace
 
-Isa isa_best_supported() {
-  static const Isa best = detect();
-  return best;
-}
+Isa isa_best_supported() { return clamp(static_cast<Isa>(kIsaLevels - 1)); }
+
+bool isa_supported(Isa isa) { return (supported_levels() >> static_cast<int>(isa) & 1u) != 0; }
 
 Isa isa_active() { return active().load(std::memory_order_relaxed); }
 
-void isa_force(Isa isa) {
-  if (isa > isa_best_supported()) isa = isa_best_supported();
-  active().store(isa, std::memory_order_relaxed);
-}
+void isa_force(Isa isa) { active().store(clamp(isa), std::memory_order_relaxed); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -80,6 +100,8 @@ const char* isa_name(Isa isa) {
       return "scalar";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kAvxVnni:
+      return "avxvnni";
     case Isa::kAvx512:
       return "avx512";
   }

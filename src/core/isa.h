@@ -4,12 +4,25 @@
 
 namespace strata {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-inline constexpr int kIsaLevels = 3;
+// The levels, each a superset of the ones below it *on the CPUs that have it*, except AVX-VNNI:
+// its 256-bit (VEX) dot products exist on some CPUs without AVX-512 (Alder Lake and later
+// client cores, Sierra Forest) and are missing from some with it (Skylake-X to Ice Lake, Zen 4).
+// A CPU supports a level when it has its instructions; AVX-512 here means F/BW/VL/DQ with VNNI.
+//  - kAvx2: AVX2, FMA, F16C.
+//  - kAvxVnni: kAvx2 and AVX-VNNI (vpdpbusd / vpdpwssd on ymm registers, VEX-encoded).
+//  - kAvx512: kAvx2 and AVX-512 F/BW/VL/DQ/VNNI.
+// Kernel tables hold one entry per level; a lookup walks down from the active level and takes
+// the first entry of a level the CPU supports (isa_supported), so an AVX-512 CPU without
+// AVX-VNNI never reaches the AVX-VNNI kernels.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3 };
+inline constexpr int kIsaLevels = 4;
 
+// The highest level the CPU supports.
 Isa isa_best_supported();
+bool isa_supported(Isa isa);
 Isa isa_active();
-// Tests and benchmarks only; must not run while kernels run. Clamped to what the CPU has.
+// Tests and benchmarks only; must not run while kernels run. Clamped to what the CPU has: a
+// level above the best is the best, one the CPU lacks below it is the next supported below.
 void isa_force(Isa isa);
 const char* isa_name(Isa isa);
 

@@ -27,13 +27,14 @@ class IsaScope {
   Isa saved_;
 };
 
-// Every level the CPU runs: the scalar one always, AVX2 and AVX-512 when the CPU has them.
-// A level it lacks is named once on stderr, so that a run says which paths it did not test.
+// Every level the CPU runs: the scalar one always, AVX2, AVX-VNNI and AVX-512 when the CPU has
+// them. A level it lacks is named once on stderr, so that a run says which paths it did not
+// test.
 inline std::vector<Isa> isas() {
   std::vector<Isa> out;
   for (int level = 0; level < kIsaLevels; ++level) {
     const Isa isa = static_cast<Isa>(level);
-    if (isa <= isa_best_supported()) {
+    if (isa_supported(isa)) {
       out.push_back(isa);
     } else {
       static bool said[kIsaLevels] = {};

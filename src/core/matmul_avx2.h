@@ -1,5 +1,7 @@
-// Pieces shared by the AVX2 matmul kernels (matmul_*_avx2.cc): loads, the tile driver and the
-// activation quantisation steps. Include only from *_avx2.cc files (compiled with -mavx2).
+// Pieces shared by the AVX2 matmul kernels (matmul_*_avx2.cc): loads, the tile driver, the
+// integer dot products and the activation quantisation steps. Include only from *_avx2.cc
+// files (compiled with -mavx2) and their AVX-VNNI builds (*_avxvnni.cc: the same source again,
+// with STRATA_AVX_VNNI defined and -mavxvnni).
 //
 // Every kernel computes a tile of C activation columns against one weight row, loading each
 // weight block once for all C columns. Determinism across batch sizes rests on one rule: the
@@ -17,10 +19,18 @@
 #include "core/quant_blocks.h"
 #include "core/simd_avx2.h"
 
+// The kernel table's entries that a file of these defines: kQ8_0Avx2, or kQ8_0AvxVnni in its
+// AVX-VNNI build (STRATA_AVX2_ENTRY(kQ8_0)).
+#if defined(STRATA_AVX_VNNI)
+#define STRATA_AVX2_ENTRY(name) name##AvxVnni
+#else
+#define STRATA_AVX2_ENTRY(name) name##Avx2
+#endif
+
 // The helpers have internal linkage (the unnamed namespace): each file that includes them gets
-// its own copies, compiled for that file's instruction set. An inline function with external
-// linkage is merged across files by the linker, which could hand an AVX2-only machine the copy
-// compiled for AVX-512.
+// its own copies, compiled for that file's instruction set (an AVX-VNNI build keeps the
+// namespace's name). An inline function with external linkage is merged across files by the
+// linker, which could hand an AVX2-only machine the copy compiled for AVX-512.
 namespace strata::matmul_detail::avx2 {
 namespace {
 
@@ -45,6 +55,43 @@ inline void prefetch_ahead(const void* p) {
 }
 
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+// ---- Integer dot products: AVX2, or AVX-VNNI in the *_avxvnni.cc builds ----
+//
+// Each int32 lane gets the same integer either way: VNNI's vpdpbusd sums the four u8 * s8
+// products of its lane that maddubs + madd(1) sum in two steps, and vpdpwssd adds the lane's
+// two i16 * i16 products as madd + add do (wrapping alike). So a kernel written with these
+// gives the same bits on both levels, provided maddubs' 16-bit pair sums never saturate, which
+// every caller argues (vpdpbusd has no intermediate rounding to saturate).
+
+// Lane i: the sum of u[4i + t] * s[4i + t] over t < 4; u unsigned, s signed bytes.
+inline __m256i dot_u8i8(__m256i u, __m256i s) {
+#if defined(STRATA_AVX_VNNI)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// dot_u8i8(u0, s0) + dot_u8i8(u1, s1), where each 16-bit lane of the two maddubs summed stays in
+// range (the AVX2 path adds them in 16 bits before widening).
+inline __m256i dot_u8i8_2(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+#if defined(STRATA_AVX_VNNI)
+  return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+#else
+  const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+  return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+#endif
+}
+
+// acc + madd(a, b): lane i gains a[2i] * b[2i] + a[2i + 1] * b[2i + 1] (signed words).
+inline __m256i madd_add(__m256i acc, __m256i a, __m256i b) {
+#if defined(STRATA_AVX_VNNI)
+  return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 

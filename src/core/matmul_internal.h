@@ -119,6 +119,12 @@ extern const MatmulKernel kQ8_0Avx2, kQ4_0Avx2, kQ4_1Avx2, kQ5_0Avx2, kQ5_1Avx2,
 // matmul_k_ref.cc / matmul_k_avx2.cc
 extern const MatmulKernel kQ4_KRef, kQ5_KRef, kQ6_KRef, kQ2_KRef, kQ3_KRef, kIQ4_XSRef;
 extern const MatmulKernel kQ4_KAvx2, kQ5_KAvx2, kQ6_KAvx2, kQ2_KAvx2, kQ3_KAvx2, kIQ4_XSAvx2;
+// matmul_legacy_avxvnni.cc / matmul_k_avxvnni.cc: the AVX2 kernels with AVX-VNNI's dot
+// products, the same bits
+extern const MatmulKernel kQ8_0AvxVnni, kQ4_0AvxVnni, kQ4_1AvxVnni, kQ5_0AvxVnni, kQ5_1AvxVnni,
+    kIQ4_NLAvxVnni, kMXFP4AvxVnni;
+extern const MatmulKernel kQ4_KAvxVnni, kQ5_KAvxVnni, kQ6_KAvxVnni, kQ2_KAvxVnni, kQ3_KAvxVnni,
+    kIQ4_XSAvxVnni;
 // matmul_float_avx512.cc / matmul_legacy_avx512.cc / matmul_k_avx512.cc: the same bits as
 // the AVX2 kernels
 extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;

@@ -1,6 +1,7 @@
 // AVX2 kernels of the K-quants against Q8_K activations, and the Q8_K activation quantiser.
 // Entered only after the run-time CPU check (matmul.cc); see matmul_avx2.h for the tiling and
-// its determinism rule.
+// its determinism rule. matmul_k_avxvnni.cc compiles the kernels (not the quantiser) again
+// with AVX-VNNI's dot products (madd_add).
 #include <immintrin.h>
 
 #include <array>
@@ -17,6 +18,7 @@ using avx2::f16;
 using avx2::hsum;
 using avx2::hsum_i32;
 using avx2::load256;
+using avx2::madd_add;
 using avx2::prefetch_ahead;
 using avx2::run_rows;
 
@@ -93,9 +95,8 @@ struct QKMinKernel {
         const __m256i s_h = word_spread(sc16, 2 * j + 1);
         for (int c = 0; c < C; ++c) {
           const int8_t* y = x[c][b].qs + 64 * j;
-          const __m256i p_l = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, load256(y)), s_l);
-          const __m256i p_h = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, load256(y + 32)), s_h);
-          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p_l, p_h));
+          sumi[c] = madd_add(sumi[c], _mm256_maddubs_epi16(ql, load256(y)), s_l);
+          sumi[c] = madd_add(sumi[c], _mm256_maddubs_epi16(qh, load256(y + 32)), s_h);
         }
       }
       const float dw = f16(wb.d), dmw = f16(wb.dmin);
@@ -159,7 +160,7 @@ struct Q6KKernel {
           const __m256i s = _mm256_cvtepi8_epi16(pair);
           for (int c = 0; c < C; ++c) {
             const __m256i p = _mm256_maddubs_epi16(q, load256(x[c][b].qs + 128 * h + 32 * g));
-            sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
+            sumi[c] = madd_add(sumi[c], p, s);
           }
         }
       }
@@ -239,7 +240,7 @@ struct Q2KKernel {
           const __m256i scw = pair_spread(scales[h], j);
           for (int c = 0; c < C; ++c) {
             const __m256i p = _mm256_maddubs_epi16(q, load256(x[c][b].qs + 128 * h + 32 * j));
-            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, scw));
+            isum[c] = madd_add(isum[c], p, scw);
           }
         }
       }
@@ -306,7 +307,7 @@ struct Q3KKernel {
           const __m256i scw = pair_spread(sc_pairs[h], j);
           for (int c = 0; c < C; ++c) {
             const __m256i p = _mm256_maddubs_epi16(u, load256(x[c][b].qs + 128 * h + 32 * j));
-            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, scw));
+            isum[c] = madd_add(isum[c], p, scw);
           }
         }
       }
@@ -378,7 +379,7 @@ struct IQ4XSKernel {
           for (int c = 0; c < C; ++c) {
             const __m256i y = load256(x[c][b].qs + 64 * p + 32 * t);
             const __m256i prod = _mm256_maddubs_epi16(a, _mm256_sign_epi8(y, q));
-            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(prod, scw));
+            isum[c] = madd_add(isum[c], prod, scw);
           }
         }
       }
@@ -391,6 +392,7 @@ struct IQ4XSKernel {
   }
 };
 
+#if !defined(STRATA_AVX_VNNI)
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQKK) {
     const float amax = avx2::abs_max(x, kQKK);
@@ -412,20 +414,27 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
     y[b].d = iscale != 0.0f ? 1.0f / iscale : 0.0f;
   }
 }
+#endif
 
 }  // namespace
 
+#if !defined(STRATA_AVX_VNNI)
 void quantize_act_q8_k_avx2(const float* x, void* dst, int64_t k) {
   quantize_q8_k(x, static_cast<BlockQ8_K*>(dst), k / kQKK);
 }
+#endif
 
-const MatmulKernel kQ4_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                run_rows<QKMinKernel<false, BlockQ4_K>>};
-const MatmulKernel kQ5_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                run_rows<QKMinKernel<true, BlockQ5_K>>};
-const MatmulKernel kQ6_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2, run_rows<Q6KKernel>};
-const MatmulKernel kQ2_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2, run_rows<Q2KKernel>};
-const MatmulKernel kQ3_KAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2, run_rows<Q3KKernel>};
-const MatmulKernel kIQ4_XSAvx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2, run_rows<IQ4XSKernel>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ4_K) = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                               run_rows<QKMinKernel<false, BlockQ4_K>>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ5_K) = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                               run_rows<QKMinKernel<true, BlockQ5_K>>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ6_K) = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                               run_rows<Q6KKernel>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ2_K) = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                               run_rows<Q2KKernel>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ3_K) = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                               run_rows<Q3KKernel>};
+const MatmulKernel STRATA_AVX2_ENTRY(kIQ4_XS) = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                                 run_rows<IQ4XSKernel>};
 
 }  // namespace strata::matmul_detail

@@ -1,6 +1,7 @@
 // AVX2 kernels of the 32-element block formats against Q8 activations, and their activation
 // quantisers. Entered only after the run-time CPU check (matmul.cc); see matmul_avx2.h for the
-// tiling and its determinism rule.
+// tiling and its determinism rule. matmul_legacy_avxvnni.cc compiles the kernels (not the
+// quantisers, whose output the two share) again with AVX-VNNI's dot products.
 #include <immintrin.h>
 
 #include <array>
@@ -13,6 +14,8 @@
 namespace strata::matmul_detail {
 namespace {
 
+using avx2::dot_u8i8;
+using avx2::dot_u8i8_2;
 using avx2::f16;
 using avx2::hsum;
 using avx2::iq4_values;
@@ -52,16 +55,13 @@ struct Q8_0Kernel {
   template <int R, int C>
   static void step(const Weights* wv, const BlockQ8_0* const* x, const float* const* xd, int64_t b,
                    bool single, __m256 (*acc)[C]) {
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int c = 0; c < C; ++c) {
       const __m256i x0 = load256(x[c][b].qs);
       const __m256i x1 = single ? _mm256_setzero_si256() : load256(x[c][b + 1].qs);
       const __m256 dx = _mm256_loadu_ps(xd[c] + 4 * b);
       for (int r = 0; r < R; ++r) {
-        const __m256i p0 = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(wv[r].abs0, _mm256_sign_epi8(x0, wv[r].w0)), ones);
-        const __m256i p1 = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(wv[r].abs1, _mm256_sign_epi8(x1, wv[r].w1)), ones);
+        const __m256i p0 = dot_u8i8(wv[r].abs0, _mm256_sign_epi8(x0, wv[r].w0));
+        const __m256i p1 = dot_u8i8(wv[r].abs1, _mm256_sign_epi8(x1, wv[r].w1));
         acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx),
                                     _mm256_cvtepi32_ps(pair_sum(p0, p1)), acc[r][c]);
       }
@@ -190,15 +190,12 @@ struct Q4_0Kernel : PairTiles<Q4_0Kernel> {
 
   template <int R, int C>
   static void step(const Weights* wv, const Q4_0ActPair* const* x, int64_t p, __m256 (*acc)[C]) {
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int c = 0; c < C; ++c) {
       const Q4_0ActPair& xp = x[c][p];
       const __m256i xl = load256(xp.lo), xh = load256(xp.hi), off = load256(xp.off);
       const __m256 dx = _mm256_loadu_ps(xp.d);
       for (int r = 0; r < R; ++r) {
-        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(wv[r].lo, xl),
-                                             _mm256_maddubs_epi16(wv[r].hi, xh));
-        const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), off);
+        const __m256i s32 = _mm256_sub_epi32(dot_u8i8_2(wv[r].lo, xl, wv[r].hi, xh), off);
         acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx), _mm256_cvtepi32_ps(s32), acc[r][c]);
       }
     }
@@ -253,16 +250,13 @@ struct MXFP4Kernel : PairTiles<MXFP4Kernel> {
 
   template <int R, int C>
   static void step(const Weights* wv, const Q4_0ActPair* const* x, int64_t p, __m256 (*acc)[C]) {
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int c = 0; c < C; ++c) {
       const Q4_0ActPair& xp = x[c][p];
       const __m256i xl = load256(xp.lo), xh = load256(xp.hi);
       const __m256 dx = _mm256_loadu_ps(xp.d);
       for (int r = 0; r < R; ++r) {
-        const __m256i s16 = _mm256_add_epi16(
-            _mm256_maddubs_epi16(wv[r].abs_lo, _mm256_sign_epi8(xl, wv[r].sign_lo)),
-            _mm256_maddubs_epi16(wv[r].abs_hi, _mm256_sign_epi8(xh, wv[r].sign_hi)));
-        const __m256i s32 = _mm256_madd_epi16(s16, ones);
+        const __m256i s32 = dot_u8i8_2(wv[r].abs_lo, _mm256_sign_epi8(xl, wv[r].sign_lo),
+                                       wv[r].abs_hi, _mm256_sign_epi8(xh, wv[r].sign_hi));
         acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wv[r].d, dx), _mm256_cvtepi32_ps(s32), acc[r][c]);
       }
     }
@@ -366,9 +360,7 @@ struct Q8SumKernel {
   // Block i against 32 activations: 8 int32 lanes whose sum is the block's integer dot.
   static __m256i dot(__m256i q, __m256i a, const int8_t* x) {
     const __m256i y = load256(x);
-    const __m256i p =
-        U::kSigned ? _mm256_maddubs_epi16(a, _mm256_sign_epi8(y, q)) : _mm256_maddubs_epi16(q, y);
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    return U::kSigned ? dot_u8i8(a, _mm256_sign_epi8(y, q)) : dot_u8i8(q, y);
   }
 
   // Blocks g .. g + n (n = 8 unless kFull is false). Missing blocks have zero weights and
@@ -413,6 +405,7 @@ struct Q8SumKernel {
   }
 };
 
+#if !defined(STRATA_AVX_VNNI)
 void quantize_q8_0(const float* x, BlockQ8_0* y, float* scales, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQK8_0) {
     const float d = avx2::abs_max(x, kQK8_0) / 127.0f;
@@ -446,8 +439,11 @@ void pack_q4_0(const float* x, Q4_0ActPair* out, int64_t nb) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.off), _mm256_slli_epi32(s32, 3));
   }
 }
+#endif
 
 }  // namespace
+
+#if !defined(STRATA_AVX_VNNI)
 
 void quantize_act_q4_0_pairs_avx2(const float* x, void* dst, int64_t k) {
   pack_q4_0(x, static_cast<Q4_0ActPair*>(dst), k / kQK8_0);
@@ -482,18 +478,21 @@ void quantize_act_q8_0_avx2(const float* x, void* dst, int64_t k) {
                 k / kQK8_0);
 }
 
-const MatmulKernel kQ8_0Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2, run_rows<Q8_0Kernel>};
-const MatmulKernel kQ4_0Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
-                                run_rows<Q4_0Kernel>};
-const MatmulKernel kQ4_1Avx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
-                                run_rows<Q8SumKernel<Q4_1Unpack>>};
-const MatmulKernel kQ5_0Avx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
-                                run_rows<Q8SumKernel<Q5_0Unpack>>};
-const MatmulKernel kQ5_1Avx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
-                                run_rows<Q8SumKernel<Q5_1Unpack>>};
-const MatmulKernel kIQ4_NLAvx2 = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
-                                  run_rows<Q8SumKernel<IQ4_NLUnpack>>};
-const MatmulKernel kMXFP4Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
-                                 run_rows<MXFP4Kernel>};
+#endif
+
+const MatmulKernel STRATA_AVX2_ENTRY(kQ8_0) = {q8_0_column_bytes, quantize_act_q8_0_avx2,
+                                               run_rows<Q8_0Kernel>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ4_0) = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                               run_rows<Q4_0Kernel>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ4_1) = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
+                                               run_rows<Q8SumKernel<Q4_1Unpack>>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ5_0) = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
+                                               run_rows<Q8SumKernel<Q5_0Unpack>>};
+const MatmulKernel STRATA_AVX2_ENTRY(kQ5_1) = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
+                                               run_rows<Q8SumKernel<Q5_1Unpack>>};
+const MatmulKernel STRATA_AVX2_ENTRY(kIQ4_NL) = {q8_sum_column_bytes, quantize_act_q8_sum_avx2,
+                                                 run_rows<Q8SumKernel<IQ4_NLUnpack>>};
+const MatmulKernel STRATA_AVX2_ENTRY(kMXFP4) = {
+    q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2, run_rows<MXFP4Kernel>};
 
 }  // namespace strata::matmul_detail

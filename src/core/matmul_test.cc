@@ -320,17 +320,16 @@ TEST(MatmulTest, Avx2EqualsScalarBitwise) {
   EXPECT_GT(checked, 0);
 }
 
-// The AVX-512 kernels repeat the AVX2 kernels' operations per output element (a split over
-// machines with and without AVX-512 gives one answer): bit for bit, every dtype, odd shapes,
-// every m from 1 to 17 (tiles of every width), weights with a wide range of scales.
-TEST(MatmulTest, Avx512EqualsAvx2Bitwise) {
-  if (isa_best_supported() < Isa::kAvx512) GTEST_SKIP() << "CPU has no AVX-512 (F/BW/VL/DQ/VNNI)";
+// Every kernel of `level` gives the AVX2 kernel's bits: bit for bit, every dtype, odd shapes,
+// every m from 1 to 17 (tiles of every width), weights with a wide range of scales. Returns how
+// many dtypes have a kernel of their own at that level.
+int expect_same_bits_as_avx2(Isa level) {
   ThreadPool pool(2);
   int own_kernels = 0;
   for (const TypeCase& tc : kCases) {
     const DType t = tc.dtype;
     const DTypeTraits& traits = *dtype_traits(t);
-    if (dtype_matmul_kernel(traits, Isa::kAvx512) != dtype_matmul_kernel(traits, Isa::kAvx2)) {
+    if (dtype_matmul_kernel(traits, level) != dtype_matmul_kernel(traits, Isa::kAvx2)) {
       ++own_kernels;
     }
     for (uint32_t seed = 1; seed <= 2; ++seed) {
@@ -339,21 +338,23 @@ TEST(MatmulTest, Avx512EqualsAvx2Bitwise) {
           const Weights w(t, n, k, seed * 1000 + static_cast<uint32_t>(n + k), seed % 2 == 0);
           const Acts x(k, 17, seed);
           for (int64_t m = 1; m <= 17; ++m) {
-            std::vector<float> y2, y5;
+            std::vector<float> y2, yl;
             {
               IsaScope g(Isa::kAvx2);
               y2 = run(pool, w, x, m, x.data.data());
             }
             {
-              IsaScope g(Isa::kAvx512);
-              y5 = run(pool, w, x, m, x.data.data());
+              IsaScope g(level);
+              yl = run(pool, w, x, m, x.data.data());
             }
             for (int64_t j = 0; j < m; ++j) {
               for (int64_t r = 0; r <= n; ++r) {  // r == n: the sentinel past the last row
-                const float a = y2[j * (n + 1) + r], b = y5[j * (n + 1) + r];
-                ASSERT_TRUE(same_bits(a, b))
-                    << dtype_name(t) << " seed " << seed << " n " << n << " k " << k << " m " << m
-                    << " column " << j << " row " << r << ": " << a << " vs " << b;
+                const float a = y2[j * (n + 1) + r], b = yl[j * (n + 1) + r];
+                EXPECT_TRUE(same_bits(a, b))
+                    << isa_name(level) << " " << dtype_name(t) << " seed " << seed << " n " << n
+                    << " k " << k << " m " << m << " column " << j << " row " << r << ": " << a
+                    << " vs " << b;
+                if (!same_bits(a, b)) return own_kernels;
               }
             }
           }
@@ -361,7 +362,56 @@ TEST(MatmulTest, Avx512EqualsAvx2Bitwise) {
       }
     }
   }
-  EXPECT_GT(own_kernels, 0);
+  return own_kernels;
+}
+
+// The AVX-512 kernels repeat the AVX2 kernels' operations per output element (a split over
+// machines with and without AVX-512 gives one answer).
+TEST(MatmulTest, Avx512EqualsAvx2Bitwise) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "CPU has no AVX-512 (F/BW/VL/DQ/VNNI)";
+  EXPECT_GT(expect_same_bits_as_avx2(Isa::kAvx512), 0);
+}
+
+// The AVX-VNNI kernels are the AVX2 kernels with each maddubs + madd a vpdpbusd, each madd +
+// add a vpdpwssd: the same integers, so the same bits. All 13 integer dtypes have one.
+TEST(MatmulTest, AvxVnniEqualsAvx2Bitwise) {
+  if (!isa_supported(Isa::kAvxVnni))
+    GTEST_SKIP() << "CPU has no AVX-VNNI: its kernels are not tested";
+  EXPECT_EQ(expect_same_bits_as_avx2(Isa::kAvxVnni), 13);
+}
+
+// Q8_0 quants span -128..127 in a file (the quantiser makes -127..127 only): with -128 the
+// AVX2 path's maddubs pairs come closest to 16-bit saturation (2 * 128 * 127), and every SIMD
+// level still gives the same bits (the scalar reference sums in another order).
+TEST(MatmulTest, Q8_0AnyQuantsSameBitsOnEverySimdIsa) {
+  std::vector<Isa> levels;
+  for (Isa isa : isas()) {
+    if (isa >= Isa::kAvx2) levels.push_back(isa);
+  }
+  if (levels.size() < 2) GTEST_SKIP() << "this CPU has one SIMD level at most: nothing to compare";
+  ThreadPool pool(2);
+  std::mt19937 rng(23);
+  const int64_t n = 5, k = 9 * kQK8_0, m = 13;
+  std::vector<BlockQ8_0> w(static_cast<size_t>(n * k / kQK8_0));
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i].d = static_cast<uint16_t>(0x3c00 + rng() % 64);  // 1.0 and a little more
+    for (int8_t& q : w[i].qs) q = static_cast<int8_t>(i % 3 == 0 ? -128 : rng());
+  }
+  const Acts x(k, m, 24);
+  const size_t row_bytes = dtype_row_bytes(DType::kQ8_0, k);
+  std::vector<std::vector<float>> ys;
+  for (Isa isa : levels) {
+    IsaScope g(isa);
+    ys.emplace_back(static_cast<size_t>(n * m));
+    matmul(pool, DType::kQ8_0, w.data(), row_bytes, n, k, x.data.data(), x.stride, m,
+           ys.back().data(), n);
+  }
+  for (size_t i = 1; i < ys.size(); ++i) {
+    for (size_t j = 0; j < ys[0].size(); ++j) {
+      ASSERT_TRUE(same_bits(ys[i][j], ys[0][j]))
+          << isa_name(levels[i]) << " element " << j << ": " << ys[i][j] << " vs " << ys[0][j];
+    }
+  }
 }
 
 // Every byte string is an MXFP4 block: random codes and exponents (subnormal scales included,

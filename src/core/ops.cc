@@ -156,12 +156,15 @@ using AttentionFn = void (*)(ThreadPool& pool, const internal::AttentionArgs& a)
 constexpr AttentionFn kAttentionKernels[kIsaLevels] = {
     &attention_ref,
     &attention_tiled_with<&internal::avx2::attention_tile>,
+    nullptr,  // AVX-VNNI: the AVX2 kernel (its dot products are in float)
     &attention_tiled_with<&internal::avx512::attention_tile>,
 };
 
 AttentionFn attention_kernel(Isa isa) {
   for (int level = static_cast<int>(isa); level > 0; --level) {
-    if (kAttentionKernels[level] != nullptr) return kAttentionKernels[level];
+    if (kAttentionKernels[level] != nullptr && isa_supported(static_cast<Isa>(level))) {
+      return kAttentionKernels[level];
+    }
   }
   return kAttentionKernels[0];
 }

@@ -51,6 +51,32 @@ echo "md5: -t 1 $a | -t 2 $b | -b 3 $c | --no-mmap $d | --mmap $e"
 [ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "$a" = "$d" ] && [ "$a" = "$e" ] || {
   echo "FAIL: greedy output differs across threads/batches/weight placement"; exit 1; }
 
+# Greedy output is the same bytes at every SIMD level this CPU has (the kernels of a level give
+# the AVX2 kernels' bits), on the q4_K model and on a q3_K_M mix (q3_K, q4_K, q5_K, q6_K).
+m3=$tmp/q3km.gguf
+"$strata" gguf gen -o "$m3" --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 2 --n-ff 1024 \
+  --n-vocab 512 --mix q3_K_M --seed 4 >/dev/null
+flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
+levels=()
+has avx2 fma f16c && levels+=(avx2)
+has avx2 fma f16c avx_vnni && levels+=(avxvnni)
+has avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni && levels+=(avx512)
+if [ ${#levels[@]} -lt 2 ]; then
+  echo "skipped: the same greedy bytes at every SIMD level (this CPU has ${levels[*]:-none})"
+else
+  for model in "$m" "$m3"; do
+    want=
+    for isa in "${levels[@]}"; do
+      got=$(STRATA_ISA=$isa "$strata" run -m "$model" -p "Hello world" -n 32 --temp 0 --ignore-eos \
+        -t 2 2>/dev/null | md5sum)
+      echo "md5 at $isa ($(basename "$model")): $got"
+      [ -z "$want" ] && want=$got
+      [ "$got" = "$want" ] || { echo "FAIL: greedy output at $isa differs"; exit 1; }
+    done
+  done
+fi
+
 # Seeded sampling: same seed, same text; another seed, other text.
 s1=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos 2>/dev/null | md5sum)
 s2=$("$strata" run -m "$m" -p "Hello" -n 40 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 5 --ignore-eos -t 1 2>/dev/null | md5sum)
