@@ -125,7 +125,10 @@ constexpr DTypeTraits kTraits[] = {
      DType::kQ8_K,
      dequantize_row_iq4_xs,
      quantize_row_iq4_xs,
-     {{.matmul = &md::kIQ4_XSRef}, {.matmul = &md::kIQ4_XSAvx2}, {.matmul = &md::kIQ4_XSAvxVnni}}},
+     {{.matmul = &md::kIQ4_XSRef},
+      {.matmul = &md::kIQ4_XSAvx2},
+      {.matmul = &md::kIQ4_XSAvxVnni},
+      {.matmul = &md::kIQ4_XSAvx512}}},
     // Device layouts (core/rows16.h): kernels only. A row is not where the row arithmetic puts
     // it, so no row conversions (get_rows refuses them).
     {DType::kQ4_K_R16,

@@ -37,10 +37,11 @@ unsigned detect() {
   }
   levels |= 1u << static_cast<int>(Isa::kAvx2);
   if (has_avx_vnni()) levels |= 1u << static_cast<int>(Isa::kAvxVnni);
-  // The AVX-512 kernels also use AVX2 code (the activation quantisers, the final sums).
+  // The AVX-512 kernels also use AVX2 code (the activation quantisers, the final sums), and
+  // BMI2's pdep (every AVX-512 CPU has it).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vnni")) {
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("bmi2")) {
     levels |= 1u << static_cast<int>(Isa::kAvx512);
   }
 #endif

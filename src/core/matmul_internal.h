@@ -129,7 +129,7 @@ extern const MatmulKernel kQ4_KAvxVnni, kQ5_KAvxVnni, kQ6_KAvxVnni, kQ2_KAvxVnni
 // the AVX2 kernels
 extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;
 extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512, kMXFP4Avx512;
-extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512;
+extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512, kIQ4_XSAvx512;
 // matmul_rows16.cc / matmul_rows16_avx512.cc: Q4_K and Q6_K in rows in lanes, the bits of the
 // base type's kernel of the same level
 extern const MatmulKernel kQ4_K_R16Ref, kQ4_K_R16Avx2, kQ4_K_R16Avx512;

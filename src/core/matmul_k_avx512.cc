@@ -1,6 +1,6 @@
-// AVX-512 VNNI kernels of Q4_K, Q5_K and Q6_K weights against Q8_K activations, bit-identical
-// to the AVX2 kernels (matmul_k_avx2.cc); see matmul_avx512.h for how. They read the same Q8_K
-// columns. Entered only after the run-time CPU check (matmul.cc).
+// AVX-512 VNNI kernels of Q4_K, Q5_K, Q6_K and IQ4_XS weights against Q8_K activations,
+// bit-identical to the AVX2 kernels (matmul_k_avx2.cc); see matmul_avx512.h for how. They read the
+// same Q8_K columns. Entered only after the run-time CPU check (matmul.cc).
 //
 // The AVX2 kernels form each sub-block's products with maddubs and scale them with madd, which
 // adds pairs of words times the sub-block scale into int32 lanes; dpwssd does that multiply-add
@@ -337,6 +337,119 @@ struct Q6KKernel {
   }
 };
 
+// ---- IQ4_XS ----
+//
+// The AVX2 kernel, as the scalar reference, sums a super-block's products exactly into one
+// integer per row and column and then runs float operations on scalars: sum += (dx * dw) *
+// float(total). Here the integers come from the halves of 512-bit registers (row a low, row b
+// high) by the AVX2 kernel's sign trick (AVX-512 has no vpsignb: the activations are negated
+// under a mask of the negative levels instead), each sub-block's products scaled by dpwssd; each
+// half is then folded to its total, and the float steps run in lane 0 of each half alone, the
+// other lanes staying +0.0: the driver's final sum of a half is lane 0 exactly.
+struct IQ4XSKernel {
+  static constexpr int kRowPairs = 2;
+  static constexpr int kCols = 4;
+  // No work area (step_direct only), as the other K-quants.
+
+  static constexpr size_t kStepBytes = sizeof(BlockIQ4_XS);
+  static int64_t steps(int64_t k) { return k / kQKK; }
+
+  // A super-block of two rows: their 8 sub-block scales as words (each row's in both 128-bit
+  // lanes of its half) and d.
+  struct Header {
+    __m512i sc16;
+    __m512 d;
+  };
+
+  // Sub-block i of both rows: the 32 levels, their magnitudes and where they are negative.
+  struct Part {
+    __m512i abs, s;
+    __mmask64 neg;
+  };
+
+  // The 8 scales ls + 32 (unsigned 6 bits) of a block as bytes: the low 4 bits from the nibbles
+  // of scales_l in order (sub-block 2i in byte i's low nibble), the top 2 from scales_h.
+  static uint64_t scale_bytes(const BlockIQ4_XS& b) {
+    uint32_t l;
+    std::memcpy(&l, b.scales_l, 4);
+    return _pdep_u64(l, 0x0f0f0f0f0f0f0f0full) | _pdep_u64(b.scales_h, 0x0303030303030303ull) << 4;
+  }
+
+  static Header header(const BlockIQ4_XS& a, const BlockIQ4_XS& b) {
+    const __m128i ab = _mm_sub_epi8(
+        _mm_set_epi64x(static_cast<int64_t>(scale_bytes(b)), static_cast<int64_t>(scale_bytes(a))),
+        _mm_set1_epi8(32));
+    // [a a b b] by 8 bytes, then words: each row's 8 scales in both 128-bit lanes of its half.
+    const __m256i twice = _mm256_permute4x64_epi64(_mm256_castsi128_si256(ab), 0x50);
+    return {_mm512_cvtepi8_epi16(twice), halves_ps(avx2::f16(a.d), avx2::f16(b.d))};
+  }
+
+  // Sub-blocks 2p and 2p + 1 of both rows: their 32 bytes of nibbles hold, per 16 bytes, a
+  // sub-block's elements 0..15 (low nibbles) and 16..31 (high).
+  static void parts(const BlockIQ4_XS& a, const BlockIQ4_XS& b, const Header& h, int p, Part* two) {
+    const __m512i grid =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i raw = pair256(a.qs + 32 * p, b.qs + 32 * p);
+    const __m512i lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(raw, m4));
+    const __m512i hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+    // Sub-block 2p + t of each row: 128-bit lane t of lo, then the same lane of hi.
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i second = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int t = 0; t < 2; ++t) {
+      const __m512i q = _mm512_permutex2var_epi64(lo, t == 0 ? first : second, hi);
+      two[t] = {_mm512_abs_epi8(q), word_spread(h.sc16, 2 * p + t), _mm512_movepi8_mask(q)};
+    }
+  }
+
+  template <int RP, int C>
+  static void step_direct(const uint8_t* const* rows, const void* const* xs, int64_t s,
+                          __m512 (*acc)[C]) {
+    const BlockIQ4_XS* w[2 * RP];
+    Header hd[RP];
+    for (int r = 0; r < RP; ++r) {
+      w[2 * r] = reinterpret_cast<const BlockIQ4_XS*>(rows[2 * r]) + s;
+      w[2 * r + 1] = reinterpret_cast<const BlockIQ4_XS*>(rows[2 * r + 1]) + s;
+      hd[r] = header(*w[2 * r], *w[2 * r + 1]);
+    }
+    const BlockQ8_K* x[C];
+    __m512i sumi[RP][C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = static_cast<const BlockQ8_K*>(xs[c]) + s;
+      for (int r = 0; r < RP; ++r) sumi[r][c] = _mm512_setzero_si512();
+    }
+    const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      Part pt[RP][2];
+      for (int r = 0; r < RP; ++r) parts(*w[2 * r], *w[2 * r + 1], hd[r], p, pt[r]);
+      for (int t = 0; t < 2; ++t) {
+        for (int c = 0; c < C; ++c) {
+          const __m512i y = both256(x[c]->qs + 64 * p + 32 * t);
+          for (int r = 0; r < RP; ++r) {
+            // y * sign(level); where the level is 0 its magnitude makes the product 0 anyway.
+            const __m512i ys = _mm512_mask_sub_epi8(y, pt[r][t].neg, zero, y);
+            sumi[r][c] =
+                _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(pt[r][t].abs, ys), pt[r][t].s);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < RP; ++r) {
+      for (int c = 0; c < C; ++c) {
+        // Each half's 8 lanes to their sum, in every lane of the half.
+        __m512i v = sumi[r][c];
+        v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+        v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+        v = _mm512_add_epi32(v, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m512 t =
+            _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(x[c]->d), hd[r].d), _mm512_cvtepi32_ps(v));
+        acc[r][c] = _mm512_mask_add_ps(acc[r][c], 0x0101, acc[r][c], t);
+      }
+    }
+  }
+};
+
 // The `rows` entry of a one-column kernel: each row's dot with each column, one at a time.
 template <typename Block, float (*kRow)(const Block* w, const BlockQ8_K* x, int64_t nb)>
 void one_column_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
@@ -553,6 +666,9 @@ const MatmulKernel kQ5_KAvx512 = {q8_k_column_bytes,
                                   nullptr,
                                   avx512::kMinColumns,
                                   &kQ5_KNarrow};
+const MatmulKernel kIQ4_XSAvx512 = {
+    q8_k_column_bytes, quantize_act_q8_k_avx2, avx512::run_rows<avx512::IQ4XSKernel>,
+    nullptr,           avx512::kMinColumns,    nullptr};
 const MatmulKernel kQ6_KAvx512 = {
     q8_k_column_bytes, quantize_act_q8_k_avx2, avx512::run_rows<avx512::Q6KKernel>,
     nullptr,           avx512::kMinColumns,    &avx512::kQ6_KOneColumn};
