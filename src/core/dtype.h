@@ -56,7 +56,8 @@ enum class DType : uint32_t {
   // since, so the layout has a new id: a client never sends the new arrangement to a worker that
   // offers the old one, nor the old to a new worker (each takes the other for plain q6_K). Never
   // reuse 65.
-  kQ6_K_R16 = 66,  // q6_K, rows in groups of 16
+  kQ6_K_R16 = 66,    // q6_K, rows in groups of 16
+  kIQ4_XS_R16 = 67,  // iq4_xs, rows in groups of 16
 };
 
 struct DTypeInfo {

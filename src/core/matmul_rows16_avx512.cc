@@ -237,6 +237,74 @@ void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
+// The IQ4_XS kernel: the AVX2 kernel, as the scalar reference, sums a super-block's products
+// exactly into one integer per row and column, then sum += (dx * d) * float(total). Here lane r
+// of every register is row r: a sub-block's products are formed on the levels + 128 (unsigned,
+// as dpbusd takes them) from a start of -128 * (the sub-block's activation sum, from the block
+// sums), so that they come to the products of the levels; each is multiplied by its row's
+// scale, and the float steps are the reference's, lane by lane, the lanes being the rows'
+// results. Both nibbles of a sub-block's byte share its scale, so a scale multiplies 32
+// products at once.
+template <int C>
+void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+  static constexpr std::array<uint8_t, 16> kBiasedLevels = [] {
+    std::array<uint8_t, 16> v{};
+    for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
+    return v;
+  }();
+  const __m512i grid = _mm512_broadcast_i32x4(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kBiasedLevels.data())));
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i low4 = _mm512_set1_epi32(0x0f), low2 = _mm512_set1_epi32(0x03);
+  const __m512i offset = _mm512_set1_epi32(32);
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const IQ4XSRows16& wb = w[b];
+    const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
+    const __m512i sl = _mm512_loadu_si512(wb.scales_l);
+    const __m512i sh = _mm512_cvtepu16_epi32(load256(wb.scales_h));
+    __m512 dd[C];
+    alignas(32) int32_t start[C][8];  // -128 * the activations' sum over sub-block s
+    __m512i total[C];
+    for (int c = 0; c < C; ++c) {
+      dd[c] = _mm512_mul_ps(_mm512_set1_ps(x[c][b].d), d16);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(start[c]),
+                         _mm256_madd_epi16(load256(x[c][b].bsums), _mm256_set1_epi16(-128)));
+      total[c] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      // Row r's scale ls - 32 of sub-block s: nibble s of its scales_l word, bits 2s, 2s + 1 of
+      // its scales_h.
+      const __m512i ls = _mm512_sub_epi32(
+          _mm512_or_si512(
+              _mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), low4),
+              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), low2), 4)),
+          offset);
+      __m512i sums[C];
+      for (int c = 0; c < C; ++c) sums[c] = _mm512_set1_epi32(start[c][s]);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m512i q = _mm512_loadu_si512(wb.qs[s][g]);
+        const __m512i lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(q, m4));
+        const __m512i hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+        for (int c = 0; c < C; ++c) {
+          const int8_t* xq = x[c][b].qs + 32 * s + 4 * g;
+          sums[c] = _mm512_dpbusd_epi32(sums[c], lo, broadcast32(xq));
+          sums[c] = _mm512_dpbusd_epi32(sums[c], hi, broadcast32(xq + 16));
+        }
+      }
+      for (int c = 0; c < C; ++c)
+        total[c] = _mm512_add_epi32(total[c], _mm512_mullo_epi32(sums[c], ls));
+    }
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(dd[c], _mm512_cvtepi32_ps(total[c])));
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(y[c], acc[c]);
+}
+
 // Columns [j, j + C) of group g0 / 16.
 template <typename Group, int C>
 void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
@@ -287,5 +355,9 @@ const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
 const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q6KRows16, DType::kQ6_K_R16, kQ6_KAvx512>,
                                       rows16_work_bytes<DType::kQ6_K>};
+const MatmulKernel kIQ4_XS_R16Avx512 = {
+    q8_k_column_bytes, quantize_act_q8_k_avx2,
+    avx512::rows16_rows<IQ4XSRows16, DType::kIQ4_XS_R16, kIQ4_XSAvx512>,
+    rows16_work_bytes<DType::kIQ4_XS>};
 
 }  // namespace strata::matmul_detail

@@ -48,7 +48,7 @@ struct Packed {
   std::vector<uint8_t> rows, packed;
 };
 
-constexpr DType kLayouts[] = {DType::kQ4_K_R16, DType::kQ6_K_R16};
+constexpr DType kLayouts[] = {DType::kQ4_K_R16, DType::kQ6_K_R16, DType::kIQ4_XS_R16};
 
 TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
   for (DType layout : kLayouts) {
@@ -141,6 +141,8 @@ TEST(Rows16, EachLayoutsArrangementIsPinnedToItsId) {
       << "id " << int(DType::kQ4_K_R16);
   EXPECT_EQ(packed_hash(DType::kQ6_K_R16), 1967015771401370229ull)
       << "id " << int(DType::kQ6_K_R16);
+  EXPECT_EQ(packed_hash(DType::kIQ4_XS_R16), 13220647364588002725ull)
+      << "id " << int(DType::kIQ4_XS_R16);
 }
 
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
@@ -157,6 +159,7 @@ TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   }
   EXPECT_EQ(dtype_info(DType::kQ4_K_R16).base, DType::kQ4_K);
   EXPECT_EQ(dtype_info(DType::kQ6_K_R16).base, DType::kQ6_K);
+  EXPECT_EQ(dtype_info(DType::kIQ4_XS_R16).base, DType::kIQ4_XS);
   EXPECT_EQ(rows16_layout(DType::kQ8_0), std::nullopt);
   EXPECT_EQ(dtype_names_with_kernels().find("r16"), std::string::npos);
 }

@@ -82,6 +82,18 @@ void move_q6_k(std::conditional_t<kToGroup, const BlockQ6_K, BlockQ6_K>& block,
   }
 }
 
+template <bool kToGroup>
+void move_iq4_xs(std::conditional_t<kToGroup, const BlockIQ4_XS, BlockIQ4_XS>& block,
+                 std::conditional_t<kToGroup, IQ4XSRows16, const IQ4XSRows16>& group,
+                 int64_t lane) {
+  move<kToGroup>(&block.d, &group.d[lane], 2);
+  move<kToGroup>(&block.scales_h, &group.scales_h[lane], 2);
+  move<kToGroup>(block.scales_l, &group.scales_l[lane], 4);
+  for (int s = 0; s < 8; ++s) {
+    for (int g = 0; g < 4; ++g) move<kToGroup>(block.qs + 16 * s + 4 * g, group.qs[s][g][lane], 4);
+  }
+}
+
 // Moves row `lane`'s super-block from `from` to `to`: from its block in the base layout to its
 // place in a group's super-block (packing), or back (unpacking).
 using MoveBlock = void (*)(const void* from, void* to, int64_t lane);
@@ -114,6 +126,9 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kQ6_K_R16, DType::kQ6_K, sizeof(BlockQ6_K),
      move_block<BlockQ6_K, Q6KRows16, true, move_q6_k<true>>,
      move_block<BlockQ6_K, Q6KRows16, false, move_q6_k<false>>},
+    {DType::kIQ4_XS_R16, DType::kIQ4_XS, sizeof(BlockIQ4_XS),
+     move_block<BlockIQ4_XS, IQ4XSRows16, true, move_iq4_xs<true>>,
+     move_block<BlockIQ4_XS, IQ4XSRows16, false, move_iq4_xs<false>>},
 };
 
 const Rows16Layout& layout_row(DType layout) {

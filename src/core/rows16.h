@@ -1,7 +1,7 @@
-// Rows in lanes: a device layout of K-quant weights for SIMD kernels that give each of 16 rows a
-// lane of every register (core/matmul_rows16_avx512.cc), so that one-column products need almost
-// no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its activations are one
-// broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
+// Rows in lanes: a device layout of K-quant (and IQ4_XS) weights for SIMD kernels that give each of
+// 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so that one-column products need
+// almost no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its activations
+// are one broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
 //
 // The layout of a matrix of n rows (a tensor of several matrices, experts, is laid out matrix by
 // matrix): rows [16 i, 16 i + 16) are group i, which takes the bytes those rows take in the base
@@ -45,6 +45,18 @@ struct Q6KRows16 {
   uint8_t q[8][2][3][kLaneRows][4];
 };
 static_assert(sizeof(Q6KRows16) == kLaneRows * sizeof(BlockQ6_K));
+
+// One super-block of a group of IQ4_XS rows (DType::kIQ4_XS_R16). Row r's block is, rearranged:
+// its d at d[r], scales_h at scales_h[r], its 4 scales_l bytes as the word scales_l[r]; bytes
+// 4g..4g+3 of sub-block s's 16 bytes of quants (low nibbles: elements 4g..4g+3, high:
+// 16+4g..16+4g+3) at qs[s][g][r].
+struct IQ4XSRows16 {
+  uint16_t d[kLaneRows];
+  uint16_t scales_h[kLaneRows];
+  uint32_t scales_l[kLaneRows];
+  uint8_t qs[8][4][kLaneRows][4];
+};
+static_assert(sizeof(IQ4XSRows16) == kLaneRows * sizeof(BlockIQ4_XS));
 
 // The rows-in-lanes layout of a GGUF type, if it has one.
 std::optional<DType> rows16_layout(DType base);
