@@ -58,6 +58,7 @@ enum class DType : uint32_t {
   // reuse 65.
   kQ6_K_R16 = 66,    // q6_K, rows in groups of 16
   kIQ4_XS_R16 = 67,  // iq4_xs, rows in groups of 16
+  kQ5_K_R16 = 68,    // q5_K, rows in groups of 16
 };
 
 struct DTypeInfo {

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/matmul_avx512.h"
@@ -104,12 +105,26 @@ inline __m512i broadcast32(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
+// v's bits moved left by n (right by -n) within each 16-bit word.
+inline __m512i shift16(__m512i v, int n) {
+  return n >= 0 ? _mm512_slli_epi16(v, static_cast<unsigned>(n))
+                : _mm512_srli_epi16(v, static_cast<unsigned>(-n));
+}
+
 // The 16 rows of one group against C Q8_K columns: y[c][0..15]. One overload per layout (its
-// Group type), which the driver below picks.
-template <int C>
-void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+// Group type), which the driver below picks; this one for Q4_K and Q5_K, whose AVX2 kernel is
+// one (QKMinKernel). Q5_K's fifth bits join the nibbles: a low quant is then up to 31 and its
+// sums up to 4 * 31 * 128, so the low word's bias is 16384, and the high quants are used times
+// 4 (up to 124), started at 1, shifted by 14: the high word is again the high sum.
+template <int C, typename Group>
+requires std::is_same_v<Group, Q4KRows16> || std::is_same_v<Group, Q5KRows16>
+void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+  constexpr bool kFive = std::is_same_v<Group, Q5KRows16>;
+  constexpr int kBiasBits = kFive ? 14 : 13;
   const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
-  const __m512i two = _mm512_set1_epi32(2);
+  const __m512i m3c = _mm512_set1_epi8(0x3c), bit4 = _mm512_set1_epi8(0x10),
+                bit6 = _mm512_set1_epi8(0x40);
+  const __m512i two = _mm512_set1_epi32(kFive ? 1 : 2);
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
@@ -119,20 +134,21 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     // follow. Prefetching 8 KiB ahead, as the other kernels do, made a decode order of Q4_K
     // matrices 0.85-0.91x the file layout's speed instead of 1.08-1.24x (BM_LayoutDecodeOrder,
     // two threads); 2.3 KiB ahead, 1.03-1.06x.
-    const Q4KRows16& wb = w[b];
+    const Group& wb = w[b];
     __m512i sc[3];
     for (int i = 0; i < 3; ++i) sc[i] = _mm512_loadu_si512(wb.scales[i]);
     const ScalesMins sm = scales_mins(sc);
     // Step j's pair of scales: sub-block 2j's in the low word of each lane, 2j + 1's in the high.
     const __m512i pair[4] = {pair_words(sm.scale03, 0), pair_words(sm.scale03, 1),
                              pair_words(sm.scale47, 0), pair_words(sm.scale47, 1)};
-    // Every low sum comes biased by 8192 (below): the lanes start without it. The scales of the
-    // even sub-blocks, summed by one multiply-add of each scale register against bytes 1, 0.
+    // Every low sum comes biased by 8192 (Q5_K: 16384; below): the lanes start without it. The
+    // scales of the even sub-blocks, summed by one multiply-add of each scale register against
+    // bytes 1, 0.
     const __m512i even = _mm512_set1_epi32(0x00010001);
     const __m512i low_scales = _mm512_dpbusd_epi32(
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), sm.scale03, even), sm.scale47, even);
     const __m512i unbias =
-        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(low_scales, 13));
+        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(low_scales, kBiasBits));
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     const __m512 dmin16 = _mm512_cvtph_ps(load256(wb.dmin));
     __m512 d[C], dmin[C];
@@ -145,18 +161,29 @@ void group_rows(const Q4KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     for (int g = 0; g < 8; ++g) {
       __m512i lanes[C];
       for (int c = 0; c < C; ++c) lanes[c] = unbias;
+      __m512i fifth = _mm512_setzero_si512();  // Q5_K: byte t of lane r is row r's qh[4g + t]
+      if constexpr (kFive) fifth = _mm512_loadu_si512(wb.qh[g]);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const __m512i q = _mm512_loadu_si512(wb.qs[g][j]);
-        const __m512i ql = _mm512_and_si512(q, m4);
-        const __m512i qh16 = _mm512_and_si512(q, mf0);
+        __m512i ql = _mm512_and_si512(q, m4);
+        __m512i qh16 = _mm512_and_si512(q, mf0);
+        if constexpr (kFive) {
+          // Bit 2j of a byte is its low quant's fifth bit (to bit 4), bit 2j + 1 its high
+          // quant's (to bit 6, the high quant being used times 4); the bits a 16-bit shift brings
+          // in from the other byte are masked off.
+          ql = select(m4, q, _mm512_and_si512(shift16(fifth, 4 - 2 * j), bit4));
+          qh16 = select(m3c, _mm512_srli_epi16(q, 2),
+                        _mm512_and_si512(shift16(fifth, 5 - 2 * j), bit6));
+        }
         for (int c = 0; c < C; ++c) {
           const int8_t* xq = x[c][b].qs + 64 * j + 4 * g;
           // 2 + 16 * (the high nibbles' four products), shifted to the high word, plus the low
           // nibbles' four: each sum is at most 4 * 15 * 128 in size, so the low word is 8192 +
           // the low sum (in 512..15872) and the high word the high sum, for dpwssd to scale.
           const __m512i hi = _mm512_dpbusd_epi32(two, qh16, broadcast32(xq + 32));
-          const __m512i sums = _mm512_dpbusd_epi32(_mm512_slli_epi32(hi, 12), ql, broadcast32(xq));
+          const __m512i sums =
+              _mm512_dpbusd_epi32(_mm512_slli_epi32(hi, kFive ? 14 : 12), ql, broadcast32(xq));
           lanes[c] = _mm512_dpwssd_epi32(lanes[c], sums, pair[j]);
         }
       }
@@ -352,6 +379,9 @@ namespace strata::matmul_detail {
 const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q4KRows16, DType::kQ4_K_R16, kQ4_KAvx512>,
                                       rows16_work_bytes<DType::kQ4_K>};
+const MatmulKernel kQ5_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                      avx512::rows16_rows<Q5KRows16, DType::kQ5_K_R16, kQ5_KAvx512>,
+                                      rows16_work_bytes<DType::kQ5_K>};
 const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q6KRows16, DType::kQ6_K_R16, kQ6_KAvx512>,
                                       rows16_work_bytes<DType::kQ6_K>};

@@ -32,6 +32,18 @@ void move_q4_k(std::conditional_t<kToGroup, const BlockQ4_K, BlockQ4_K>& block,
   }
 }
 
+template <bool kToGroup>
+void move_q5_k(std::conditional_t<kToGroup, const BlockQ5_K, BlockQ5_K>& block,
+               std::conditional_t<kToGroup, Q5KRows16, const Q5KRows16>& group, int64_t lane) {
+  move<kToGroup>(&block.d, &group.d[lane], 2);
+  move<kToGroup>(&block.dmin, &group.dmin[lane], 2);
+  for (int i = 0; i < 3; ++i) move<kToGroup>(block.scales + 4 * i, &group.scales[i][lane], 4);
+  for (int g = 0; g < 8; ++g) {
+    move<kToGroup>(block.qh + 4 * g, group.qh[g][lane], 4);
+    for (int j = 0; j < 4; ++j) move<kToGroup>(block.qs + 32 * j + 4 * g, group.qs[g][j][lane], 4);
+  }
+}
+
 // v in every byte of a 32-bit word: the masks of four elements at a time.
 constexpr uint32_t each_byte(uint32_t v) { return v * 0x01010101u; }
 
@@ -126,6 +138,9 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kQ6_K_R16, DType::kQ6_K, sizeof(BlockQ6_K),
      move_block<BlockQ6_K, Q6KRows16, true, move_q6_k<true>>,
      move_block<BlockQ6_K, Q6KRows16, false, move_q6_k<false>>},
+    {DType::kQ5_K_R16, DType::kQ5_K, sizeof(BlockQ5_K),
+     move_block<BlockQ5_K, Q5KRows16, true, move_q5_k<true>>,
+     move_block<BlockQ5_K, Q5KRows16, false, move_q5_k<false>>},
     {DType::kIQ4_XS_R16, DType::kIQ4_XS, sizeof(BlockIQ4_XS),
      move_block<BlockIQ4_XS, IQ4XSRows16, true, move_iq4_xs<true>>,
      move_block<BlockIQ4_XS, IQ4XSRows16, false, move_iq4_xs<false>>},

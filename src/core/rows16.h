@@ -33,6 +33,18 @@ struct Q4KRows16 {
 };
 static_assert(sizeof(Q4KRows16) == kLaneRows * sizeof(BlockQ4_K));
 
+// One super-block of a group of Q5_K rows (DType::kQ5_K_R16): Q4KRows16's arrangement, and the
+// fifth bits: bytes 4g..4g+3 of row r's qh at qh[g][r] (byte 4g + t's bits 2j, 2j + 1 are
+// those of the quants in byte 4g + t of chunk j, low and high nibble).
+struct Q5KRows16 {
+  uint16_t d[kLaneRows];
+  uint16_t dmin[kLaneRows];
+  uint32_t scales[3][kLaneRows];
+  uint8_t qh[8][kLaneRows][4];
+  uint8_t qs[8][4][kLaneRows][4];
+};
+static_assert(sizeof(Q5KRows16) == kLaneRows * sizeof(BlockQ5_K));
+
 // One super-block of a group of Q6_K rows (DType::kQ6_K_R16). Row r's block is, rearranged: its
 // 16 sub-block scales at scales[s][r], its d at d[r]; its quants as 6-bit values, for each
 // 4-byte column l (0..7) and half h (elements 128h..128h+127): elements 128h + 32i + 4l + k (i
