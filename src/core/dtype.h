@@ -59,6 +59,7 @@ enum class DType : uint32_t {
   kQ6_K_R16 = 66,    // q6_K, rows in groups of 16
   kIQ4_XS_R16 = 67,  // iq4_xs, rows in groups of 16
   kQ5_K_R16 = 68,    // q5_K, rows in groups of 16
+  kQ3_K_R16 = 69,    // q3_K, rows in groups of 16
 };
 
 struct DTypeInfo {

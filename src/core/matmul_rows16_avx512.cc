@@ -332,6 +332,106 @@ void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, flo
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(y[c], acc[c]);
 }
 
+// The Q3_K kernel: the AVX2 kernel, as the scalar reference, sums a super-block's products into
+// one exact integer per row and column (the quants as u = q + 4 in 0..7, less 4 times the
+// scales against the block sums), then sum += (dx * d) * float(total). Here lane r is row r,
+// and each pair of 16-element sub-blocks (2p, 2p + 1) is one dpwssd by their two scales: the
+// odd one's products (of 4u, started at 1 - 16 * its block sum) shifted by 14 into the high
+// word, the even one's (started at -4 * its block sum) added below with a bias of 16384, which
+// the lanes start without. So each word is a sub-block's sum of (u - 4) * y, at most 16 * 4 *
+// 127 in size: the low word stays in 8256..24512 and the high word is exact.
+// pshufb masks taking bytes 2h and 2h + 1 of each 32-bit lane into the high bytes of its two
+// words (the low bytes zero), for an arithmetic shift to sign-extend them.
+constexpr std::array<std::array<uint8_t, 64>, 2> make_high_pair_words() {
+  std::array<std::array<uint8_t, 64>, 2> m{};
+  for (int h = 0; h < 2; ++h) {
+    for (int b = 0; b < 64; ++b) {
+      m[h][b] =
+          b % 2 == 0 ? uint8_t{0x80} : static_cast<uint8_t>(b % 16 / 4 * 4 + 2 * h + b % 4 / 2);
+    }
+  }
+  return m;
+}
+alignas(64) constexpr auto kHighPairWords = make_high_pair_words();
+
+template <int C>
+void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
+  const __m512i mc = _mm512_set1_epi8(0x0c), bit2 = _mm512_set1_epi8(0x04),
+                bit4 = _mm512_set1_epi8(0x10);
+  // The starts of the sub-blocks' sums, per block sum s: -4 * s (even), 1 - 16 * s (odd).
+  const __m512i start_mul = _mm512_set1_epi64(static_cast<int64_t>(0xfffffff0fffffffcull));
+  const __m512i start_add = _mm512_set1_epi64(int64_t{1} << 32);
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q3KRows16& wb = w[b];
+    // The 16 signed scales of every row (the AVX2 kernel's unpacking, 16 rows at once): byte t
+    // of lane r of v[m] is row r's scale 4m + t.
+    const __m512i a0 = _mm512_loadu_si512(wb.scales[0]), a1 = _mm512_loadu_si512(wb.scales[1]),
+                  a2 = _mm512_loadu_si512(wb.scales[2]);
+    const auto top = [&](int shift) {
+      return _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, shift), m3), 4);
+    };
+    const __m512i v[4] = {_mm512_or_si512(_mm512_and_si512(a0, lo4), top(0)),
+                          _mm512_or_si512(_mm512_and_si512(a1, lo4), top(2)),
+                          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a0, 4), lo4), top(4)),
+                          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), lo4), top(6))};
+    // Pair p's scales (sub-blocks 2p, 2p + 1) as the two words of each lane, and the even ones'
+    // sum, which the low words' bias multiplies.
+    __m512i pair[8];
+    __m512i even = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      const __m512i bytes = _mm512_sub_epi8(v[p / 2], _mm512_set1_epi8(32));
+      pair[p] = _mm512_srai_epi16(
+          _mm512_shuffle_epi8(bytes, _mm512_load_si512(kHighPairWords[p % 2].data())), 8);
+      even = _mm512_dpwssd_epi32(even, pair[p], _mm512_set1_epi32(1));
+    }
+    const __m512i unbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(even, 14));
+    const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
+    __m512 dd[C];
+    __m512i lanes[C];
+    alignas(64) int32_t start[C][16];
+    for (int c = 0; c < C; ++c) {
+      dd[c] = _mm512_mul_ps(_mm512_set1_ps(x[c][b].d), d16);
+      const __m512i sums = _mm512_cvtepi16_epi32(load256(x[c][b].bsums));
+      _mm512_store_si512(start[c],
+                         _mm512_add_epi32(_mm512_mullo_epi32(sums, start_mul), start_add));
+      lanes[c] = unbias;
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i lh = _mm512_loadu_si512(wb.high[p]);
+      const __m512i la = _mm512_loadu_si512(wb.low[p][0]), lb = _mm512_loadu_si512(wb.low[p][1]);
+      __m512i ua[4], hi[C];
+      for (int c = 0; c < C; ++c) hi[c] = _mm512_set1_epi32(start[c][2 * p + 1]);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        // Step i of the even sub-block as u (bit pair i, third bit i to bit 2), of the odd one
+        // as 4u (bit pair i to bits 2..3, third bit 4 + i to bit 4).
+        ua[i] = select(m3, shift16(la, -2 * i), _mm512_and_si512(shift16(lh, 2 - i), bit2));
+        const __m512i ub =
+            select(mc, shift16(lb, 2 - 2 * i), _mm512_and_si512(shift16(lh, -i), bit4));
+        for (int c = 0; c < C; ++c) {
+          hi[c] = _mm512_dpbusd_epi32(hi[c], ub, broadcast32(x[c][b].qs + 32 * p + 16 + 4 * i));
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        __m512i words =
+            _mm512_add_epi32(_mm512_slli_epi32(hi[c], 14), _mm512_set1_epi32(start[c][2 * p]));
+        for (int i = 0; i < 4; ++i) {
+          words = _mm512_dpbusd_epi32(words, ua[i], broadcast32(x[c][b].qs + 32 * p + 4 * i));
+        }
+        lanes[c] = _mm512_dpwssd_epi32(lanes[c], words, pair[p]);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(dd[c], _mm512_cvtepi32_ps(lanes[c])));
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(y[c], acc[c]);
+}
+
 // Columns [j, j + C) of group g0 / 16.
 template <typename Group, int C>
 void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
@@ -379,6 +479,11 @@ namespace strata::matmul_detail {
 const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q4KRows16, DType::kQ4_K_R16, kQ4_KAvx512>,
                                       rows16_work_bytes<DType::kQ4_K>};
+// Q3_K has no AVX-512 kernel of its own: the tail rows run the AVX2 one, which every AVX-512
+// CPU runs (AVX-VNNI's is not there on Zen 4), with the same bits.
+const MatmulKernel kQ3_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                      avx512::rows16_rows<Q3KRows16, DType::kQ3_K_R16, kQ3_KAvx2>,
+                                      rows16_work_bytes<DType::kQ3_K>};
 const MatmulKernel kQ5_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q5KRows16, DType::kQ5_K_R16, kQ5_KAvx512>,
                                       rows16_work_bytes<DType::kQ5_K>};

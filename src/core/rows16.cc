@@ -1,6 +1,8 @@
 #include "core/rows16.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "core/check.h"
@@ -46,6 +48,54 @@ void move_q5_k(std::conditional_t<kToGroup, const BlockQ5_K, BlockQ5_K>& block,
 
 // v in every byte of a 32-bit word: the masks of four elements at a time.
 constexpr uint32_t each_byte(uint32_t v) { return v * 0x01010101u; }
+
+// A Q3_K block's quant bits between the file's planes (qs: element 128h + 32j + l's two low bits
+// in bit pair j of byte 32h + l; hmask: its third bit in bit 4h + j of byte l) and the layout's
+// (core/rows16.h), 32-bit words at a time: word [p][h] of the low plane gathers bit pair p % 4
+// of the 16 bytes at 32 (p / 4) + 16h, word [p] of the high plane bit p of the hmask's 32.
+template <bool kToGroup>
+void move_q3_k(std::conditional_t<kToGroup, const BlockQ3_K, BlockQ3_K>& block,
+               std::conditional_t<kToGroup, Q3KRows16, const Q3KRows16>& group, int64_t lane) {
+  move<kToGroup>(&block.d, &group.d[lane], 2);
+  for (int i = 0; i < 3; ++i) move<kToGroup>(block.scales + 4 * i, &group.scales[i][lane], 4);
+  const uint32_t pairs = each_byte(0x03), bits = each_byte(0x01);
+  uint32_t qs[16], hm[8];  // the file's words
+  if constexpr (kToGroup) {
+    std::memcpy(qs, block.qs, sizeof qs);
+    std::memcpy(hm, block.hmask, sizeof hm);
+  } else {
+    std::fill(std::begin(qs), std::end(qs), 0u);
+    std::fill(std::begin(hm), std::end(hm), 0u);
+  }
+  for (int p = 0; p < 8; ++p) {
+    const int j = p % 4, plane = p / 4;
+    for (int h = 0; h < 2; ++h) {
+      uint32_t* file = qs + 8 * plane + 4 * h;  // bytes 32 plane + 16h + 4i .. + 3, i = 0..3
+      if constexpr (kToGroup) {
+        uint32_t w = 0;
+        for (int i = 0; i < 4; ++i) w |= (file[i] >> (2 * j) & pairs) << (2 * i);
+        std::memcpy(group.low[p][h][lane], &w, 4);
+      } else {
+        uint32_t w;
+        std::memcpy(&w, group.low[p][h][lane], 4);
+        for (int i = 0; i < 4; ++i) file[i] |= (w >> (2 * i) & pairs) << (2 * j);
+      }
+    }
+    if constexpr (kToGroup) {
+      uint32_t w = 0;
+      for (int m = 0; m < 8; ++m) w |= (hm[m] >> p & bits) << m;
+      std::memcpy(group.high[p][lane], &w, 4);
+    } else {
+      uint32_t w;
+      std::memcpy(&w, group.high[p][lane], 4);
+      for (int m = 0; m < 8; ++m) hm[m] |= (w >> m & bits) << p;
+    }
+  }
+  if constexpr (!kToGroup) {
+    std::memcpy(block.qs, qs, sizeof qs);
+    std::memcpy(block.hmask, hm, sizeof hm);
+  }
+}
 
 // A Q6_K half's quants (ql at 64 bytes, qh at 32) at byte t (a multiple of 4) as the layout's
 // three words: elements t..t+3 of the half's groups 0..2 as 6-bit values, over two bits each of
@@ -138,6 +188,9 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kQ6_K_R16, DType::kQ6_K, sizeof(BlockQ6_K),
      move_block<BlockQ6_K, Q6KRows16, true, move_q6_k<true>>,
      move_block<BlockQ6_K, Q6KRows16, false, move_q6_k<false>>},
+    {DType::kQ3_K_R16, DType::kQ3_K, sizeof(BlockQ3_K),
+     move_block<BlockQ3_K, Q3KRows16, true, move_q3_k<true>>,
+     move_block<BlockQ3_K, Q3KRows16, false, move_q3_k<false>>},
     {DType::kQ5_K_R16, DType::kQ5_K, sizeof(BlockQ5_K),
      move_block<BlockQ5_K, Q5KRows16, true, move_q5_k<true>>,
      move_block<BlockQ5_K, Q5KRows16, false, move_q5_k<false>>},

@@ -45,6 +45,20 @@ struct Q5KRows16 {
 };
 static_assert(sizeof(Q5KRows16) == kLaneRows * sizeof(BlockQ5_K));
 
+// One super-block of a group of Q3_K rows (DType::kQ3_K_R16). Row r's block is, rearranged: its
+// d at d[r]; word i of its 12 scale bytes at scales[i][r]; its quants' two low bits as
+// low[p][h][r], whose byte t holds in bit pair i those of element 32p + 16h + 4i + t; and their
+// third bits (the file's hmask) as high[p][r], whose byte t holds in bit m that of element
+// 32p + 4m + t. So a register of one [p][h] or [p] holds, per row, the bits of 4 elements of
+// each of its sub-blocks' 4-element steps, each step taken out by a shift and an AND.
+struct Q3KRows16 {
+  uint16_t d[kLaneRows];
+  uint32_t scales[3][kLaneRows];
+  uint8_t low[8][2][kLaneRows][4];
+  uint8_t high[8][kLaneRows][4];
+};
+static_assert(sizeof(Q3KRows16) == kLaneRows * sizeof(BlockQ3_K));
+
 // One super-block of a group of Q6_K rows (DType::kQ6_K_R16). Row r's block is, rearranged: its
 // 16 sub-block scales at scales[s][r], its d at d[r]; its quants as 6-bit values, for each
 // 4-byte column l (0..7) and half h (elements 128h..128h+127): elements 128h + 32i + 4l + k (i
