@@ -64,6 +64,7 @@ constexpr Layout kLayouts[] = {
     {DType::kIQ4_XS_R16, "iq4_xs_r16", 256, 136, DType::kIQ4_XS},
     {DType::kQ5_K_R16, "q5_K_r16", 256, 176, DType::kQ5_K},
     {DType::kQ3_K_R16, "q3_K_r16", 256, 110, DType::kQ3_K},
+    {DType::kQ2_K_R16, "q2_K_r16", 256, 84, DType::kQ2_K},
 };
 
 constexpr auto kLayoutIndex = dtype_row_index(kLayouts);

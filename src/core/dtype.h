@@ -60,6 +60,7 @@ enum class DType : uint32_t {
   kIQ4_XS_R16 = 67,  // iq4_xs, rows in groups of 16
   kQ5_K_R16 = 68,    // q5_K, rows in groups of 16
   kQ3_K_R16 = 69,    // q3_K, rows in groups of 16
+  kQ2_K_R16 = 70,    // q2_K, rows in groups of 16
 };
 
 struct DTypeInfo {

@@ -43,6 +43,7 @@ template size_t rows16_work_bytes<DType::kQ6_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kIQ4_XS>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ5_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ3_K>(int64_t k);
+template size_t rows16_work_bytes<DType::kQ2_K>(int64_t k);
 
 namespace {
 
@@ -71,6 +72,12 @@ const MatmulKernel kQ5_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
 const MatmulKernel kQ5_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                     rows16_by<kQ5_KAvx2, DType::kQ5_K_R16>,
                                     rows16_work_bytes<DType::kQ5_K>};
+const MatmulKernel kQ2_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
+                                   rows16_by<kQ2_KRef, DType::kQ2_K_R16>,
+                                   rows16_work_bytes<DType::kQ2_K>};
+const MatmulKernel kQ2_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                    rows16_by<kQ2_KAvx2, DType::kQ2_K_R16>,
+                                    rows16_work_bytes<DType::kQ2_K>};
 const MatmulKernel kQ3_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
                                    rows16_by<kQ3_KRef, DType::kQ3_K_R16>,
                                    rows16_work_bytes<DType::kQ3_K>};

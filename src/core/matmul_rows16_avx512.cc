@@ -432,6 +432,75 @@ void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(y[c], acc[c]);
 }
 
+// The Q2_K kernel: the AVX2 kernel, as the scalar reference, sums per super-block, row and
+// column the products of the quants (0..3) by their sub-blocks' scales into one exact integer,
+// and the mins against the block sums into another, then sum += d * float(sums) - dmin *
+// float(mins), d and dmin being dx times the row's. Here lane r is row r; a pair of 16-element
+// sub-blocks is one dpwssd by their two scales, as for Q3_K (the odd one's products of 4q,
+// started at 1 and shifted by 14 into the high word, the even one's added below with a bias of
+// 16384): each word is a sub-block's sum, at most 16 * 3 * 127 in size.
+template <int C>
+void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+  const __m512i m3 = _mm512_set1_epi8(0x03), mc = _mm512_set1_epi8(0x0c);
+  const __m512i low4 = _mm512_set1_epi16(0x0f), one = _mm512_set1_epi32(1);
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q2KRows16& wb = w[b];
+    // Pair p's scales and mins (sub-blocks 2p, 2p + 1: bytes 2 (p % 2), + 1 of scale word p / 2)
+    // as the two words of each lane, and the even scales' sum, which the low words' bias
+    // multiplies.
+    __m512i scale[8], min[8];
+    __m512i even = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      const __m512i bytes = pair_words(_mm512_loadu_si512(wb.scales[p / 2]), p % 2);
+      scale[p] = _mm512_and_si512(bytes, low4);
+      min[p] = _mm512_srli_epi16(bytes, 4);
+      even = _mm512_dpwssd_epi32(even, scale[p], one);
+    }
+    const __m512i unbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(even, 14));
+    const __m512 d16 = _mm512_cvtph_ps(load256(wb.d)), dmin16 = _mm512_cvtph_ps(load256(wb.dmin));
+    __m512i lanes[C], mins[C];
+    for (int c = 0; c < C; ++c) {
+      lanes[c] = unbias;
+      mins[c] = _mm512_setzero_si512();
+      for (int p = 0; p < 8; ++p) {
+        mins[c] = _mm512_dpwssd_epi32(mins[c], min[p], broadcast32(x[c][b].bsums + 2 * p));
+      }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i la = _mm512_loadu_si512(wb.low[p][0]), lb = _mm512_loadu_si512(wb.low[p][1]);
+      __m512i qa[4], hi[C];
+      for (int c = 0; c < C; ++c) hi[c] = one;
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        // Step i of the even sub-block (bit pair i), of the odd one times 4 (to bits 2..3).
+        qa[i] = _mm512_and_si512(shift16(la, -2 * i), m3);
+        const __m512i qb = _mm512_and_si512(shift16(lb, 2 - 2 * i), mc);
+        for (int c = 0; c < C; ++c) {
+          hi[c] = _mm512_dpbusd_epi32(hi[c], qb, broadcast32(x[c][b].qs + 32 * p + 16 + 4 * i));
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        __m512i words = _mm512_slli_epi32(hi[c], 14);
+        for (int i = 0; i < 4; ++i) {
+          words = _mm512_dpbusd_epi32(words, qa[i], broadcast32(x[c][b].qs + 32 * p + 4 * i));
+        }
+        lanes[c] = _mm512_dpwssd_epi32(lanes[c], words, scale[p]);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m512 dx = _mm512_set1_ps(x[c][b].d);
+      const __m512 t =
+          _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(dx, d16), _mm512_cvtepi32_ps(lanes[c])),
+                        _mm512_mul_ps(_mm512_mul_ps(dx, dmin16), _mm512_cvtepi32_ps(mins[c])));
+      acc[c] = _mm512_add_ps(acc[c], t);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(y[c], acc[c]);
+}
+
 // Columns [j, j + C) of group g0 / 16.
 template <typename Group, int C>
 void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
@@ -479,8 +548,11 @@ namespace strata::matmul_detail {
 const MatmulKernel kQ4_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q4KRows16, DType::kQ4_K_R16, kQ4_KAvx512>,
                                       rows16_work_bytes<DType::kQ4_K>};
-// Q3_K has no AVX-512 kernel of its own: the tail rows run the AVX2 one, which every AVX-512
-// CPU runs (AVX-VNNI's is not there on Zen 4), with the same bits.
+// Q2_K and Q3_K have no AVX-512 kernel of their own: the tail rows run the AVX2 one, which every
+// AVX-512 CPU runs (AVX-VNNI's is not there on Zen 4), with the same bits.
+const MatmulKernel kQ2_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
+                                      avx512::rows16_rows<Q2KRows16, DType::kQ2_K_R16, kQ2_KAvx2>,
+                                      rows16_work_bytes<DType::kQ2_K>};
 const MatmulKernel kQ3_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q3KRows16, DType::kQ3_K_R16, kQ3_KAvx2>,
                                       rows16_work_bytes<DType::kQ3_K>};

@@ -48,8 +48,8 @@ struct Packed {
   std::vector<uint8_t> rows, packed;
 };
 
-constexpr DType kLayouts[] = {DType::kQ3_K_R16, DType::kQ4_K_R16, DType::kQ5_K_R16,
-                              DType::kQ6_K_R16, DType::kIQ4_XS_R16};
+constexpr DType kLayouts[] = {DType::kQ2_K_R16, DType::kQ3_K_R16, DType::kQ4_K_R16,
+                              DType::kQ5_K_R16, DType::kQ6_K_R16, DType::kIQ4_XS_R16};
 
 TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
   for (DType layout : kLayouts) {
@@ -148,6 +148,8 @@ TEST(Rows16, EachLayoutsArrangementIsPinnedToItsId) {
       << "id " << int(DType::kQ5_K_R16);
   EXPECT_EQ(packed_hash(DType::kQ3_K_R16), 5620703163793791593ull)
       << "id " << int(DType::kQ3_K_R16);
+  EXPECT_EQ(packed_hash(DType::kQ2_K_R16), 3498256280229659453ull)
+      << "id " << int(DType::kQ2_K_R16);
 }
 
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
@@ -167,6 +169,7 @@ TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   EXPECT_EQ(dtype_info(DType::kIQ4_XS_R16).base, DType::kIQ4_XS);
   EXPECT_EQ(dtype_info(DType::kQ5_K_R16).base, DType::kQ5_K);
   EXPECT_EQ(dtype_info(DType::kQ3_K_R16).base, DType::kQ3_K);
+  EXPECT_EQ(dtype_info(DType::kQ2_K_R16).base, DType::kQ2_K);
   EXPECT_EQ(rows16_layout(DType::kQ8_0), std::nullopt);
   EXPECT_EQ(dtype_names_with_kernels().find("r16"), std::string::npos);
 }

@@ -49,38 +49,48 @@ void move_q5_k(std::conditional_t<kToGroup, const BlockQ5_K, BlockQ5_K>& block,
 // v in every byte of a 32-bit word: the masks of four elements at a time.
 constexpr uint32_t each_byte(uint32_t v) { return v * 0x01010101u; }
 
-// A Q3_K block's quant bits between the file's planes (qs: element 128h + 32j + l's two low bits
-// in bit pair j of byte 32h + l; hmask: its third bit in bit 4h + j of byte l) and the layout's
-// (core/rows16.h), 32-bit words at a time: word [p][h] of the low plane gathers bit pair p % 4
-// of the 16 bytes at 32 (p / 4) + 16h, word [p] of the high plane bit p of the hmask's 32.
+// The two low bits of a Q2_K or Q3_K block's quants between the file's qs (element 128h + 32j +
+// l's in bit pair j of byte 32h + l; 16 words) and the layout's low plane (core/rows16.h) of
+// row `lane`, 32-bit words at a time: word [p][h] gathers bit pair p % 4 of the 16 bytes at
+// 32 (p / 4) + 16h. Unpacking ORs into `qs`, which starts at zero.
+template <bool kToGroup>
+void move_low_pairs(uint32_t* qs,
+                    std::conditional_t<kToGroup, uint8_t, const uint8_t> (*low)[2][kLaneRows][4],
+                    int64_t lane) {
+  const uint32_t pairs = each_byte(0x03);
+  for (int p = 0; p < 8; ++p) {
+    const int j = p % 4;
+    for (int h = 0; h < 2; ++h) {
+      uint32_t* file = qs + 8 * (p / 4) + 4 * h;  // bytes 32 (p / 4) + 16h + 4i .. + 3
+      if constexpr (kToGroup) {
+        uint32_t w = 0;
+        for (int i = 0; i < 4; ++i) w |= (file[i] >> (2 * j) & pairs) << (2 * i);
+        std::memcpy(low[p][h][lane], &w, 4);
+      } else {
+        uint32_t w;
+        std::memcpy(&w, low[p][h][lane], 4);
+        for (int i = 0; i < 4; ++i) file[i] |= (w >> (2 * i) & pairs) << (2 * j);
+      }
+    }
+  }
+}
+
+// A Q3_K block: the low bits as above, and the third bits between the file's hmask (element
+// 128h + 32j + l's in bit 4h + j of byte l) and the layout's high plane: word [p] gathers bit p
+// of the hmask's 32 bytes.
 template <bool kToGroup>
 void move_q3_k(std::conditional_t<kToGroup, const BlockQ3_K, BlockQ3_K>& block,
                std::conditional_t<kToGroup, Q3KRows16, const Q3KRows16>& group, int64_t lane) {
   move<kToGroup>(&block.d, &group.d[lane], 2);
   for (int i = 0; i < 3; ++i) move<kToGroup>(block.scales + 4 * i, &group.scales[i][lane], 4);
-  const uint32_t pairs = each_byte(0x03), bits = each_byte(0x01);
-  uint32_t qs[16], hm[8];  // the file's words
+  const uint32_t bits = each_byte(0x01);
+  uint32_t qs[16] = {}, hm[8] = {};  // the file's words
   if constexpr (kToGroup) {
     std::memcpy(qs, block.qs, sizeof qs);
     std::memcpy(hm, block.hmask, sizeof hm);
-  } else {
-    std::fill(std::begin(qs), std::end(qs), 0u);
-    std::fill(std::begin(hm), std::end(hm), 0u);
   }
+  move_low_pairs<kToGroup>(qs, group.low, lane);
   for (int p = 0; p < 8; ++p) {
-    const int j = p % 4, plane = p / 4;
-    for (int h = 0; h < 2; ++h) {
-      uint32_t* file = qs + 8 * plane + 4 * h;  // bytes 32 plane + 16h + 4i .. + 3, i = 0..3
-      if constexpr (kToGroup) {
-        uint32_t w = 0;
-        for (int i = 0; i < 4; ++i) w |= (file[i] >> (2 * j) & pairs) << (2 * i);
-        std::memcpy(group.low[p][h][lane], &w, 4);
-      } else {
-        uint32_t w;
-        std::memcpy(&w, group.low[p][h][lane], 4);
-        for (int i = 0; i < 4; ++i) file[i] |= (w >> (2 * i) & pairs) << (2 * j);
-      }
-    }
     if constexpr (kToGroup) {
       uint32_t w = 0;
       for (int m = 0; m < 8; ++m) w |= (hm[m] >> p & bits) << m;
@@ -95,6 +105,18 @@ void move_q3_k(std::conditional_t<kToGroup, const BlockQ3_K, BlockQ3_K>& block,
     std::memcpy(block.qs, qs, sizeof qs);
     std::memcpy(block.hmask, hm, sizeof hm);
   }
+}
+
+template <bool kToGroup>
+void move_q2_k(std::conditional_t<kToGroup, const BlockQ2_K, BlockQ2_K>& block,
+               std::conditional_t<kToGroup, Q2KRows16, const Q2KRows16>& group, int64_t lane) {
+  move<kToGroup>(&block.d, &group.d[lane], 2);
+  move<kToGroup>(&block.dmin, &group.dmin[lane], 2);
+  for (int i = 0; i < 4; ++i) move<kToGroup>(block.scales + 4 * i, group.scales[i][lane], 4);
+  uint32_t qs[16] = {};
+  if constexpr (kToGroup) std::memcpy(qs, block.qs, sizeof qs);
+  move_low_pairs<kToGroup>(qs, group.low, lane);
+  if constexpr (!kToGroup) std::memcpy(block.qs, qs, sizeof qs);
 }
 
 // A Q6_K half's quants (ql at 64 bytes, qh at 32) at byte t (a multiple of 4) as the layout's
@@ -188,6 +210,9 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kQ6_K_R16, DType::kQ6_K, sizeof(BlockQ6_K),
      move_block<BlockQ6_K, Q6KRows16, true, move_q6_k<true>>,
      move_block<BlockQ6_K, Q6KRows16, false, move_q6_k<false>>},
+    {DType::kQ2_K_R16, DType::kQ2_K, sizeof(BlockQ2_K),
+     move_block<BlockQ2_K, Q2KRows16, true, move_q2_k<true>>,
+     move_block<BlockQ2_K, Q2KRows16, false, move_q2_k<false>>},
     {DType::kQ3_K_R16, DType::kQ3_K, sizeof(BlockQ3_K),
      move_block<BlockQ3_K, Q3KRows16, true, move_q3_k<true>>,
      move_block<BlockQ3_K, Q3KRows16, false, move_q3_k<false>>},

@@ -45,6 +45,17 @@ struct Q5KRows16 {
 };
 static_assert(sizeof(Q5KRows16) == kLaneRows * sizeof(BlockQ5_K));
 
+// One super-block of a group of Q2_K rows (DType::kQ2_K_R16). Row r's block is, rearranged: its d
+// and dmin at d[r], dmin[r]; bytes 4m..4m+3 of its 16 scale bytes at scales[m][r]; its quants as
+// Q3KRows16's low plane.
+struct Q2KRows16 {
+  uint16_t d[kLaneRows];
+  uint16_t dmin[kLaneRows];
+  uint8_t scales[4][kLaneRows][4];
+  uint8_t low[8][2][kLaneRows][4];
+};
+static_assert(sizeof(Q2KRows16) == kLaneRows * sizeof(BlockQ2_K));
+
 // One super-block of a group of Q3_K rows (DType::kQ3_K_R16). Row r's block is, rearranged: its
 // d at d[r]; word i of its 12 scale bytes at scales[i][r]; its quants' two low bits as
 // low[p][h][r], whose byte t holds in bit pair i those of element 32p + 16h + 4i + t; and their
