@@ -380,6 +380,27 @@ TEST(MatmulTest, AvxVnniEqualsAvx2Bitwise) {
   EXPECT_EQ(expect_same_bits_as_avx2(Isa::kAvxVnni), 13);
 }
 
+// The n x m products of weights w (raw blocks of `t`, n rows of k) and activations x at each of
+// `levels` are the same bits.
+void expect_same_bits_at(const std::vector<Isa>& levels, DType t, const void* w, int64_t n,
+                         int64_t k, const Acts& x, int64_t m) {
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> ys;
+  for (Isa isa : levels) {
+    IsaScope g(isa);
+    ys.emplace_back(static_cast<size_t>(n * m));
+    matmul(pool, t, w, dtype_row_bytes(t, k), n, k, x.data.data(), x.stride, m, ys.back().data(),
+           n);
+  }
+  for (size_t i = 1; i < ys.size(); ++i) {
+    for (size_t j = 0; j < ys[0].size(); ++j) {
+      ASSERT_TRUE(same_bits(ys[i][j], ys[0][j]))
+          << dtype_name(t) << " " << isa_name(levels[i]) << " element " << j << ": " << ys[i][j]
+          << " vs " << ys[0][j];
+    }
+  }
+}
+
 // Q8_0 quants span -128..127 in a file (the quantiser makes -127..127 only): with -128 the
 // AVX2 path's maddubs pairs come closest to 16-bit saturation (2 * 128 * 127), and every SIMD
 // level still gives the same bits (the scalar reference sums in another order).
@@ -389,7 +410,6 @@ TEST(MatmulTest, Q8_0AnyQuantsSameBitsOnEverySimdIsa) {
     if (isa >= Isa::kAvx2) levels.push_back(isa);
   }
   if (levels.size() < 2) GTEST_SKIP() << "this CPU has one SIMD level at most: nothing to compare";
-  ThreadPool pool(2);
   std::mt19937 rng(23);
   const int64_t n = 5, k = 9 * kQK8_0, m = 13;
   std::vector<BlockQ8_0> w(static_cast<size_t>(n * k / kQK8_0));
@@ -397,28 +417,13 @@ TEST(MatmulTest, Q8_0AnyQuantsSameBitsOnEverySimdIsa) {
     w[i].d = static_cast<uint16_t>(0x3c00 + rng() % 64);  // 1.0 and a little more
     for (int8_t& q : w[i].qs) q = static_cast<int8_t>(i % 3 == 0 ? -128 : rng());
   }
-  const Acts x(k, m, 24);
-  const size_t row_bytes = dtype_row_bytes(DType::kQ8_0, k);
-  std::vector<std::vector<float>> ys;
-  for (Isa isa : levels) {
-    IsaScope g(isa);
-    ys.emplace_back(static_cast<size_t>(n * m));
-    matmul(pool, DType::kQ8_0, w.data(), row_bytes, n, k, x.data.data(), x.stride, m,
-           ys.back().data(), n);
-  }
-  for (size_t i = 1; i < ys.size(); ++i) {
-    for (size_t j = 0; j < ys[0].size(); ++j) {
-      ASSERT_TRUE(same_bits(ys[i][j], ys[0][j]))
-          << isa_name(levels[i]) << " element " << j << ": " << ys[i][j] << " vs " << ys[0][j];
-    }
-  }
+  expect_same_bits_at(levels, DType::kQ8_0, w.data(), n, k, Acts(k, m, 24), m);
 }
 
 // Every byte string is an MXFP4 block: random codes and exponents (subnormal scales included,
 // up to 2^72 so that no sum overflows) give the same bits on every instruction set, with scales
 // far apart so that the order of the additions shows.
 TEST(MatmulTest, MXFP4AnyBytesSameBitsOnEveryIsa) {
-  ThreadPool pool(2);
   std::mt19937 rng(17);
   const int64_t n = 7, k = 25 * kQK_MXFP4, m = 17;
   std::vector<BlockMXFP4> w(static_cast<size_t>(n * k / kQK_MXFP4));
@@ -426,21 +431,7 @@ TEST(MatmulTest, MXFP4AnyBytesSameBitsOnEveryIsa) {
     b.e = static_cast<uint8_t>(rng() % 201);
     for (uint8_t& q : b.qs) q = static_cast<uint8_t>(rng());
   }
-  const Acts x(k, m, 18);
-  const size_t row_bytes = dtype_row_bytes(DType::kMXFP4, k);
-  std::vector<std::vector<float>> ys;
-  for (Isa isa : isas()) {
-    IsaScope g(isa);
-    ys.emplace_back(static_cast<size_t>(n * m));
-    matmul(pool, DType::kMXFP4, w.data(), row_bytes, n, k, x.data.data(), x.stride, m,
-           ys.back().data(), n);
-  }
-  for (size_t i = 1; i < ys.size(); ++i) {
-    for (size_t j = 0; j < ys[0].size(); ++j) {
-      ASSERT_TRUE(same_bits(ys[i][j], ys[0][j]))
-          << isa_name(isas()[i]) << " element " << j << ": " << ys[i][j] << " vs " << ys[0][j];
-    }
-  }
+  expect_same_bits_at(isas(), DType::kMXFP4, w.data(), n, k, Acts(k, m, 18), m);
 }
 
 TEST(MatmulTest, Avx2ActivationQuantisationIsBitExact) {

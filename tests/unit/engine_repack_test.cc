@@ -1,4 +1,5 @@
-// Repacking (EngineOptions::repack): copied q4_K and q6_K weights go in rows in lanes
+// Repacking (EngineOptions::repack): copied weights of the types with a rows-in-lanes layout
+// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs) go in it
 // (core/rows16.h) on a device that offers the layout, the CPU's or a worker's, and every logit is
 // the bytes of the file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied
 // embeddings, a split.
@@ -6,6 +7,7 @@
 
 #include "core/dtype_traits.h"
 #include "core/isa.h"
+#include "core/rows16.h"
 #include "engine/engine.h"
 #include "rpc/remote_backend.h"
 #include "unit/engine_testing.h"
@@ -20,7 +22,7 @@ using testing::greedy_logits;
 struct RepackRun {
   std::vector<uint8_t> logits;
   int layouts = 0;         // weights placed in a device layout, over all stages
-  int k_quant = 0;         // q4_K and q6_K weights of the model placed, over all stages
+  int k_quant = 0;         // weights of a type with a layout placed, over all stages
   int worker_layouts = 0;  // of `layouts`, on the worker's stage
 };
 
@@ -57,7 +59,7 @@ RepackRun repack_run(const std::string& path, bool repack, bool split) {
     std::vector<const GgufTensorInfo*> tensors =
         stage_weight_tensors(m, s.layer_begin, s.layer_end, s.first, s.last);
     for (const GgufTensorInfo* t : tensors) {
-      if (t->dtype != DType::kQ4_K && t->dtype != DType::kQ6_K) continue;
+      if (!rows16_layout(t->dtype)) continue;
       ++out.k_quant;
       const DType placed = s.weights->ref(t).dtype;
       if (placed != t->dtype) {
@@ -85,7 +87,7 @@ RepackRun expect_repack_same_logits(const std::string& path, bool split) {
   EXPECT_EQ(packed.logits, plain.logits) << "a layout changed a logit";
   EXPECT_GT(packed.k_quant, 0);
   if (dtype_layout_pays(DType::kQ4_K_R16, isa_active())) {
-    EXPECT_GT(packed.layouts, 0) << "no q4_K or q6_K weight went into rows in lanes";
+    EXPECT_GT(packed.layouts, 0) << "no weight went into rows in lanes";
     // The worker (this build, this CPU) offers the layout too: the host packs what it uploads.
     if (split) {
       EXPECT_GT(packed.worker_layouts, 0) << "the worker's stage kept the file layout";
@@ -114,6 +116,31 @@ TEST(EngineRepack, DenseQ4KMixGivesTheFileLayoutsLogits) {
   SynthParams p = repack_llama();
   p.mix = "q4_K_M";
   expect_repack_same_logits(testing::synth_file("repack_mix", p), false);
+}
+
+// Every type with a layout: a q3_K_M mix (q3_K, q4_K, q5_K, q6_K), q2_K, q5_K and iq4_xs, each
+// weight of those types in its layout but the token embedding (get_rows reads its rows in the
+// file's layout; the output matrix is another tensor), split over a worker for one of them.
+TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
+  struct Case {
+    const char* name;
+    DType dtype;
+    const char* mix;
+    bool split;
+  };
+  for (const Case& c :
+       {Case{"repack_q3km", DType::kQ4_K, "q3_K_M", false},
+        Case{"repack_q2k", DType::kQ2_K, "", true}, Case{"repack_q5k", DType::kQ5_K, "", false},
+        Case{"repack_iq4xs", DType::kIQ4_XS, "", false}}) {
+    SCOPED_TRACE(c.name);
+    SynthParams p = repack_llama();
+    p.dtype = c.dtype;
+    p.mix = c.mix;
+    const RepackRun packed = expect_repack_same_logits(testing::synth_file(c.name, p), c.split);
+    if (dtype_layout_pays(DType::kQ4_K_R16, isa_active()) && !c.split) {
+      EXPECT_EQ(packed.layouts, packed.k_quant - 1) << "a weight kept the file's layout";
+    }
+  }
 }
 
 TEST(EngineRepack, TiedEmbeddingGoesInTheLayoutForTheOutputMatrix) {
