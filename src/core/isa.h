@@ -7,10 +7,10 @@ namespace strata {
 // The levels, each a superset of the ones below it *on the CPUs that have it*, except AVX-VNNI:
 // its 256-bit (VEX) dot products exist on some CPUs without AVX-512 (Alder Lake and later
 // client cores, Sierra Forest) and are missing from some with it (Skylake-X to Ice Lake, Zen 4).
-// A CPU supports a level when it has its instructions; AVX-512 here means F/BW/VL/DQ with VNNI.
+// A CPU supports a level when it has its instructions:
 //  - kAvx2: AVX2, FMA, F16C.
 //  - kAvxVnni: kAvx2 and AVX-VNNI (vpdpbusd / vpdpwssd on ymm registers, VEX-encoded).
-//  - kAvx512: kAvx2 and AVX-512 F/BW/VL/DQ/VNNI.
+//  - kAvx512: kAvx2, AVX-512 F/BW/VL/DQ/VNNI and BMI2 (which every AVX-512 CPU has).
 // Kernel tables hold one entry per level; a lookup walks down from the active level and takes
 // the first entry of a level the CPU supports (isa_supported), so an AVX-512 CPU without
 // AVX-VNNI never reaches the AVX-VNNI kernels.
