@@ -6,6 +6,7 @@
 # by name; generation is a 501.
 set -eu
 strata=$1
+source "$(cd "$(dirname "$0")" && pwd)/node_sdk.bash"
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -114,11 +115,10 @@ post /v1/completions '{"prompt": "x"}' >/dev/null
 curl -sf "$url/health" | grep -q ok || fail "/health"
 
 # The official OpenAI Node SDK (it asks for base64 and decodes it).
-if command -v node >/dev/null && command -v npm >/dev/null; then
-  sdk=$(dirname "$strata")/node-sdk
-  mkdir -p "$sdk"
-  if [ -d "$sdk/node_modules/openai" ] ||
-     (cd "$sdk" && timeout 300 npm install --no-audit --no-fund --silent openai >/dev/null 2>&1); then
+sdk=$(dirname "$strata")/node-sdk
+if ! why=$(node_sdks "$sdk" openai); then
+  echo "SKIP: $why"
+else
     cat >"$sdk/embeddings_check.mjs" <<'JS'
 import OpenAI from "openai";
 import { readFileSync } from "fs";
@@ -138,11 +138,6 @@ console.log("openai sdk: embeddings.create of", texts.length, "texts = strata em
 JS
     (cd "$sdk" && BASE=$url TEXTS=$tmp/texts.txt CLI=$tmp/cli.json node embeddings_check.mjs) ||
       fail "OpenAI Node SDK"
-  else
-    echo "SKIP: npm could not install the OpenAI SDK (no registry?)"
-  fi
-else
-  echo "SKIP: node or npm is absent"
 fi
 stop_last
 

@@ -5,6 +5,7 @@
 set -eu
 strata=$1
 shared=$2
+source "$(cd "$(dirname "$0")" && pwd)/node_sdk.bash"
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -191,18 +192,12 @@ curl -sfk -H "X-Api-Key: secret" "$url/v1/models" >/dev/null || fail "X-Api-Key 
 stop_last
 
 echo "OpenAI and Anthropic Node SDKs"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIP: node or npm is absent"
+sdk=$(dirname "$strata")/node-sdk
+if ! why=$(node_sdks "$sdk" openai @anthropic-ai/sdk); then
+  echo "SKIP: $why"
 else
-  sdk=$(dirname "$strata")/node-sdk
-  mkdir -p "$sdk"
-  if { [ ! -d "$sdk/node_modules/openai" ] || [ ! -d "$sdk/node_modules/@anthropic-ai/sdk" ]; } &&
-     ! (cd "$sdk" && timeout 300 npm install --no-audit --no-fund --silent openai \
-          @anthropic-ai/sdk >/dev/null 2>&1); then
-    echo "SKIP: npm could not install the SDKs (no registry?)"
-  else
-    start sdk -m "$model" -np 2 --port 0 --api-key sk-test
-    cat >"$sdk/openai_check.mjs" <<'JS'
+  start sdk -m "$model" -np 2 --port 0 --api-key sk-test
+  cat >"$sdk/openai_check.mjs" <<'JS'
 import OpenAI from "openai";
 const client = new OpenAI({ baseURL: process.env.BASE + "/v1", apiKey: "sk-test" });
 const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
@@ -261,7 +256,7 @@ try {
 check(named.includes("mirostat"), "an out-of-range sampler field: " + named);
 console.log("openai sdk: completions, chat, streaming, models, responses, structured output, samplers ok");
 JS
-    cat >"$sdk/anthropic_check.mjs" <<'JS'
+  cat >"$sdk/anthropic_check.mjs" <<'JS'
 import Anthropic from "@anthropic-ai/sdk";
 const client = new Anthropic({ baseURL: process.env.BASE, apiKey: "sk-test" });
 const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
@@ -284,22 +279,22 @@ catch (e) { failed = e.status === 400; }
 check(failed, "a bad request is a 400 the SDK raises");
 console.log("anthropic sdk: messages, stream, count_tokens, errors ok");
 JS
-    (cd "$sdk" && BASE=$url node openai_check.mjs) || fail "OpenAI Node SDK"
-    (cd "$sdk" && BASE=$url node anthropic_check.mjs) || fail "Anthropic Node SDK"
-    stop_last
+  (cd "$sdk" && BASE=$url node openai_check.mjs) || fail "OpenAI Node SDK"
+  (cd "$sdk" && BASE=$url node anthropic_check.mjs) || fail "Anthropic Node SDK"
+  stop_last
 
-    # Tool calls: a scripted model whose reply is a Hermes tool call, with Qwen 2.5's template.
-    qwen_template=$shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
-    if [ ! -f "$qwen_template" ]; then
-      echo "SKIP: tool calls through the SDKs: $qwen_template is absent"
-    else
-      printf '%s' '["<tool_call>", "\n{\"name\": ", "\"get_weather\", ", "\"arguments\": ",
-        "{\"city\": ", "\"Paris\"}}", "\n</tool_call>"]' >"$tmp/script.json"
-      "$strata" gguf gen -o "$tmp/tools.gguf" --script "$tmp/script.json" --n-embd 320 \
-        --n-vocab 300 --n-layer 1 --n-ff 64 >/dev/null
-      start tools -m "$tmp/tools.gguf" --chat-template-file "$qwen_template" --port 0 \
-        --api-key sk-test
-      cat >"$sdk/tools_check.mjs" <<'JS'
+  # Tool calls: a scripted model whose reply is a Hermes tool call, with Qwen 2.5's template.
+  qwen_template=$shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+  if [ ! -f "$qwen_template" ]; then
+    echo "SKIP: tool calls through the SDKs: $qwen_template is absent"
+  else
+    printf '%s' '["<tool_call>", "\n{\"name\": ", "\"get_weather\", ", "\"arguments\": ",
+      "{\"city\": ", "\"Paris\"}}", "\n</tool_call>"]' >"$tmp/script.json"
+    "$strata" gguf gen -o "$tmp/tools.gguf" --script "$tmp/script.json" --n-embd 320 \
+      --n-vocab 300 --n-layer 1 --n-ff 64 >/dev/null
+    start tools -m "$tmp/tools.gguf" --chat-template-file "$qwen_template" --port 0 \
+      --api-key sk-test
+    cat >"$sdk/tools_check.mjs" <<'JS'
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
@@ -339,16 +334,16 @@ const suse = mfinal.content.find((b) => b.type === "tool_use");
 check(suse?.input.city === "Paris", "anthropic: streamed tool_use input");
 console.log("sdk tool calls: openai (collected, streamed, second turn), anthropic ok");
 JS
-      (cd "$sdk" && BASE=$url node tools_check.mjs) || fail "tool calls through the SDKs"
-      stop_last
+    (cd "$sdk" && BASE=$url node tools_check.mjs) || fail "tool calls through the SDKs"
+    stop_last
 
-      # tool_choice required / any / a named tool: a model of random weights (which never writes
-      # a call unconstrained) must call the tools, with arguments valid under their schemas.
-      "$strata" gguf gen -o "$tmp/random.gguf" --n-embd 320 --n-vocab 300 --n-layer 1 \
-        --n-ff 64 >/dev/null
-      start forced -m "$tmp/random.gguf" --chat-template-file "$qwen_template" --port 0 \
-        --api-key sk-test
-      cat >"$sdk/forced_check.mjs" <<'JS'
+    # tool_choice required / any / a named tool: a model of random weights (which never writes
+    # a call unconstrained) must call the tools, with arguments valid under their schemas.
+    "$strata" gguf gen -o "$tmp/random.gguf" --n-embd 320 --n-vocab 300 --n-layer 1 \
+      --n-ff 64 >/dev/null
+    start forced -m "$tmp/random.gguf" --chat-template-file "$qwen_template" --port 0 \
+      --api-key sk-test
+    cat >"$sdk/forced_check.mjs" <<'JS'
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 const check = (c, what) => { if (!c) { console.error("FAIL: " + what); process.exit(1); } };
@@ -381,9 +376,8 @@ for (const tool_choice of [{ type: "any", disable_parallel_tool_use: true },
 }
 console.log("forced tool calls: openai required, anthropic any and tool ok");
 JS
-      (cd "$sdk" && BASE=$url node forced_check.mjs) || fail "forced tool calls through the SDKs"
-      stop_last
-    fi
+    (cd "$sdk" && BASE=$url node forced_check.mjs) || fail "forced tool calls through the SDKs"
+    stop_last
   fi
 fi
 echo "PASS"
