@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "core/matmul_internal.h"
 #include "core/quant_blocks.h"
@@ -117,27 +116,6 @@ inline __m256i iq4_values(const uint8_t* qs) {
   const __m256i grid =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
   return _mm256_shuffle_epi8(grid, unpack_nibbles(qs));
-}
-
-// The 8 signed sub-block scales (ls - 32) of an IQ4_XS super-block as words, in both 128-bit
-// halves: low nibbles from scales_l (even sub-blocks in the low nibbles), top 2 bits from
-// scales_h.
-inline __m256i iq4_xs_scale_words(const BlockIQ4_XS& b) {
-  uint32_t l;
-  std::memcpy(&l, b.scales_l, 4);
-  const __m128i nib =
-      _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0f0f0f0fu)),
-                        _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0f0f0f0fu)));
-  const __m256i high =
-      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h),
-                                         _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-                       _mm256_set1_epi32(3));
-  const __m256i ls =
-      _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(high, 4)),
-                       _mm256_set1_epi32(32));
-  const __m128i words =
-      _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
-  return _mm256_broadcastsi128_si256(words);
 }
 
 // Sum of the 8 int32 lanes (exact).

@@ -17,7 +17,6 @@ namespace {
 using avx2::f16;
 using avx2::hsum;
 using avx2::hsum_i32;
-using avx2::iq4_xs_scale_words;
 using avx2::load256;
 using avx2::madd_add;
 using avx2::prefetch_ahead;
@@ -329,6 +328,26 @@ struct Q3KKernel {
 struct IQ4XSKernel {
   static constexpr int kCols = 4;
 
+  // The 8 signed sub-block scales (ls - 32) as words, in both 128-bit halves: low nibbles from
+  // scales_l (even sub-blocks in the low nibbles), top 2 bits from scales_h.
+  static __m256i scales(const BlockIQ4_XS& b) {
+    uint32_t l;
+    std::memcpy(&l, b.scales_l, 4);
+    const __m128i nib =
+        _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l & 0x0f0f0f0fu)),
+                          _mm_cvtsi32_si128(static_cast<int>((l >> 4) & 0x0f0f0f0fu)));
+    const __m256i high =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h),
+                                           _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                         _mm256_set1_epi32(3));
+    const __m256i ls =
+        _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(high, 4)),
+                         _mm256_set1_epi32(32));
+    const __m128i words =
+        _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
+    return _mm256_broadcastsi128_si256(words);
+  }
+
   template <int C>
   static void tile(const uint8_t* wp, const void* const* xs, int64_t k, float* out) {
     const auto* w = reinterpret_cast<const BlockIQ4_XS*>(wp);
@@ -344,7 +363,7 @@ struct IQ4XSKernel {
     for (int64_t b = 0; b < k / kQKK; ++b) {
       const BlockIQ4_XS& wb = w[b];
       prefetch_ahead<sizeof(BlockIQ4_XS)>(&wb);
-      const __m256i ls = iq4_xs_scale_words(wb);
+      const __m256i ls = scales(wb);
       __m256i isum[C];
       for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p and 2p + 1: 32 bytes of nibbles
