@@ -175,6 +175,7 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
       ->UseManualTime()
 
 STRATA_DECODE_ORDER_BENCH(q8_0, DType::kQ8_0);
+STRATA_DECODE_ORDER_BENCH(q8_0_r16, DType::kQ8_0_R16);
 STRATA_DECODE_ORDER_BENCH(q4_0, DType::kQ4_0);
 STRATA_DECODE_ORDER_BENCH(q4_K, DType::kQ4_K);
 STRATA_DECODE_ORDER_BENCH(q4_K_r16, DType::kQ4_K_R16);
@@ -201,6 +202,7 @@ STRATA_MATMUL_BENCH(f32, DType::kF32);
 STRATA_MATMUL_BENCH(f16, DType::kF16);
 STRATA_MATMUL_BENCH(bf16, DType::kBF16);
 STRATA_MATMUL_BENCH(q8_0, DType::kQ8_0);
+STRATA_MATMUL_BENCH(q8_0_r16, DType::kQ8_0_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_0, DType::kQ4_0);
 STRATA_MATMUL_BENCH(q4_K, DType::kQ4_K)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_K_r16, DType::kQ4_K_R16)->Args({2, 1})->Args({4, 1});

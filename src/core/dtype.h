@@ -61,6 +61,7 @@ enum class DType : uint32_t {
   kQ5_K_R16 = 68,    // q5_K, rows in groups of 16
   kQ3_K_R16 = 69,    // q3_K, rows in groups of 16
   kQ2_K_R16 = 70,    // q2_K, rows in groups of 16
+  kQ8_0_R16 = 71,    // q8_0, rows in groups of 16, 256 elements a block
 };
 
 struct DTypeInfo {

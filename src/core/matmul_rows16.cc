@@ -44,6 +44,7 @@ template size_t rows16_work_bytes<DType::kIQ4_XS>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ5_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ3_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ2_K>(int64_t k);
+template size_t rows16_work_bytes<DType::kQ8_0>(int64_t k);
 
 namespace {
 
@@ -90,5 +91,11 @@ const MatmulKernel kIQ4_XS_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
 const MatmulKernel kIQ4_XS_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       rows16_by<kIQ4_XSAvx2, DType::kIQ4_XS_R16>,
                                       rows16_work_bytes<DType::kIQ4_XS>};
+const MatmulKernel kQ8_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
+                                   rows16_by<kQ8_0Ref, DType::kQ8_0_R16>,
+                                   rows16_work_bytes<DType::kQ8_0>};
+const MatmulKernel kQ8_0_R16Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2,
+                                    rows16_by<kQ8_0Avx2, DType::kQ8_0_R16>,
+                                    rows16_work_bytes<DType::kQ8_0>};
 
 }  // namespace strata::matmul_detail

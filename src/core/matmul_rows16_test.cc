@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,8 @@ struct Packed {
 };
 
 constexpr DType kLayouts[] = {DType::kQ2_K_R16, DType::kQ3_K_R16, DType::kQ4_K_R16,
-                              DType::kQ5_K_R16, DType::kQ6_K_R16, DType::kIQ4_XS_R16};
+                              DType::kQ5_K_R16, DType::kQ6_K_R16, DType::kIQ4_XS_R16,
+                              DType::kQ8_0_R16};
 
 TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
   for (DType layout : kLayouts) {
@@ -64,13 +67,18 @@ TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
       const uint8_t* out = w.packed.data() + g * group_bytes;
       EXPECT_NE(std::memcmp(in, out, group_bytes), 0) << "group " << g << " was not rearranged";
       std::vector<uint8_t> a(in, in + group_bytes), b(out, out + group_bytes);
+      if (layout == DType::kQ8_0_R16) {  // its quants are stored + 128
+        for (size_t at = 0; at < b.size(); at += sizeof(Q8_0Rows16)) {
+          for (size_t i = offsetof(Q8_0Rows16, qs); i < sizeof(Q8_0Rows16); ++i) b[at + i] ^= 0x80;
+        }
+      }
       const auto bits = [](const std::vector<uint8_t>& v) {
         int64_t n = 0;
         for (uint8_t byte : v) n += std::popcount(byte);
         return n;
       };
       EXPECT_EQ(bits(a), bits(b)) << "group " << g << " is not a rearrangement of its rows' bits";
-      if (layout == DType::kQ4_K_R16) {  // q6_K's quants are rearranged bit by bit
+      if (layout == DType::kQ4_K_R16 || layout == DType::kQ8_0_R16) {  // q6_K's bit by bit
         std::sort(a.begin(), a.end());
         std::sort(b.begin(), b.end());
         EXPECT_EQ(a, b) << "group " << g << " is not a permutation of its rows' bytes";
@@ -150,6 +158,8 @@ TEST(Rows16, EachLayoutsArrangementIsPinnedToItsId) {
       << "id " << int(DType::kQ3_K_R16);
   EXPECT_EQ(packed_hash(DType::kQ2_K_R16), 3498256280229659453ull)
       << "id " << int(DType::kQ2_K_R16);
+  EXPECT_EQ(packed_hash(DType::kQ8_0_R16), 15934973913862115941ull)
+      << "id " << int(DType::kQ8_0_R16);
 }
 
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
@@ -170,7 +180,8 @@ TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   EXPECT_EQ(dtype_info(DType::kQ5_K_R16).base, DType::kQ5_K);
   EXPECT_EQ(dtype_info(DType::kQ3_K_R16).base, DType::kQ3_K);
   EXPECT_EQ(dtype_info(DType::kQ2_K_R16).base, DType::kQ2_K);
-  EXPECT_EQ(rows16_layout(DType::kQ8_0), std::nullopt);
+  EXPECT_EQ(dtype_info(DType::kQ8_0_R16).base, DType::kQ8_0);
+  EXPECT_EQ(rows16_layout(DType::kQ4_0), std::nullopt);
   EXPECT_EQ(dtype_names_with_kernels().find("r16"), std::string::npos);
 }
 
@@ -206,6 +217,27 @@ TEST(Rows16, MatmulHasTheBaseTypesBitsAtEveryLevelBatchAndThreadCount) {
           }
         }
       }
+    }
+  }
+}
+
+// A file's Q8_0 quants span -128..127 (the quantiser makes -127..127 only): stored + 128, -128
+// is the layout's byte 0, and the rows still give q8_0's bits.
+TEST(Rows16, Q8_0WithTheQuantsOnlyAFileHoldsHasTheBaseTypesBits) {
+  ThreadPool pool(2);
+  Packed w(DType::kQ8_0_R16, 35, 1024, 31);
+  std::mt19937 rng(32);
+  auto* blocks = reinterpret_cast<BlockQ8_0*>(w.rows.data());
+  for (size_t i = 0; i < w.rows.size() / sizeof(BlockQ8_0); ++i) {
+    for (int8_t& q : blocks[i].qs) q = static_cast<int8_t>(i % 3 == 0 ? -128 : rng());
+  }
+  rows16_pack(w.layout, w.rows.data(), w.packed.data(), w.n, w.k);
+  for (int64_t m : {1, 4, 6}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>((w.k + 3) * m), 33);
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), product(pool, w, false, x, m)))
+          << "m " << m << " " << isa_name(isa);
     }
   }
 }

@@ -178,6 +178,28 @@ void move_iq4_xs(std::conditional_t<kToGroup, const BlockIQ4_XS, BlockIQ4_XS>& b
   }
 }
 
+// Q8_0: eight blocks at a time (Q8_0Rows16), each quant byte XOR 0x80 both ways.
+template <bool kToGroup>
+void move_q8_0(std::conditional_t<kToGroup, const BlockQ8_0x8, BlockQ8_0x8>& blocks,
+               std::conditional_t<kToGroup, Q8_0Rows16, const Q8_0Rows16>& group, int64_t lane) {
+  for (int i = 0; i < 8; ++i) {
+    auto& block = blocks.b[i];
+    move<kToGroup>(&block.d, &group.d[i][lane], 2);
+    for (int t = 0; t < 8; ++t) {
+      auto* file =
+          reinterpret_cast<std::conditional_t<kToGroup, const uint8_t, uint8_t>*>(block.qs + 4 * t);
+      auto* lanes = group.qs[i / 2][8 * (i % 2) + t][lane];
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (kToGroup) {
+          lanes[j] = file[j] ^ 0x80;
+        } else {
+          file[j] = lanes[j] ^ 0x80;
+        }
+      }
+    }
+  }
+}
+
 // Moves row `lane`'s super-block from `from` to `to`: from its block in the base layout to its
 // place in a group's super-block (packing), or back (unpacking).
 using MoveBlock = void (*)(const void* from, void* to, int64_t lane);
@@ -198,7 +220,7 @@ void move_block(const void* from, void* to, int64_t lane) {
 struct Rows16Layout {
   DType layout;
   DType base;
-  size_t block_bytes;  // of the base type: a super-block of a group is 16 of them
+  size_t block_bytes;  // of 256 elements of the base type: a super-block of a group is 16 of them
   MoveBlock pack;      // block -> group
   MoveBlock unpack;    // group -> block
 };
@@ -222,6 +244,9 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kIQ4_XS_R16, DType::kIQ4_XS, sizeof(BlockIQ4_XS),
      move_block<BlockIQ4_XS, IQ4XSRows16, true, move_iq4_xs<true>>,
      move_block<BlockIQ4_XS, IQ4XSRows16, false, move_iq4_xs<false>>},
+    {DType::kQ8_0_R16, DType::kQ8_0, sizeof(BlockQ8_0x8),
+     move_block<BlockQ8_0x8, Q8_0Rows16, true, move_q8_0<true>>,
+     move_block<BlockQ8_0x8, Q8_0Rows16, false, move_q8_0<false>>},
 };
 
 const Rows16Layout& layout_row(DType layout) {

@@ -1,7 +1,7 @@
-// Rows in lanes: a device layout of K-quant (and IQ4_XS) weights for SIMD kernels that give each of
-// 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so that one-column products need
-// almost no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its activations
-// are one broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
+// Rows in lanes: a device layout of K-quant (and IQ4_XS, Q8_0) weights for SIMD kernels that give
+// each of 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so that one-column
+// products need almost no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its
+// activations are one broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
 //
 // The layout of a matrix of n rows (a tensor of several matrices, experts, is laid out matrix by
 // matrix): rows [16 i, 16 i + 16) are group i, which takes the bytes those rows take in the base
@@ -94,6 +94,23 @@ struct IQ4XSRows16 {
   uint8_t qs[8][4][kLaneRows][4];
 };
 static_assert(sizeof(IQ4XSRows16) == kLaneRows * sizeof(BlockIQ4_XS));
+
+// 256 elements (eight blocks) of each row of a group of Q8_0 rows (DType::kQ8_0_R16): the
+// layout's unit, so that its rows are whole units like the K-quants' (its dtype's block size is
+// 256: a matrix whose rows are not multiples of 256 stays in q8_0). Row r's blocks are,
+// rearranged: block i's d at d[i][r]; bytes 4t..4t+3 of the 64 quants of blocks 2p, 2p + 1 (the
+// pair the AVX2 kernel sums together, one after the other) at qs[p][t][r], each quant stored
+// plus 128 (its byte XOR 0x80): the unsigned operand of dpbusd.
+struct Q8_0Rows16 {
+  uint16_t d[8][kLaneRows];
+  uint8_t qs[4][16][kLaneRows][4];
+};
+// The base type's bytes of that unit of one row.
+struct BlockQ8_0x8 {
+  BlockQ8_0 b[8];
+};
+static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
+static_assert(sizeof(Q8_0Rows16) == kLaneRows * sizeof(BlockQ8_0x8));
 
 // The rows-in-lanes layout of a GGUF type, if it has one.
 std::optional<DType> rows16_layout(DType base);

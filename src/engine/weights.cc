@@ -151,7 +151,8 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
   // each tensor from the mapping (a remote device may skip the bytes it already holds). A
   // tensor put in a layout is rearranged from the mapping straight into a host buffer (the
   // CPU's), or else into one host buffer that each such tensor reuses, then uploaded.
-  // A layout where the device offers one for the tensor's type and a matmul uses the tensor:
+  // A layout where the device offers one for the tensor's type, its rows are whole blocks of the
+  // layout (q8_0's are 256 elements) and a matmul uses the tensor:
   // the token embedding only where it is the output matrix too (tied; get_rows reads its rows
   // back one by one), no fused projection whose parts cut a group.
   const DTypeSet offered = repack ? device.caps().weight_dtypes : DTypeSet();
@@ -159,7 +160,7 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
   for (const GgufTensorInfo* t : tensors) {
     const std::optional<DType> layout = rows16_layout(t->dtype);
     if (!layout || !offered.test(static_cast<uint32_t>(*layout)) || t->ne[1] < kLaneRows ||
-        unaligned.count(t) != 0 ||
+        t->ne[0] % dtype_block_size(*layout) != 0 || unaligned.count(t) != 0 ||
         (t == model.token_embd() && !(with_output && model.output() == t))) {
       continue;
     }

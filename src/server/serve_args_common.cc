@@ -269,9 +269,8 @@ void add_common_rows(std::vector<Row>& t) {
                "",
                "enabled",
                "copied weights of a type that the CPU multiplies faster in another layout (q2_K to "
-               "q6_K and iq4_xs on AVX-512) are stored in it, on the CPU and on workers that offer "
-               "it: the same "
-               "results; --no-repack keeps the file's layout",
+               "q6_K, iq4_xs and q8_0 on AVX-512) are stored in it, on the CPU and on workers that "
+               "offer it: the same results; --no-repack keeps the file's layout",
                S::kCommon,
                E::kApplied,
                "",

@@ -1,5 +1,5 @@
 // Repacking (EngineOptions::repack): copied weights of the types with a rows-in-lanes layout
-// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs) go in it
+// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, q8_0) go in it
 // (core/rows16.h) on a device that offers the layout, the CPU's or a worker's, and every logit is
 // the bytes of the file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied
 // embeddings, a split.
@@ -118,9 +118,9 @@ TEST(EngineRepack, DenseQ4KMixGivesTheFileLayoutsLogits) {
   expect_repack_same_logits(testing::synth_file("repack_mix", p), false);
 }
 
-// Every type with a layout: a q3_K_M mix (q3_K, q4_K, q5_K, q6_K), q2_K, q5_K and iq4_xs, each
-// weight of those types in its layout but the token embedding (get_rows reads its rows in the
-// file's layout; the output matrix is another tensor), split over a worker for one of them.
+// Every type with a layout: a q3_K_M mix (q3_K, q4_K, q5_K, q6_K), q2_K, q5_K, iq4_xs and q8_0,
+// each weight of those types in its layout but the token embedding (get_rows reads its rows in
+// the file's layout; the output matrix is another tensor), split over a worker for two of them.
 TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
   struct Case {
     const char* name;
@@ -131,7 +131,8 @@ TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
   for (const Case& c :
        {Case{"repack_q3km", DType::kQ4_K, "q3_K_M", false},
         Case{"repack_q2k", DType::kQ2_K, "", true}, Case{"repack_q5k", DType::kQ5_K, "", false},
-        Case{"repack_iq4xs", DType::kIQ4_XS, "", false}}) {
+        Case{"repack_iq4xs", DType::kIQ4_XS, "", false}, Case{"repack_q80", DType::kQ8_0, "", true},
+        Case{"repack_q80", DType::kQ8_0, "", false}}) {
     SCOPED_TRACE(c.name);
     SynthParams p = repack_llama();
     p.dtype = c.dtype;
@@ -139,6 +140,22 @@ TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
     const RepackRun packed = expect_repack_same_logits(testing::synth_file(c.name, p), c.split);
     if (dtype_layout_pays(DType::kQ4_K_R16, isa_active()) && !c.split) {
       EXPECT_EQ(packed.layouts, packed.k_quant - 1) << "a weight kept the file's layout";
+    }
+  }
+}
+
+// q8_0's layout takes rows of whole 256-element units: ffn_down, whose rows are n_ff = 544
+// elements (17 blocks), keeps the file's layout in every layer, the other matrices take it.
+TEST(EngineRepack, Q8_0RowsThatAreNotWholeUnitsKeepTheFileLayout) {
+  SynthParams p = repack_llama();
+  p.dtype = DType::kQ8_0;
+  p.n_ff = 544;
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split" : "local");
+    const RepackRun packed =
+        expect_repack_same_logits(testing::synth_file("repack_q80_ff544", p), split);
+    if (dtype_layout_pays(DType::kQ8_0_R16, isa_active()) && !split) {
+      EXPECT_EQ(packed.layouts, packed.k_quant - 1 - static_cast<int>(p.n_layer));
     }
   }
 }
