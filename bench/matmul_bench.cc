@@ -17,7 +17,7 @@
 //                         The fraction of the memory a decode step could reach, unaffected by
 //                         the machine's bandwidth moving between runs (up to 2x within minutes
 //                         on a VM): judge batch-1 kernel changes by it.
-// A <dtype> that is a device layout (q4_K_r16, q6_K_r16) is its base type's rows, rearranged
+// A <dtype> that is a device layout (q4_K_r16, q8_0_r16, ...) is its base type's rows, rearranged
 // (core/rows16.h).
 // bytes_per_second counts weight bytes read; items_per_second counts tokens (columns).
 // Threads: STRATA_BENCH_THREADS (default: every hardware thread).
@@ -177,6 +177,7 @@ void BM_DecodeOrder(benchmark::State& state, DType t) {
 STRATA_DECODE_ORDER_BENCH(q8_0, DType::kQ8_0);
 STRATA_DECODE_ORDER_BENCH(q8_0_r16, DType::kQ8_0_R16);
 STRATA_DECODE_ORDER_BENCH(q4_0, DType::kQ4_0);
+STRATA_DECODE_ORDER_BENCH(q4_0_r16, DType::kQ4_0_R16);
 STRATA_DECODE_ORDER_BENCH(q4_K, DType::kQ4_K);
 STRATA_DECODE_ORDER_BENCH(q4_K_r16, DType::kQ4_K_R16);
 STRATA_DECODE_ORDER_BENCH(q5_K, DType::kQ5_K);
@@ -204,6 +205,7 @@ STRATA_MATMUL_BENCH(bf16, DType::kBF16);
 STRATA_MATMUL_BENCH(q8_0, DType::kQ8_0);
 STRATA_MATMUL_BENCH(q8_0_r16, DType::kQ8_0_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_0, DType::kQ4_0);
+STRATA_MATMUL_BENCH(q4_0_r16, DType::kQ4_0_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_K, DType::kQ4_K)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q4_K_r16, DType::kQ4_K_R16)->Args({2, 1})->Args({4, 1});
 STRATA_MATMUL_BENCH(q5_K, DType::kQ5_K);

@@ -45,6 +45,7 @@ template size_t rows16_work_bytes<DType::kQ5_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ3_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ2_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ8_0>(int64_t k);
+template size_t rows16_work_bytes<DType::kQ4_0>(int64_t k);
 
 namespace {
 
@@ -97,5 +98,11 @@ const MatmulKernel kQ8_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
 const MatmulKernel kQ8_0_R16Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2,
                                     rows16_by<kQ8_0Avx2, DType::kQ8_0_R16>,
                                     rows16_work_bytes<DType::kQ8_0>};
+const MatmulKernel kQ4_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
+                                   rows16_by<kQ4_0Ref, DType::kQ4_0_R16>,
+                                   rows16_work_bytes<DType::kQ4_0>};
+const MatmulKernel kQ4_0_R16Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                    rows16_by<kQ4_0Avx2, DType::kQ4_0_R16>,
+                                    rows16_work_bytes<DType::kQ4_0>};
 
 }  // namespace strata::matmul_detail

@@ -590,10 +590,60 @@ void group_rows(const Q8_0Rows16* w, int64_t nb, const uint8_t* const* x, float*
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
-// What a layout's kernel reads of an activation column: Q8_K blocks, or (Q8_0) the column's
-// bytes (its blocks and then their scales, matmul_internal.h).
+// The Q4_0 kernel: the AVX2 kernel's lane L of a row sums, per pair of blocks (b, b + 1), the 8
+// products of block b + L / 4's nibbles in bytes 4(L % 4)..+3 (unsigned, as dpbusd takes them)
+// against their activations, less the activation column's offset (8 times the activations'
+// sum: the nibbles' bias), exactly; then acc[L] += (dw * dx) * float(sum). Here, as for Q8_0,
+// acc[L] is a register whose lane r is row r's, and the layout's word [p][L] holds lane L's
+// bytes of the 16 rows.
+template <int C>
+void group_rows(const Q4_0Rows16* w, int64_t nb, const Q4_0ActPair* const* x, float* const* y) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[C][8];
+  for (int c = 0; c < C; ++c) {
+    for (__m512& a : acc[c]) a = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4_0Rows16& wb = w[b];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const int64_t pair = 4 * b + p;                      // in the row
+      const __m512i dh = _mm512_loadu_si512(wb.d[2 * p]);  // d[2p] and d[2p + 1]
+      const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(dh)),
+                            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1))};
+      __m512 dd[C][2];
+      alignas(32) int32_t start[C][8];  // -off
+      for (int c = 0; c < C; ++c) {
+        const Q4_0ActPair& xp = x[c][pair];
+        dd[c][0] = _mm512_mul_ps(dw[0], _mm512_set1_ps(xp.d[0]));
+        dd[c][1] = _mm512_mul_ps(dw[1], _mm512_set1_ps(xp.d[4]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(start[c]),
+                           _mm256_sub_epi32(_mm256_setzero_si256(), load256(xp.off)));
+      }
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i q = _mm512_loadu_si512(wb.qs[p][l]);
+        const __m512i lo = _mm512_and_si512(q, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        for (int c = 0; c < C; ++c) {
+          const Q4_0ActPair& xp = x[c][pair];
+          __m512i sum = _mm512_set1_epi32(start[c][l]);
+          sum = _mm512_dpbusd_epi32(sum, lo, broadcast32(xp.lo + 4 * l));
+          sum = _mm512_dpbusd_epi32(sum, hi, broadcast32(xp.hi + 4 * l));
+          acc[c][l] = _mm512_fmadd_ps(dd[c][l / 4], _mm512_cvtepi32_ps(sum), acc[c][l]);
+        }
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
+}
+
+// What a layout's kernel reads of an activation column: Q8_K blocks, Q4_0's pairs of blocks, or
+// (Q8_0) the column's bytes (its blocks and then their scales, matmul_internal.h).
 template <typename Group>
-using ColumnOf = std::conditional_t<std::is_same_v<Group, Q8_0Rows16>, uint8_t, BlockQ8_K>;
+using ColumnOf = std::conditional_t<
+    std::is_same_v<Group, Q8_0Rows16>, uint8_t,
+    std::conditional_t<std::is_same_v<Group, Q4_0Rows16>, Q4_0ActPair, BlockQ8_K>>;
 
 // Columns [j, j + C) of group g0 / 16.
 template <typename Group, int C>
@@ -611,7 +661,8 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
 // Q8_0's kernel keeps 8 accumulators a column, which 4 columns would spill: with tiles of 2 the
 // 1024-wide q8_0 model's pp512 was 1946-1951 tok/s, with 4 1753-1820 (batch 8 the same).
 template <typename Group>
-constexpr int kTileOf = std::is_same_v<Group, Q8_0Rows16> ? 2 : kTile;
+constexpr int kTileOf =
+    std::is_same_v<Group, Q8_0Rows16> || std::is_same_v<Group, Q4_0Rows16> ? 2 : kTile;
 
 // The `rows` entry of a layout whose super-blocks of a group are Group, and whose base type's
 // kernel of this level is kBase: every full group's columns in tiles of kTile, the tail rows (in
@@ -667,6 +718,9 @@ const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
 const MatmulKernel kQ8_0_R16Avx512 = {
     avx512::q8_0_starts_column_bytes, avx512::quantize_act_q8_0_starts,
     avx512::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>, rows16_work_bytes<DType::kQ8_0>};
+const MatmulKernel kQ4_0_R16Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                      avx512::rows16_rows<Q4_0Rows16, DType::kQ4_0_R16, kQ4_0Avx2>,
+                                      rows16_work_bytes<DType::kQ4_0>};
 const MatmulKernel kIQ4_XS_R16Avx512 = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx512::rows16_rows<IQ4XSRows16, DType::kIQ4_XS_R16, kIQ4_XSAvx512>,

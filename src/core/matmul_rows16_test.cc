@@ -52,7 +52,7 @@ struct Packed {
 
 constexpr DType kLayouts[] = {DType::kQ2_K_R16, DType::kQ3_K_R16, DType::kQ4_K_R16,
                               DType::kQ5_K_R16, DType::kQ6_K_R16, DType::kIQ4_XS_R16,
-                              DType::kQ8_0_R16};
+                              DType::kQ8_0_R16, DType::kQ4_0_R16};
 
 TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
   for (DType layout : kLayouts) {
@@ -78,7 +78,8 @@ TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
         return n;
       };
       EXPECT_EQ(bits(a), bits(b)) << "group " << g << " is not a rearrangement of its rows' bits";
-      if (layout == DType::kQ4_K_R16 || layout == DType::kQ8_0_R16) {  // q6_K's bit by bit
+      if (layout == DType::kQ4_K_R16 || layout == DType::kQ8_0_R16 ||
+          layout == DType::kQ4_0_R16) {  // q6_K's bit by bit
         std::sort(a.begin(), a.end());
         std::sort(b.begin(), b.end());
         EXPECT_EQ(a, b) << "group " << g << " is not a permutation of its rows' bytes";
@@ -160,6 +161,7 @@ TEST(Rows16, EachLayoutsArrangementIsPinnedToItsId) {
       << "id " << int(DType::kQ2_K_R16);
   EXPECT_EQ(packed_hash(DType::kQ8_0_R16), 15934973913862115941ull)
       << "id " << int(DType::kQ8_0_R16);
+  EXPECT_EQ(packed_hash(DType::kQ4_0_R16), 798035199197317605ull) << "id " << int(DType::kQ4_0_R16);
 }
 
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
@@ -181,7 +183,8 @@ TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   EXPECT_EQ(dtype_info(DType::kQ3_K_R16).base, DType::kQ3_K);
   EXPECT_EQ(dtype_info(DType::kQ2_K_R16).base, DType::kQ2_K);
   EXPECT_EQ(dtype_info(DType::kQ8_0_R16).base, DType::kQ8_0);
-  EXPECT_EQ(rows16_layout(DType::kQ4_0), std::nullopt);
+  EXPECT_EQ(dtype_info(DType::kQ4_0_R16).base, DType::kQ4_0);
+  EXPECT_EQ(rows16_layout(DType::kQ4_1), std::nullopt);
   EXPECT_EQ(dtype_names_with_kernels().find("r16"), std::string::npos);
 }
 

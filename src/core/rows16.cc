@@ -200,6 +200,18 @@ void move_q8_0(std::conditional_t<kToGroup, const BlockQ8_0x8, BlockQ8_0x8>& blo
   }
 }
 
+// Q4_0: eight blocks at a time (Q4_0Rows16).
+template <bool kToGroup>
+void move_q4_0(std::conditional_t<kToGroup, const BlockQ4_0x8, BlockQ4_0x8>& blocks,
+               std::conditional_t<kToGroup, Q4_0Rows16, const Q4_0Rows16>& group, int64_t lane) {
+  for (int i = 0; i < 8; ++i) {
+    move<kToGroup>(&blocks.b[i].d, &group.d[i][lane], 2);
+    for (int j = 0; j < 4; ++j) {
+      move<kToGroup>(blocks.b[i].qs + 4 * j, group.qs[i / 2][4 * (i % 2) + j][lane], 4);
+    }
+  }
+}
+
 // Moves row `lane`'s super-block from `from` to `to`: from its block in the base layout to its
 // place in a group's super-block (packing), or back (unpacking).
 using MoveBlock = void (*)(const void* from, void* to, int64_t lane);
@@ -247,6 +259,9 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kQ8_0_R16, DType::kQ8_0, sizeof(BlockQ8_0x8),
      move_block<BlockQ8_0x8, Q8_0Rows16, true, move_q8_0<true>>,
      move_block<BlockQ8_0x8, Q8_0Rows16, false, move_q8_0<false>>},
+    {DType::kQ4_0_R16, DType::kQ4_0, sizeof(BlockQ4_0x8),
+     move_block<BlockQ4_0x8, Q4_0Rows16, true, move_q4_0<true>>,
+     move_block<BlockQ4_0x8, Q4_0Rows16, false, move_q4_0<false>>},
 };
 
 const Rows16Layout& layout_row(DType layout) {

@@ -1,5 +1,5 @@
-// Rows in lanes: a device layout of K-quant (and IQ4_XS, Q8_0) weights for SIMD kernels that give
-// each of 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so that one-column
+// Rows in lanes: a device layout of K-quant (and IQ4_XS, Q8_0, Q4_0) weights for SIMD kernels that
+// give each of 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so that one-column
 // products need almost no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its
 // activations are one broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
 //
@@ -111,6 +111,20 @@ struct BlockQ8_0x8 {
 };
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
 static_assert(sizeof(Q8_0Rows16) == kLaneRows * sizeof(BlockQ8_0x8));
+
+// 256 elements (eight blocks) of each row of a group of Q4_0 rows (DType::kQ4_0_R16), as Q8_0's.
+// Row r's blocks are, rearranged: block i's d at d[i][r]; bytes 4j..4j+3 of block 2p + h's 16
+// bytes of nibbles (low: elements 4j..4j+3, high: 16+4j..16+4j+3) at qs[p][4h + j][r]: the
+// quants of lane 4h + j of the AVX2 kernel's pair of blocks.
+struct Q4_0Rows16 {
+  uint16_t d[8][kLaneRows];
+  uint8_t qs[4][8][kLaneRows][4];
+};
+struct BlockQ4_0x8 {
+  BlockQ4_0 b[8];
+};
+static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
+static_assert(sizeof(Q4_0Rows16) == kLaneRows * sizeof(BlockQ4_0x8));
 
 // The rows-in-lanes layout of a GGUF type, if it has one.
 std::optional<DType> rows16_layout(DType base);

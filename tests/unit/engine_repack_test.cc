@@ -1,5 +1,5 @@
 // Repacking (EngineOptions::repack): copied weights of the types with a rows-in-lanes layout
-// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, q8_0) go in it
+// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, q8_0, q4_0) go in it
 // (core/rows16.h) on a device that offers the layout, the CPU's or a worker's, and every logit is
 // the bytes of the file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied
 // embeddings, a split.
@@ -118,7 +118,7 @@ TEST(EngineRepack, DenseQ4KMixGivesTheFileLayoutsLogits) {
   expect_repack_same_logits(testing::synth_file("repack_mix", p), false);
 }
 
-// Every type with a layout: a q3_K_M mix (q3_K, q4_K, q5_K, q6_K), q2_K, q5_K, iq4_xs and q8_0,
+// Every type with a layout: a q3_K_M mix (q3_K, q4_K, q5_K, q6_K), q2_K, q5_K, iq4_xs, q8_0, q4_0,
 // each weight of those types in its layout but the token embedding (get_rows reads its rows in
 // the file's layout; the output matrix is another tensor), split over a worker for two of them.
 TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
@@ -132,7 +132,7 @@ TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
        {Case{"repack_q3km", DType::kQ4_K, "q3_K_M", false},
         Case{"repack_q2k", DType::kQ2_K, "", true}, Case{"repack_q5k", DType::kQ5_K, "", false},
         Case{"repack_iq4xs", DType::kIQ4_XS, "", false}, Case{"repack_q80", DType::kQ8_0, "", true},
-        Case{"repack_q80", DType::kQ8_0, "", false}}) {
+        Case{"repack_q80", DType::kQ8_0, "", false}, Case{"repack_q40", DType::kQ4_0, "", false}}) {
     SCOPED_TRACE(c.name);
     SynthParams p = repack_llama();
     p.dtype = c.dtype;
