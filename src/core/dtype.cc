@@ -65,9 +65,10 @@ constexpr Layout kLayouts[] = {
     {DType::kQ5_K_R16, "q5_K_r16", 256, 176, DType::kQ5_K},
     {DType::kQ3_K_R16, "q3_K_r16", 256, 110, DType::kQ3_K},
     {DType::kQ2_K_R16, "q2_K_r16", 256, 84, DType::kQ2_K},
-    // q8_0's and q4_0's unit in the layout is 8 blocks (core/rows16.h).
-    {DType::kQ8_0_R16, "q8_0_r16", 256, 272, DType::kQ8_0},
-    {DType::kQ4_0_R16, "q4_0_r16", 256, 144, DType::kQ4_0},
+    // The 32-element types' unit in the layout is a pair of blocks (core/rows16.h).
+    {DType::kQ8_0_R16, "q8_0_r16", 64, 68, DType::kQ8_0},
+    {DType::kQ4_0_R16, "q4_0_r16", 64, 36, DType::kQ4_0},
+    {DType::kMXFP4_R16, "mxfp4_r16", 64, 34, DType::kMXFP4},
 };
 
 constexpr auto kLayoutIndex = dtype_row_index(kLayouts);

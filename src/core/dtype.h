@@ -61,8 +61,9 @@ enum class DType : uint32_t {
   kQ5_K_R16 = 68,    // q5_K, rows in groups of 16
   kQ3_K_R16 = 69,    // q3_K, rows in groups of 16
   kQ2_K_R16 = 70,    // q2_K, rows in groups of 16
-  kQ8_0_R16 = 71,    // q8_0, rows in groups of 16, 256 elements a block
-  kQ4_0_R16 = 72,    // q4_0, rows in groups of 16, 256 elements a block
+  kQ8_0_R16 = 71,    // q8_0, rows in groups of 16, a pair of blocks a block
+  kQ4_0_R16 = 72,    // q4_0, rows in groups of 16, a pair of blocks a block
+  kMXFP4_R16 = 73,   // mxfp4, rows in groups of 16, a pair of blocks a block
 };
 
 struct DTypeInfo {
@@ -99,7 +100,7 @@ std::optional<DType> dtype_from_name(std::string_view name);
 
 // DType values (GGML ids and the layouts after them) are below this, so that a table indexed by
 // id makes a lookup one load.
-inline constexpr uint32_t kDTypeTableSize = 73;
+inline constexpr uint32_t kDTypeTableSize = 74;
 
 // The position in `rows` (entries with a `dtype` member) of each dtype id; -1 where none.
 template <class Row, size_t N>

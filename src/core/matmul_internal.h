@@ -140,5 +140,6 @@ extern const MatmulKernel kQ3_K_R16Ref, kQ3_K_R16Avx2, kQ3_K_R16Avx512;
 extern const MatmulKernel kQ2_K_R16Ref, kQ2_K_R16Avx2, kQ2_K_R16Avx512;
 extern const MatmulKernel kQ8_0_R16Ref, kQ8_0_R16Avx2, kQ8_0_R16Avx512;
 extern const MatmulKernel kQ4_0_R16Ref, kQ4_0_R16Avx2, kQ4_0_R16Avx512;
+extern const MatmulKernel kMXFP4_R16Ref, kMXFP4_R16Avx2, kMXFP4_R16Avx512;
 
 }  // namespace strata::matmul_detail

@@ -46,6 +46,7 @@ template size_t rows16_work_bytes<DType::kQ3_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ2_K>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ8_0>(int64_t k);
 template size_t rows16_work_bytes<DType::kQ4_0>(int64_t k);
+template size_t rows16_work_bytes<DType::kMXFP4>(int64_t k);
 
 namespace {
 
@@ -104,5 +105,11 @@ const MatmulKernel kQ4_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
 const MatmulKernel kQ4_0_R16Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                     rows16_by<kQ4_0Avx2, DType::kQ4_0_R16>,
                                     rows16_work_bytes<DType::kQ4_0>};
+const MatmulKernel kMXFP4_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
+                                    rows16_by<kMXFP4Ref, DType::kMXFP4_R16>,
+                                    rows16_work_bytes<DType::kMXFP4>};
+const MatmulKernel kMXFP4_R16Avx2 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+                                     rows16_by<kMXFP4Avx2, DType::kMXFP4_R16>,
+                                     rows16_work_bytes<DType::kMXFP4>};
 
 }  // namespace strata::matmul_detail

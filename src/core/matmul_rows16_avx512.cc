@@ -541,49 +541,45 @@ void quantize_act_q8_0_starts(const float* x, void* dst, int64_t k) {
 constexpr size_t kQ8_0Prefetch = 2048;
 
 template <int C>
-void group_rows(const Q8_0Rows16* w, int64_t nb, const uint8_t* const* x, float* const* y) {
+void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float* const* y) {
   static constexpr int kGroup[8] = {0, 8, 32, 40, 16, 24, 48, 56};
-  constexpr size_t kPairBytes = sizeof(Q8_0Rows16) / 4;
-  const size_t scales_at = q8_0_scales_offset(nb * kQKK), starts_at = q8_0_starts_offset(nb * kQKK);
+  const int64_t k = np * 2 * kQK8_0;
+  const size_t scales_at = q8_0_scales_offset(k), starts_at = q8_0_starts_offset(k);
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    const Q8_0Rows16& wb = w[b];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      // The pair's share of the unit's bytes (its lines), kQ8_0Prefetch ahead.
-      const char* ahead = reinterpret_cast<const char*>(&wb) + p * kPairBytes + kQ8_0Prefetch;
+  for (int64_t p = 0; p < np; ++p) {
+    const Q8_0Rows16& wp = w[p];
+    // The pair's lines, kQ8_0Prefetch ahead.
+    const char* ahead = reinterpret_cast<const char*>(&wp) + kQ8_0Prefetch;
 #pragma GCC unroll 17
-      for (size_t o = 0; o < kPairBytes; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
-      const int64_t pair = 4 * b + p;                      // in the row
-      const __m512i dh = _mm512_loadu_si512(wb.d[2 * p]);  // d[2p] and d[2p + 1]
-      const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(dh)),
-                            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1))};
-      const BlockQ8_0* xb[C];
-      const int32_t* start[C];
-      __m512 dd[C][2];
-      for (int c = 0; c < C; ++c) {
-        xb[c] = reinterpret_cast<const BlockQ8_0*>(x[c]) + 2 * pair;
-        start[c] = reinterpret_cast<const int32_t*>(x[c] + starts_at) + 8 * pair;
-        // [dx_b dx_b dx_b1 dx_b1 ...] (matmul_internal.h)
-        const float* dx = reinterpret_cast<const float*>(x[c] + scales_at) + 8 * pair;
-        dd[c][0] = _mm512_mul_ps(dw[0], _mm512_set1_ps(dx[0]));
-        dd[c][1] = _mm512_mul_ps(dw[1], _mm512_set1_ps(dx[2]));
-      }
+    for (size_t o = 0; o < sizeof(Q8_0Rows16); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+    const __m512i dh = _mm512_loadu_si512(wp.d);  // d[0] and d[1]
+    const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(dh)),
+                          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1))};
+    const BlockQ8_0* xb[C];
+    const int32_t* start[C];
+    __m512 dd[C][2];
+    for (int c = 0; c < C; ++c) {
+      xb[c] = reinterpret_cast<const BlockQ8_0*>(x[c]) + 2 * p;
+      start[c] = reinterpret_cast<const int32_t*>(x[c] + starts_at) + 8 * p;
+      // [dx_b dx_b dx_b1 dx_b1 ...] (matmul_internal.h)
+      const float* dx = reinterpret_cast<const float*>(x[c] + scales_at) + 8 * p;
+      dd[c][0] = _mm512_mul_ps(dw[0], _mm512_set1_ps(dx[0]));
+      dd[c][1] = _mm512_mul_ps(dw[1], _mm512_set1_ps(dx[2]));
+    }
 #pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) {
-        const int g = kGroup[l];
-        const __m512i w0 = _mm512_loadu_si512(wb.qs[p][g / 4]);
-        const __m512i w1 = _mm512_loadu_si512(wb.qs[p][g / 4 + 1]);
-        for (int c = 0; c < C; ++c) {
-          const int8_t* xq = xb[c][g / 32].qs + g % 32;
-          __m512i sum = _mm512_set1_epi32(start[c][l]);
-          sum = _mm512_dpbusd_epi32(sum, w0, broadcast32(xq));
-          sum = _mm512_dpbusd_epi32(sum, w1, broadcast32(xq + 4));
-          acc[c][l] = _mm512_fmadd_ps(dd[c][g / 32], _mm512_cvtepi32_ps(sum), acc[c][l]);
-        }
+    for (int l = 0; l < 8; ++l) {
+      const int g = kGroup[l];
+      const __m512i w0 = _mm512_loadu_si512(wp.qs[g / 4]);
+      const __m512i w1 = _mm512_loadu_si512(wp.qs[g / 4 + 1]);
+      for (int c = 0; c < C; ++c) {
+        const int8_t* xq = xb[c][g / 32].qs + g % 32;
+        __m512i sum = _mm512_set1_epi32(start[c][l]);
+        sum = _mm512_dpbusd_epi32(sum, w0, broadcast32(xq));
+        sum = _mm512_dpbusd_epi32(sum, w1, broadcast32(xq + 4));
+        acc[c][l] = _mm512_fmadd_ps(dd[c][g / 32], _mm512_cvtepi32_ps(sum), acc[c][l]);
       }
     }
   }
@@ -594,56 +590,86 @@ void group_rows(const Q8_0Rows16* w, int64_t nb, const uint8_t* const* x, float*
 // products of block b + L / 4's nibbles in bytes 4(L % 4)..+3 (unsigned, as dpbusd takes them)
 // against their activations, less the activation column's offset (8 times the activations'
 // sum: the nibbles' bias), exactly; then acc[L] += (dw * dx) * float(sum). Here, as for Q8_0,
-// acc[L] is a register whose lane r is row r's, and the layout's word [p][L] holds lane L's
-// bytes of the 16 rows.
-template <int C>
-void group_rows(const Q4_0Rows16* w, int64_t nb, const Q4_0ActPair* const* x, float* const* y) {
+// acc[L] is a register whose lane r is row r's, and the layout's word [L] of a pair holds lane L's
+// bytes of the 16 rows. MXFP4 (the same activations and lanes, no bias) looks its nibbles up in
+// kMXFP4Values + 12, unsigned, and so starts from -12 times the sum: 1.5 times the offset.
+template <int C, typename Group>
+requires std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>
+void group_rows(const Group* w, int64_t np, const Q4_0ActPair* const* x, float* const* y) {
+  constexpr bool kMX = std::is_same_v<Group, MXFP4Rows16>;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
+  constexpr int kBias = -kMXFP4Values[15];
+  const __m512i grid = _mm512_broadcast_i32x4(_mm_add_epi8(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(kBias)));
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    const Q4_0Rows16& wb = w[b];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const int64_t pair = 4 * b + p;                      // in the row
-      const __m512i dh = _mm512_loadu_si512(wb.d[2 * p]);  // d[2p] and d[2p + 1]
-      const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(dh)),
-                            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1))};
-      __m512 dd[C][2];
-      alignas(32) int32_t start[C][8];  // -off
-      for (int c = 0; c < C; ++c) {
-        const Q4_0ActPair& xp = x[c][pair];
-        dd[c][0] = _mm512_mul_ps(dw[0], _mm512_set1_ps(xp.d[0]));
-        dd[c][1] = _mm512_mul_ps(dw[1], _mm512_set1_ps(xp.d[4]));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(start[c]),
-                           _mm256_sub_epi32(_mm256_setzero_si256(), load256(xp.off)));
+  for (int64_t p = 0; p < np; ++p) {
+    const Group& wp = w[p];
+    __m512 dw[2];
+    if constexpr (kMX) {
+      // mxfp4_half_scale of each row's exponent: 2^(e - 128), subnormal below 2.
+      for (int h = 0; h < 2; ++h) {
+        const __m512i e =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp.e[h])));
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        dw[h] = _mm512_castsi512_ps(_mm512_mask_blend_epi32(
+            _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
       }
+    } else {
+      const __m512i dh = _mm512_loadu_si512(wp.d);  // d[0] and d[1]
+      dw[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(dh));
+      dw[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1));
+    }
+    __m512 dd[C][2];
+    alignas(32) int32_t start[C][8];  // -off, or -1.5 * off
+    for (int c = 0; c < C; ++c) {
+      const Q4_0ActPair& xp = x[c][p];
+      dd[c][0] = _mm512_mul_ps(dw[0], _mm512_set1_ps(xp.d[0]));
+      dd[c][1] = _mm512_mul_ps(dw[1], _mm512_set1_ps(xp.d[4]));
+      __m256i off = load256(xp.off);
+      if constexpr (kMX) off = _mm256_add_epi32(off, _mm256_srai_epi32(off, 1));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(start[c]),
+                         _mm256_sub_epi32(_mm256_setzero_si256(), off));
+    }
 #pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) {
-        const __m512i q = _mm512_loadu_si512(wb.qs[p][l]);
-        const __m512i lo = _mm512_and_si512(q, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        for (int c = 0; c < C; ++c) {
-          const Q4_0ActPair& xp = x[c][pair];
-          __m512i sum = _mm512_set1_epi32(start[c][l]);
-          sum = _mm512_dpbusd_epi32(sum, lo, broadcast32(xp.lo + 4 * l));
-          sum = _mm512_dpbusd_epi32(sum, hi, broadcast32(xp.hi + 4 * l));
-          acc[c][l] = _mm512_fmadd_ps(dd[c][l / 4], _mm512_cvtepi32_ps(sum), acc[c][l]);
-        }
+    for (int l = 0; l < 8; ++l) {
+      const __m512i q = _mm512_loadu_si512(wp.qs[l]);
+      __m512i lo = _mm512_and_si512(q, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      if constexpr (kMX) {
+        lo = _mm512_shuffle_epi8(grid, lo);
+        hi = _mm512_shuffle_epi8(grid, hi);
+      }
+      for (int c = 0; c < C; ++c) {
+        const Q4_0ActPair& xp = x[c][p];
+        __m512i sum = _mm512_set1_epi32(start[c][l]);
+        sum = _mm512_dpbusd_epi32(sum, lo, broadcast32(xp.lo + 4 * l));
+        sum = _mm512_dpbusd_epi32(sum, hi, broadcast32(xp.hi + 4 * l));
+        acc[c][l] = _mm512_fmadd_ps(dd[c][l / 4], _mm512_cvtepi32_ps(sum), acc[c][l]);
       }
     }
   }
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
+// The elements of a row in one of Group: a super-block, or a pair of blocks of the 32-element
+// types.
+template <typename Group>
+constexpr int64_t kUnit = std::is_same_v<Group, Q8_0Rows16> || std::is_same_v<Group, Q4_0Rows16> ||
+                                  std::is_same_v<Group, MXFP4Rows16>
+                              ? 2 * kQK8_0
+                              : kQKK;
+
 // What a layout's kernel reads of an activation column: Q8_K blocks, Q4_0's pairs of blocks, or
 // (Q8_0) the column's bytes (its blocks and then their scales, matmul_internal.h).
 template <typename Group>
 using ColumnOf = std::conditional_t<
     std::is_same_v<Group, Q8_0Rows16>, uint8_t,
-    std::conditional_t<std::is_same_v<Group, Q4_0Rows16>, Q4_0ActPair, BlockQ8_K>>;
+    std::conditional_t<std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>,
+                       Q4_0ActPair, BlockQ8_K>>;
 
 // Columns [j, j + C) of group g0 / 16.
 template <typename Group, int C>
@@ -655,14 +681,14 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
     y[c] = a.y + (j + c) * a.y_stride + g0;
   }
   const auto* w = reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes);
-  group_rows<C>(w, a.k / kQKK, x, y);
+  group_rows<C>(w, a.k / kUnit<Group>, x, y);
 }
 
-// Q8_0's kernel keeps 8 accumulators a column, which 4 columns would spill: with tiles of 2 the
-// 1024-wide q8_0 model's pp512 was 1946-1951 tok/s, with 4 1753-1820 (batch 8 the same).
+// The 32-element types' kernels keep 8 accumulators a column, which 4 columns would spill: with
+// tiles of 2 the 1024-wide q8_0 model's pp512 was 1946-1951 tok/s, with 4 1753-1820 (batch 8
+// the same).
 template <typename Group>
-constexpr int kTileOf =
-    std::is_same_v<Group, Q8_0Rows16> || std::is_same_v<Group, Q4_0Rows16> ? 2 : kTile;
+constexpr int kTileOf = kUnit<Group> == kQKK ? kTile : 2;
 
 // The `rows` entry of a layout whose super-blocks of a group are Group, and whose base type's
 // kernel of this level is kBase: every full group's columns in tiles of kTile, the tail rows (in
@@ -721,6 +747,10 @@ const MatmulKernel kQ8_0_R16Avx512 = {
 const MatmulKernel kQ4_0_R16Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                       avx512::rows16_rows<Q4_0Rows16, DType::kQ4_0_R16, kQ4_0Avx2>,
                                       rows16_work_bytes<DType::kQ4_0>};
+const MatmulKernel kMXFP4_R16Avx512 = {
+    q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
+    avx512::rows16_rows<MXFP4Rows16, DType::kMXFP4_R16, kMXFP4Avx2>,
+    rows16_work_bytes<DType::kMXFP4>};
 const MatmulKernel kIQ4_XS_R16Avx512 = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx512::rows16_rows<IQ4XSRows16, DType::kIQ4_XS_R16, kIQ4_XSAvx512>,

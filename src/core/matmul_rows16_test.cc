@@ -52,7 +52,7 @@ struct Packed {
 
 constexpr DType kLayouts[] = {DType::kQ2_K_R16, DType::kQ3_K_R16, DType::kQ4_K_R16,
                               DType::kQ5_K_R16, DType::kQ6_K_R16, DType::kIQ4_XS_R16,
-                              DType::kQ8_0_R16, DType::kQ4_0_R16};
+                              DType::kQ8_0_R16, DType::kQ4_0_R16, DType::kMXFP4_R16};
 
 TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
   for (DType layout : kLayouts) {
@@ -78,8 +78,8 @@ TEST(Rows16, PackingRearrangesEachFullGroupAndUnpackingRestoresIt) {
         return n;
       };
       EXPECT_EQ(bits(a), bits(b)) << "group " << g << " is not a rearrangement of its rows' bits";
-      if (layout == DType::kQ4_K_R16 || layout == DType::kQ8_0_R16 ||
-          layout == DType::kQ4_0_R16) {  // q6_K's bit by bit
+      if (layout == DType::kQ4_K_R16 || layout == DType::kQ8_0_R16 || layout == DType::kQ4_0_R16 ||
+          layout == DType::kMXFP4_R16) {  // q6_K's bit by bit
         std::sort(a.begin(), a.end());
         std::sort(b.begin(), b.end());
         EXPECT_EQ(a, b) << "group " << g << " is not a permutation of its rows' bytes";
@@ -159,9 +159,12 @@ TEST(Rows16, EachLayoutsArrangementIsPinnedToItsId) {
       << "id " << int(DType::kQ3_K_R16);
   EXPECT_EQ(packed_hash(DType::kQ2_K_R16), 3498256280229659453ull)
       << "id " << int(DType::kQ2_K_R16);
-  EXPECT_EQ(packed_hash(DType::kQ8_0_R16), 15934973913862115941ull)
+  EXPECT_EQ(packed_hash(DType::kQ8_0_R16), 14897692301774940773ull)
       << "id " << int(DType::kQ8_0_R16);
-  EXPECT_EQ(packed_hash(DType::kQ4_0_R16), 798035199197317605ull) << "id " << int(DType::kQ4_0_R16);
+  EXPECT_EQ(packed_hash(DType::kQ4_0_R16), 17605895946961733093ull)
+      << "id " << int(DType::kQ4_0_R16);
+  EXPECT_EQ(packed_hash(DType::kMXFP4_R16), 18010545021450986821ull)
+      << "id " << int(DType::kMXFP4_R16);
 }
 
 TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
@@ -184,6 +187,7 @@ TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
   EXPECT_EQ(dtype_info(DType::kQ2_K_R16).base, DType::kQ2_K);
   EXPECT_EQ(dtype_info(DType::kQ8_0_R16).base, DType::kQ8_0);
   EXPECT_EQ(dtype_info(DType::kQ4_0_R16).base, DType::kQ4_0);
+  EXPECT_EQ(dtype_info(DType::kMXFP4_R16).base, DType::kMXFP4);
   EXPECT_EQ(rows16_layout(DType::kQ4_1), std::nullopt);
   EXPECT_EQ(dtype_names_with_kernels().find("r16"), std::string::npos);
 }
@@ -200,12 +204,15 @@ std::vector<float> product(ThreadPool& pool, const Packed& w, bool packed,
 
 TEST(Rows16, MatmulHasTheBaseTypesBitsAtEveryLevelBatchAndThreadCount) {
   ThreadPool pools[3] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
-  // n: one group, groups and a tail, a tail alone, enough groups to split over threads.
+  // n: one group, groups and a tail, a tail alone, enough groups to split over threads; k: for
+  // the layouts of pairs of blocks also gpt-oss's width (45 pairs) and a single pair.
   struct Shape {
     int64_t n, k;
   };
   for (DType layout : kLayouts) {
-    for (const Shape s : {Shape{16, 256}, Shape{37, 2048}, Shape{5, 512}, Shape{200, 1024}}) {
+    std::vector<Shape> shapes = {{16, 256}, {37, 2048}, {5, 512}, {200, 1024}};
+    if (dtype_block_size(layout) < kQKK) shapes.insert(shapes.end(), {{37, 2880}, {18, 64}});
+    for (const Shape s : shapes) {
       const Packed w(layout, s.n, s.k, static_cast<uint64_t>(s.n * s.k));
       for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
         const std::vector<float> x =
@@ -237,6 +244,30 @@ TEST(Rows16, Q8_0WithTheQuantsOnlyAFileHoldsHasTheBaseTypesBits) {
   rows16_pack(w.layout, w.rows.data(), w.packed.data(), w.n, w.k);
   for (int64_t m : {1, 4, 6}) {
     const std::vector<float> x = random_floats(static_cast<size_t>((w.k + 3) * m), 33);
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), product(pool, w, false, x, m)))
+          << "m " << m << " " << isa_name(isa);
+    }
+  }
+}
+
+// Every byte string is an MXFP4 block: random codes and exponents (up to 2^72, so that no sum
+// overflows; rows of the subnormal scales of e < 2) in the layout give mxfp4's bits.
+TEST(Rows16, MXFP4OfAnyBytesHasTheBaseTypesBits) {
+  ThreadPool pool(2);
+  Packed w(DType::kMXFP4_R16, 35, 1024, 34);
+  std::mt19937 rng(35);
+  auto* blocks = reinterpret_cast<BlockMXFP4*>(w.rows.data());
+  for (size_t i = 0; i < w.rows.size() / sizeof(BlockMXFP4); ++i) {
+    // Every fourth row all of the smallest scales, so that theirs are what the row sums.
+    const bool tiny = i / static_cast<size_t>(w.k / kQK_MXFP4) % 4 == 0;
+    blocks[i].e = static_cast<uint8_t>(tiny ? i % 3 : rng() % 201);
+    for (uint8_t& q : blocks[i].qs) q = static_cast<uint8_t>(rng());
+  }
+  rows16_pack(w.layout, w.rows.data(), w.packed.data(), w.n, w.k);
+  for (int64_t m : {1, 4, 6}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>((w.k + 3) * m), 36);
     for (Isa isa : isas()) {
       IsaScope scope(isa);
       EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), product(pool, w, false, x, m)))

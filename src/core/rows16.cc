@@ -178,17 +178,17 @@ void move_iq4_xs(std::conditional_t<kToGroup, const BlockIQ4_XS, BlockIQ4_XS>& b
   }
 }
 
-// Q8_0: eight blocks at a time (Q8_0Rows16), each quant byte XOR 0x80 both ways.
+// Q8_0: a pair of blocks at a time (Q8_0Rows16), each quant byte XOR 0x80 both ways.
 template <bool kToGroup>
-void move_q8_0(std::conditional_t<kToGroup, const BlockQ8_0x8, BlockQ8_0x8>& blocks,
+void move_q8_0(std::conditional_t<kToGroup, const BlockQ8_0x2, BlockQ8_0x2>& blocks,
                std::conditional_t<kToGroup, Q8_0Rows16, const Q8_0Rows16>& group, int64_t lane) {
-  for (int i = 0; i < 8; ++i) {
-    auto& block = blocks.b[i];
-    move<kToGroup>(&block.d, &group.d[i][lane], 2);
+  for (int h = 0; h < 2; ++h) {
+    auto& block = blocks.b[h];
+    move<kToGroup>(&block.d, &group.d[h][lane], 2);
     for (int t = 0; t < 8; ++t) {
       auto* file =
           reinterpret_cast<std::conditional_t<kToGroup, const uint8_t, uint8_t>*>(block.qs + 4 * t);
-      auto* lanes = group.qs[i / 2][8 * (i % 2) + t][lane];
+      auto* lanes = group.qs[8 * h + t][lane];
       for (int j = 0; j < 4; ++j) {
         if constexpr (kToGroup) {
           lanes[j] = file[j] ^ 0x80;
@@ -200,16 +200,30 @@ void move_q8_0(std::conditional_t<kToGroup, const BlockQ8_0x8, BlockQ8_0x8>& blo
   }
 }
 
-// Q4_0: eight blocks at a time (Q4_0Rows16).
-template <bool kToGroup>
-void move_q4_0(std::conditional_t<kToGroup, const BlockQ4_0x8, BlockQ4_0x8>& blocks,
-               std::conditional_t<kToGroup, Q4_0Rows16, const Q4_0Rows16>& group, int64_t lane) {
-  for (int i = 0; i < 8; ++i) {
-    move<kToGroup>(&blocks.b[i].d, &group.d[i][lane], 2);
-    for (int j = 0; j < 4; ++j) {
-      move<kToGroup>(blocks.b[i].qs + 4 * j, group.qs[i / 2][4 * (i % 2) + j][lane], 4);
+// Q4_0 and MXFP4: a pair of blocks at a time (Q4_0Rows16, MXFP4Rows16), the scale (d or e) and
+// the nibbles.
+template <bool kToGroup, typename Blocks, typename Group>
+void move_nibbles(std::conditional_t<kToGroup, const Blocks, Blocks>& blocks,
+                  std::conditional_t<kToGroup, Group, const Group>& group, int64_t lane) {
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (std::is_same_v<Group, MXFP4Rows16>) {
+      move<kToGroup>(&blocks.b[h].e, &group.e[h][lane], 1);
+    } else {
+      move<kToGroup>(&blocks.b[h].d, &group.d[h][lane], 2);
     }
+    for (int j = 0; j < 4; ++j)
+      move<kToGroup>(blocks.b[h].qs + 4 * j, group.qs[4 * h + j][lane], 4);
   }
+}
+template <bool kToGroup>
+void move_q4_0(std::conditional_t<kToGroup, const BlockQ4_0x2, BlockQ4_0x2>& blocks,
+               std::conditional_t<kToGroup, Q4_0Rows16, const Q4_0Rows16>& group, int64_t lane) {
+  move_nibbles<kToGroup, BlockQ4_0x2, Q4_0Rows16>(blocks, group, lane);
+}
+template <bool kToGroup>
+void move_mxfp4(std::conditional_t<kToGroup, const BlockMXFP4x2, BlockMXFP4x2>& blocks,
+                std::conditional_t<kToGroup, MXFP4Rows16, const MXFP4Rows16>& group, int64_t lane) {
+  move_nibbles<kToGroup, BlockMXFP4x2, MXFP4Rows16>(blocks, group, lane);
 }
 
 // Moves row `lane`'s super-block from `from` to `to`: from its block in the base layout to its
@@ -232,7 +246,8 @@ void move_block(const void* from, void* to, int64_t lane) {
 struct Rows16Layout {
   DType layout;
   DType base;
-  size_t block_bytes;  // of 256 elements of the base type: a super-block of a group is 16 of them
+  size_t block_bytes;  // of a unit (the layout's block) of the base type: a group's super-block
+                       // is 16 of them
   MoveBlock pack;      // block -> group
   MoveBlock unpack;    // group -> block
 };
@@ -256,12 +271,15 @@ constexpr Rows16Layout kRows16Layouts[] = {
     {DType::kIQ4_XS_R16, DType::kIQ4_XS, sizeof(BlockIQ4_XS),
      move_block<BlockIQ4_XS, IQ4XSRows16, true, move_iq4_xs<true>>,
      move_block<BlockIQ4_XS, IQ4XSRows16, false, move_iq4_xs<false>>},
-    {DType::kQ8_0_R16, DType::kQ8_0, sizeof(BlockQ8_0x8),
-     move_block<BlockQ8_0x8, Q8_0Rows16, true, move_q8_0<true>>,
-     move_block<BlockQ8_0x8, Q8_0Rows16, false, move_q8_0<false>>},
-    {DType::kQ4_0_R16, DType::kQ4_0, sizeof(BlockQ4_0x8),
-     move_block<BlockQ4_0x8, Q4_0Rows16, true, move_q4_0<true>>,
-     move_block<BlockQ4_0x8, Q4_0Rows16, false, move_q4_0<false>>},
+    {DType::kQ8_0_R16, DType::kQ8_0, sizeof(BlockQ8_0x2),
+     move_block<BlockQ8_0x2, Q8_0Rows16, true, move_q8_0<true>>,
+     move_block<BlockQ8_0x2, Q8_0Rows16, false, move_q8_0<false>>},
+    {DType::kQ4_0_R16, DType::kQ4_0, sizeof(BlockQ4_0x2),
+     move_block<BlockQ4_0x2, Q4_0Rows16, true, move_q4_0<true>>,
+     move_block<BlockQ4_0x2, Q4_0Rows16, false, move_q4_0<false>>},
+    {DType::kMXFP4_R16, DType::kMXFP4, sizeof(BlockMXFP4x2),
+     move_block<BlockMXFP4x2, MXFP4Rows16, true, move_mxfp4<true>>,
+     move_block<BlockMXFP4x2, MXFP4Rows16, false, move_mxfp4<false>>},
 };
 
 const Rows16Layout& layout_row(DType layout) {
@@ -275,12 +293,12 @@ const Rows16Layout& layout_row(DType layout) {
 // Row r (of k elements) from its base layout at `row` into its group at `group` (pack), or from
 // the group back to `row` (unpack); `group` is the group's first super-block.
 void pack_row(const Rows16Layout& l, const uint8_t* row, uint8_t* group, int64_t r, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
+  for (int64_t b = 0; b < k / dtype_block_size(l.layout); ++b) {
     l.pack(row + b * l.block_bytes, group + b * kLaneRows * l.block_bytes, r % kLaneRows);
   }
 }
 void unpack_row(const Rows16Layout& l, const uint8_t* group, uint8_t* row, int64_t r, int64_t k) {
-  for (int64_t b = 0; b < k / kQKK; ++b) {
+  for (int64_t b = 0; b < k / dtype_block_size(l.layout); ++b) {
     l.unpack(group + b * kLaneRows * l.block_bytes, row + b * l.block_bytes, r % kLaneRows);
   }
 }
@@ -295,7 +313,7 @@ std::optional<DType> rows16_layout(DType base) {
 }
 
 void rows16_pack(DType layout, const void* src, void* dst, int64_t n, int64_t k) {
-  STRATA_CHECK(n >= 0 && k >= 0 && k % kQKK == 0, "rows16_pack: bad shape");
+  STRATA_CHECK(n >= 0 && k >= 0 && k % dtype_block_size(layout) == 0, "rows16_pack: bad shape");
   const Rows16Layout& l = layout_row(layout);
   const size_t row_bytes = dtype_row_bytes(layout, k);
   const int64_t full = n / kLaneRows * kLaneRows;
@@ -317,7 +335,7 @@ void rows16_unpack_group(DType layout, const void* matrix, int64_t g, int64_t k,
 
 void rows16_unpack_row(DType layout, const void* matrix, int64_t n, int64_t r, int64_t k,
                        void* dst) {
-  STRATA_CHECK(r >= 0 && r < n && k % kQKK == 0, "rows16_unpack_row: bad row");
+  STRATA_CHECK(r >= 0 && r < n && k % dtype_block_size(layout) == 0, "rows16_unpack_row: bad row");
   const size_t row_bytes = dtype_row_bytes(layout, k);
   const auto* in = static_cast<const uint8_t*>(matrix);
   if (r >= n / kLaneRows * kLaneRows) {

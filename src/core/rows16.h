@@ -1,11 +1,13 @@
-// Rows in lanes: a device layout of K-quant (and IQ4_XS, Q8_0, Q4_0) weights for SIMD kernels that
-// give each of 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so that one-column
-// products need almost no shuffles: a register of quants holds 4 bytes of each of the 16 rows, its
-// activations are one broadcast 32-bit word, a sub-block's scales one load of 16 lanes.
+// Rows in lanes: a device layout of K-quant (and IQ4_XS, Q8_0, Q4_0, MXFP4) weights for SIMD
+// kernels that give each of 16 rows a lane of every register (core/matmul_rows16_avx512.cc), so
+// that one-column products need almost no shuffles: a register of quants holds 4 bytes of each of
+// the 16 rows, its activations are one broadcast 32-bit word, a sub-block's scales one load of 16
+// lanes.
 //
 // The layout of a matrix of n rows (a tensor of several matrices, experts, is laid out matrix by
 // matrix): rows [16 i, 16 i + 16) are group i, which takes the bytes those rows take in the base
-// type, its super-block b at byte b * 16 * sizeof(block) of the group. A last group of fewer than
+// type, its super-block b at byte b * 16 * sizeof(block) of the group (for the 32-element types,
+// below, a pair of blocks takes a super-block's place). A last group of fewer than
 // 16 rows (the tail) keeps the base layout, row r at r * row_bytes. So a layout changes no
 // size, offset or stride: only the order of the bytes (for Q6_K, of the bits) within each full
 // group.
@@ -95,36 +97,50 @@ struct IQ4XSRows16 {
 };
 static_assert(sizeof(IQ4XSRows16) == kLaneRows * sizeof(BlockIQ4_XS));
 
-// 256 elements (eight blocks) of each row of a group of Q8_0 rows (DType::kQ8_0_R16): the
-// layout's unit, so that its rows are whole units like the K-quants' (its dtype's block size is
-// 256: a matrix whose rows are not multiples of 256 stays in q8_0). Row r's blocks are,
-// rearranged: block i's d at d[i][r]; bytes 4t..4t+3 of the 64 quants of blocks 2p, 2p + 1 (the
-// pair the AVX2 kernel sums together, one after the other) at qs[p][t][r], each quant stored
-// plus 128 (its byte XOR 0x80): the unsigned operand of dpbusd.
+// The 32-element types take a pair of blocks (64 elements) of each row as their unit, the pair
+// their AVX2 kernels sum together, so that a group's rows are whole units as the K-quants' are:
+// their layouts' dtype block is 64 elements, and a matrix whose rows are an odd number of blocks
+// keeps the base type.
+//
+// A pair of blocks of a group of Q8_0 rows (DType::kQ8_0_R16). Row r's blocks are, rearranged:
+// block h's d at d[h][r]; bytes 4t..4t+3 of the pair's 64 quants (block 0's, then block 1's) at
+// qs[t][r], each quant stored plus 128 (its byte XOR 0x80): the unsigned operand of dpbusd.
 struct Q8_0Rows16 {
-  uint16_t d[8][kLaneRows];
-  uint8_t qs[4][16][kLaneRows][4];
+  uint16_t d[2][kLaneRows];
+  uint8_t qs[16][kLaneRows][4];
 };
 // The base type's bytes of that unit of one row.
-struct BlockQ8_0x8 {
-  BlockQ8_0 b[8];
+struct BlockQ8_0x2 {
+  BlockQ8_0 b[2];
 };
-static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
-static_assert(sizeof(Q8_0Rows16) == kLaneRows * sizeof(BlockQ8_0x8));
+static_assert(sizeof(BlockQ8_0x2) == 2 * sizeof(BlockQ8_0));
+static_assert(sizeof(Q8_0Rows16) == kLaneRows * sizeof(BlockQ8_0x2));
 
-// 256 elements (eight blocks) of each row of a group of Q4_0 rows (DType::kQ4_0_R16), as Q8_0's.
-// Row r's blocks are, rearranged: block i's d at d[i][r]; bytes 4j..4j+3 of block 2p + h's 16
-// bytes of nibbles (low: elements 4j..4j+3, high: 16+4j..16+4j+3) at qs[p][4h + j][r]: the
-// quants of lane 4h + j of the AVX2 kernel's pair of blocks.
+// A pair of blocks of a group of Q4_0 rows (DType::kQ4_0_R16). Row r's blocks are, rearranged:
+// block h's d at d[h][r]; bytes 4j..4j+3 of block h's 16 bytes of nibbles (low: elements
+// 4j..4j+3, high: 16+4j..16+4j+3) at qs[4h + j][r]: the quants of lane 4h + j of the AVX2
+// kernel's pair.
 struct Q4_0Rows16 {
-  uint16_t d[8][kLaneRows];
-  uint8_t qs[4][8][kLaneRows][4];
+  uint16_t d[2][kLaneRows];
+  uint8_t qs[8][kLaneRows][4];
 };
-struct BlockQ4_0x8 {
-  BlockQ4_0 b[8];
+struct BlockQ4_0x2 {
+  BlockQ4_0 b[2];
 };
-static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0));
-static_assert(sizeof(Q4_0Rows16) == kLaneRows * sizeof(BlockQ4_0x8));
+static_assert(sizeof(BlockQ4_0x2) == 2 * sizeof(BlockQ4_0));
+static_assert(sizeof(Q4_0Rows16) == kLaneRows * sizeof(BlockQ4_0x2));
+
+// A pair of blocks of a group of MXFP4 rows (DType::kMXFP4_R16): Q4_0's arrangement, with block
+// h's exponent at e[h][r].
+struct MXFP4Rows16 {
+  uint8_t e[2][kLaneRows];
+  uint8_t qs[8][kLaneRows][4];
+};
+struct BlockMXFP4x2 {
+  BlockMXFP4 b[2];
+};
+static_assert(sizeof(BlockMXFP4x2) == 2 * sizeof(BlockMXFP4));
+static_assert(sizeof(MXFP4Rows16) == kLaneRows * sizeof(BlockMXFP4x2));
 
 // The rows-in-lanes layout of a GGUF type, if it has one.
 std::optional<DType> rows16_layout(DType base);

@@ -152,7 +152,7 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::load(
   // tensor put in a layout is rearranged from the mapping straight into a host buffer (the
   // CPU's), or else into one host buffer that each such tensor reuses, then uploaded.
   // A layout where the device offers one for the tensor's type, its rows are whole blocks of the
-  // layout (q8_0's are 256 elements) and a matmul uses the tensor:
+  // layout (q8_0's are pairs of blocks) and a matmul uses the tensor:
   // the token embedding only where it is the output matrix too (tied; get_rows reads its rows
   // back one by one), no fused projection whose parts cut a group.
   const DTypeSet offered = repack ? device.caps().weight_dtypes : DTypeSet();

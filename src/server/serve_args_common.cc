@@ -262,21 +262,21 @@ void add_common_rows(std::vector<Row>& t) {
        "",
        nullptr,
        bool_to(STRATA_FIELD(options.load.use_mmap))});
-  t.push_back(
-      {{"--repack"},
-       {"-nr", "--no-repack"},
-       "LLAMA_ARG_REPACK",
-       K::kSwitch,
-       "",
-       "enabled",
-       "copied weights of a type that the CPU multiplies faster in another layout (q2_K to "
-       "q6_K, iq4_xs, q8_0 and q4_0 on AVX-512) are stored in it, on the CPU and on workers that "
-       "offer it: the same results; --no-repack keeps the file's layout",
-       S::kCommon,
-       E::kApplied,
-       "",
-       nullptr,
-       bool_to(STRATA_FIELD(options.load.repack))});
+  t.push_back({{"--repack"},
+               {"-nr", "--no-repack"},
+               "LLAMA_ARG_REPACK",
+               K::kSwitch,
+               "",
+               "enabled",
+               "copied weights of a type that the CPU multiplies faster in another layout (q2_K to "
+               "q6_K, iq4_xs, q8_0, q4_0 and mxfp4 on AVX-512) are stored in it, on the CPU and on "
+               "workers that "
+               "offer it: the same results; --no-repack keeps the file's layout",
+               S::kCommon,
+               E::kApplied,
+               "",
+               nullptr,
+               bool_to(STRATA_FIELD(options.load.repack))});
   ignored(t, {"-dio", "--direct-io"}, K::kSwitch, "files are read through the page cache",
           "LLAMA_ARG_DIO", S::kCommon, {"-ndio", "--no-direct-io"}, "false");
   t.push_back({{"-lm", "--load-mode"},

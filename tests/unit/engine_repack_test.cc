@@ -1,5 +1,5 @@
 // Repacking (EngineOptions::repack): copied weights of the types with a rows-in-lanes layout
-// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, q8_0, q4_0) go in it
+// (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, q8_0, q4_0, mxfp4) go in it
 // (core/rows16.h) on a device that offers the layout, the CPU's or a worker's, and every logit is
 // the bytes of the file's layout: dense and mixture-of-experts models, q4_K_M's mix, tied
 // embeddings, a split.
@@ -144,7 +144,7 @@ TEST(EngineRepack, EveryTypeWithALayoutGivesTheFileLayoutsLogits) {
   }
 }
 
-// q8_0's layout takes rows of whole 256-element units: ffn_down, whose rows are n_ff = 544
+// q8_0's layout takes rows of whole pairs of blocks: ffn_down, whose rows are n_ff = 544
 // elements (17 blocks), keeps the file's layout in every layer, the other matrices take it.
 TEST(EngineRepack, Q8_0RowsThatAreNotWholeUnitsKeepTheFileLayout) {
   SynthParams p = repack_llama();
@@ -203,6 +203,27 @@ TEST(EngineRepack, MixtureOfExpertsGivesTheFileLayoutsLogits) {
   p.n_expert_used = 2;
   p.n_ff_exp = 256;
   expect_repack_same_logits(testing::synth_file("repack_moe", p), false);
+}
+
+// gpt-oss as released: mxfp4 experts beside q8_0 matrices, all in rows in lanes (the experts
+// one matrix at a time) but the token embedding, locally and over a worker.
+TEST(EngineRepack, GptOssMxfp4ExpertsAndQ8_0GiveTheFileLayoutsLogits) {
+  SynthParams p = repack_llama();
+  p.arch = "gpt-oss";
+  p.dtype = DType::kQ8_0;
+  p.expert_dtype = DType::kMXFP4;
+  p.n_expert = 8;
+  p.n_expert_used = 4;
+  p.n_ff_exp = 256;
+  p.n_swa = 5;
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split" : "local");
+    const RepackRun packed =
+        expect_repack_same_logits(testing::synth_file("repack_gptoss", p), split);
+    if (dtype_layout_pays(DType::kMXFP4_R16, isa_active()) && !split) {
+      EXPECT_EQ(packed.layouts, packed.k_quant - 1);
+    }
+  }
 }
 
 TEST(EngineRepack, SplitOverAWorkerGivesTheFileLayoutsLogits) {
