@@ -185,6 +185,7 @@ STRATA_DECODE_ORDER_BENCH(q6_K, DType::kQ6_K);
 STRATA_DECODE_ORDER_BENCH(q6_K_r16, DType::kQ6_K_R16);
 STRATA_DECODE_ORDER_BENCH(f16, DType::kF16);
 STRATA_DECODE_ORDER_BENCH(mxfp4, DType::kMXFP4);
+STRATA_DECODE_ORDER_BENCH(mxfp4_r16, DType::kMXFP4_R16);
 
 #define STRATA_MATMUL_BENCH(name, dtype)    \
   BENCHMARK_CAPTURE(BM_Matmul, name, dtype) \
@@ -219,6 +220,7 @@ STRATA_MATMUL_BENCH(q2_K, DType::kQ2_K);
 STRATA_MATMUL_BENCH(q3_K, DType::kQ3_K);
 STRATA_MATMUL_BENCH(iq4_xs, DType::kIQ4_XS);
 STRATA_MATMUL_BENCH(mxfp4, DType::kMXFP4);
+STRATA_MATMUL_BENCH(mxfp4_r16, DType::kMXFP4_R16)->Args({2, 1})->Args({4, 1});
 
 }  // namespace
 }  // namespace strata

@@ -535,10 +535,19 @@ void quantize_act_q8_0_starts(const float* x, void* dst, int64_t k) {
   }
 }
 
-// Unlike the K-quants' kernels, this one prefetches: it computes little per byte, and from memory
-// (BM_DecodeOrder/q8_0_r16/4, two threads, medians of 5, each distance twice) it reads at
-// 0.81-0.82 of a plain read without, 0.91-0.93 at 1-3 KiB ahead, 0.89 at 8 KiB.
-constexpr size_t kQ8_0Prefetch = 2048;
+// Unlike the K-quants' kernels, those of the 32-element types prefetch: they compute little per
+// byte, and from memory (BM_DecodeOrder/*_r16/4, two threads, medians of 3 to 5, each distance
+// twice) they read at 0.81-0.82 (q8_0), 0.88 (q4_0) and 0.85 (mxfp4) of a plain read without,
+// 0.91-0.99, 1.04 and 1.01-1.02 at 2 KiB ahead (q8_0 0.89 at 8 KiB).
+constexpr size_t kPairPrefetch = 2048;
+
+// A pair's lines, kPairPrefetch ahead.
+template <typename Group>
+inline void prefetch_pair(const Group* pair) {
+  const char* ahead = reinterpret_cast<const char*>(pair) + kPairPrefetch;
+#pragma GCC unroll 17
+  for (size_t o = 0; o < sizeof(Group); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+}
 
 template <int C>
 void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float* const* y) {
@@ -551,10 +560,7 @@ void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float*
   }
   for (int64_t p = 0; p < np; ++p) {
     const Q8_0Rows16& wp = w[p];
-    // The pair's lines, kQ8_0Prefetch ahead.
-    const char* ahead = reinterpret_cast<const char*>(&wp) + kQ8_0Prefetch;
-#pragma GCC unroll 17
-    for (size_t o = 0; o < sizeof(Q8_0Rows16); o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+    prefetch_pair(&wp);
     const __m512i dh = _mm512_loadu_si512(wp.d);  // d[0] and d[1]
     const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(dh)),
                           _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1))};
@@ -593,42 +599,66 @@ void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float*
 // acc[L] is a register whose lane r is row r's, and the layout's word [L] of a pair holds lane L's
 // bytes of the 16 rows. MXFP4 (the same activations and lanes, no bias) looks its nibbles up in
 // kMXFP4Values + 12, unsigned, and so starts from -12 times the sum: 1.5 times the offset.
-template <int C, typename Group>
+// A pair of Q4_0 or MXFP4 blocks of 16 rows, ready for the products: each lane's low and high
+// nibbles (MXFP4's looked up, + 12) and the rows' scales as floats. Prompts unpack a group's
+// pairs once into the work area (prepare_nibbles) rather than once per tile of columns.
+struct NibblePair {
+  __m512i lo[8], hi[8];
+  __m512 dw[2];
+};
+
+template <typename Group>
 requires std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>
-void group_rows(const Group* w, int64_t np, const Q4_0ActPair* const* x, float* const* y) {
-  constexpr bool kMX = std::is_same_v<Group, MXFP4Rows16>;
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
+inline NibblePair nibble_pair(const Group& wp) {
   constexpr int kBias = -kMXFP4Values[15];
+  NibblePair out;
+  if constexpr (std::is_same_v<Group, MXFP4Rows16>) {
+    // mxfp4_half_scale of each row's exponent: 2^(e - 128), subnormal below 2.
+    for (int h = 0; h < 2; ++h) {
+      const __m512i e =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp.e[h])));
+      const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+      const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+      out.dw[h] = _mm512_castsi512_ps(
+          _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
+    }
+  } else {
+    const __m512i dh = _mm512_loadu_si512(wp.d);  // d[0] and d[1]
+    out.dw[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(dh));
+    out.dw[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1));
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i grid = _mm512_broadcast_i32x4(_mm_add_epi8(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(kBias)));
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) {
+    const __m512i q = _mm512_loadu_si512(wp.qs[l]);
+    out.lo[l] = _mm512_and_si512(q, m4);
+    out.hi[l] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    if constexpr (std::is_same_v<Group, MXFP4Rows16>) {
+      out.lo[l] = _mm512_shuffle_epi8(grid, out.lo[l]);
+      out.hi[l] = _mm512_shuffle_epi8(grid, out.hi[l]);
+    }
+  }
+  return out;
+}
+
+// The products of np pairs, pair(p) giving pair p as a NibblePair (unpacked there, or read from
+// the work area). kMX: the lanes start from -1.5 times the offset.
+template <int C, bool kMX, typename PairOf>
+void nibble_rows(PairOf pair, int64_t np, const Q4_0ActPair* const* x, float* const* y) {
   __m512 acc[C][8];
   for (int c = 0; c < C; ++c) {
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < np; ++p) {
-    const Group& wp = w[p];
-    __m512 dw[2];
-    if constexpr (kMX) {
-      // mxfp4_half_scale of each row's exponent: 2^(e - 128), subnormal below 2.
-      for (int h = 0; h < 2; ++h) {
-        const __m512i e =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp.e[h])));
-        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-        const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-        dw[h] = _mm512_castsi512_ps(_mm512_mask_blend_epi32(
-            _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
-      }
-    } else {
-      const __m512i dh = _mm512_loadu_si512(wp.d);  // d[0] and d[1]
-      dw[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(dh));
-      dw[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1));
-    }
+    decltype(auto) w = pair(p);
     __m512 dd[C][2];
     alignas(32) int32_t start[C][8];  // -off, or -1.5 * off
     for (int c = 0; c < C; ++c) {
       const Q4_0ActPair& xp = x[c][p];
-      dd[c][0] = _mm512_mul_ps(dw[0], _mm512_set1_ps(xp.d[0]));
-      dd[c][1] = _mm512_mul_ps(dw[1], _mm512_set1_ps(xp.d[4]));
+      dd[c][0] = _mm512_mul_ps(w.dw[0], _mm512_set1_ps(xp.d[0]));
+      dd[c][1] = _mm512_mul_ps(w.dw[1], _mm512_set1_ps(xp.d[4]));
       __m256i off = load256(xp.off);
       if constexpr (kMX) off = _mm256_add_epi32(off, _mm256_srai_epi32(off, 1));
       _mm256_store_si256(reinterpret_cast<__m256i*>(start[c]),
@@ -636,23 +666,47 @@ void group_rows(const Group* w, int64_t np, const Q4_0ActPair* const* x, float* 
     }
 #pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
-      const __m512i q = _mm512_loadu_si512(wp.qs[l]);
-      __m512i lo = _mm512_and_si512(q, m4);
-      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-      if constexpr (kMX) {
-        lo = _mm512_shuffle_epi8(grid, lo);
-        hi = _mm512_shuffle_epi8(grid, hi);
-      }
       for (int c = 0; c < C; ++c) {
         const Q4_0ActPair& xp = x[c][p];
         __m512i sum = _mm512_set1_epi32(start[c][l]);
-        sum = _mm512_dpbusd_epi32(sum, lo, broadcast32(xp.lo + 4 * l));
-        sum = _mm512_dpbusd_epi32(sum, hi, broadcast32(xp.hi + 4 * l));
+        sum = _mm512_dpbusd_epi32(sum, w.lo[l], broadcast32(xp.lo + 4 * l));
+        sum = _mm512_dpbusd_epi32(sum, w.hi[l], broadcast32(xp.hi + 4 * l));
         acc[c][l] = _mm512_fmadd_ps(dd[c][l / 4], _mm512_cvtepi32_ps(sum), acc[c][l]);
       }
     }
   }
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
+}
+
+template <int C, typename Group>
+requires std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>
+void group_rows(const Group* w, int64_t np, const Q4_0ActPair* const* x, float* const* y) {
+  nibble_rows<C, std::is_same_v<Group, MXFP4Rows16>>(
+      [w](int64_t p) {
+        prefetch_pair(w + p);
+        return nibble_pair(w[p]);
+      },
+      np, x, y);
+}
+
+template <int C, typename Group>
+void prepared_rows(const NibblePair* w, int64_t np, const Q4_0ActPair* const* x, float* const* y) {
+  nibble_rows<C, std::is_same_v<Group, MXFP4Rows16>>(
+      [w](int64_t p) -> const NibblePair& { return w[p]; }, np, x, y);
+}
+
+// Columns from which a group's Q4_0 or MXFP4 pairs are unpacked once into the work area (twice
+// the weights' bytes, written and read back) instead of once per tile. From 8, the synthetic
+// gpt-oss model's pp512 (2 threads) was 318-320 tok/s, but a ~1B q4_0 model's batch 8, read from
+// memory, 115 against 130-132 from 32 (gpt-oss pp512 296-302); from 16, 311-314 and 139-140.
+constexpr int64_t kPrepareColumns = 16;
+
+// The work area of the Q4_0 and MXFP4 layouts' kernel: a group's pairs unpacked, or (the tail) 16
+// rows of the base type.
+template <DType kBase>
+size_t nibble_work_bytes(int64_t k) {
+  return std::max(static_cast<size_t>(k / (2 * kQK8_0)) * sizeof(NibblePair),
+                  rows16_work_bytes<kBase>(k));
 }
 
 // The elements of a row in one of Group: a super-block, or a pair of blocks of the 32-element
@@ -671,9 +725,10 @@ using ColumnOf = std::conditional_t<
     std::conditional_t<std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>,
                        Q4_0ActPair, BlockQ8_K>>;
 
-// Columns [j, j + C) of group g0 / 16.
+// Columns [j, j + C) of group g0 / 16; from its pairs in `prepared` where given.
 template <typename Group, int C>
-void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
+void group_columns(const MatmulArgs& a, int64_t g0, int64_t j,
+                   const NibblePair* prepared = nullptr) {
   const ColumnOf<Group>* x[C];
   float* y[C];
   for (int c = 0; c < C; ++c) {
@@ -681,6 +736,9 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j) {
     y[c] = a.y + (j + c) * a.y_stride + g0;
   }
   const auto* w = reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes);
+  if constexpr (std::is_same_v<ColumnOf<Group>, Q4_0ActPair>) {
+    if (prepared != nullptr) return prepared_rows<C, Group>(prepared, a.k / kUnit<Group>, x, y);
+  }
   group_rows<C>(w, a.k / kUnit<Group>, x, y);
 }
 
@@ -697,19 +755,31 @@ template <typename Group, DType kLayout, const MatmulKernel& kBase>
 void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t full = a.n_rows / kLaneRows * kLaneRows;
   for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
+    const NibblePair* prepared = nullptr;
+    if constexpr (std::is_same_v<ColumnOf<Group>, Q4_0ActPair>) {
+      if (a.m >= kPrepareColumns) {
+        auto* pairs = reinterpret_cast<NibblePair*>(a.work);
+        const auto* w = reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes);
+        for (int64_t p = 0; p < a.k / kUnit<Group>; ++p) {
+          prefetch_pair(w + p);
+          pairs[p] = nibble_pair(w[p]);
+        }
+        prepared = pairs;
+      }
+    }
     int64_t j = 0;
     for (; j + kTileOf<Group> <= a.m; j += kTileOf<Group>) {
-      group_columns<Group, kTileOf<Group>>(a, g0, j);
+      group_columns<Group, kTileOf<Group>>(a, g0, j, prepared);
     }
     switch (a.m - j) {
       case 3:
-        group_columns<Group, 3>(a, g0, j);
+        group_columns<Group, 3>(a, g0, j, prepared);
         break;
       case 2:
-        group_columns<Group, 2>(a, g0, j);
+        group_columns<Group, 2>(a, g0, j, prepared);
         break;
       case 1:
-        group_columns<Group, 1>(a, g0, j);
+        group_columns<Group, 1>(a, g0, j, prepared);
         break;
       default:
         break;
@@ -746,11 +816,11 @@ const MatmulKernel kQ8_0_R16Avx512 = {
     avx512::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>, rows16_work_bytes<DType::kQ8_0>};
 const MatmulKernel kQ4_0_R16Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                       avx512::rows16_rows<Q4_0Rows16, DType::kQ4_0_R16, kQ4_0Avx2>,
-                                      rows16_work_bytes<DType::kQ4_0>};
+                                      avx512::nibble_work_bytes<DType::kQ4_0>};
 const MatmulKernel kMXFP4_R16Avx512 = {
     q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
     avx512::rows16_rows<MXFP4Rows16, DType::kMXFP4_R16, kMXFP4Avx2>,
-    rows16_work_bytes<DType::kMXFP4>};
+    avx512::nibble_work_bytes<DType::kMXFP4>};
 const MatmulKernel kIQ4_XS_R16Avx512 = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx512::rows16_rows<IQ4XSRows16, DType::kIQ4_XS_R16, kIQ4_XSAvx512>,
