@@ -231,31 +231,37 @@ TEST(Rows16, MatmulHasTheBaseTypesBitsAtEveryLevelBatchAndThreadCount) {
   }
 }
 
+// w's rows, edited after its construction, packed again and multiplied at every level, with
+// and without the layout (one column to a count that prepares the layout's pairs): the same
+// bits.
+void expect_repacked_rows_give_the_base_bits(Packed& w, uint64_t seed) {
+  ThreadPool pool(2);
+  rows16_pack(w.layout, w.rows.data(), w.packed.data(), w.n, w.k);
+  for (int64_t m : {1, 4, 6, 17}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>((w.k + 3) * m), seed);
+    for (Isa isa : isas()) {
+      IsaScope scope(isa);
+      EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), product(pool, w, false, x, m)))
+          << dtype_name(w.layout) << " m " << m << " " << isa_name(isa);
+    }
+  }
+}
+
 // A file's Q8_0 quants span -128..127 (the quantiser makes -127..127 only): stored + 128, -128
 // is the layout's byte 0, and the rows still give q8_0's bits.
 TEST(Rows16, Q8_0WithTheQuantsOnlyAFileHoldsHasTheBaseTypesBits) {
-  ThreadPool pool(2);
   Packed w(DType::kQ8_0_R16, 35, 1024, 31);
   std::mt19937 rng(32);
   auto* blocks = reinterpret_cast<BlockQ8_0*>(w.rows.data());
   for (size_t i = 0; i < w.rows.size() / sizeof(BlockQ8_0); ++i) {
     for (int8_t& q : blocks[i].qs) q = static_cast<int8_t>(i % 3 == 0 ? -128 : rng());
   }
-  rows16_pack(w.layout, w.rows.data(), w.packed.data(), w.n, w.k);
-  for (int64_t m : {1, 4, 6}) {
-    const std::vector<float> x = random_floats(static_cast<size_t>((w.k + 3) * m), 33);
-    for (Isa isa : isas()) {
-      IsaScope scope(isa);
-      EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), product(pool, w, false, x, m)))
-          << "m " << m << " " << isa_name(isa);
-    }
-  }
+  expect_repacked_rows_give_the_base_bits(w, 33);
 }
 
 // Every byte string is an MXFP4 block: random codes and exponents (up to 2^72, so that no sum
 // overflows; rows of the subnormal scales of e < 2) in the layout give mxfp4's bits.
 TEST(Rows16, MXFP4OfAnyBytesHasTheBaseTypesBits) {
-  ThreadPool pool(2);
   Packed w(DType::kMXFP4_R16, 35, 1024, 34);
   std::mt19937 rng(35);
   auto* blocks = reinterpret_cast<BlockMXFP4*>(w.rows.data());
@@ -265,15 +271,7 @@ TEST(Rows16, MXFP4OfAnyBytesHasTheBaseTypesBits) {
     blocks[i].e = static_cast<uint8_t>(tiny ? i % 3 : rng() % 201);
     for (uint8_t& q : blocks[i].qs) q = static_cast<uint8_t>(rng());
   }
-  rows16_pack(w.layout, w.rows.data(), w.packed.data(), w.n, w.k);
-  for (int64_t m : {1, 4, 6}) {
-    const std::vector<float> x = random_floats(static_cast<size_t>((w.k + 3) * m), 36);
-    for (Isa isa : isas()) {
-      IsaScope scope(isa);
-      EXPECT_TRUE(bitwise_equal(product(pool, w, true, x, m), product(pool, w, false, x, m)))
-          << "m " << m << " " << isa_name(isa);
-    }
-  }
+  expect_repacked_rows_give_the_base_bits(w, 36);
 }
 
 TEST(Rows16, MatmulMultiAndTheExpertMatmulHaveTheBaseTypesBits) {
