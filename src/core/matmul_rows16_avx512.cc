@@ -599,9 +599,10 @@ void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float*
 // acc[L] is a register whose lane r is row r's, and the layout's word [L] of a pair holds lane L's
 // bytes of the 16 rows. MXFP4 (the same activations and lanes, no bias) looks its nibbles up in
 // kMXFP4Values + 12, unsigned, and so starts from -12 times the sum: 1.5 times the offset.
+
 // A pair of Q4_0 or MXFP4 blocks of 16 rows, ready for the products: each lane's low and high
 // nibbles (MXFP4's looked up, + 12) and the rows' scales as floats. Prompts unpack a group's
-// pairs once into the work area (prepare_nibbles) rather than once per tile of columns.
+// pairs once into the work area (rows16_rows) rather than once per tile of columns.
 struct NibblePair {
   __m512i lo[8], hi[8];
   __m512 dw[2];

@@ -289,7 +289,8 @@ TEST(Rows16, MatmulMultiAndTheExpertMatmulHaveTheBaseTypesBits) {
                   expert_packed.data() + e * expert_bytes, n, k);
     }
     const int64_t n_used = 2;
-    for (int64_t tokens : {1, 4, 9}) {
+    // 33 tokens: about 22 to each expert, enough to prepare a pair layout's group once.
+    for (int64_t tokens : {1, 4, 9, 33}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(k * tokens), 11);
       std::vector<int32_t> ids(static_cast<size_t>(n_used * tokens));
       for (size_t i = 0; i < ids.size(); ++i)
