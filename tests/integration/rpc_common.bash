@@ -87,7 +87,10 @@ wait_listening() {
 # $url once it listens. Its output is in $tmp/serve.out and serve.err; stop_server stops it.
 server_pid=""
 start_server() {
-  "$strata" serve "$@" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+  # Emptied here, not by the background job's redirection, which may come after the first read
+  # below: the last server's "listening on" would give a stopped server's address.
+  : >"$tmp/serve.out"
+  "$strata" serve "$@" --port 0 >>"$tmp/serve.out" 2>"$tmp/serve.err" &
   server_pid=$!
   if ! wait_listening "$tmp/serve.out" "$server_pid" 1200 'http:[^ ]*'; then
     cat "$tmp/serve.err"

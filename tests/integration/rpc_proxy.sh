@@ -11,7 +11,8 @@ rpc_setup "$1" "$2"
 start_proxy() {
   local name=$1 target=$2
   shift 2
-  "$strata" proxy --to "$target" "$@" >"$tmp/$name.log" 2>"$tmp/$name.err" &
+  : >"$tmp/$name.log"  # as start_worker empties its log
+  "$strata" proxy --to "$target" "$@" >>"$tmp/$name.log" 2>"$tmp/$name.err" &
   last_pid=$!
   worker_pids+=("$last_pid")
   if ! wait_listening "$tmp/$name.log" "$last_pid" 200 '[^ ]*'; then

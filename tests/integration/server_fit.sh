@@ -27,7 +27,8 @@ W=$addr
 start() {
   local name=$1
   shift
-  "$strata" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  : >"$tmp/$name.out"  # not by the job's redirection, which may come after the first read
+  "$strata" serve "$@" >>"$tmp/$name.out" 2>"$tmp/$name.err" &
   spid=$!
   server_pids+=("$spid")
   for _ in $(seq 1 300); do

@@ -22,7 +22,8 @@ model=$tmp/model.gguf
 start() {
   local name=$1
   shift
-  "$strata" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  : >"$tmp/$name.out"  # not by the job's redirection, which may come after the first read
+  "$strata" serve "$@" >>"$tmp/$name.out" 2>"$tmp/$name.err" &
   pids+=($!)
   for _ in $(seq 1 200); do
     if grep -q listening "$tmp/$name.out" 2>/dev/null; then

@@ -23,7 +23,8 @@ cleanup() {
 trap cleanup EXIT
 
 start_worker() {  # extra args...
-  "$strata" worker --port 0 -t 1 --mem 16777216 "$@" >"$tmp/out.txt" 2>"$tmp/err.txt" &
+  : >"$tmp/out.txt"  # not by the job's redirection: the last worker's address would be read
+  "$strata" worker --port 0 -t 1 --mem 16777216 "$@" >>"$tmp/out.txt" 2>"$tmp/err.txt" &
   pid=$!
   for _ in $(seq 100); do
     grep -q "listening on" "$tmp/out.txt" 2>/dev/null && break
