@@ -600,6 +600,13 @@ void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float*
 // bytes of the 16 rows. MXFP4 (the same activations and lanes, no bias) looks its nibbles up in
 // kMXFP4Values + 12, unsigned, and so starts from -12 times the sum: 1.5 times the offset.
 
+// The layouts whose unit is a pair of 32-element blocks, and of those the ones of nibbles (Q4_0's
+// activation column and lanes).
+template <typename Group>
+constexpr bool kNibbles = std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>;
+template <typename Group>
+constexpr bool kPairUnit = kNibbles<Group> || std::is_same_v<Group, Q8_0Rows16>;
+
 // A pair of Q4_0 or MXFP4 blocks of 16 rows, ready for the products: each lane's low and high
 // nibbles (MXFP4's looked up, + 12) and the rows' scales as floats. Prompts unpack a group's
 // pairs once into the work area (rows16_rows) rather than once per tile of columns.
@@ -609,7 +616,7 @@ struct NibblePair {
 };
 
 template <typename Group>
-requires std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>
+requires kNibbles<Group>
 inline NibblePair nibble_pair(const Group& wp) {
   constexpr int kBias = -kMXFP4Values[15];
   NibblePair out;
@@ -680,7 +687,7 @@ void nibble_rows(PairOf pair, int64_t np, const Q4_0ActPair* const* x, float* co
 }
 
 template <int C, typename Group>
-requires std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>
+requires kNibbles<Group>
 void group_rows(const Group* w, int64_t np, const Q4_0ActPair* const* x, float* const* y) {
   nibble_rows<C, std::is_same_v<Group, MXFP4Rows16>>(
       [w](int64_t p) {
@@ -713,18 +720,13 @@ size_t nibble_work_bytes(int64_t k) {
 // The elements of a row in one of Group: a super-block, or a pair of blocks of the 32-element
 // types.
 template <typename Group>
-constexpr int64_t kUnit = std::is_same_v<Group, Q8_0Rows16> || std::is_same_v<Group, Q4_0Rows16> ||
-                                  std::is_same_v<Group, MXFP4Rows16>
-                              ? 2 * kQK8_0
-                              : kQKK;
+constexpr int64_t kUnit = kPairUnit<Group> ? 2 * kQK8_0 : kQKK;
 
 // What a layout's kernel reads of an activation column: Q8_K blocks, Q4_0's pairs of blocks, or
 // (Q8_0) the column's bytes (its blocks and then their scales, matmul_internal.h).
 template <typename Group>
-using ColumnOf = std::conditional_t<
-    std::is_same_v<Group, Q8_0Rows16>, uint8_t,
-    std::conditional_t<std::is_same_v<Group, Q4_0Rows16> || std::is_same_v<Group, MXFP4Rows16>,
-                       Q4_0ActPair, BlockQ8_K>>;
+using ColumnOf = std::conditional_t<std::is_same_v<Group, Q8_0Rows16>, uint8_t,
+                                    std::conditional_t<kNibbles<Group>, Q4_0ActPair, BlockQ8_K>>;
 
 // Columns [j, j + C) of group g0 / 16; from its pairs in `prepared` where given.
 template <typename Group, int C>
@@ -737,7 +739,7 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j,
     y[c] = a.y + (j + c) * a.y_stride + g0;
   }
   const auto* w = reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes);
-  if constexpr (std::is_same_v<ColumnOf<Group>, Q4_0ActPair>) {
+  if constexpr (kNibbles<Group>) {
     if (prepared != nullptr) return prepared_rows<C, Group>(prepared, a.k / kUnit<Group>, x, y);
   }
   group_rows<C>(w, a.k / kUnit<Group>, x, y);
@@ -747,7 +749,7 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j,
 // tiles of 2 the 1024-wide q8_0 model's pp512 was 1946-1951 tok/s, with 4 1753-1820 (batch 8
 // the same).
 template <typename Group>
-constexpr int kTileOf = kUnit<Group> == kQKK ? kTile : 2;
+constexpr int kTileOf = kPairUnit<Group> ? 2 : kTile;
 
 // The `rows` entry of a layout whose super-blocks of a group are Group, and whose base type's
 // kernel of this level is kBase: every full group's columns in tiles of kTile, the tail rows (in
@@ -757,7 +759,7 @@ void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t full = a.n_rows / kLaneRows * kLaneRows;
   for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
     const NibblePair* prepared = nullptr;
-    if constexpr (std::is_same_v<ColumnOf<Group>, Q4_0ActPair>) {
+    if constexpr (kNibbles<Group>) {
       if (a.m >= kPrepareColumns) {
         auto* pairs = reinterpret_cast<NibblePair*>(a.work);
         const auto* w = reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes);

@@ -215,17 +215,6 @@ void move_nibbles(std::conditional_t<kToGroup, const Blocks, Blocks>& blocks,
       move<kToGroup>(blocks.b[h].qs + 4 * j, group.qs[4 * h + j][lane], 4);
   }
 }
-template <bool kToGroup>
-void move_q4_0(std::conditional_t<kToGroup, const BlockQ4_0x2, BlockQ4_0x2>& blocks,
-               std::conditional_t<kToGroup, Q4_0Rows16, const Q4_0Rows16>& group, int64_t lane) {
-  move_nibbles<kToGroup, BlockQ4_0x2, Q4_0Rows16>(blocks, group, lane);
-}
-template <bool kToGroup>
-void move_mxfp4(std::conditional_t<kToGroup, const BlockMXFP4x2, BlockMXFP4x2>& blocks,
-                std::conditional_t<kToGroup, MXFP4Rows16, const MXFP4Rows16>& group, int64_t lane) {
-  move_nibbles<kToGroup, BlockMXFP4x2, MXFP4Rows16>(blocks, group, lane);
-}
-
 // Moves row `lane`'s super-block from `from` to `to`: from its block in the base layout to its
 // place in a group's super-block (packing), or back (unpacking).
 using MoveBlock = void (*)(const void* from, void* to, int64_t lane);
@@ -275,11 +264,11 @@ constexpr Rows16Layout kRows16Layouts[] = {
      move_block<BlockQ8_0x2, Q8_0Rows16, true, move_q8_0<true>>,
      move_block<BlockQ8_0x2, Q8_0Rows16, false, move_q8_0<false>>},
     {DType::kQ4_0_R16, DType::kQ4_0, sizeof(BlockQ4_0x2),
-     move_block<BlockQ4_0x2, Q4_0Rows16, true, move_q4_0<true>>,
-     move_block<BlockQ4_0x2, Q4_0Rows16, false, move_q4_0<false>>},
+     move_block<BlockQ4_0x2, Q4_0Rows16, true, move_nibbles<true, BlockQ4_0x2, Q4_0Rows16>>,
+     move_block<BlockQ4_0x2, Q4_0Rows16, false, move_nibbles<false, BlockQ4_0x2, Q4_0Rows16>>},
     {DType::kMXFP4_R16, DType::kMXFP4, sizeof(BlockMXFP4x2),
-     move_block<BlockMXFP4x2, MXFP4Rows16, true, move_mxfp4<true>>,
-     move_block<BlockMXFP4x2, MXFP4Rows16, false, move_mxfp4<false>>},
+     move_block<BlockMXFP4x2, MXFP4Rows16, true, move_nibbles<true, BlockMXFP4x2, MXFP4Rows16>>,
+     move_block<BlockMXFP4x2, MXFP4Rows16, false, move_nibbles<false, BlockMXFP4x2, MXFP4Rows16>>},
 };
 
 const Rows16Layout& layout_row(DType layout) {
