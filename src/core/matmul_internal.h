@@ -130,12 +130,13 @@ extern const MatmulKernel kQ4_KAvxVnni, kQ5_KAvxVnni, kQ6_KAvxVnni, kQ2_KAvxVnni
 extern const MatmulKernel kF32Avx512, kF16Avx512, kBF16Avx512;
 extern const MatmulKernel kQ8_0Avx512, kQ4_0Avx512, kMXFP4Avx512;
 extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512, kIQ4_XSAvx512;
-// matmul_rows16.cc / matmul_rows16_avx512.cc: the layouts in rows in lanes, the bits of the
-// base type's kernel of the same level
-extern const MatmulKernel kQ4_K_R16Ref, kQ4_K_R16Avx2, kQ4_K_R16Avx512;
-extern const MatmulKernel kQ6_K_R16Ref, kQ6_K_R16Avx2, kQ6_K_R16Avx512;
+// matmul_rows16.cc / matmul_rows16_avx2.cc / matmul_rows16_avxvnni.cc /
+// matmul_rows16_avx512.cc: the layouts in rows in lanes, the bits of the base type's kernel of
+// the same level
+extern const MatmulKernel kQ4_K_R16Ref, kQ4_K_R16Avx2, kQ4_K_R16AvxVnni, kQ4_K_R16Avx512;
+extern const MatmulKernel kQ6_K_R16Ref, kQ6_K_R16Avx2, kQ6_K_R16AvxVnni, kQ6_K_R16Avx512;
 extern const MatmulKernel kIQ4_XS_R16Ref, kIQ4_XS_R16Avx2, kIQ4_XS_R16Avx512;
-extern const MatmulKernel kQ5_K_R16Ref, kQ5_K_R16Avx2, kQ5_K_R16Avx512;
+extern const MatmulKernel kQ5_K_R16Ref, kQ5_K_R16Avx2, kQ5_K_R16AvxVnni, kQ5_K_R16Avx512;
 extern const MatmulKernel kQ3_K_R16Ref, kQ3_K_R16Avx2, kQ3_K_R16Avx512;
 extern const MatmulKernel kQ2_K_R16Ref, kQ2_K_R16Avx2, kQ2_K_R16Avx512;
 extern const MatmulKernel kQ8_0_R16Ref, kQ8_0_R16Avx2, kQ8_0_R16Avx512;

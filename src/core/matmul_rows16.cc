@@ -60,21 +60,12 @@ void rows16_by(const MatmulArgs& a, int64_t r0, int64_t r1) {
 const MatmulKernel kQ4_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
                                    rows16_by<kQ4_KRef, DType::kQ4_K_R16>,
                                    rows16_work_bytes<DType::kQ4_K>};
-const MatmulKernel kQ4_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                    rows16_by<kQ4_KAvx2, DType::kQ4_K_R16>,
-                                    rows16_work_bytes<DType::kQ4_K>};
 const MatmulKernel kQ6_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
                                    rows16_by<kQ6_KRef, DType::kQ6_K_R16>,
                                    rows16_work_bytes<DType::kQ6_K>};
-const MatmulKernel kQ6_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                    rows16_by<kQ6_KAvx2, DType::kQ6_K_R16>,
-                                    rows16_work_bytes<DType::kQ6_K>};
 const MatmulKernel kQ5_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
                                    rows16_by<kQ5_KRef, DType::kQ5_K_R16>,
                                    rows16_work_bytes<DType::kQ5_K>};
-const MatmulKernel kQ5_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                    rows16_by<kQ5_KAvx2, DType::kQ5_K_R16>,
-                                    rows16_work_bytes<DType::kQ5_K>};
 const MatmulKernel kQ2_K_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
                                    rows16_by<kQ2_KRef, DType::kQ2_K_R16>,
                                    rows16_work_bytes<DType::kQ2_K>};

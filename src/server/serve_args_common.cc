@@ -268,10 +268,10 @@ void add_common_rows(std::vector<Row>& t) {
                K::kSwitch,
                "",
                "enabled",
-               "copied weights of a type that the CPU multiplies faster in another layout (q2_K to "
-               "q6_K, iq4_xs, q8_0, q4_0 and mxfp4 on AVX-512) are stored in it, on the CPU and on "
-               "workers that "
-               "offer it: the same results; --no-repack keeps the file's layout",
+               "copied weights of a type that the CPU multiplies faster in another layout (q4_K, "
+               "q5_K and q6_K on AVX2; q2_K, q3_K, iq4_xs, q8_0, q4_0 and mxfp4 too on AVX-512) "
+               "are stored in it, on the CPU and on workers that offer it: the same results; "
+               "--no-repack keeps the file's layout",
                S::kCommon,
                E::kApplied,
                "",
