@@ -58,6 +58,13 @@ inline void q8_0_set_scale(float* scales, int64_t b, float d) {
 }
 void quantize_act_q8_0_ref(const float* x, void* dst, int64_t k);
 void quantize_act_q8_0_avx2(const float* x, void* dst, int64_t k);
+// The Q8_0 rows-in-lanes kernels' column where they take the quants + 128 (dpbusd's unsigned
+// operand): the Q8_0 column, which the tail rows' kernel reads, then per pair of blocks 8 int32
+// starts, -128 * (the sum of the activations each lane of the pair covers), in the lanes' order
+// (core/matmul_rows16_avx512.cc).
+size_t q8_0_starts_offset(int64_t k);
+size_t q8_0_starts_column_bytes(int64_t k);
+void quantize_act_q8_0_starts_avx2(const float* x, void* dst, int64_t k);
 
 // Q8_K: the blocks of quantize_row_q8_k, nothing else.
 size_t q8_k_column_bytes(int64_t k);
@@ -139,7 +146,7 @@ extern const MatmulKernel kIQ4_XS_R16Ref, kIQ4_XS_R16Avx2, kIQ4_XS_R16Avx512;
 extern const MatmulKernel kQ5_K_R16Ref, kQ5_K_R16Avx2, kQ5_K_R16AvxVnni, kQ5_K_R16Avx512;
 extern const MatmulKernel kQ3_K_R16Ref, kQ3_K_R16Avx2, kQ3_K_R16Avx512;
 extern const MatmulKernel kQ2_K_R16Ref, kQ2_K_R16Avx2, kQ2_K_R16Avx512;
-extern const MatmulKernel kQ8_0_R16Ref, kQ8_0_R16Avx2, kQ8_0_R16Avx512;
+extern const MatmulKernel kQ8_0_R16Ref, kQ8_0_R16Avx2, kQ8_0_R16AvxVnni, kQ8_0_R16Avx512;
 extern const MatmulKernel kQ4_0_R16Ref, kQ4_0_R16Avx2, kQ4_0_R16Avx512;
 extern const MatmulKernel kMXFP4_R16Ref, kMXFP4_R16Avx2, kMXFP4_R16Avx512;
 

@@ -34,6 +34,11 @@ void rows16_by_base(const MatmulKernel& base, DType layout, const MatmulArgs& a,
   }
 }
 
+size_t q8_0_starts_offset(int64_t k) { return q8_0_column_bytes(k); }
+size_t q8_0_starts_column_bytes(int64_t k) {
+  return q8_0_starts_offset(k) + static_cast<size_t>(k / (2 * kQK8_0)) * 8 * sizeof(int32_t);
+}
+
 template <DType kBase>
 size_t rows16_work_bytes(int64_t k) {
   return static_cast<size_t>(kLaneRows) * dtype_row_bytes(kBase, k);
@@ -87,9 +92,6 @@ const MatmulKernel kIQ4_XS_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
 const MatmulKernel kQ8_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
                                    rows16_by<kQ8_0Ref, DType::kQ8_0_R16>,
                                    rows16_work_bytes<DType::kQ8_0>};
-const MatmulKernel kQ8_0_R16Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2,
-                                    rows16_by<kQ8_0Avx2, DType::kQ8_0_R16>,
-                                    rows16_work_bytes<DType::kQ8_0>};
 const MatmulKernel kQ4_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
                                    rows16_by<kQ4_0Ref, DType::kQ4_0_R16>,
                                    rows16_work_bytes<DType::kQ4_0>};

@@ -26,10 +26,11 @@ namespace {
 constexpr int kHalf = kLaneRows / 2;
 
 // Columns a group's half is multiplied with at once. 8 float accumulators a column fill the 16
-// registers at one column, and more spill, yet 4 at a time was fastest (BM_Matmul/q4_K_r16/M/1,
-// two threads, 128 rows of 2048 in L2: 195 us at M = 64 against 200 with tiles of 2 and 206 of 1;
-// q6_K 210, 231, 259), and faster than the file kernel's tiles of 4 at every M (q4_K 218-225 us,
-// q6_K 206-228).
+// registers at one column, and more spill, yet more at a time was faster (BM_Matmul/q4_K_r16/M/1,
+// two threads, 128 rows of 2048 in L2, M = 64: 206 us one at a time, 200 by 2, 195 by 4, 194 by
+// 8; q6_K 259, 231, 210, 208), and faster than the file kernel's tiles at every M (q4_K 218-241
+// us, q6_K 206-237), and by 8 the ~1B q4_K_M model's batch 8 on AVX-VNNI was 106-108 tok/s against
+// 102 by 4 (the file kernel's 100-107).
 constexpr int kTile = 8;
 
 inline __m256i broadcast32(const void* p) {
@@ -50,6 +51,23 @@ inline void prefetch_next(const Group& wb, int64_t nb, int step) {
   const char* next = reinterpret_cast<const char*>(&wb + nb);
   for (int i = step * kPerStep; i < std::min((step + 1) * kPerStep, kLines); ++i) {
     _mm_prefetch(next + 64 * i, _MM_HINT_T1);
+  }
+}
+
+// Q8_0 does less work per byte, and from memory its halves' passes were 0.8-0.9x the file
+// kernel's speed with any prefetch (BM_DecodeOrder/q8_0_r16/4). Up to kOnePass columns it takes
+// both halves of a pair at once (16 accumulators a column, spilled) and prefetches kAhead bytes
+// ahead as the AVX-512 kernels of the pair layouts do: the ~1B q8_0 model's batch 1 (AVX2)
+// 0.77-0.80 -> 0.81-0.86 of the bound, batch 4 67 -> 73 tok/s. From more columns the halves'
+// passes are faster (batch 8, prompts).
+constexpr int64_t kOnePass = 4;
+constexpr size_t kAhead = 2048;
+
+template <typename Group>
+inline void prefetch_pair_ahead(const Group& wp) {
+#pragma GCC unroll 17
+  for (size_t o = 0; o < sizeof(Group); o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(&wp) + kAhead + o, _MM_HINT_T0);
   }
 }
 
@@ -237,53 +255,148 @@ void half_rows(const Q6KRows16* w, int h, bool prefetch, int64_t nb, const Block
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
+// Q8_0: the file kernel's lane L of a row sums, per pair of blocks, the 8 products of the pair's
+// quants [g, g + 8), g = {0, 8, 32, 40, 16, 24, 48, 56}[L], exactly, then acc[L] += (dw * dx) *
+// float(sum), the scales those of the block the lane covers. The layout stores the quants + 128.
+// AVX-VNNI takes them so, as dpbusd's unsigned operand, from the column's starts (-128 times the
+// activations' sum over the lane: q8_0_starts_column_bytes), as the AVX-512 kernel does; AVX2
+// takes the quants back and multiplies |q| by the activations with q's sign, as the file kernel
+// does (a pair of products is at most 2 * 128 * 127). kHalves 2: rows 0..15 at once, y[c][0..15].
+template <int C, int kHalves = 1>
+void half_rows(const Q8_0Rows16* w, int h0, bool prefetch, int64_t np, const uint8_t* const* x,
+               float* const* y) {
+  static constexpr int kGroup[8] = {0, 8, 32, 40, 16, 24, 48, 56};
+  const int64_t k = np * 2 * kQK8_0;
+  const size_t scales_at = q8_0_scales_offset(k);
+#if defined(STRATA_AVX_VNNI)
+  const size_t starts_at = q8_0_starts_offset(k);
+#else
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+#endif
+  __m256 acc[kHalves][C][8];
+  for (auto& half : acc) {
+    for (auto& column : half) {
+      for (__m256& v : column) v = _mm256_setzero_ps();
+    }
+  }
+  for (int64_t p = 0; p < np; ++p) {
+    const Q8_0Rows16& wp = w[p];
+    if constexpr (kHalves == 2) prefetch_pair_ahead(wp);
+    const BlockQ8_0* xb[C];
+#if defined(STRATA_AVX_VNNI)
+    const int32_t* start[C];
+#endif
+    __m256 dx0[C], dx1[C];
+    for (int c = 0; c < C; ++c) {
+      xb[c] = reinterpret_cast<const BlockQ8_0*>(x[c]) + 2 * p;
+      // [dx_b dx_b dx_b1 dx_b1 ...] (matmul_internal.h)
+      const float* dx = reinterpret_cast<const float*>(x[c] + scales_at) + 8 * p;
+      dx0[c] = _mm256_set1_ps(dx[0]);
+      dx1[c] = _mm256_set1_ps(dx[2]);
+#if defined(STRATA_AVX_VNNI)
+      start[c] = reinterpret_cast<const int32_t*>(x[c] + starts_at) + 8 * p;
+#endif
+    }
+    for (int hh = 0; hh < kHalves; ++hh) {
+      const int h = h0 + hh;
+      const __m256 dw[2] = {half_f16(wp.d[0], h), half_f16(wp.d[1], h)};
+      __m256 dd[C][2];
+      for (int c = 0; c < C; ++c) {
+        dd[c][0] = _mm256_mul_ps(dw[0], dx0[c]);
+        dd[c][1] = _mm256_mul_ps(dw[1], dx1[c]);
+      }
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        if (prefetch && kHalves == 1) prefetch_next<8>(wp, np, l);
+        const int g = kGroup[l];
+        const __m256i w0 = half_lanes(wp.qs[g / 4], h), w1 = half_lanes(wp.qs[g / 4 + 1], h);
+#if defined(STRATA_AVX_VNNI)
+        for (int c = 0; c < C; ++c) {
+          const int8_t* xq = xb[c][g / 32].qs + g % 32;
+          __m256i sum = _mm256_set1_epi32(start[c][l]);
+          sum = _mm256_dpbusd_avx_epi32(sum, w0, broadcast32(xq));
+          sum = _mm256_dpbusd_avx_epi32(sum, w1, broadcast32(xq + 4));
+          acc[hh][c][l] = _mm256_fmadd_ps(dd[c][g / 32], _mm256_cvtepi32_ps(sum), acc[hh][c][l]);
+        }
+#else
+        const __m256i q0 = _mm256_xor_si256(w0, bias), q1 = _mm256_xor_si256(w1, bias);
+        const __m256i abs0 = _mm256_sign_epi8(q0, q0), abs1 = _mm256_sign_epi8(q1, q1);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* xq = xb[c][g / 32].qs + g % 32;
+          const __m256i sum =
+              _mm256_add_epi32(dot_u8i8(abs0, _mm256_sign_epi8(broadcast32(xq), q0)),
+                               dot_u8i8(abs1, _mm256_sign_epi8(broadcast32(xq + 4), q1)));
+          acc[hh][c][l] = _mm256_fmadd_ps(dd[c][g / 32], _mm256_cvtepi32_ps(sum), acc[hh][c][l]);
+        }
+#endif
+      }
+    }
+  }
+  for (int hh = 0; hh < kHalves; ++hh) {
+    for (int c = 0; c < C; ++c) store_rows(acc[hh][c], y[c] + kHalf * hh);
+  }
+}
+
+// Q8_0 takes a pair of blocks as its unit and reads its column as bytes (the blocks, their
+// scales and, on AVX-VNNI, the starts); the K-quants a super-block and Q8_K blocks.
+template <typename Group>
+constexpr bool kPairUnit = std::is_same_v<Group, Q8_0Rows16>;
+template <typename Group>
+using ColumnOf = std::conditional_t<kPairUnit<Group>, uint8_t, BlockQ8_K>;
+
 // Columns [j, j + C) of half h of group g0 / 16.
 template <typename Group, int C>
 void half_columns(const MatmulArgs& a, int64_t g0, int h, int64_t j) {
-  const BlockQ8_K* x[C];
+  const ColumnOf<Group>* x[C];
   float* y[C];
   for (int c = 0; c < C; ++c) {
-    x[c] = static_cast<const BlockQ8_K*>(a.column(j + c));
+    x[c] = static_cast<const ColumnOf<Group>*>(a.column(j + c));
     y[c] = a.y + (j + c) * a.y_stride + g0 + kHalf * h;
   }
   half_rows<C>(reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes), h, h == 1 && j == 0,
-               a.k / kQKK, x, y);
+               a.k / (kPairUnit<Group> ? 2 * kQK8_0 : kQKK), x, y);
+}
+
+// Columns [0, C) of both halves of group g0 / 16 at once (Q8_0, few columns: kOnePass).
+template <typename Group, int C>
+void both_halves(const MatmulArgs& a, int64_t g0) {
+  const ColumnOf<Group>* x[C];
+  float* y[C];
+  for (int c = 0; c < C; ++c) {
+    x[c] = static_cast<const ColumnOf<Group>*>(a.column(c));
+    y[c] = a.y + c * a.y_stride + g0;
+  }
+  half_rows<C, 2>(reinterpret_cast<const Group*>(a.w + g0 * a.w_row_bytes), 0, false,
+                  a.k / (2 * kQK8_0), x, y);
+}
+
+// half_columns, or both_halves (h < 0), for a run-time column count nc in 1..C.
+template <typename Group, int C>
+void columns_n(int nc, const MatmulArgs& a, int64_t g0, int h, int64_t j) {
+  if constexpr (C > 1) {
+    if (nc < C) return columns_n<Group, C - 1>(nc, a, g0, h, j);
+  }
+  if (h < 0) {
+    if constexpr (kPairUnit<Group> && C <= kOnePass) both_halves<Group, C>(a, g0);
+  } else {
+    half_columns<Group, C>(a, g0, h, j);
+  }
 }
 
 // The `rows` entry of a layout whose super-blocks of a group are Group, and whose base type's
-// kernel of this level is kBase: each full group's halves in tiles of kTile columns, the tail
-// rows (in the base layout) by kBase.
+// kernel of this level is kBase: each full group's halves in tiles of kTile columns (Q8_0, up to
+// kOnePass columns, both at once), the tail rows (in the base layout) by kBase.
 template <typename Group, DType kLayout, const MatmulKernel& kBase>
 void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t full = a.n_rows / kLaneRows * kLaneRows;
   for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
+    if (kPairUnit<Group> && a.m <= kOnePass) {
+      columns_n<Group, kOnePass>(static_cast<int>(a.m), a, g0, -1, 0);
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
-      int64_t j = 0;
-      for (; j + kTile <= a.m; j += kTile) half_columns<Group, kTile>(a, g0, h, j);
-      switch (a.m - j) {
-        case 7:
-          half_columns<Group, 7>(a, g0, h, j);
-          break;
-        case 6:
-          half_columns<Group, 6>(a, g0, h, j);
-          break;
-        case 5:
-          half_columns<Group, 5>(a, g0, h, j);
-          break;
-        case 4:
-          half_columns<Group, 4>(a, g0, h, j);
-          break;
-        case 3:
-          half_columns<Group, 3>(a, g0, h, j);
-          break;
-        case 2:
-          half_columns<Group, 2>(a, g0, h, j);
-          break;
-        case 1:
-          half_columns<Group, 1>(a, g0, h, j);
-          break;
-        default:
-          break;
+      for (int64_t j = 0; j < a.m; j += kTile) {
+        columns_n<Group, kTile>(static_cast<int>(std::min<int64_t>(kTile, a.m - j)), a, g0, h, j);
       }
     }
   }
@@ -295,6 +408,31 @@ void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
 
 namespace strata::matmul_detail {
 
+#if !defined(STRATA_AVX_VNNI)
+void quantize_act_q8_0_starts_avx2(const float* x, void* dst, int64_t k) {
+  quantize_act_q8_0_avx2(x, dst, k);
+  auto* col = static_cast<uint8_t*>(dst);
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(col);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t p = 0; p < k / (2 * kQK8_0); ++p) {
+    // The 8-byte sums of the pair's quants + 128: bytes 0, 8, 16, 24 of each block.
+    alignas(32) uint64_t sums[2][4];
+    for (int b = 0; b < 2; ++b) {
+      const __m256i q = _mm256_xor_si256(avx2::load256(blocks[2 * p + b].qs), bias);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sums[b]),
+                         _mm256_sad_epu8(q, _mm256_setzero_si256()));
+    }
+    // In the lanes' order (g = 0, 8, 32, 40, 16, 24, 48, 56): -128 * (sum - 8 * 128).
+    static constexpr int kBlock[8] = {0, 0, 1, 1, 0, 0, 1, 1}, kPart[8] = {0, 1, 0, 1, 2, 3, 2, 3};
+    int32_t start[8];
+    for (int l = 0; l < 8; ++l) {
+      start[l] = 8 * 128 * 128 - static_cast<int32_t>(sums[kBlock[l]][kPart[l]]) * 128;
+    }
+    std::memcpy(col + q8_0_starts_offset(k) + 32 * static_cast<size_t>(p), start, sizeof(start));
+  }
+}
+#endif
+
 const MatmulKernel STRATA_AVX2_ENTRY(kQ4_K_R16) = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx2::rows16_rows<Q4KRows16, DType::kQ4_K_R16, STRATA_AVX2_ENTRY(kQ4_K)>,
@@ -303,6 +441,15 @@ const MatmulKernel STRATA_AVX2_ENTRY(kQ5_K_R16) = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx2::rows16_rows<Q5KRows16, DType::kQ5_K_R16, STRATA_AVX2_ENTRY(kQ5_K)>,
     rows16_work_bytes<DType::kQ5_K>};
+#if defined(STRATA_AVX_VNNI)
+const MatmulKernel kQ8_0_R16AvxVnni = {
+    q8_0_starts_column_bytes, quantize_act_q8_0_starts_avx2,
+    avx2::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0AvxVnni>, rows16_work_bytes<DType::kQ8_0>};
+#else
+const MatmulKernel kQ8_0_R16Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2,
+                                    avx2::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>,
+                                    rows16_work_bytes<DType::kQ8_0>};
+#endif
 const MatmulKernel STRATA_AVX2_ENTRY(kQ6_K_R16) = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx2::rows16_rows<Q6KRows16, DType::kQ6_K_R16, STRATA_AVX2_ENTRY(kQ6_K)>,

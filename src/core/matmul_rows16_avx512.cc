@@ -508,13 +508,7 @@ void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 // dpbusd of the layout's quants + 128 against the activations, started at -128 times the
 // activations' sum over those 8 bytes, which the activation column carries.
 
-// The activation column: the Q8_0 column (matmul_internal.h), which the tail rows' AVX2 kernel
-// reads, then per pair of blocks the 8 starts, -128 * (the sum of the activations the lane
-// covers), in the lanes' order.
-size_t q8_0_starts_offset(int64_t k) { return q8_0_column_bytes(k); }
-size_t q8_0_starts_column_bytes(int64_t k) {
-  return q8_0_starts_offset(k) + static_cast<size_t>(k / (2 * kQK8_0)) * 8 * sizeof(int32_t);
-}
+// The activation column (q8_0_starts_column_bytes, matmul_internal.h).
 void quantize_act_q8_0_starts(const float* x, void* dst, int64_t k) {
   quantize_act_q8_0_avx2(x, dst, k);
   auto* col = static_cast<uint8_t*>(dst);
@@ -814,9 +808,9 @@ const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q6KRows16, DType::kQ6_K_R16, kQ6_KAvx512>,
                                       rows16_work_bytes<DType::kQ6_K>};
 // The tail rows run the AVX2 kernel, which reads the Q8_0 column that starts this one's.
-const MatmulKernel kQ8_0_R16Avx512 = {
-    avx512::q8_0_starts_column_bytes, avx512::quantize_act_q8_0_starts,
-    avx512::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>, rows16_work_bytes<DType::kQ8_0>};
+const MatmulKernel kQ8_0_R16Avx512 = {q8_0_starts_column_bytes, avx512::quantize_act_q8_0_starts,
+                                      avx512::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>,
+                                      rows16_work_bytes<DType::kQ8_0>};
 const MatmulKernel kQ4_0_R16Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
                                       avx512::rows16_rows<Q4_0Rows16, DType::kQ4_0_R16, kQ4_0Avx2>,
                                       avx512::nibble_work_bytes<DType::kQ4_0>};
