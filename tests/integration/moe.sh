@@ -20,13 +20,15 @@ B=$addr
 trap 'stop_server; rpc_cleanup' EXIT
 
 # completions DIR PARALLEL: 16 greedy completions of 24 tokens, PARALLEL at a time; the text of
-# each in its own file in DIR.
+# each in its own file in DIR. A failed request, or a reply without a text, fails the test, its
+# reply left in DIR (a pipe from curl into jq would hide curl's status).
 completions() {
   mkdir -p "$1"
-  seq 0 15 | xargs -P "$2" -I{} sh -c "curl -sf '$url/v1/completions' \
+  seq 0 15 | xargs -P "$2" -I{} sh -c "curl -sS -f -o '$1/{}.json' '$url/v1/completions' \
     -H 'Content-Type: application/json' \
-    -d '{\"prompt\": \"story {} begins with\", \"max_tokens\": 24, \"temperature\": 0}' \
-    | jq -r '.choices[0].text' >'$1/{}.txt'" || fail "a completion failed"
+    -d '{\"prompt\": \"story {} begins with\", \"max_tokens\": 24, \"temperature\": 0}' &&
+    jq -e -r '.choices[0].text | strings' '$1/{}.json' >'$1/{}.txt' && rm '$1/{}.json'" ||
+    fail "a completion into $1 failed: $(ls "$1")"
 }
 
 # per_step FILE ENDPOINT: "messages round_trips" of the endpoint's total block.
