@@ -1,15 +1,18 @@
-// The AVX2 kernels of Q4_K, Q5_K and Q6_K in rows in lanes (core/rows16.h), for CPUs without
-// AVX-512: a ymm register holds 8 of a group's 16 rows, so each group is multiplied in two halves
-// (rows 0..7, then 8..15, whose bytes the first half brought into the cache). The same lanes as
-// the AVX-512 kernels (matmul_rows16_avx512.cc), with maddubs + madd for their dpbusd: lane L of
-// the AVX2 file kernel's accumulator of a row is a register whose lane r is row r's, its integer
-// sums exact however grouped and its float steps the file kernel's, lane by lane. So the bits are
-// the AVX2 kernel's (matmul_k_avx2.cc), and so every level's. matmul_rows16_avxvnni.cc compiles
-// this again with AVX-VNNI's dpwssd for madd + add.
+// The AVX2 kernels of Q4_K, Q5_K, Q6_K and Q8_0 in rows in lanes (core/rows16.h), for CPUs
+// without AVX-512: a ymm register holds 8 of a group's 16 rows, so each group is multiplied in
+// two halves (rows 0..7, then 8..15, whose bytes the first half brought into the cache; Q8_0 at
+// few columns both at once). The same lanes as the AVX-512 kernels (matmul_rows16_avx512.cc),
+// with maddubs + madd for their dpbusd: lane L of the AVX2 file kernel's accumulator of a row is
+// a register whose lane r is row r's, its integer sums exact however grouped and its float steps
+// the file kernel's, lane by lane. So the bits are the AVX2 kernels' (matmul_k_avx2.cc,
+// matmul_legacy_avx2.cc), and so every level's. matmul_rows16_avxvnni.cc compiles this again with
+// AVX-VNNI's dpwssd for madd + add (and Q8_0 with dpbusd).
 //
-// The products per column are the file kernel's (two maddubs and two madds per 32 quant bytes);
-// what the layout saves is the per-row work: the scales' shuffles, their unpacking (8 rows at
-// once here) and the horizontal sums.
+// The products per column are the file kernels' (the K-quants: two maddubs and two madds per 32
+// quant bytes); what the layout saves is the per-row work: the scales' shuffles, their unpacking
+// (8 rows at once here) and the horizontal sums. Q4_0 and MXFP4 kernels of this shape were
+// written and measured, and were no faster than the file kernels (which share their activation
+// pairs) at any column count, so those layouts start at AVX-512.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -57,9 +60,9 @@ inline void prefetch_next(const Group& wb, int64_t nb, int step) {
 // Q8_0 does less work per byte, and from memory its halves' passes were 0.8-0.9x the file
 // kernel's speed with any prefetch (BM_DecodeOrder/q8_0_r16/4). Up to kOnePass columns it takes
 // both halves of a pair at once (16 accumulators a column, spilled) and prefetches kAhead bytes
-// ahead as the AVX-512 kernels of the pair layouts do: the ~1B q8_0 model's batch 1 (AVX2)
-// 0.77-0.80 -> 0.81-0.86 of the bound, batch 4 67 -> 73 tok/s. From more columns the halves'
-// passes are faster (batch 8, prompts).
+// ahead as the AVX-512 kernels of the pair layouts do, and reads as fast as the file kernel
+// (4.59-4.66 ms both); the ~1B q8_0 model's batch 4 on AVX2 67 -> 73 tok/s. From more columns
+// the halves' passes are faster (batch 8, prompts).
 constexpr int64_t kOnePass = 4;
 constexpr size_t kAhead = 2048;
 
@@ -113,7 +116,8 @@ inline void store_rows(const __m256* acc, float* y) {
 // Rows 8h..8h+7 of one group against C Q8_K columns: y[c][0..7]. Q4_K and Q5_K (QKMinKernel):
 // lane L sums, over the 64-element steps j, scale(2j) * (the products of bytes 4L..4L+3 of the
 // low nibbles) + scale(2j + 1) * (the same of the high nibbles), each a maddubs (pairs of
-// products, at most 2 * 31 * 128) and a madd by the scale in both words.
+// products, at most 2 * 31 * 128) and a madd by the scale in both words. With `prefetch` (the
+// second half's first tile of columns) the pass prefetches the next group (prefetch_next).
 template <int C, typename Group>
 requires std::is_same_v<Group, Q4KRows16> || std::is_same_v<Group, Q5KRows16>
 void half_rows(const Group* w, int h, bool prefetch, int64_t nb, const BlockQ8_K* const* x,
