@@ -209,9 +209,9 @@ constexpr DTypeTraits kTraits[] = {
      nullptr,
      {{.matmul = &md::kIQ4_XS_R16Ref},
       {.matmul = &md::kIQ4_XS_R16Avx2},
-      {},
+      {.matmul = &md::kIQ4_XS_R16AvxVnni},
       {.matmul = &md::kIQ4_XS_R16Avx512}},
-     Isa::kAvx512},
+     Isa::kAvx2},
     // Activation formats only: conversions, no kernels.
     {DType::kQ8_1, DType::kQ8_1, dequantize_row_q8_1, quantize_row_q8_1, {}},
     {DType::kQ8_K, DType::kQ8_K, dequantize_row_q8_k, quantize_row_q8_k, {}},

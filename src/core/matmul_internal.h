@@ -142,7 +142,7 @@ extern const MatmulKernel kQ4_KAvx512, kQ5_KAvx512, kQ6_KAvx512, kIQ4_XSAvx512;
 // the same level
 extern const MatmulKernel kQ4_K_R16Ref, kQ4_K_R16Avx2, kQ4_K_R16AvxVnni, kQ4_K_R16Avx512;
 extern const MatmulKernel kQ6_K_R16Ref, kQ6_K_R16Avx2, kQ6_K_R16AvxVnni, kQ6_K_R16Avx512;
-extern const MatmulKernel kIQ4_XS_R16Ref, kIQ4_XS_R16Avx2, kIQ4_XS_R16Avx512;
+extern const MatmulKernel kIQ4_XS_R16Ref, kIQ4_XS_R16Avx2, kIQ4_XS_R16AvxVnni, kIQ4_XS_R16Avx512;
 extern const MatmulKernel kQ5_K_R16Ref, kQ5_K_R16Avx2, kQ5_K_R16AvxVnni, kQ5_K_R16Avx512;
 extern const MatmulKernel kQ3_K_R16Ref, kQ3_K_R16Avx2, kQ3_K_R16Avx512;
 extern const MatmulKernel kQ2_K_R16Ref, kQ2_K_R16Avx2, kQ2_K_R16Avx512;

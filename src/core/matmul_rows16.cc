@@ -86,9 +86,6 @@ const MatmulKernel kQ3_K_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
 const MatmulKernel kIQ4_XS_R16Ref = {q8_k_column_bytes, quantize_row_q8_k,
                                      rows16_by<kIQ4_XSRef, DType::kIQ4_XS_R16>,
                                      rows16_work_bytes<DType::kIQ4_XS>};
-const MatmulKernel kIQ4_XS_R16Avx2 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
-                                      rows16_by<kIQ4_XSAvx2, DType::kIQ4_XS_R16>,
-                                      rows16_work_bytes<DType::kIQ4_XS>};
 const MatmulKernel kQ8_0_R16Ref = {q8_0_column_bytes, quantize_act_q8_0_ref,
                                    rows16_by<kQ8_0Ref, DType::kQ8_0_R16>,
                                    rows16_work_bytes<DType::kQ8_0>};

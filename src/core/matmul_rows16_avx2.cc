@@ -1,4 +1,4 @@
-// The AVX2 kernels of Q4_K, Q5_K, Q6_K and Q8_0 in rows in lanes (core/rows16.h), for CPUs
+// The AVX2 kernels of Q4_K, Q5_K, Q6_K, IQ4_XS and Q8_0 in rows in lanes (core/rows16.h), for CPUs
 // without AVX-512: a ymm register holds 8 of a group's 16 rows, so each group is multiplied in
 // two halves (rows 0..7, then 8..15, whose bytes the first half brought into the cache; Q8_0 at
 // few columns both at once). The same lanes as the AVX-512 kernels (matmul_rows16_avx512.cc),
@@ -6,7 +6,7 @@
 // a register whose lane r is row r's, its integer sums exact however grouped and its float steps
 // the file kernel's, lane by lane. So the bits are the AVX2 kernels' (matmul_k_avx2.cc,
 // matmul_legacy_avx2.cc), and so every level's. matmul_rows16_avxvnni.cc compiles this again with
-// AVX-VNNI's dpwssd for madd + add (and Q8_0 with dpbusd).
+// AVX-VNNI's dpwssd for madd + add (and Q8_0 and IQ4_XS with dpbusd).
 //
 // The products per column are the file kernels' (the K-quants: two maddubs and two madds per 32
 // quant bytes); what the layout saves is the per-row work: the scales' shuffles, their unpacking
@@ -259,6 +259,100 @@ void half_rows(const Q6KRows16* w, int h, bool prefetch, int64_t nb, const Block
   for (int c = 0; c < C; ++c) store_rows(acc[c], y[c]);
 }
 
+// IQ4_XS: the file kernel, as the scalar reference, sums a super-block's products exactly into
+// one integer per row and column, then sum += (dx * d) * float(total): so any grouping of the
+// integers gives its bits, and lane r of every register is row r. A sub-block's 32 products,
+// then times its row's scale: on AVX-VNNI by dpbusd on the levels + 128 from -128 times the
+// sub-block's activation sum (from the block sums), as the AVX-512 kernel; on AVX2 by the file
+// kernel's sign trick (|level| <= 127, so a pair of products stays below 2 * 127 * 127).
+template <int C>
+void half_rows(const IQ4XSRows16* w, int h, bool prefetch, int64_t nb, const BlockQ8_K* const* x,
+               float* const* y) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i low4 = _mm256_set1_epi32(0x0f), low2 = _mm256_set1_epi32(0x03);
+  const __m256i offset = _mm256_set1_epi32(32);
+#if defined(STRATA_AVX_VNNI)
+  static constexpr std::array<uint8_t, 16> kBiasedLevels = [] {
+    std::array<uint8_t, 16> v{};
+    for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
+    return v;
+  }();
+  const __m256i grid = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kBiasedLevels.data())));
+#else
+  const __m256i grid =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+#endif
+  __m256 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const IQ4XSRows16& wb = w[b];
+    const __m256 d8 = half_f16(wb.d, h);
+    const __m256i sl = half_lanes(wb.scales_l, h);
+    const __m256i sh = _mm256_cvtepu16_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales_h + kHalf * h)));
+    __m256 dd[C];
+    __m256i total[C];
+#if defined(STRATA_AVX_VNNI)
+    alignas(32) int32_t start[C][8];  // -128 * the activations' sum over sub-block s
+#endif
+    for (int c = 0; c < C; ++c) {
+      dd[c] = _mm256_mul_ps(_mm256_set1_ps(x[c][b].d), d8);
+      total[c] = _mm256_setzero_si256();
+#if defined(STRATA_AVX_VNNI)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(start[c]),
+                         _mm256_madd_epi16(load256(x[c][b].bsums), _mm256_set1_epi16(-128)));
+#endif
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      // Row r's scale ls - 32 of sub-block s: nibble s of its scales_l word, bits 2s, 2s + 1 of
+      // its scales_h.
+      const __m256i ls = _mm256_sub_epi32(
+          _mm256_or_si256(
+              _mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), low4),
+              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sh, 2 * s), low2), 4)),
+          offset);
+      __m256i sums[C];
+      for (int c = 0; c < C; ++c) {
+#if defined(STRATA_AVX_VNNI)
+        sums[c] = _mm256_set1_epi32(start[c][s]);
+#else
+        sums[c] = _mm256_setzero_si256();
+#endif
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        if (prefetch) prefetch_next<32>(wb, nb, 4 * s + g);
+        const __m256i q = half_lanes(wb.qs[s][g], h);
+        const __m256i lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(q, m4));
+        const __m256i hi = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+#if defined(STRATA_AVX_VNNI)
+        for (int c = 0; c < C; ++c) {
+          const int8_t* xq = x[c][b].qs + 32 * s + 4 * g;
+          sums[c] = _mm256_dpbusd_avx_epi32(sums[c], lo, broadcast32(xq));
+          sums[c] = _mm256_dpbusd_avx_epi32(sums[c], hi, broadcast32(xq + 16));
+        }
+#else
+        const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* xq = x[c][b].qs + 32 * s + 4 * g;
+          sums[c] = _mm256_add_epi32(
+              sums[c], _mm256_add_epi32(dot_u8i8(alo, _mm256_sign_epi8(broadcast32(xq), lo)),
+                                        dot_u8i8(ahi, _mm256_sign_epi8(broadcast32(xq + 16), hi))));
+        }
+#endif
+      }
+      for (int c = 0; c < C; ++c)
+        total[c] = _mm256_add_epi32(total[c], _mm256_mullo_epi32(sums[c], ls));
+    }
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(dd[c], _mm256_cvtepi32_ps(total[c])));
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(y[c], acc[c]);
+}
+
 // Q8_0: the file kernel's lane L of a row sums, per pair of blocks, the 8 products of the pair's
 // quants [g, g + 8), g = {0, 8, 32, 40, 16, 24, 48, 56}[L], exactly, then acc[L] += (dw * dx) *
 // float(sum), the scales those of the block the lane covers. The layout stores the quants + 128.
@@ -374,6 +468,11 @@ void both_halves(const MatmulArgs& a, int64_t g0) {
                   a.k / (2 * kQK8_0), x, y);
 }
 
+// IQ4_XS keeps one float accumulator a column, and three integer registers: tiles of 4 columns
+// keep them in registers.
+template <typename Group>
+constexpr int kTileOf = std::is_same_v<Group, IQ4XSRows16> ? 4 : kTile;
+
 // half_columns, or both_halves (h < 0), for a run-time column count nc in 1..C.
 template <typename Group, int C>
 void columns_n(int nc, const MatmulArgs& a, int64_t g0, int h, int64_t j) {
@@ -399,8 +498,9 @@ void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
       continue;
     }
     for (int h = 0; h < 2; ++h) {
-      for (int64_t j = 0; j < a.m; j += kTile) {
-        columns_n<Group, kTile>(static_cast<int>(std::min<int64_t>(kTile, a.m - j)), a, g0, h, j);
+      for (int64_t j = 0; j < a.m; j += kTileOf<Group>) {
+        columns_n<Group, kTileOf<Group>>(
+            static_cast<int>(std::min<int64_t>(kTileOf<Group>, a.m - j)), a, g0, h, j);
       }
     }
   }
@@ -454,6 +554,10 @@ const MatmulKernel kQ8_0_R16Avx2 = {q8_0_column_bytes, quantize_act_q8_0_avx2,
                                     avx2::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>,
                                     rows16_work_bytes<DType::kQ8_0>};
 #endif
+const MatmulKernel STRATA_AVX2_ENTRY(kIQ4_XS_R16) = {
+    q8_k_column_bytes, quantize_act_q8_k_avx2,
+    avx2::rows16_rows<IQ4XSRows16, DType::kIQ4_XS_R16, STRATA_AVX2_ENTRY(kIQ4_XS)>,
+    rows16_work_bytes<DType::kIQ4_XS>};
 const MatmulKernel STRATA_AVX2_ENTRY(kQ6_K_R16) = {
     q8_k_column_bytes, quantize_act_q8_k_avx2,
     avx2::rows16_rows<Q6KRows16, DType::kQ6_K_R16, STRATA_AVX2_ENTRY(kQ6_K)>,

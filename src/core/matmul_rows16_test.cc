@@ -175,10 +175,11 @@ TEST(Rows16, LayoutsAreNeverFileTypesOrRowConversions) {
     EXPECT_EQ(rows16_layout(base), layout);
     EXPECT_EQ(dtype_from_name(dtype_name(layout)), std::nullopt);
     EXPECT_FALSE(dtype_can_convert(layout));
-    // Offered by a device only where the layout has kernels of its own: Q4_K, Q5_K, Q6_K and
-    // Q8_0's from AVX2, the others' from AVX-512.
+    // Offered by a device only where the layout has kernels of its own: Q4_K, Q5_K, Q6_K, Q8_0
+    // and IQ4_XS's from AVX2, the others' from AVX-512.
     const bool avx2 = layout == DType::kQ4_K_R16 || layout == DType::kQ5_K_R16 ||
-                      layout == DType::kQ6_K_R16 || layout == DType::kQ8_0_R16;
+                      layout == DType::kQ6_K_R16 || layout == DType::kQ8_0_R16 ||
+                      layout == DType::kIQ4_XS_R16;
     EXPECT_FALSE(dtype_layout_pays(layout, Isa::kScalar));
     EXPECT_EQ(dtype_layout_pays(layout, Isa::kAvx2), avx2);
     EXPECT_EQ(dtype_layout_pays(layout, Isa::kAvxVnni), avx2);

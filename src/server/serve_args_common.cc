@@ -269,7 +269,7 @@ void add_common_rows(std::vector<Row>& t) {
                "",
                "enabled",
                "copied weights of a type that the CPU multiplies faster in another layout (q4_K, "
-               "q5_K, q6_K and q8_0 on AVX2; q2_K, q3_K, iq4_xs, q4_0 and mxfp4 too on AVX-512) "
+               "q5_K, q6_K, iq4_xs and q8_0 on AVX2; q2_K, q3_K, q4_0 and mxfp4 too on AVX-512) "
                "are stored in it, on the CPU and on workers that offer it: the same results; "
                "--no-repack keeps the file's layout",
                S::kCommon,
