@@ -508,26 +508,8 @@ void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 // dpbusd of the layout's quants + 128 against the activations, started at -128 times the
 // activations' sum over those 8 bytes, which the activation column carries.
 
-// The activation column (q8_0_starts_column_bytes, matmul_internal.h).
-void quantize_act_q8_0_starts(const float* x, void* dst, int64_t k) {
-  quantize_act_q8_0_avx2(x, dst, k);
-  auto* col = static_cast<uint8_t*>(dst);
-  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(col);
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  // The sad's 8-byte sums of a pair (bytes 0, 8, ..., 56) in the lanes' order.
-  const __m512i lane_order = _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7);
-  for (int64_t p = 0; p < k / (2 * kQK8_0); ++p) {
-    const __m512i q = _mm512_xor_si512(pair256(blocks[2 * p].qs, blocks[2 * p + 1].qs), bias);
-    const __m512i sums =
-        _mm512_permutexvar_epi64(lane_order, _mm512_sad_epu8(q, _mm512_setzero_si512()));
-    // -128 * (sum of (q + 128) - 8 * 128)
-    const __m256i start = _mm256_sub_epi32(_mm256_set1_epi32(8 * 128 * 128),
-                                           _mm256_slli_epi32(_mm512_cvtepi64_epi32(sums), 7));
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(col + q8_0_starts_offset(k) + 32 * static_cast<size_t>(p)),
-        start);
-  }
-}
+// The activation column (q8_0_starts_column_bytes, matmul_internal.h) is quantised once per
+// column by quantize_act_q8_0_starts_avx2, which the AVX-VNNI kernel reads too.
 
 // Unlike the K-quants' kernels, those of the 32-element types prefetch: they compute little per
 // byte, and from memory (BM_DecodeOrder/*_r16/4, two threads, medians of 3 to 5, each distance
@@ -808,7 +790,7 @@ const MatmulKernel kQ6_K_R16Avx512 = {q8_k_column_bytes, quantize_act_q8_k_avx2,
                                       avx512::rows16_rows<Q6KRows16, DType::kQ6_K_R16, kQ6_KAvx512>,
                                       rows16_work_bytes<DType::kQ6_K>};
 // The tail rows run the AVX2 kernel, which reads the Q8_0 column that starts this one's.
-const MatmulKernel kQ8_0_R16Avx512 = {q8_0_starts_column_bytes, avx512::quantize_act_q8_0_starts,
+const MatmulKernel kQ8_0_R16Avx512 = {q8_0_starts_column_bytes, quantize_act_q8_0_starts_avx2,
                                       avx512::rows16_rows<Q8_0Rows16, DType::kQ8_0_R16, kQ8_0Avx2>,
                                       rows16_work_bytes<DType::kQ8_0>};
 const MatmulKernel kQ4_0_R16Avx512 = {q4_0_pair_column_bytes, quantize_act_q4_0_pairs_avx2,
