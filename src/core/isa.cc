@@ -1,6 +1,7 @@
 #include "core/isa.h"
 
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -85,7 +86,54 @@ std::atomic<Isa>& active() {
   return isa;
 }
 
+// AMD's CPUs from family 0x1A (Zen 5) on.
+bool is_zen5_or_later() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+  char vendor[12];
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  if (std::memcmp(vendor, "AuthenticAMD", 12) != 0 || __get_cpuid(1, &a, &b, &c, &d) == 0) {
+    return false;
+  }
+  const unsigned base = a >> 8 & 0xf, extended = a >> 20 & 0xff;
+  return (base == 0xf ? base + extended : base) >= 0x1a;
+#else
+  return false;
+#endif
+}
+
+size_t initial_rows16_prefetch() {
+  // Two q4_K super-blocks of a group (BM_DecodeOrder/q4_K_r16/4 on a Zen 5, docs/engine.md).
+  size_t bytes = is_zen5_or_later() ? 4608 : 0;
+  if (const char* env = std::getenv("STRATA_ROWS16_PREFETCH")) {
+    if (const std::optional<size_t> v = parse_rows16_prefetch(env)) {
+      bytes = *v;
+    } else {
+      std::fprintf(stderr, "STRATA_ROWS16_PREFETCH=%s is not a byte count of 0..65536: ignored\n",
+                   env);
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
+
+std::optional<size_t> parse_rows16_prefetch(std::string_view text) {
+  size_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v > 65536) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+size_t rows16_prefetch_bytes() {
+  static const size_t bytes = initial_rows16_prefetch();
+  return bytes;
+}
 
 Isa isa_best_supported() { return clamp(static_cast<Isa>(kIsaLevels - 1)); }
 

@@ -2,6 +2,10 @@
 // inner loop. Tests force each one that the CPU supports and compare it with the scalar path.
 #pragma once
 
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
 namespace strata {
 
 // The levels, each a superset of the ones below it *on the CPUs that have it*, except AVX-VNNI:
@@ -25,5 +29,15 @@ Isa isa_active();
 // level above the best is the best, one the CPU lacks below it is the next supported below.
 void isa_force(Isa isa);
 const char* isa_name(Isa isa);
+
+// How far ahead, in bytes, the AVX-512 kernels of the K-quant layouts in rows in lanes
+// (core/rows16.h) prefetch the group they stream; 0: not at all, the hardware prefetchers alone.
+// Chosen once from the CPU's vendor and family, as measured on each (docs/engine.md): a Zen 5
+// reads those layouts at 0.6 of its memory speed without, and Zen 4 was slower with.
+// STRATA_ROWS16_PREFETCH=BYTES (0..65536) sets it, for A/B runs on other CPUs. Only speed
+// depends on it, never a result.
+size_t rows16_prefetch_bytes();
+// STRATA_ROWS16_PREFETCH's value: a decimal count of bytes in 0..65536, else nothing.
+std::optional<size_t> parse_rows16_prefetch(std::string_view text);
 
 }  // namespace strata

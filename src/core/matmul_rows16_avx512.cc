@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "core/isa.h"
 #include "core/matmul_avx512.h"
 #include "core/rows16.h"
 
@@ -111,6 +112,21 @@ inline __m512i shift16(__m512i v, int n) {
                 : _mm512_srli_epi16(v, static_cast<unsigned>(-n));
 }
 
+// The K-quant kernels' prefetch: the lines of one super-block of a group, `ahead` bytes on
+// (core/isa.h; the kernels skip it at 0: with that test inside this function, g++ 12 deleted the
+// prefetches altogether). A group is one sequential stream, and so is a thread's run of groups. On
+// the Zen 4 where these kernels were written, the hardware prefetchers alone did best: prefetching
+// 8 KiB ahead, as the file layouts' kernels do, made a decode order of Q4_K matrices 0.85-0.91x
+// the file layout's speed instead of 1.08-1.24x (BM_LayoutDecodeOrder, two threads), and 2.3 KiB
+// ahead 1.03-1.06x. On a Zen 5 they read at 0.61-0.66 of a plain read without it, and at
+// 0.93-0.98 at 4.5 KiB ahead (docs/engine.md).
+template <typename Group>
+inline void prefetch_ahead(const Group& g, size_t ahead) {
+  const char* p = reinterpret_cast<const char*>(&g) + ahead;
+#pragma GCC unroll 64
+  for (size_t o = 0; o < sizeof(Group); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 // The 16 rows of one group against C Q8_K columns: y[c][0..15]. One overload per layout (its
 // Group type), which the driver below picks; this one for Q4_K and Q5_K, whose AVX2 kernel is
 // one (QKMinKernel). Q5_K's fifth bits join the nibbles: a low quant is then up to 31 and its
@@ -118,7 +134,8 @@ inline __m512i shift16(__m512i v, int n) {
 // 4 (up to 124), started at 1, shifted by 14: the high word is again the high sum.
 template <int C, typename Group>
 requires std::is_same_v<Group, Q4KRows16> || std::is_same_v<Group, Q5KRows16>
-void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* const* y,
+                size_t ahead) {
   constexpr bool kFive = std::is_same_v<Group, Q5KRows16>;
   constexpr int kBiasBits = kFive ? 14 : 13;
   const __m512i m4 = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
@@ -130,11 +147,8 @@ void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* co
     for (__m512& a : acc[c]) a = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    // No software prefetch: a group is one sequential stream, which the hardware prefetchers
-    // follow. Prefetching 8 KiB ahead, as the other kernels do, made a decode order of Q4_K
-    // matrices 0.85-0.91x the file layout's speed instead of 1.08-1.24x (BM_LayoutDecodeOrder,
-    // two threads); 2.3 KiB ahead, 1.03-1.06x.
     const Group& wb = w[b];
+    if (ahead != 0) prefetch_ahead(wb, ahead);
     __m512i sc[3];
     for (int i = 0; i < 3; ++i) sc[i] = _mm512_loadu_si512(wb.scales[i]);
     const ScalesMins sm = scales_mins(sc);
@@ -204,7 +218,8 @@ void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* co
 // out 32 * (the scales against the block sums, lane L: sums 2L and 2L + 1); acc[L] += (dx * d) *
 // float(lanes[L]). Here, as for Q4_K, acc[L] is a register whose lane r is row r's.
 template <int C>
-void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y,
+                size_t ahead) {
   const __m512i m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(0x03),
                 m4 = _mm512_set1_epi8(0x0f);
   // pshufb mask giving each 32-bit lane its low word twice.
@@ -216,6 +231,7 @@ void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   }
   for (int64_t b = 0; b < nb; ++b) {
     const Q6KRows16& wb = w[b];
+    if (ahead != 0) prefetch_ahead(wb, ahead);
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     __m512 d[C];
     for (int c = 0; c < C; ++c) d[c] = _mm512_mul_ps(_mm512_set1_ps(x[c][b].d), d16);
@@ -273,7 +289,8 @@ void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 // results. Both nibbles of a sub-block's byte share its scale, so a scale multiplies 32
 // products at once.
 template <int C>
-void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y,
+                size_t ahead) {
   static constexpr std::array<uint8_t, 16> kBiasedLevels = [] {
     std::array<uint8_t, 16> v{};
     for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
@@ -288,6 +305,7 @@ void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, flo
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const IQ4XSRows16& wb = w[b];
+    if (ahead != 0) prefetch_ahead(wb, ahead);
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     const __m512i sl = _mm512_loadu_si512(wb.scales_l);
     const __m512i sh = _mm512_cvtepu16_epi32(load256(wb.scales_h));
@@ -355,7 +373,8 @@ constexpr std::array<std::array<uint8_t, 64>, 2> make_high_pair_words() {
 alignas(64) constexpr auto kHighPairWords = make_high_pair_words();
 
 template <int C>
-void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y,
+                size_t ahead) {
   const __m512i lo4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
   const __m512i mc = _mm512_set1_epi8(0x0c), bit2 = _mm512_set1_epi8(0x04),
                 bit4 = _mm512_set1_epi8(0x10);
@@ -366,6 +385,7 @@ void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q3KRows16& wb = w[b];
+    if (ahead != 0) prefetch_ahead(wb, ahead);
     // The 16 signed scales of every row (the AVX2 kernel's unpacking, 16 rows at once): byte t
     // of lane r of v[m] is row r's scale 4m + t.
     const __m512i a0 = _mm512_loadu_si512(wb.scales[0]), a1 = _mm512_loadu_si512(wb.scales[1]),
@@ -440,13 +460,15 @@ void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
 // started at 1 and shifted by 14 into the high word, the even one's added below with a bias of
 // 16384): each word is a sub-block's sum, at most 16 * 3 * 127 in size.
 template <int C>
-void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y) {
+void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float* const* y,
+                size_t ahead) {
   const __m512i m3 = _mm512_set1_epi8(0x03), mc = _mm512_set1_epi8(0x0c);
   const __m512i low4 = _mm512_set1_epi16(0x0f), one = _mm512_set1_epi32(1);
   __m512 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q2KRows16& wb = w[b];
+    if (ahead != 0) prefetch_ahead(wb, ahead);
     // Pair p's scales and mins (sub-blocks 2p, 2p + 1: bytes 2 (p % 2), + 1 of scale word p / 2)
     // as the two words of each lane, and the even scales' sum, which the low words' bias
     // multiplies.
@@ -718,7 +740,11 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j,
   if constexpr (kNibbles<Group>) {
     if (prepared != nullptr) return prepared_rows<C, Group>(prepared, a.k / kUnit<Group>, x, y);
   }
-  group_rows<C>(w, a.k / kUnit<Group>, x, y);
+  if constexpr (kPairUnit<Group>) {
+    group_rows<C>(w, a.k / kUnit<Group>, x, y);
+  } else {
+    group_rows<C>(w, a.k / kUnit<Group>, x, y, rows16_prefetch_bytes());
+  }
 }
 
 // The 32-element types' kernels keep 8 accumulators a column, which 4 columns would spill: with
