@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,22 +63,30 @@ const std::string& python_with_jsonschema() {
 
 bool python_jsonschema_available() { return !python_with_jsonschema().empty(); }
 
-// Python's jsonschema (Draft 2020-12) on each instance text: 1 valid, 0 invalid (a text that
-// is not JSON is invalid). nullopt when the oracle could not run.
-std::optional<std::vector<bool>> jsonschema_verdicts(const Json& schema,
-                                                     const std::vector<std::string>& texts) {
+// One schema and the instance texts to validate against it.
+struct OracleQuery {
+  Json schema;
+  std::vector<std::string> texts;
+};
+
+// Python's jsonschema (Draft 2020-12) on each query's instance texts: 1 valid, 0 invalid (a text
+// that is not JSON is invalid), one list per query. All in one Python process: starting one and
+// importing jsonschema takes longer than validating a few thousand instances. nullopt when the
+// oracle could not run.
+std::optional<std::vector<std::vector<bool>>> jsonschema_verdicts(
+    const std::vector<OracleQuery>& queries) {
   static const char kScript[] = R"py(
 import json, sys
 from jsonschema import Draft202012Validator
-data = json.load(open(sys.argv[1], encoding="utf-8"))
-validator = Draft202012Validator(data["schema"])
-out = []
-for text in data["instances"]:
-    try:
-        out.append("1" if validator.is_valid(json.loads(text)) else "0")
-    except ValueError:
-        out.append("0")
-print("".join(out))
+for query in json.load(open(sys.argv[1], encoding="utf-8")):
+    validator = Draft202012Validator(query["schema"])
+    out = []
+    for text in query["instances"]:
+        try:
+            out.append("1" if validator.is_valid(json.loads(text)) else "0")
+        except ValueError:
+            out.append("0")
+    print("".join(out) + ".")
 )py";
   char script_path[] = "/tmp/strata_jsg_script_XXXXXX";
   char data_path[] = "/tmp/strata_jsg_data_XXXXXX";
@@ -87,7 +96,10 @@ print("".join(out))
   close(script_fd);
   close(data_fd);
   std::ofstream(script_path) << kScript;
-  Json data = {{"schema", schema}, {"instances", texts}};
+  Json data = Json::array();
+  for (const OracleQuery& q : queries) {
+    data.push_back({{"schema", q.schema}, {"instances", q.texts}});
+  }
   std::ofstream(data_path) << data.dump(-1, ' ', false, Json::error_handler_t::replace);
   std::string command = python_with_jsonschema() + " " + script_path + " " + data_path;
   std::string output;
@@ -99,10 +111,20 @@ print("".join(out))
   }
   std::remove(script_path);
   std::remove(data_path);
-  while (!output.empty() && (output.back() == '\n' || output.back() == '\r')) output.pop_back();
-  if (output.size() != texts.size()) return std::nullopt;
-  std::vector<bool> verdicts;
-  for (char c : output) verdicts.push_back(c == '1');
+  // One line per query, each ended by '.' (so that an empty list is a line too).
+  std::vector<std::vector<bool>> verdicts;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.back() != '.') return std::nullopt;
+    line.pop_back();
+    if (verdicts.size() == queries.size() || line.size() != queries[verdicts.size()].texts.size()) {
+      return std::nullopt;
+    }
+    std::vector<bool>& v = verdicts.emplace_back();
+    for (char c : line) v.push_back(c == '1');
+  }
+  if (verdicts.size() != queries.size()) return std::nullopt;
   return verdicts;
 }
 
@@ -300,17 +322,23 @@ TEST(JsonSchemaGrammar, GrammarAcceptsTheValidAndRejectsTheInvalid) {
 // The labels above are what jsonschema says, so the grammar agrees with it on every instance.
 TEST(JsonSchemaGrammar, LabelsAgreeWithJsonschema) {
   if (!python_jsonschema_available()) GTEST_SKIP() << "needs python3 with jsonschema";
-  size_t checked = 0;
+  std::vector<OracleQuery> queries;
   for (const SchemaCase& c : schema_cases()) {
-    SCOPED_TRACE(c.name);
     std::vector<std::string> texts = c.valid;
     texts.insert(texts.end(), c.invalid.begin(), c.invalid.end());
-    auto verdicts = jsonschema_verdicts(Json::parse(c.schema), texts);
-    ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ((*verdicts)[i], i < c.valid.size()) << "jsonschema disagrees on " << texts[i];
+    queries.push_back({Json::parse(c.schema), std::move(texts)});
+  }
+  auto verdicts = jsonschema_verdicts(queries);
+  ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
+  size_t checked = 0;
+  for (size_t q = 0; q < queries.size(); ++q) {
+    const SchemaCase& c = schema_cases()[q];
+    SCOPED_TRACE(c.name);
+    for (size_t i = 0; i < queries[q].texts.size(); ++i) {
+      EXPECT_EQ((*verdicts)[q][i], i < c.valid.size())
+          << "jsonschema disagrees on " << queries[q].texts[i];
     }
-    checked += texts.size();
+    checked += queries[q].texts.size();
   }
   std::printf("cross-checked %zu labelled instances against jsonschema\n", checked);
   EXPECT_GT(checked, 200u);
@@ -358,12 +386,9 @@ TEST(JsonSchemaGrammar, PatternsAgreeWithJsonschema) {
       {"^ab{0}c{0,0}(d){0}$", {"a", "b", "c", "d"}, 3, {}},
       {"^a{x}b{2,$", {"a", "{", "x", "}", "b", "2", ","}, 3, {"a{x}b{2,", "a{x}bb"}},
   };
-  size_t checked = 0;
+  // Every case's strings, validated in one run of the oracle.
+  std::vector<OracleQuery> queries;
   for (const PatternCase& c : cases) {
-    SCOPED_TRACE(c.pattern);
-    const Json schema = {{"type", "string"}, {"pattern", c.pattern}};
-    auto grammar = grammar_for(schema.dump());
-    ASSERT_NE(grammar, nullptr);
     std::vector<std::string> values = {""}, level = {""};
     for (size_t len = 1; len <= c.max_len; ++len) {
       std::vector<std::string> next;
@@ -374,14 +399,22 @@ TEST(JsonSchemaGrammar, PatternsAgreeWithJsonschema) {
       level = std::move(next);
     }
     values.insert(values.end(), c.examples.begin(), c.examples.end());
-    std::vector<std::string> texts;
-    for (const std::string& v : values) texts.push_back(Json(v).dump());
-    auto verdicts = jsonschema_verdicts(schema, texts);
-    ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
+    OracleQuery& q = queries.emplace_back();
+    q.schema = {{"type", "string"}, {"pattern", c.pattern}};
+    for (const std::string& v : values) q.texts.push_back(Json(v).dump());
+  }
+  auto verdicts = jsonschema_verdicts(queries);
+  ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
+  size_t checked = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    SCOPED_TRACE(cases[k].pattern);
+    const std::vector<std::string>& texts = queries[k].texts;
+    auto grammar = grammar_for(queries[k].schema.dump());
+    ASSERT_NE(grammar, nullptr);
     size_t matched = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(grammar_matches(grammar, texts[i]), (*verdicts)[i]) << texts[i];
-      matched += (*verdicts)[i] ? 1 : 0;
+      EXPECT_EQ(grammar_matches(grammar, texts[i]), (*verdicts)[k][i]) << texts[i];
+      matched += (*verdicts)[k][i] ? 1 : 0;
     }
     EXPECT_GT(matched, 0u);  // each case has strings on both sides
     EXPECT_LT(matched, texts.size());
@@ -393,19 +426,25 @@ TEST(JsonSchemaGrammar, PatternsAgreeWithJsonschema) {
 
 TEST(JsonSchemaGrammar, IntegerBoundsAgreeWithJsonschema) {
   const bool oracle = python_jsonschema_available();
-  size_t checked = 0;
+  std::vector<OracleQuery> queries;
   for (const IntegerBoundsCase& c : kIntegerBoundsCases) {
+    OracleQuery& q = queries.emplace_back();
+    q.schema = Json::parse(c.schema);
+    for (int v = c.lo_probe; v <= c.hi_probe; ++v) q.texts.push_back(std::to_string(v));
+  }
+  std::optional<std::vector<std::vector<bool>>> verdicts;
+  if (oracle) {
+    verdicts = jsonschema_verdicts(queries);
+    ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
+  }
+  size_t checked = 0;
+  for (size_t k = 0; k < queries.size(); ++k) {
+    const IntegerBoundsCase& c = kIntegerBoundsCases[k];
     SCOPED_TRACE(c.schema);
     auto grammar = grammar_for(c.schema);
     ASSERT_NE(grammar, nullptr);
-    const Json schema = Json::parse(c.schema);
-    std::vector<std::string> texts;
-    for (int v = c.lo_probe; v <= c.hi_probe; ++v) texts.push_back(std::to_string(v));
-    std::optional<std::vector<bool>> verdicts;
-    if (oracle) {
-      verdicts = jsonschema_verdicts(schema, texts);
-      ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
-    }
+    const Json& schema = queries[k].schema;
+    const std::vector<std::string>& texts = queries[k].texts;
     for (size_t i = 0; i < texts.size(); ++i) {
       const int v = c.lo_probe + static_cast<int>(i);
       // Without the oracle, the bounds read directly (every case has at least one bound).
@@ -417,7 +456,7 @@ TEST(JsonSchemaGrammar, IntegerBoundsAgreeWithJsonschema) {
       if (schema.contains("exclusiveMaximum"))
         expected = expected && v < schema["exclusiveMaximum"].get<double>();
       if (verdicts) {
-        ASSERT_EQ((*verdicts)[i], expected) << texts[i];
+        ASSERT_EQ((*verdicts)[k][i], expected) << texts[i];
       }
       EXPECT_EQ(grammar_matches(grammar, texts[i]), expected) << texts[i];
     }
@@ -454,16 +493,21 @@ TEST(JsonSchemaGrammar, StricterThanTheSchemaByDesign) {
       {R"({"type":"array"})", "[1,\n                     2]", "at most 20 spaces of indent"},
       {R"({"enum":[1.5]})", "1.50", "enum values are matched as their compact JSON text"},
   };
-  const bool oracle = python_jsonschema_available();
-  for (const StrictCase& c : cases) {
+  std::optional<std::vector<std::vector<bool>>> verdicts;
+  if (python_jsonschema_available()) {
+    std::vector<OracleQuery> queries;
+    for (const StrictCase& c : cases) queries.push_back({Json::parse(c.schema), {c.text}});
+    verdicts = jsonschema_verdicts(queries);
+    ASSERT_TRUE(verdicts.has_value()) << "the jsonschema oracle did not run";
+  }
+  for (size_t k = 0; k < std::size(cases); ++k) {
+    const StrictCase& c = cases[k];
     SCOPED_TRACE(std::string(c.schema) + " " + c.text + ": " + c.why);
     auto grammar = grammar_for(c.schema);
     ASSERT_NE(grammar, nullptr);
     EXPECT_FALSE(grammar_matches(grammar, c.text));
-    if (oracle) {
-      auto verdicts = jsonschema_verdicts(Json::parse(c.schema), {c.text});
-      ASSERT_TRUE(verdicts.has_value());
-      EXPECT_TRUE((*verdicts)[0]) << "jsonschema refuses it too, so it is no design choice";
+    if (verdicts) {
+      EXPECT_TRUE((*verdicts)[k][0]) << "jsonschema refuses it too, so it is no design choice";
     }
   }
 }
