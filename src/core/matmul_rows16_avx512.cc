@@ -118,8 +118,8 @@ inline __m512i shift16(__m512i v, int n) {
 // the Zen 4 where these kernels were written, the hardware prefetchers alone did best: prefetching
 // 8 KiB ahead, as the file layouts' kernels do, made a decode order of Q4_K matrices 0.85-0.91x
 // the file layout's speed instead of 1.08-1.24x (BM_LayoutDecodeOrder, two threads), and 2.3 KiB
-// ahead 1.03-1.06x. On a Zen 5 they read at 0.61-0.66 of a plain read without it, and at
-// 0.93-0.98 at 4.5 KiB ahead (docs/engine.md).
+// ahead 1.03-1.06x. On a Zen 5 they read at 0.60-0.74 of a plain read without it, and at
+// 0.92-0.97 at 4.5 KiB ahead (docs/engine.md).
 template <typename Group>
 inline void prefetch_ahead(const Group& g, size_t ahead) {
   const char* p = reinterpret_cast<const char*>(&g) + ahead;
