@@ -726,10 +726,11 @@ template <typename Group>
 using ColumnOf = std::conditional_t<std::is_same_v<Group, Q8_0Rows16>, uint8_t,
                                     std::conditional_t<kNibbles<Group>, Q4_0ActPair, BlockQ8_K>>;
 
-// Columns [j, j + C) of group g0 / 16; from its pairs in `prepared` where given.
+// Columns [j, j + C) of group g0 / 16; from its pairs in `prepared` where given. `ahead`: the
+// K-quant kernels' prefetch distance (rows16_prefetch_bytes).
 template <typename Group, int C>
-void group_columns(const MatmulArgs& a, int64_t g0, int64_t j,
-                   const NibblePair* prepared = nullptr) {
+void group_columns(const MatmulArgs& a, int64_t g0, int64_t j, size_t ahead,
+                   const NibblePair* prepared) {
   const ColumnOf<Group>* x[C];
   float* y[C];
   for (int c = 0; c < C; ++c) {
@@ -743,7 +744,7 @@ void group_columns(const MatmulArgs& a, int64_t g0, int64_t j,
   if constexpr (kPairUnit<Group>) {
     group_rows<C>(w, a.k / kUnit<Group>, x, y);
   } else {
-    group_rows<C>(w, a.k / kUnit<Group>, x, y, rows16_prefetch_bytes());
+    group_rows<C>(w, a.k / kUnit<Group>, x, y, ahead);
   }
 }
 
@@ -759,6 +760,7 @@ constexpr int kTileOf = kPairUnit<Group> ? 2 : kTile;
 template <typename Group, DType kLayout, const MatmulKernel& kBase>
 void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
   const int64_t full = a.n_rows / kLaneRows * kLaneRows;
+  const size_t ahead = rows16_prefetch_bytes();
   for (int64_t g0 = r0; g0 < std::min(r1, full); g0 += kLaneRows) {
     const NibblePair* prepared = nullptr;
     if constexpr (kNibbles<Group>) {
@@ -774,17 +776,17 @@ void rows16_rows(const MatmulArgs& a, int64_t r0, int64_t r1) {
     }
     int64_t j = 0;
     for (; j + kTileOf<Group> <= a.m; j += kTileOf<Group>) {
-      group_columns<Group, kTileOf<Group>>(a, g0, j, prepared);
+      group_columns<Group, kTileOf<Group>>(a, g0, j, ahead, prepared);
     }
     switch (a.m - j) {
       case 3:
-        group_columns<Group, 3>(a, g0, j, prepared);
+        group_columns<Group, 3>(a, g0, j, ahead, prepared);
         break;
       case 2:
-        group_columns<Group, 2>(a, g0, j, prepared);
+        group_columns<Group, 2>(a, g0, j, ahead, prepared);
         break;
       case 1:
-        group_columns<Group, 1>(a, g0, j, prepared);
+        group_columns<Group, 1>(a, g0, j, ahead, prepared);
         break;
       default:
         break;
