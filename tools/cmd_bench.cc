@@ -83,10 +83,10 @@ void print_model_line(const Model& model, int64_t threads) {
 }
 
 // The read rate the bound divides by, from a pool of its own that is gone before any run
-// (its threads would otherwise poll beside the context's).
-double probe_bandwidth(int64_t threads) {
+// (its threads would otherwise poll beside the context's), over a buffer of `mib` MiB.
+double probe_bandwidth(int64_t threads, int64_t mib) {
   ThreadPool pool(static_cast<int>(threads));
-  return measure_read_bandwidth(pool);
+  return measure_read_bandwidth(pool, static_cast<size_t>(mib) << 20);
 }
 
 // A profile (--ops): the time by op of `steps` decode steps that took `seconds`, `what` naming
@@ -137,6 +137,8 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> prompts, parse_list(flags, kPromptSizes));
   STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> batches, parse_list(flags, kBatches));
   STRATA_ASSIGN_OR_RETURN(int64_t n_gen, flags.get_int("-n", 32, 1, 1 << 16));
+  STRATA_ASSIGN_OR_RETURN(const int64_t probe_mib,
+                          flags.get_int("--probe-mib", kMemBwDefaultBytes >> 20, 1, 1 << 16));
   const int64_t max_batch = largest(batches);
   // The cache is cleared between runs: it holds the longest prompt or the largest decode run.
   const int64_t cells = std::max(largest(prompts), max_batch * (16 + n_gen)) + 256;
@@ -155,7 +157,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     step_bytes -= model.layer_bytes(il) - model.layer_bytes_per_token(il);
   }
-  const double bandwidth = probe_bandwidth(threads);
+  const double bandwidth = probe_bandwidth(threads, probe_mib);
   print_model_line(model, threads);
   std::printf("memory read bandwidth: %.2f GB/s -> batch-1 bound %.1f tok/s (%.1f MiB/token)\n",
               bandwidth / 1e9, bandwidth / static_cast<double>(step_bytes), step_bytes / 1048576.0);
@@ -205,7 +207,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
         }
       }
       STRATA_RETURN_IF_ERROR(ctx.decode(b));
-      const double rate_before = batch == 1 ? probe_bandwidth(threads) : 0;
+      const double rate_before = batch == 1 ? probe_bandwidth(threads, probe_mib) : 0;
       if (ops) ctx.set_op_times(&profile.times);
       const auto t = Clock::now();
       for (int64_t step = 0; step < n_gen; ++step) {
@@ -223,7 +225,7 @@ Status bench_decode(const Flags& flags, int64_t reps, int64_t threads) {
       const double tok_s = static_cast<double>(batch * n_gen) / seconds;
       best = std::max(best, tok_s);
       if (batch == 1) {
-        rates.push_back(0.5 * (rate_before + probe_bandwidth(threads)));
+        rates.push_back(0.5 * (rate_before + probe_bandwidth(threads, probe_mib)));
         fractions.push_back(tok_s * static_cast<double>(step_bytes) / rates.back());
       }
     }
@@ -358,7 +360,7 @@ int cmd_bench(const Args& args) {
   }
   std::vector<std::string> with_value = model_flags();
   with_value.insert(with_value.end(), {"--batches", "-p|--n-prompt", "-n|--n-gen",
-                                       "-r|--repetitions", "--pp", "--tg", "--pl"});
+                                       "-r|--repetitions", "--pp", "--tg", "--pl", "--probe-mib"});
   std::vector<std::string> switches = model_switches();
   switches.insert(switches.end(), {"-h|--help", "--ops"});
   Flags flags(with_value, switches);
@@ -366,7 +368,7 @@ int cmd_bench(const Args& args) {
   if (flags.has("-h")) {
     std::printf(
         "usage: strata bench -m FILE [-t THREADS] [-p 128[,512,...]] [--batches 1,4,16] [-n 32]\n"
-        "                    [-r 3] [--ops]\n"
+        "                    [-r 3] [--ops] [--probe-mib 512]\n"
         "       strata bench -m FILE [-t THREADS] --pp 128[,...] --tg 32[,...] --pl 1,4,16\n"
         "                    [-r 1] [-b 512] [--ops]\n"
         "       strata bench serve ... (a server under load; see strata bench serve --help)\n"
@@ -377,6 +379,9 @@ int cmd_bench(const Args& args) {
         "token / measured read rate; with experts, only the expert_used_count experts a token\n"
         "is routed to count). The rate is probed again just before and after each batch-1 run;\n"
         "each run is set against the mean of its two probes, and the median run is shown.\n"
+        "--probe-mib: the probe reads a buffer of this many MiB (1..65536; default 512, past\n"
+        "the last-level cache of most CPUs: give more where the cache is larger, less for a\n"
+        "quick run whose fractions need not be exact).\n"
         "--ops: then, for each batch size (each row in the batched mode: its generation\n"
         "steps, over all its runs), a decode step's time by op on the CPU's stages\n"
         "(ms per step, share of the step, calls per step, us per call; a pass over several\n"
@@ -394,9 +399,11 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   const bool batched = flags.has("--pp") || flags.has("--tg") || flags.has("--pl");
-  if (batched && (flags.has("--batches") || flags.has("-p") || flags.has("-n"))) {
-    return fail("bench", invalid_argument("--batches, -p and -n are the decode mode's; the "
-                                          "batched mode (--pp, --tg, --pl) does not take them"));
+  if (batched &&
+      (flags.has("--batches") || flags.has("-p") || flags.has("-n") || flags.has("--probe-mib"))) {
+    return fail("bench", invalid_argument("--batches, -p, -n and --probe-mib are the decode "
+                                          "mode's; the batched mode (--pp, --tg, --pl) does not "
+                                          "take them"));
   }
   auto reps = flags.get_int("-r", batched ? 1 : 3, 1, 100);
   if (!reps) return fail("bench", reps.status());

@@ -71,7 +71,7 @@ for m in "$tmp/qwen3moe.gguf" "$tmp/mixtral.gguf" "$tmp/gptoss.gguf"; do
   echo "same output: $name over threads, micro-batches and splits"
 
   for batch in 1 8; do
-    STRATA_RPC_STATS=1 "$strata" bench -m "$m" -t 1 --batches $batch -p 16 -n 8 -r 1 \
+    STRATA_RPC_STATS=1 "$strata" bench --probe-mib 8 -m "$m" -t 1 --batches $batch -p 16 -n 8 -r 1 \
       --rpc "$A,$B" --device RPC0,CPU,RPC1 >"$tmp/bench.txt" 2>"$tmp/stats.txt" ||
       { cat "$tmp/stats.txt"; fail "$name: bench at batch $batch"; }
     for ep in "$A" "$B"; do

@@ -50,21 +50,21 @@ batches="1 16"
 if sanitized; then batches=16; fi
 for batch in $batches; do
   STRATA_RPC_STATS=1 "$strata" bench -m "$model" -t 1 --batches $batch -p 16 -n 8 -r 1 \
-    --rpc "$A,$B" --device RPC0,CPU,RPC1 >"$tmp/bench.txt" 2>"$tmp/stats.txt" ||
+    --probe-mib 8 --rpc "$A,$B" --device RPC0,CPU,RPC1 >"$tmp/bench.txt" 2>"$tmp/stats.txt" ||
     { cat "$tmp/stats.txt"; fail "bench at batch $batch"; }
   check "batch $batch" 3 1 1 "$tmp/stats.txt"
   grep -q "GRAPH_RECOMPUTE" "$tmp/stats.txt" || fail "graphs are never re-run by id"
 
   # Reads one by one (GET_TENSOR): each stage reads one tensor per step, so a step is still
   # one round trip.
-  STRATA_RPC_STATS=1 STRATA_RPC_NO_BATCHED_GET=1 "$strata" bench -m "$model" -t 1 \
+  STRATA_RPC_STATS=1 STRATA_RPC_NO_BATCHED_GET=1 "$strata" bench --probe-mib 8 -m "$model" -t 1 \
     --batches $batch -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,CPU,RPC1 \
     >"$tmp/bench.txt" 2>"$tmp/stats.txt" || { cat "$tmp/stats.txt"; fail "unbatched reads"; }
   check "batch $batch, unbatched reads" 3 1 1 "$tmp/stats.txt"
   grep -q "GET_TENSOR " "$tmp/stats.txt" || fail "STRATA_RPC_NO_BATCHED_GET=1 still sends GET_TENSORS"
 
   # Without the optional commands (an old client): more messages, the same outputs.
-  STRATA_RPC_STATS=1 STRATA_RPC_HIDE_CAPS=0xf "$strata" bench -m "$model" -t 1 \
+  STRATA_RPC_STATS=1 STRATA_RPC_HIDE_CAPS=0xf "$strata" bench --probe-mib 8 -m "$model" -t 1 \
     --batches $batch -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,CPU,RPC1 \
     >"$tmp/bench.txt" 2>"$tmp/stats.txt" || { cat "$tmp/stats.txt"; fail "no optional commands"; }
   check "batch $batch, no optional commands" 4 1 1 "$tmp/stats.txt"
@@ -76,7 +76,7 @@ for batch in $batches; do
   # computation with the send) and no read; the last stage's three and one round trip. The one
   # SYNCHRONIZE of the first stage at the end of the run is all it ever waits for.
   STRATA_RPC_STATS=1 "$strata" bench -m "$model" -t 1 --batches $batch -p 16 -n 8 -r 1 \
-    --rpc "$A,$B" --device RPC0,RPC1 >"$tmp/bench.txt" 2>"$tmp/handoff.txt" ||
+    --probe-mib 8 --rpc "$A,$B" --device RPC0,RPC1 >"$tmp/bench.txt" 2>"$tmp/handoff.txt" ||
     { cat "$tmp/handoff.txt"; fail "hand-off at batch $batch"; }
   check_ep "batch $batch, hand-off" "$A" 2.2 0.2 0 "$tmp/handoff.txt"
   check_ep "batch $batch, hand-off" "$B" 3 1 1 "$tmp/handoff.txt"
@@ -88,7 +88,7 @@ for batch in $batches; do
   # The same split through this host: three messages and one round trip at each worker, and
   # the hidden state comes back from the first.
   STRATA_RPC_STATS=1 STRATA_RPC_HANDOFF=0 "$strata" bench -m "$model" -t 1 --batches $batch \
-    -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,RPC1 >"$tmp/bench.txt" 2>"$tmp/star.txt" ||
+    --probe-mib 8 -p 16 -n 8 -r 1 --rpc "$A,$B" --device RPC0,RPC1 >"$tmp/bench.txt" 2>"$tmp/star.txt" ||
     { cat "$tmp/star.txt"; fail "STRATA_RPC_HANDOFF=0 at batch $batch"; }
   check "batch $batch, through this host" 3 1 1 "$tmp/star.txt"
   grep -q "HANDOFF_" "$tmp/star.txt" && fail "STRATA_RPC_HANDOFF=0 still hands off"
