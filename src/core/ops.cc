@@ -160,16 +160,16 @@ constexpr AttentionFn kAttentionKernels[kIsaLevels] = {
     &attention_tiled_with<&internal::avx512::attention_tile>,
 };
 
-AttentionFn attention_kernel(Isa isa) {
+}  // namespace
+
+Isa internal::attention_kernel_level(Isa isa) {
   for (int level = static_cast<int>(isa); level > 0; --level) {
     if (kAttentionKernels[level] != nullptr && isa_supported(static_cast<Isa>(level))) {
-      return kAttentionKernels[level];
+      return static_cast<Isa>(level);
     }
   }
-  return kAttentionKernels[0];
+  return Isa::kScalar;
 }
-
-}  // namespace
 
 void rms_norm(ThreadPool& pool, const float* x, size_t x_stride, const float* weight, float* y,
               size_t y_stride, int64_t n, int64_t rows, float eps) {
@@ -288,7 +288,7 @@ void attention(ThreadPool& pool, const float* q, size_t q_tok_stride, int64_t he
   const internal::AttentionArgs a{
       q,     q_tok_stride, head_dim, n_head, n_tokens, kv_dtype,       k,    v, kv, n_head_kv,
       cells, max_len,      tok,      scale,  out,      out_tok_stride, extra};
-  attention_kernel(isa_active())(pool, a);
+  kAttentionKernels[static_cast<int>(internal::attention_kernel_level(isa_active()))](pool, a);
 }
 
 void argmax(ThreadPool& pool, const float* x, size_t x_stride, int64_t n, int64_t rows,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/isa.h"
 #include "core/ops.h"
 
 namespace strata::internal {
@@ -93,6 +94,10 @@ using AttentionTileFn = void (*)(const AttentionArgs& a, const int32_t* toks, in
                                  int64_t h1, float* scratch);
 size_t attention_tile_scratch_floats(const AttentionArgs& a, int64_t n, int64_t n_heads,
                                      int64_t span);
+
+// The instruction set whose attention kernel attention() runs at `isa`: a level without a kernel
+// of its own runs the one below (AVX-VNNI runs AVX2's: its dot products are in float).
+Isa attention_kernel_level(Isa isa);
 
 namespace avx2 {
 
