@@ -209,6 +209,8 @@ void BM_AttentionCold(benchmark::State& state) {
       [&](size_t l) { return call(heads, h.kv, l); }, "head_us");
 }
 BENCHMARK(BM_AttentionCold)
+    ->Args({8, 1, 128, 16, 4})
+    ->Args({64, 1, 128, 16, 4})
     ->Args({300, 1, 128, 16, 4})
     ->Args({1024, 1, 128, 16, 4})
     ->Args({4096, 1, 128, 16, 4})
