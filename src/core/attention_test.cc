@@ -190,24 +190,49 @@ AttnRun make_run(const KvCache& c, int64_t n_head, std::vector<int32_t> tok, uin
   return r;
 }
 
-void expect_matches_oracle(const KvCache& c, const AttnRun& r, const std::vector<float>& got,
-                           const char* what) {
+// The oracle's output of every (token, head) of a run, token-major.
+std::vector<std::vector<double>> oracle_of(const KvCache& c, const AttnRun& r) {
+  std::vector<std::vector<double>> out;
+  for (int64_t t = 0; t < r.n_tokens(); ++t) {
+    for (int64_t h = 0; h < r.n_head; ++h) {
+      out.push_back(attention_oracle(c, r.q.data() + t * r.q_stride(c) + h * c.head_dim, h,
+                                     r.n_head, r.tok[2 * t], r.tok[2 * t + 1], r.scale, r.extra));
+    }
+  }
+  return out;
+}
+
+void expect_matches(const KvCache& c, const AttnRun& r,
+                    const std::vector<std::vector<double>>& want, const std::vector<float>& got,
+                    const char* what) {
   for (int64_t t = 0; t < r.n_tokens(); ++t) {
     const int64_t len = r.tok[2 * t + 1];
     // Float rounding errors of the q.k dots and of the weighted sum over the cells behave like
     // random walks (~eps * sqrt(terms) for values of magnitude <= 1); 10x margin.
     const double tol = 10 * kEps * (std::sqrt(double(c.head_dim)) + std::sqrt(double(len)) + 1);
     for (int64_t h = 0; h < r.n_head; ++h) {
-      const std::vector<double> want =
-          attention_oracle(c, r.q.data() + t * r.q_stride(c) + h * c.head_dim, h, r.n_head,
-                           r.tok[2 * t], len, r.scale, r.extra);
+      const std::vector<double>& w = want[static_cast<size_t>(t * r.n_head + h)];
       for (int64_t d = 0; d < c.head_dim; ++d) {
         const float g = got[(t * r.n_head + h) * c.head_dim + d];
         ASSERT_TRUE(std::isfinite(g));
-        ASSERT_NEAR(g, want[d], tol) << what << " " << dtype_name(c.dtype) << " hd=" << c.head_dim
-                                     << " t=" << t << " h=" << h << " d=" << d << " len=" << len;
+        ASSERT_NEAR(g, w[d], tol) << what << " " << dtype_name(c.dtype) << " hd=" << c.head_dim
+                                  << " t=" << t << " h=" << h << " d=" << d << " len=" << len;
       }
     }
+  }
+}
+
+void expect_matches_oracle(const KvCache& c, const AttnRun& r, const std::vector<float>& got,
+                           const char* what) {
+  expect_matches(c, r, oracle_of(c, r), got, what);
+}
+
+// The run at every instruction set with a kernel of its own, against the oracle made once.
+void expect_every_kernel_matches_oracle(const KvCache& c, const AttnRun& r, ThreadPool& pool) {
+  const std::vector<std::vector<double>> want = oracle_of(c, r);
+  for (Isa isa : attention_isas()) {
+    IsaScope scope(isa);
+    expect_matches(c, r, want, r.run(pool, c), isa_name(isa));
   }
 }
 
@@ -225,10 +250,7 @@ TEST(OpsAttention, MatchesDoubleOracle) {
       // (list, len): full lists, prefixes, one-cell lists, an empty prefix.
       const AttnRun r = make_run(c, cs.n_head, {0, 257, 1, 1, 2, 17, 0, 1, 3, 300, 2, 40, 3, 0},
                                  uint32_t(cs.n_head_kv));
-      for (Isa isa : attention_isas()) {
-        IsaScope scope(isa);
-        expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
-      }
+      expect_every_kernel_matches_oracle(c, r, pool);
     }
   }
 }
@@ -237,10 +259,7 @@ TEST(OpsAttention, LongListMatchesOracle) {
   ThreadPool pool(2);
   const KvCache c = make_cache(DType::kF16, 64, 1, 20000, {20000, 5}, 7);
   const AttnRun r = make_run(c, 6, {0, 20000, 1, 5, 0, 12345}, 8, 3.0f);
-  for (Isa isa : attention_isas()) {
-    IsaScope scope(isa);
-    expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
-  }
+  expect_every_kernel_matches_oracle(c, r, pool);
 }
 
 // Sliding windows (shorter and longer than the lists) and soft-capped scores, on every ISA,
@@ -253,10 +272,7 @@ TEST(OpsAttention, WindowAndSoftcapMatchOracle) {
                                        AttentionExtra{100, 2.0f}, AttentionExtra{1, 0.0f}}) {
       AttnRun r = make_run(c, 4, {0, 257, 1, 40, 0, 17, 1, 1, 0, 100}, 32, 2.0f);
       r.extra = extra;
-      for (Isa isa : attention_isas()) {
-        IsaScope scope(isa);
-        expect_matches_oracle(c, r, r.run(pool, c), isa_name(isa));
-      }
+      expect_every_kernel_matches_oracle(c, r, pool);
     }
   }
 }
