@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -127,6 +128,25 @@ inline void prefetch_ahead(const Group& g, size_t ahead) {
   for (size_t o = 0; o < sizeof(Group); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
+// The K-quant kernels' prefetch, spread: the lines before a super-block's first quants (its
+// scales and factors) as it starts, then each 64-byte chunk of quants `ahead` bytes on just
+// before the chunk itself is read. The same lines as prefetch_ahead, but prefetch_ahead's burst
+// of 36-53 prefetches at a super-block's start waits for miss buffers that the burst itself
+// holds while the arithmetic behind it fills the reorder buffer; one a step, the prefetches
+// keep the memory busy through the arithmetic. On a Zen 5 (docs/bench.md), batch-1 steps took
+// 0.88-0.92 of the burst's time for qwen3moe and 0.93 for the ~1B model (two arms in one
+// process), and `strata bench` went from 0.55-0.63 to 0.69-0.74 of the bound (qwen3moe) and
+// from 0.80-0.90 to 0.83-0.91 (~1B), the builds alternated.
+template <typename Group, size_t kHead>
+inline void prefetch_head(const Group& g, size_t ahead) {
+  const char* p = reinterpret_cast<const char*>(&g) + ahead;
+#pragma GCC unroll 8
+  for (size_t o = 0; o < kHead; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+inline void prefetch_chunk(const void* chunk, size_t ahead) {
+  _mm_prefetch(static_cast<const char*>(chunk) + ahead, _MM_HINT_T0);
+}
+
 // The 16 rows of one group against C Q8_K columns: y[c][0..15]. One overload per layout (its
 // Group type), which the driver below picks; this one for Q4_K and Q5_K, whose AVX2 kernel is
 // one (QKMinKernel). Q5_K's fifth bits join the nibbles: a low quant is then up to 31 and its
@@ -148,7 +168,9 @@ void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* co
   }
   for (int64_t b = 0; b < nb; ++b) {
     const Group& wb = w[b];
-    if (ahead != 0) prefetch_ahead(wb, ahead);
+    if (ahead != 0) {
+      prefetch_head<Group, kFive ? offsetof(Q5KRows16, qh) : offsetof(Q4KRows16, qs)>(wb, ahead);
+    }
     __m512i sc[3];
     for (int i = 0; i < 3; ++i) sc[i] = _mm512_loadu_si512(wb.scales[i]);
     const ScalesMins sm = scales_mins(sc);
@@ -176,9 +198,13 @@ void group_rows(const Group* w, int64_t nb, const BlockQ8_K* const* x, float* co
       __m512i lanes[C];
       for (int c = 0; c < C; ++c) lanes[c] = unbias;
       __m512i fifth = _mm512_setzero_si512();  // Q5_K: byte t of lane r is row r's qh[4g + t]
-      if constexpr (kFive) fifth = _mm512_loadu_si512(wb.qh[g]);
+      if constexpr (kFive) {
+        if (ahead != 0) prefetch_chunk(wb.qh[g], ahead);
+        fifth = _mm512_loadu_si512(wb.qh[g]);
+      }
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
+        if (ahead != 0) prefetch_chunk(wb.qs[g][j], ahead);
         const __m512i q = _mm512_loadu_si512(wb.qs[g][j]);
         __m512i ql = _mm512_and_si512(q, m4);
         __m512i qh16 = _mm512_and_si512(q, mf0);
@@ -231,7 +257,7 @@ void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   }
   for (int64_t b = 0; b < nb; ++b) {
     const Q6KRows16& wb = w[b];
-    if (ahead != 0) prefetch_ahead(wb, ahead);
+    if (ahead != 0) prefetch_head<Q6KRows16, offsetof(Q6KRows16, q)>(wb, ahead);
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     __m512 d[C];
     for (int c = 0; c < C; ++c) d[c] = _mm512_mul_ps(_mm512_set1_ps(x[c][b].d), d16);
@@ -248,6 +274,9 @@ void group_rows(const Q6KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
       __m512i lanes[C];
       for (int c = 0; c < C; ++c) lanes[c] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
+        if (ahead != 0) {
+          for (int i = 0; i < 3; ++i) prefetch_chunk(wb.q[l][h][i], ahead);
+        }
         const __m512i r0 = _mm512_loadu_si512(wb.q[l][h][0]);
         const __m512i r1 = _mm512_loadu_si512(wb.q[l][h][1]);
         const __m512i r2 = _mm512_loadu_si512(wb.q[l][h][2]);
