@@ -136,7 +136,8 @@ inline void prefetch_ahead(const Group& g, size_t ahead) {
 // keep the memory busy through the arithmetic. On a Zen 5 (docs/bench.md), batch-1 steps took
 // 0.88-0.92 of the burst's time for qwen3moe and 0.93 for the ~1B model (two arms in one
 // process), and `strata bench` went from 0.55-0.63 to 0.69-0.74 of the bound (qwen3moe) and
-// from 0.80-0.90 to 0.83-0.91 (~1B), the builds alternated.
+// from 0.80-0.90 to 0.83-0.91 (~1B), the builds alternated. For the Q2_K mix's model 0.96-0.97,
+// the IQ4_XS model's 0.985-0.998. Q3_K keeps the burst (its kernel says why).
 template <typename Group, size_t kHead>
 inline void prefetch_head(const Group& g, size_t ahead) {
   const char* p = reinterpret_cast<const char*>(&g) + ahead;
@@ -334,7 +335,7 @@ void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, flo
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const IQ4XSRows16& wb = w[b];
-    if (ahead != 0) prefetch_ahead(wb, ahead);
+    if (ahead != 0) prefetch_head<IQ4XSRows16, offsetof(IQ4XSRows16, qs)>(wb, ahead);
     const __m512 d16 = _mm512_cvtph_ps(load256(wb.d));
     const __m512i sl = _mm512_loadu_si512(wb.scales_l);
     const __m512i sh = _mm512_cvtepu16_epi32(load256(wb.scales_h));
@@ -360,6 +361,7 @@ void group_rows(const IQ4XSRows16* w, int64_t nb, const BlockQ8_K* const* x, flo
       for (int c = 0; c < C; ++c) sums[c] = _mm512_set1_epi32(start[c][s]);
 #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
+        if (ahead != 0) prefetch_chunk(wb.qs[s][g], ahead);
         const __m512i q = _mm512_loadu_si512(wb.qs[s][g]);
         const __m512i lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(q, m4));
         const __m512i hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
@@ -414,6 +416,8 @@ void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q3KRows16& wb = w[b];
+    // The burst here: spread (prefetch_chunk before each pair's three chunks), the Q3_K-mix
+    // model's steps took 1.09-1.10x as long (two arms in one process, three runs).
     if (ahead != 0) prefetch_ahead(wb, ahead);
     // The 16 signed scales of every row (the AVX2 kernel's unpacking, 16 rows at once): byte t
     // of lane r of v[m] is row r's scale 4m + t.
@@ -497,7 +501,7 @@ void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q2KRows16& wb = w[b];
-    if (ahead != 0) prefetch_ahead(wb, ahead);
+    if (ahead != 0) prefetch_head<Q2KRows16, offsetof(Q2KRows16, low)>(wb, ahead);
     // Pair p's scales and mins (sub-blocks 2p, 2p + 1: bytes 2 (p % 2), + 1 of scale word p / 2)
     // as the two words of each lane, and the even scales' sum, which the low words' bias
     // multiplies.
@@ -521,6 +525,10 @@ void group_rows(const Q2KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     }
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
+      if (ahead != 0) {
+        prefetch_chunk(wb.low[p][0], ahead);
+        prefetch_chunk(wb.low[p][1], ahead);
+      }
       const __m512i la = _mm512_loadu_si512(wb.low[p][0]), lb = _mm512_loadu_si512(wb.low[p][1]);
       __m512i qa[4], hi[C];
       for (int c = 0; c < C; ++c) hi[c] = one;
