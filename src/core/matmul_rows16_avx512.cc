@@ -113,14 +113,15 @@ inline __m512i shift16(__m512i v, int n) {
                 : _mm512_srli_epi16(v, static_cast<unsigned>(-n));
 }
 
-// The K-quant kernels' prefetch: the lines of one super-block of a group, `ahead` bytes on
-// (core/isa.h; the kernels skip it at 0: with that test inside this function, g++ 12 deleted the
-// prefetches altogether). A group is one sequential stream, and so is a thread's run of groups. On
-// the Zen 4 where these kernels were written, the hardware prefetchers alone did best: prefetching
-// 8 KiB ahead, as the file layouts' kernels do, made a decode order of Q4_K matrices 0.85-0.91x
-// the file layout's speed instead of 1.08-1.24x (BM_LayoutDecodeOrder, two threads), and 2.3 KiB
-// ahead 1.03-1.06x. On a Zen 5 they read at 0.60-0.74 of a plain read without it, and at
-// 0.92-0.97 at 4.5 KiB ahead (docs/engine.md).
+// The lines of one super-block of a group, `ahead` bytes on, in one burst: Q3_K's prefetch (the
+// other K-quant kernels spread theirs, below). A group is one sequential stream, and so is a
+// thread's run of groups. On the Zen 4 where these kernels were written, the hardware
+// prefetchers alone did best: prefetching 8 KiB ahead, as the file layouts' kernels do, made a
+// decode order of Q4_K matrices 0.85-0.91x the file layout's speed instead of 1.08-1.24x
+// (BM_LayoutDecodeOrder, two threads), and 2.3 KiB ahead 1.03-1.06x. On a Zen 5 they read at
+// 0.60-0.74 of a plain read without it, and at 0.92-0.97 at 4.5 KiB ahead (docs/engine.md). The
+// kernels test `ahead` (core/isa.h; 0: no prefetch) at the call: with that test inside this
+// function, g++ 12 deleted the prefetches altogether.
 template <typename Group>
 inline void prefetch_ahead(const Group& g, size_t ahead) {
   const char* p = reinterpret_cast<const char*>(&g) + ahead;
@@ -130,16 +131,12 @@ inline void prefetch_ahead(const Group& g, size_t ahead) {
 
 // The K-quant kernels' prefetch, spread: the lines before a super-block's first quants (its
 // scales and factors) as it starts, then each 64-byte chunk of quants `ahead` bytes on just
-// before the chunk itself is read. The same lines as prefetch_ahead, but prefetch_ahead's burst
-// of 36-53 prefetches at a super-block's start waits for miss buffers that the burst itself
-// holds while the arithmetic behind it fills the reorder buffer; one a step, the prefetches
-// keep the memory busy through the arithmetic. On a Zen 5 (docs/bench.md), batch-1 steps took
-// 0.88-0.92 of the burst's time for qwen3moe and 0.93 for the ~1B model (two arms in one
-// process), and `strata bench` went from 0.55-0.63 to 0.69-0.74 of the bound (qwen3moe) and
-// from 0.80-0.90 to 0.83-0.91 (~1B), the builds alternated. For the Q2_K mix's model 0.96-0.97,
-// the IQ4_XS model's 0.985-0.998. Q3_K keeps the burst (its kernel says why). The Q8_0
-// kernel spreads its pairs' prefetches too (BM_DecodeOrder/q8_0_r16/4: 0.96-1.02 of a plain
-// read against 0.90-0.92).
+// before the chunk itself is read. The same lines as prefetch_ahead, whose burst of 36-53
+// prefetches at a super-block's start holds the miss buffers while the arithmetic behind it
+// fills the reorder buffer; one a step, they keep the memory busy through the arithmetic (on a
+// Zen 5, batch-1 steps 7-12% faster: docs/engine.md). Each prefetch_chunk stays behind its own
+// `if (ahead != 0)`: that test is what keeps g++ 12 from gathering the prefetches of an unrolled
+// super-block at its top, a burst again (unconditional, the steps took 1.05-1.09x as long).
 template <typename Group, size_t kHead>
 inline void prefetch_head(const Group& g, size_t ahead) {
   const char* p = reinterpret_cast<const char*>(&g) + ahead;
@@ -597,7 +594,7 @@ void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float*
   }
   for (int64_t p = 0; p < np; ++p) {
     const Q8_0Rows16& wp = w[p];
-    prefetch_head<Q8_0Rows16, offsetof(Q8_0Rows16, qs)>(wp, kPairPrefetch);
+    prefetch_pair(&wp);
     const __m512i dh = _mm512_loadu_si512(wp.d);  // d[0] and d[1]
     const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(dh)),
                           _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1))};
@@ -615,8 +612,6 @@ void group_rows(const Q8_0Rows16* w, int64_t np, const uint8_t* const* x, float*
 #pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
       const int g = kGroup[l];
-      prefetch_chunk(wp.qs[g / 4], kPairPrefetch);
-      prefetch_chunk(wp.qs[g / 4 + 1], kPairPrefetch);
       const __m512i w0 = _mm512_loadu_si512(wp.qs[g / 4]);
       const __m512i w1 = _mm512_loadu_si512(wp.qs[g / 4 + 1]);
       for (int c = 0; c < C; ++c) {
