@@ -113,34 +113,27 @@ inline __m512i shift16(__m512i v, int n) {
                 : _mm512_srli_epi16(v, static_cast<unsigned>(-n));
 }
 
-// The lines of one super-block of a group, `ahead` bytes on, in one burst: Q3_K's prefetch (the
-// other K-quant kernels spread theirs, below). A group is one sequential stream, and so is a
-// thread's run of groups. On the Zen 4 where these kernels were written, the hardware
-// prefetchers alone did best: prefetching 8 KiB ahead, as the file layouts' kernels do, made a
-// decode order of Q4_K matrices 0.85-0.91x the file layout's speed instead of 1.08-1.24x
-// (BM_LayoutDecodeOrder, two threads), and 2.3 KiB ahead 1.03-1.06x. On a Zen 5 they read at
-// 0.60-0.74 of a plain read without it, and at 0.92-0.97 at 4.5 KiB ahead (docs/engine.md). The
-// kernels test `ahead` (core/isa.h; 0: no prefetch) at the call: with that test inside this
-// function, g++ 12 deleted the prefetches altogether.
-template <typename Group>
-inline void prefetch_ahead(const Group& g, size_t ahead) {
-  const char* p = reinterpret_cast<const char*>(&g) + ahead;
-#pragma GCC unroll 64
-  for (size_t o = 0; o < sizeof(Group); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-}
-
-// The K-quant kernels' prefetch, spread: the lines before a super-block's first quants (its
-// scales and factors) as it starts, then each 64-byte chunk of quants `ahead` bytes on just
-// before the chunk itself is read. The same lines as prefetch_ahead, whose burst of 36-53
-// prefetches at a super-block's start holds the miss buffers while the arithmetic behind it
-// fills the reorder buffer; one a step, they keep the memory busy through the arithmetic (on a
-// Zen 5, batch-1 steps 7-12% faster: docs/engine.md). Each prefetch_chunk stays behind its own
-// `if (ahead != 0)`: that test is what keeps g++ 12 from gathering the prefetches of an unrolled
-// super-block at its top, a burst again (unconditional, the steps took 1.05-1.09x as long).
+// The K-quant kernels' prefetch, `ahead` bytes on (core/isa.h; 0: none). A group is one
+// sequential stream, and so is a thread's run of groups. On the Zen 4 where these kernels were
+// written, the hardware prefetchers alone did best: prefetching 8 KiB ahead, as the file layouts'
+// kernels do, made a decode order of Q4_K matrices 0.85-0.91x the file layout's speed instead of
+// 1.08-1.24x (BM_LayoutDecodeOrder, two threads), and 2.3 KiB ahead 1.03-1.06x. On a Zen 5 they
+// read at 0.60-0.74 of a plain read without it, and at 0.92-0.97 at 4.5 KiB ahead
+// (docs/engine.md).
+// The prefetches are spread: prefetch_head the lines before a super-block's first quants (its
+// scales and factors) as it starts, then prefetch_chunk each 64-byte chunk of quants just before
+// the chunk itself is read. A burst of all 36-53 lines at the start holds the miss buffers while
+// the arithmetic behind it fills the reorder buffer; one a step, they keep the memory busy
+// through the arithmetic (on a Zen 5, batch-1 steps 7-12% faster: docs/engine.md). Q3_K keeps
+// the burst (prefetch_head of its whole super-block; its kernel says why).
+// The kernels test `ahead` at each call, not in these functions: with the test inside, g++ 12
+// deleted the prefetches altogether; and each prefetch_chunk's own `if (ahead != 0)` is what
+// keeps g++ 12 from gathering an unrolled super-block's prefetches at its top, a burst again
+// (unconditional, the steps took 1.05-1.09x as long).
 template <typename Group, size_t kHead>
 inline void prefetch_head(const Group& g, size_t ahead) {
   const char* p = reinterpret_cast<const char*>(&g) + ahead;
-#pragma GCC unroll 8
+#pragma GCC unroll 64
   for (size_t o = 0; o < kHead; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 inline void prefetch_chunk(const void* chunk, size_t ahead) {
@@ -417,7 +410,7 @@ void group_rows(const Q3KRows16* w, int64_t nb, const BlockQ8_K* const* x, float
     const Q3KRows16& wb = w[b];
     // The burst here: spread (prefetch_chunk before each pair's three chunks), the Q3_K-mix
     // model's steps took 1.09-1.10x as long (two arms in one process, three runs).
-    if (ahead != 0) prefetch_ahead(wb, ahead);
+    if (ahead != 0) prefetch_head<Q3KRows16, sizeof(Q3KRows16)>(wb, ahead);
     // The 16 signed scales of every row (the AVX2 kernel's unpacking, 16 rows at once): byte t
     // of lane r of v[m] is row r's scale 4m + t.
     const __m512i a0 = _mm512_loadu_si512(wb.scales[0]), a1 = _mm512_loadu_si512(wb.scales[1]),
