@@ -16,6 +16,7 @@
 #include "core/rope_rates.h"
 #include "core/rope_shift.h"
 #include "core/sample.h"
+#include "core/small_list.h"
 #include "graph/op_table.h"
 
 namespace strata {
@@ -481,7 +482,7 @@ MatmulRun matmul_run_at(const Graph& g, const std::vector<uint8_t*>& ptr, size_t
 void exec_matmul_run(const Graph& g, const std::vector<uint8_t*>& ptr, ThreadPool& pool,
                      const MatmulRun& run) {
   const size_t first = run.begin + (run.producer != nullptr ? 1 : 0);
-  std::vector<MatmulPart> parts;
+  SmallList<MatmulPart, 8> parts;  // in place: a step allocates nothing (core/small_list.h)
   for (size_t i = first; i < run.end; ++i) {
     const ExecNode e{g, g.nodes[i], ptr, pool};
     parts.push_back(

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "core/alloc_count_testing.h"
 #include "core/quant.h"
 #include "core/rng.h"
 #include "graph/builder.h"
@@ -117,6 +118,22 @@ TEST(CpuExecMoe, ATokensOutputIsTheSameAloneInABatchAndOnAnyThreadCount) {
           << dtype_name(dtype) << " token " << t;
     }
   }
+}
+
+// A one-token step of the feed-forward (router, selection, both expert passes, the weighted sum)
+// touches no heap after its first run, on two threads.
+TEST(CpuExecMoe, AOneTokenStepAllocatesNothing) {
+  if (!testing::heap_allocations_counted()) GTEST_SKIP() << "a sanitizer build counts none";
+  const MoeFfn ffn(1, DType::kQ4_K);
+  Result<CpuPreparedGraph> prepared = cpu_graph_prepare(ffn.graph, ffn.buf);
+  ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+  ThreadPool pool(2);
+  ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
+  const uint64_t barriers = pool.counts().barriers;
+  const uint64_t before = testing::heap_allocations();
+  for (int run = 0; run < 3; ++run) ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
+  EXPECT_EQ(testing::heap_allocations() - before, 0u);
+  EXPECT_GT(pool.counts().barriers, barriers) << "the expert passes were split";
 }
 
 // The gated activation before the down experts runs in their gathering pass (each pair's column

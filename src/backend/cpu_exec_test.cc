@@ -9,6 +9,7 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/cpu_test_util.h"
+#include "core/alloc_count_testing.h"
 #include "core/kernel_test_util.h"
 #include "core/quant.h"
 #include "core/rng.h"
@@ -130,6 +131,21 @@ TEST(CpuExecMatmulRuns, SameBytesAsNodeByNode) {
       }
     }
   }
+}
+
+// A batch-1 run of the layer touches no heap: each step's lists stay in place and the pool's
+// passes copy no callable (core/small_list.h). Counted on every thread, after a first run.
+TEST(CpuExecMatmulRuns, ABatchOneLayerAllocatesNothing) {
+  if (!testing::heap_allocations_counted()) GTEST_SKIP() << "a sanitizer build counts none";
+  HostGraph g = layer_graph(1);
+  ThreadPool pool(2);
+  Result<CpuPreparedGraph> prepared = cpu_graph_prepare(g.graph, g);
+  ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+  ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
+  const uint64_t before = testing::heap_allocations();
+  for (int run = 0; run < 3; ++run) ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
+  EXPECT_EQ(testing::heap_allocations() - before, 0u);
+  EXPECT_GE(pool.counts().barriers, 4 * 3u) << "the passes were split over the threads";
 }
 
 // At batch 1: q/k/v one pass, gate/up one pass, down one pass.

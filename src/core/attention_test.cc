@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/alloc_count_testing.h"
 #include "core/fp16.h"
 #include "core/isa.h"
 #include "core/kernel_test_util.h"
@@ -379,6 +380,32 @@ TEST(OpsAttention, BitwiseAcrossThreadsAndBatches) {
               << isa_name(isa) << " token " << t << " threads=" << threads;
         }
       }
+    }
+  }
+}
+
+// One decode token's attention, and the rope before it, touch no heap (after a first call: the
+// pool's scratch is sized then): a step calls them once a layer, and an allocation there costs
+// a cache miss or two on the allocator's lines (core/small_list.h).
+TEST(OpsAttention, ADecodeTokenAllocatesNothing) {
+  if (!testing::heap_allocations_counted()) GTEST_SKIP() << "a sanitizer build counts none";
+  const KvCache c = make_cache(DType::kF16, 128, 2, 400, {300}, 31);
+  const AttnRun r = make_run(c, 8, {0, 299}, 32);
+  const size_t qs = r.q_stride(c), os = r.n_head * c.head_dim;
+  std::vector<float> out(os), q = r.q;
+  const int32_t pos = 299;
+  for (Isa isa : attention_isas()) {
+    if (isa == Isa::kScalar) continue;  // the reference, which no CPU with AVX2 runs
+    IsaScope scope(isa);
+    ThreadPool pool(2);
+    for (int call = 0; call < 2; ++call) {
+      const uint64_t before = testing::heap_allocations();
+      rope(pool, q.data(), c.head_dim, r.n_head, 1, qs, &pos, c.head_dim, RopeMode::kNeox, 10000.0f,
+           1.0f);
+      attention(pool, q.data(), qs, c.head_dim, r.n_head, 1, c.dtype, c.k.data(), c.v.data(),
+                c.strides(), c.n_head_kv, c.cells.data(), c.max_len, r.tok.data(), r.scale,
+                out.data(), os);
+      if (call == 1) EXPECT_EQ(testing::heap_allocations() - before, 0u) << isa_name(isa);
     }
   }
 }

@@ -4,13 +4,17 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "core/check.h"
 #include "core/dtype_traits.h"
+#include "core/function_ref.h"
 #include "core/isa.h"
 #include "core/matmul_internal.h"
 #include "core/ops_moe.h"
+#include "core/small_list.h"
 
 namespace strata {
 namespace {
@@ -49,7 +53,7 @@ struct ActFormat {
 // The first concatenated row of task t of n_tasks: the first row whose weights start at or after
 // byte total * t / n_tasks, moved up to kRowAlign within its part. Non-decreasing in t, 0 for
 // t = 0 and n_rows for t = n_tasks, so the tasks' row ranges cover every row once.
-int64_t task_row(const std::vector<Prepared>& parts, uint64_t total, int64_t n_rows, int64_t t,
+int64_t task_row(std::span<const Prepared> parts, uint64_t total, int64_t n_rows, int64_t t,
                  int64_t n_tasks) {
   const uint64_t pos = total * static_cast<uint64_t>(t) / static_cast<uint64_t>(n_tasks);
   for (const Prepared& p : parts) {
@@ -63,21 +67,21 @@ int64_t task_row(const std::vector<Prepared>& parts, uint64_t total, int64_t n_r
 
 // The part that holds concatenated row r (the last part for r past the end). Parts are in row
 // order, none empty.
-size_t part_index(const std::vector<Prepared>& prep, int64_t r) {
+size_t part_index(std::span<const Prepared> prep, int64_t r) {
   const auto after = std::upper_bound(prep.begin() + 1, prep.end(), r,
                                       [](int64_t row, const Prepared& p) { return row < p.row0; });
   return static_cast<size_t>(after - prep.begin()) - 1;
 }
 
 // Called by the thread that computed rows [lo, hi) of part `part`, right after them.
-using RowsDoneFn = std::function<void(size_t part, int64_t lo, int64_t hi)>;
+using RowsDoneFn = FunctionRef<void(size_t part, int64_t lo, int64_t hi)>;
 
 // The rows of all parts, concatenated, as one range of rows split into claims: where claims may
 // start and end (a multiple of kRowAlign rows into a part, or a part's end, so that a claim
 // does not cut the kernels' row groups) and how many weight bytes one holds.
 class Claims {
  public:
-  explicit Claims(const std::vector<Prepared>& prep) : prep_(prep) {}
+  explicit Claims(std::span<const Prepared> prep) : prep_(prep) {}
 
   // The end of the owner's claim that starts at row f (a boundary) and ends before `back`: a
   // quarter of what is left, at least kClaimBytes, so that a long range takes few claims and
@@ -115,7 +119,7 @@ class Claims {
     return p.byte0 + static_cast<uint64_t>(std::min(r - p.row0, p.n())) * p.args.w_row_bytes;
   }
 
-  const std::vector<Prepared>& prep_;
+  std::span<const Prepared> prep_;
 };
 
 std::atomic<uint64_t> g_claims_stolen{0};
@@ -141,7 +145,7 @@ struct alignas(64) Unclaimed {
 // claims need only be atomic (relaxed): the pool's barrier publishes the outputs. Threads split
 // the output rows, never k: each output element is the same sequence of operations whichever
 // thread computes it. `work`: each thread's work_bytes, one after the other.
-void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t total_bytes,
+void run_rows(ThreadPool& pool, std::span<const Prepared> prep, uint64_t total_bytes,
               int64_t total_rows, uint8_t* work, size_t work_bytes, const RowsDoneFn* done) {
   STRATA_CHECK(total_rows < (int64_t{1} << 31), "matmul: too many rows");
   const auto n_tasks = static_cast<int64_t>(
@@ -167,7 +171,12 @@ void run_rows(ThreadPool& pool, const std::vector<Prepared>& prep, uint64_t tota
     return;
   }
   const Claims claims(prep);
-  std::vector<Unclaimed> ranges(static_cast<size_t>(n_tasks));
+  // In place for the pools a machine usually has; on the heap past that.
+  constexpr int64_t kLocalTasks = 16;
+  std::array<Unclaimed, kLocalTasks> local;
+  std::unique_ptr<Unclaimed[]> heap;
+  if (n_tasks > kLocalTasks) heap = std::make_unique<Unclaimed[]>(static_cast<size_t>(n_tasks));
+  Unclaimed* ranges = n_tasks > kLocalTasks ? heap.get() : local.data();
   for (int64_t t = 0; t < n_tasks; ++t) {
     ranges[t].v.store(Unclaimed::pack(task_row(prep, total_bytes, total_rows, t, n_tasks),
                                       task_row(prep, total_bytes, total_rows, t + 1, n_tasks)),
@@ -210,8 +219,8 @@ void matmul_multi(ThreadPool& pool, std::span<const MatmulPart> parts, int64_t k
   STRATA_CHECK(m <= 1 || x_stride >= static_cast<size_t>(k), "matmul: column strides too small");
   // One ISA decision per call; the kernels below never look at it again.
   const Isa isa = isa_active();
-  std::vector<Prepared> prep;
-  std::vector<ActFormat> formats;
+  SmallList<Prepared, 8> prep;
+  SmallList<ActFormat, 4> formats;
   uint64_t total_bytes = 0;
   int64_t total_rows = 0;
   for (const MatmulPart& part : parts) {
@@ -320,7 +329,8 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats,
 
   // The pairs (p = t * n_used + s) in grouped order: a counting sort by expert, stable in p.
   // Runs every layer of every step: its counts live on the stack, its order in the scratch.
-  std::array<int64_t, kMaxExperts + 1> first{};
+  std::array<int64_t, kMaxExperts + 1> first;  // of the n_expert + 1 used, only those are set
+  std::fill_n(first.begin(), a.n_expert + 1, 0);
   for (int64_t p = 0; p < n_pairs; ++p) {
     STRATA_CHECK(a.ids[p] >= 0 && a.ids[p] < a.n_expert, "matmul_id: expert id out of range");
     ++first[static_cast<size_t>(a.ids[p]) + 1];
@@ -400,8 +410,7 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats,
   for (size_t i = 0; i < mats.size(); ++i) {
     if (mats[i].n > 0) active[n_active++] = i;
   }
-  std::vector<Prepared> prep;
-  prep.reserve(static_cast<size_t>(std::min(n_pairs, a.n_expert)) * n_active);
+  SmallList<Prepared, 32> prep;
   for (int64_t q0 = 0; q0 < n_pairs; q0 += slice) {
     const int64_t q1 = std::min(n_pairs, q0 + slice);
     const int64_t* pairs = order + q0;
@@ -464,7 +473,7 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats,
       j = end;
     }
     // Each thread scatters the rows it computed to their pairs: no pass of its own.
-    const RowsDoneFn scatter = [&](size_t part, int64_t lo, int64_t hi) {
+    const auto scatter_rows = [&](size_t part, int64_t lo, int64_t hi) {
       const Prepared& p = prep[part];
       const size_t i = active[part % n_active];
       const MatmulIdArgs& b = mats[i];
@@ -479,6 +488,7 @@ void matmul_id_multi(ThreadPool& pool, std::span<const MatmulIdArgs> mats,
                     static_cast<size_t>(hi - lo) * sizeof(float));
       }
     };
+    const RowsDoneFn scatter = scatter_rows;
     run_rows(pool, prep, total_bytes, total_rows, work, work_bytes, &scatter);
   }
 }

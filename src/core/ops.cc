@@ -14,6 +14,7 @@
 #include "core/isa.h"
 #include "core/ops_internal.h"
 #include "core/rows16.h"
+#include "core/small_list.h"
 
 namespace strata {
 
@@ -56,7 +57,8 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a,
   const int64_t n_tokens = a.n_tokens;
   if (n_tokens <= 0) return;
   const int64_t group = a.n_head / a.n_head_kv;
-  std::vector<int64_t> len(static_cast<size_t>(n_tokens));
+  // The per-call lists are in place for a decode step's few tokens (core/small_list.h).
+  SmallList<int64_t, 16> len(static_cast<size_t>(n_tokens));
   int64_t span = 0;
   for (int64_t t = 0; t < n_tokens; ++t) {
     internal::attention_cells(a, t, &len[t]);
@@ -69,11 +71,13 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a,
       std::clamp<int64_t>(kAttentionScoreFloats / ((group + min_runs - 1) / min_runs * span_pad), 1,
                           internal::kAttentionMaxTileTokens);
 
-  std::vector<int32_t> order(static_cast<size_t>(n_tokens));
+  SmallList<int32_t, 16> order(static_cast<size_t>(n_tokens));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t x, int32_t y) { return a.tok[2 * x] < a.tok[2 * y]; });
-  std::vector<int64_t> tiles;  // tile i is order[tiles[i] .. tiles[i + 1])
+  if (n_tokens > 1) {  // (stable_sort takes a heap buffer, even for one item)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t x, int32_t y) { return a.tok[2 * x] < a.tok[2 * y]; });
+  }
+  SmallList<int64_t, 16> tiles;  // tile i is order[tiles[i] .. tiles[i + 1])
   for (int64_t i = 0; i < n_tokens;) {
     tiles.push_back(i);
     int64_t j = i + 1;
@@ -102,16 +106,16 @@ void attention_tiled(ThreadPool& pool, const internal::AttentionArgs& a,
     return Task{i / (a.n_head_kv * n_runs), h0, std::min(kvh * group + group, h0 + run)};
   };
 
-  std::vector<int64_t> tile_cost(static_cast<size_t>(n_tiles));
+  SmallList<int64_t, 16> tile_cost(static_cast<size_t>(n_tiles));
   for (int64_t i = 0; i < n_tiles; ++i) {
     for (int64_t j = tiles[i]; j < tiles[i + 1]; ++j) tile_cost[i] += len[order[j]] + 16;
   }
-  std::vector<int64_t> prefix(static_cast<size_t>(n_tasks) + 1);
+  SmallList<int64_t, 64> prefix(static_cast<size_t>(n_tasks) + 1);
   for (int64_t i = 0; i < n_tasks; ++i) {
     const Task tk = task(i);
     prefix[i + 1] = prefix[i] + std::max<int64_t>(tk.h1 - tk.h0, 0) * tile_cost[tk.tile];
   }
-  std::vector<int64_t> cut(static_cast<size_t>(n_threads) + 1, n_tasks);
+  SmallList<int64_t, 64> cut(static_cast<size_t>(n_threads) + 1, n_tasks);
   for (int k = 0; k < n_threads; ++k) {
     const int64_t target = prefix[n_tasks] / n_threads * k;
     cut[k] = std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin();

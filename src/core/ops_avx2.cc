@@ -15,6 +15,7 @@
 #include "core/ops_avx2.h"
 #include "core/ops_internal.h"
 #include "core/simd_avx2.h"
+#include "core/small_list.h"
 
 namespace strata::internal::avx2 {
 namespace {
@@ -123,8 +124,9 @@ void rope(float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, size_t t
           const int32_t* pos, int64_t n_rot, RopeMode mode, float freq_base, float freq_scale) {
   STRATA_CHECK(n_rot % 2 == 0 && n_rot <= head_dim, "rope: n_rot must be even, <= head_dim");
   const int64_t half = n_rot / 2;
-  std::vector<float> cs(static_cast<size_t>(half) * 2);
-  std::vector<float> wide(static_cast<size_t>(n_rot) * 2);  // normal mode: C and S per dim
+  // In place up to head size 256 (core/small_list.h).
+  SmallList<float, 256> cs(static_cast<size_t>(half) * 2);
+  SmallList<float, 512> wide(static_cast<size_t>(n_rot) * 2);  // normal mode: C and S per dim
   float* cos_t = cs.data();
   float* sin_t = cs.data() + half;
   for (int64_t t = 0; t < n_tokens; ++t) {

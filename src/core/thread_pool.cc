@@ -260,7 +260,7 @@ struct ThreadPool::Impl {
   // The job of the current generation and the generation, written together by the caller (one
   // transfer of the line) and read together by each worker. The job is written before the bump
   // and read after it.
-  alignas(64) const std::function<void(int, int64_t, int64_t)>* fn = nullptr;
+  alignas(64) const PoolTask* fn = nullptr;
   int64_t n = 0;
   int64_t grain = 1;
   std::atomic<uint64_t> generation{0};
@@ -334,8 +334,7 @@ uint8_t* ThreadPool::scratch(int thread, size_t bytes) {
   return v.data() + ((64 - p % 64) % 64);
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int, int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, PoolTask fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   Impl& p = *impl_;

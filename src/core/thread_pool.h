@@ -10,11 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/function_ref.h"
 #include "core/status.h"
 
 namespace strata {
@@ -45,6 +45,10 @@ Result<std::vector<int>> cpu_list_from_mask(const std::string& text);
 // CPUs this machine has (configured, online or not): ids at or past it do not exist.
 int cpu_count();
 
+// What parallel_for calls, fn(thread, begin, end): a reference to the caller's callable, valid
+// while the call runs (no copy, no allocation per pass; core/function_ref.h).
+using PoolTask = FunctionRef<void(int thread, int64_t begin, int64_t end)>;
+
 class ThreadPool {
  public:
   // n_threads >= 1 counts the caller; n_threads - 1 threads are started and live until the
@@ -65,8 +69,7 @@ class ThreadPool {
   // Calls fn(thread_index, begin, end) over disjoint ranges that cover [0, n) and blocks
   // until all are done. Ranges are contiguous and at least `grain` long (but the last).
   // Not reentrant, one caller at a time: fn must not call parallel_for on the same pool.
-  void parallel_for(int64_t n, int64_t grain,
-                    const std::function<void(int thread, int64_t begin, int64_t end)>& fn);
+  void parallel_for(int64_t n, int64_t grain, PoolTask fn);
 
   // parallel_for calls since the pool started, and how many of them were barriers: ran on the
   // pool's threads and waited for them (the others ran on the caller alone: one thread, or
