@@ -40,10 +40,14 @@ void* operator new(std::size_t n, std::align_val_t a) {
   }
   throw std::bad_alloc();
 }
+// g++ takes free() after an inlined operator new for a mismatch; both here are malloc's.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 #endif
 
 namespace strata::testing {

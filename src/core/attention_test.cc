@@ -405,7 +405,9 @@ TEST(OpsAttention, ADecodeTokenAllocatesNothing) {
       attention(pool, q.data(), qs, c.head_dim, r.n_head, 1, c.dtype, c.k.data(), c.v.data(),
                 c.strides(), c.n_head_kv, c.cells.data(), c.max_len, r.tok.data(), r.scale,
                 out.data(), os);
-      if (call == 1) EXPECT_EQ(testing::heap_allocations() - before, 0u) << isa_name(isa);
+      if (call == 1) {
+        EXPECT_EQ(testing::heap_allocations() - before, 0u) << isa_name(isa);
+      }
     }
   }
 }

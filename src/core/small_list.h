@@ -7,7 +7,7 @@
 #pragma once
 
 #include <cstddef>
-#include <new>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -28,7 +28,7 @@ class SmallList {
 
   void push_back(const T& v) {
     if (n_ < N) {
-      ::new (static_cast<void*>(place_ + n_ * sizeof(T))) T(v);
+      std::construct_at(local() + n_, v);
     } else {
       if (n_ == N) heap_.assign(local(), local() + N);
       heap_.push_back(v);
@@ -41,7 +41,7 @@ class SmallList {
     if (n > N) {
       heap_.assign(n, v);
     } else {
-      for (size_t i = 0; i < n; ++i) ::new (static_cast<void*>(place_ + i * sizeof(T))) T(v);
+      for (size_t i = 0; i < n; ++i) std::construct_at(local() + i, v);
     }
     n_ = n;
   }

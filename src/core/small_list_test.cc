@@ -34,8 +34,10 @@ TEST(SmallList, ResizeFillsInPlaceOrOnTheHeap) {
     SmallList<int32_t, 8> list(n, -5);
     ASSERT_EQ(list.size(), n);
     EXPECT_EQ(std::accumulate(list.begin(), list.end(), int64_t{0}), -5 * int64_t(n)) << n;
-    if (n > 0) list[n - 1] = 2;
-    if (n > 0) EXPECT_EQ(list.data()[n - 1], 2);
+    if (n > 0) {
+      list[n - 1] = 2;
+      EXPECT_EQ(list.data()[n - 1], 2);
+    }
   }
 }
 
