@@ -142,10 +142,11 @@ TEST(CpuExecMatmulRuns, ABatchOneLayerAllocatesNothing) {
   Result<CpuPreparedGraph> prepared = cpu_graph_prepare(g.graph, g);
   ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
   ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
+  const uint64_t barriers = pool.counts().barriers;
   const uint64_t before = testing::heap_allocations();
   for (int run = 0; run < 3; ++run) ASSERT_TRUE(cpu_graph_run(*prepared, pool).is_ok());
   EXPECT_EQ(testing::heap_allocations() - before, 0u);
-  EXPECT_GE(pool.counts().barriers, 4 * 3u) << "the passes were split over the threads";
+  EXPECT_GT(pool.counts().barriers, barriers) << "the passes were split over the threads";
 }
 
 // At batch 1: q/k/v one pass, gate/up one pass, down one pass.

@@ -171,13 +171,18 @@ void run_rows(ThreadPool& pool, std::span<const Prepared> prep, uint64_t total_b
     return;
   }
   const Claims claims(prep);
-  // In place for the pools a machine usually has; on the heap past that.
+  // On the stack for the pools a machine usually has, on the heap past that; only the n_tasks
+  // words used are made (each on a line of its own: a full array would write 16 lines a pass).
   constexpr int64_t kLocalTasks = 16;
-  std::array<Unclaimed, kLocalTasks> local;
+  alignas(Unclaimed) unsigned char place[kLocalTasks * sizeof(Unclaimed)];
   std::unique_ptr<Unclaimed[]> heap;
-  if (n_tasks > kLocalTasks) heap = std::make_unique<Unclaimed[]>(static_cast<size_t>(n_tasks));
-  Unclaimed* ranges = n_tasks > kLocalTasks ? heap.get() : local.data();
+  Unclaimed* ranges = reinterpret_cast<Unclaimed*>(place);
+  if (n_tasks > kLocalTasks) {
+    heap = std::make_unique<Unclaimed[]>(static_cast<size_t>(n_tasks));
+    ranges = heap.get();
+  }
   for (int64_t t = 0; t < n_tasks; ++t) {
+    std::construct_at(ranges + t);
     ranges[t].v.store(Unclaimed::pack(task_row(prep, total_bytes, total_rows, t, n_tasks),
                                       task_row(prep, total_bytes, total_rows, t + 1, n_tasks)),
                       std::memory_order_relaxed);

@@ -135,6 +135,30 @@ TEST(MatmulMulti, RowsTakenFromAnotherThreadHaveTheSameBits) {
       << "no thread took another's rows in " << runs << " runs";
 }
 
+// More parts and more threads than a decode step's lists hold in place (8 parts, 16 tasks: past
+// those they go to the heap): the same bits as one matmul per part on one thread.
+TEST(MatmulMulti, MorePartsAndTasksThanInPlaceGiveTheSameBits) {
+  std::vector<Matrix> w;
+  for (int64_t i = 0; i < 10; ++i) w.emplace_back(DType::kQ8_0, 101 + 7 * i, 90 + i);
+  const std::vector<float> x = random_floats(static_cast<size_t>(kK), 91);
+  ThreadPool one(1);
+  ThreadPool many(20);
+  std::vector<std::vector<float>> y;
+  const std::vector<MatmulPart> parts = parts_writing(w, 1, &y);
+  size_t bytes = 0;
+  for (const Matrix& m : w) bytes += m.bytes.size();
+  ASSERT_GE(bytes, size_t{20} * 64 * 1024) << "enough bytes for a task on each of 20 threads";
+  matmul_multi(many, parts, kK, x.data(), kK, 1);
+  for (size_t p = 0; p < w.size(); ++p) {
+    std::vector<float> expect = output(w[p].n, 1);
+    matmul(one, w[p].dtype, w[p].bytes.data(), w[p].row_bytes, w[p].n, kK, x.data(), kK, 1,
+           expect.data(), static_cast<size_t>(w[p].n) + 1);
+    for (size_t i = 0; i < expect.size(); ++i) {
+      ASSERT_TRUE(same_bits(y[p][i], expect[i])) << "part " << p << " element " << i;
+    }
+  }
+}
+
 // The columns callback writes X in the quantisation pass: each column once, before any part
 // reads it.
 TEST(MatmulMulti, ColumnsAreWrittenOnceBeforeTheyAreRead) {

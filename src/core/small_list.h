@@ -60,7 +60,6 @@ class SmallList {
   const T* begin() const { return data(); }
   const T* end() const { return data() + n_; }
   operator std::span<const T>() const { return {data(), n_}; }  // NOLINT: a list is its span
-  operator std::span<T>() { return {data(), n_}; }              // NOLINT
 
  private:
   // The items in place (an array of unsigned char provides storage for them, C++20).
